@@ -1,0 +1,137 @@
+//! The FFI types that cross the host/plugin boundary.
+//!
+//! Everything here derives `StableAbi`, so abi_stable compares the layout a
+//! plugin was compiled against with the host's at load time and refuses a
+//! mismatch instead of letting it corrupt memory. The root module and the
+//! host context are prefix types: later versions append fields below
+//! `#[sabi(last_prefix_field)]` and stay loadable by older peers.
+#![allow(non_local_definitions, clippy::unnecessary_cast)] // abi_stable's macros expand to impls inside consts and redundant casts
+
+use abi_stable::{
+    declare_root_module_statics,
+    library::RootModule,
+    package_version_strings, sabi_trait,
+    sabi_types::VersionStrings,
+    std_types::{RBox, RResult, RSlice, RStr, RString, RVec},
+    StableAbi,
+};
+
+/// One request header as the host parsed it: a borrowed view into the
+/// connection's read buffer. Values are bytes (RFC 9110 allows obs-text).
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug)]
+pub struct HeaderRef<'a> {
+    pub name: RStr<'a>,
+    pub value: RSlice<'a, u8>,
+}
+
+/// The request handed to an app: WSGI's environ, typed. All fields borrow
+/// from the host's buffers and are valid only during `handle`; an app that
+/// answers later copies what it needs.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug)]
+pub struct Request<'a> {
+    /// Request method as sent (`GET`, `POST`, ...).
+    pub method: RStr<'a>,
+    /// HTTP minor version: 0 for HTTP/1.0, 1 for HTTP/1.1.
+    pub version_minor: u8,
+    /// `http` or `https` (as seen by the client, see trusted proxies).
+    pub scheme: RStr<'a>,
+    /// The address the host's listener is bound to (SERVER_NAME).
+    pub server_name: RStr<'a>,
+    /// The listener's port (SERVER_PORT).
+    pub server_port: u16,
+    /// The client's address, `ip:port` (REMOTE_ADDR).
+    pub peer: RStr<'a>,
+    /// The mount prefix that selected this app, without a trailing slash;
+    /// empty for an app mounted at `/` (SCRIPT_NAME).
+    pub script_name: RStr<'a>,
+    /// The rest of the path after the prefix, raw (not percent-decoded),
+    /// empty or starting with `/` (PATH_INFO).
+    pub path_info: RStr<'a>,
+    /// The raw query string without the `?` (QUERY_STRING).
+    pub query: RStr<'a>,
+    /// Headers in the order received.
+    pub headers: RSlice<'a, HeaderRef<'a>>,
+    /// The whole request body, already de-chunked.
+    pub body: RSlice<'a, u8>,
+}
+
+/// One response header, owned.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub name: RString,
+    pub value: RVec<u8>,
+}
+
+/// The app's answer. The host adds `Date`, `Server`, `Content-Length` and
+/// `Connection`; hop-by-hop headers set by the app are ignored.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq, Eq)]
+pub struct Response {
+    pub status: u16,
+    pub headers: RVec<Header>,
+    pub body: RVec<u8>,
+}
+
+/// The completion handle for one request. The host implements it; an app
+/// consumes it exactly once, now or later, from any thread. Dropping it
+/// unanswered makes the host answer 500.
+#[sabi_trait]
+pub trait RawResponder: Send {
+    #[sabi(last_prefix_field)]
+    fn respond(self, response: Response);
+}
+
+/// The owned, type-erased responder passed through the ABI.
+pub type ResponderBox = RawResponder_TO<'static, RBox<()>>;
+
+/// What a plugin says about itself before it is initialised.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug)]
+pub struct AppInfo {
+    pub name: RString,
+    pub version: RString,
+    /// Where the app mounts unless the operator says otherwise (`--mount`).
+    pub default_mount: RString,
+}
+
+/// Log levels as they cross the ABI (`log::Level as u8`: 1 = error .. 5 = trace).
+pub type LogLevel = u8;
+
+/// Services the host offers to a plugin, handed to `init`.
+#[repr(C)]
+#[derive(StableAbi)]
+#[sabi(kind(Prefix(prefix_ref = HostRef)))]
+#[sabi(missing_field(panic))]
+pub struct HostModule {
+    /// The most verbose level the host will print (0 = off).
+    pub log_max_level: LogLevel,
+    /// Writes one record to the host's logger.
+    #[sabi(last_prefix_field)]
+    pub log: extern "C" fn(level: LogLevel, target: RStr<'_>, message: RStr<'_>),
+}
+
+/// The root module every Stoa app plugin exports (see `export_app!`).
+#[repr(C)]
+#[derive(StableAbi)]
+#[sabi(kind(Prefix(prefix_ref = AppModuleRef)))]
+#[sabi(missing_field(panic))]
+pub struct AppModule {
+    /// Name, version and default mount; callable before `init`.
+    pub info: extern "C" fn() -> AppInfo,
+    /// Creates the app. Called once, before any request; an `RErr` refuses
+    /// the plugin with that message.
+    pub init: extern "C" fn(host: HostRef) -> RResult<(), RString>,
+    /// Handles one request. Must not unwind (the macro catches panics).
+    #[sabi(last_prefix_field)]
+    pub handle: extern "C" fn(request: &Request<'_>, responder: ResponderBox),
+}
+
+impl RootModule for AppModuleRef {
+    declare_root_module_statics! {AppModuleRef}
+    const BASE_NAME: &'static str = "stoa_app";
+    const NAME: &'static str = "stoa_app";
+    const VERSION_STRINGS: VersionStrings = package_version_strings!();
+}

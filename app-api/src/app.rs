@@ -1,0 +1,176 @@
+//! The plain-Rust side plugin authors write against: the `App` trait, a
+//! `Responder` that answers once, and helpers on `Request` and `Response`.
+
+use crate::abi::{Header, Request, ResponderBox, Response};
+use abi_stable::std_types::{RString, RVec};
+
+/// A web application hosted by Stoa. Implement `call` for an app that
+/// answers at once, or `handle` for one that answers later (from a timer or
+/// another thread). Shared by every worker thread, hence `Send + Sync`.
+pub trait App: Send + Sync + 'static {
+    /// Answers a request; the default passes `call`'s result to the responder.
+    fn handle(&self, request: &Request<'_>, responder: Responder) {
+        responder.respond(self.call(request));
+    }
+
+    /// Answers a request at once. The default answers 404.
+    fn call(&self, _request: &Request<'_>) -> Response {
+        Response::text(404, "Not Found")
+    }
+}
+
+/// Completes one request, now or later, from any thread. Dropping it
+/// without answering makes the host answer 500.
+pub struct Responder {
+    inner: ResponderBox,
+}
+
+impl Responder {
+    /// Wraps the host's responder (used by the export macro).
+    #[doc(hidden)]
+    pub fn from_raw(inner: ResponderBox) -> Self {
+        Responder { inner }
+    }
+
+    /// Sends the response; consumes the responder.
+    pub fn respond(self, response: Response) {
+        self.inner.respond(response);
+    }
+}
+
+impl Response {
+    /// An empty response with the given status.
+    pub fn new(status: u16) -> Self {
+        Response {
+            status,
+            headers: RVec::new(),
+            body: RVec::new(),
+        }
+    }
+
+    /// A `text/plain; charset=utf-8` response.
+    pub fn text(status: u16, body: &str) -> Self {
+        Response::new(status)
+            .with_header("Content-Type", "text/plain; charset=utf-8")
+            .with_body(body.as_bytes())
+    }
+
+    /// A `text/html; charset=utf-8` response.
+    pub fn html(status: u16, body: &str) -> Self {
+        Response::new(status)
+            .with_header("Content-Type", "text/html; charset=utf-8")
+            .with_body(body.as_bytes())
+    }
+
+    /// An `application/json` response from already serialised JSON.
+    pub fn json(status: u16, body: &[u8]) -> Self {
+        Response::new(status)
+            .with_header("Content-Type", "application/json")
+            .with_body(body)
+    }
+
+    /// Appends a header.
+    pub fn with_header(mut self, name: &str, value: impl AsRef<[u8]>) -> Self {
+        self.headers.push(Header {
+            name: RString::from(name),
+            value: RVec::from(value.as_ref()),
+        });
+        self
+    }
+
+    /// Replaces the body.
+    pub fn with_body(mut self, body: impl Into<Vec<u8>>) -> Self {
+        self.body = RVec::from(body.into());
+        self
+    }
+
+    /// The first header with this name (ASCII case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers
+            .iter()
+            .find(|h| h.name.as_str().eq_ignore_ascii_case(name))
+            .map(|h| h.value.as_slice())
+    }
+}
+
+impl<'a> Request<'a> {
+    /// The first header with this name (ASCII case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&'a [u8]> {
+        self.headers
+            .as_slice()
+            .iter()
+            .find(|h| h.name.as_str().eq_ignore_ascii_case(name))
+            .map(|h| h.value.as_slice())
+    }
+
+    /// The first header with this name, if it is valid UTF-8.
+    pub fn header_str(&self, name: &str) -> Option<&'a str> {
+        self.header(name).and_then(|v| std::str::from_utf8(v).ok())
+    }
+
+    /// The full request path: SCRIPT_NAME followed by PATH_INFO.
+    pub fn full_path(&self) -> String {
+        format!("{}{}", self.script_name, self.path_info)
+    }
+
+    /// The value of one `key=value` pair of the query string, raw.
+    pub fn query_param(&self, key: &str) -> Option<&'a str> {
+        self.query
+            .as_str()
+            .split('&')
+            .filter_map(|pair| pair.split_once('=').or(Some((pair, ""))))
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::HeaderRef;
+    use abi_stable::std_types::{RSlice, RStr};
+
+    fn request<'a>(headers: &'a [HeaderRef<'a>], query: &'a str) -> Request<'a> {
+        Request {
+            method: RStr::from("GET"),
+            version_minor: 1,
+            scheme: RStr::from("http"),
+            server_name: RStr::from("127.0.0.1"),
+            server_port: 8000,
+            peer: RStr::from("127.0.0.1:5000"),
+            script_name: RStr::from("/app"),
+            path_info: RStr::from("/x"),
+            query: RStr::from(query),
+            headers: RSlice::from_slice(headers),
+            body: RSlice::from_slice(&[]),
+        }
+    }
+
+    #[test]
+    fn header_lookup_ignores_case() {
+        let h = [HeaderRef {
+            name: RStr::from("X-Thing"),
+            value: RSlice::from_slice(b"v"),
+        }];
+        let r = request(&h, "");
+        assert_eq!(r.header("x-thing"), Some(&b"v"[..]));
+        assert_eq!(r.header("other"), None);
+        assert_eq!(r.full_path(), "/app/x");
+    }
+
+    #[test]
+    fn query_param_finds_pairs_and_bare_keys() {
+        let r = request(&[], "a=1&flag&b=two");
+        assert_eq!(r.query_param("a"), Some("1"));
+        assert_eq!(r.query_param("b"), Some("two"));
+        assert_eq!(r.query_param("flag"), Some(""));
+        assert_eq!(r.query_param("c"), None);
+    }
+
+    #[test]
+    fn response_builders_set_content_type() {
+        let r = Response::json(200, b"{}");
+        assert_eq!(r.header("content-type"), Some(&b"application/json"[..]));
+        assert_eq!(r.body.as_slice(), b"{}");
+    }
+}

@@ -1,0 +1,19 @@
+//! Stoa's application ABI: the contract between the `stoa` host and the app
+//! plugins it loads at run time.
+//!
+//! An app is a `cdylib` that implements [`App`] and exports it with
+//! [`export_app!`]. The host checks the plugin's ABI (type layouts and this
+//! crate's version) before calling anything in it, so a plugin built against
+//! an incompatible `stoa-app-api` is refused with a message instead of
+//! crashing the host.
+
+pub mod abi;
+pub mod app;
+pub mod export;
+
+pub use abi::{Header, HeaderRef, Request, Response};
+pub use app::{App, Responder};
+pub use log;
+
+#[doc(hidden)]
+pub use abi_stable;

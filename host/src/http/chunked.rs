@@ -1,0 +1,184 @@
+//! Incremental decoder for `Transfer-Encoding: chunked` (RFC 9112 §7.1).
+//! Fed whatever bytes have arrived; keeps its place between calls.
+
+use super::HttpError;
+
+/// Longest chunk-size line, extensions included.
+const MAX_SIZE_LINE: usize = 4096;
+/// Largest trailer section.
+const MAX_TRAILERS: usize = 16 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Size,
+    Data(usize),
+    DataCr,
+    DataLf,
+    Trailers,
+    Done,
+}
+
+/// Decoder state for one chunked body.
+#[derive(Debug, Clone)]
+pub struct ChunkedDecoder {
+    state: State,
+    line: Vec<u8>,
+    trailer_bytes: usize,
+}
+
+impl Default for ChunkedDecoder {
+    fn default() -> Self {
+        ChunkedDecoder {
+            state: State::Size,
+            line: Vec::new(),
+            trailer_bytes: 0,
+        }
+    }
+}
+
+impl ChunkedDecoder {
+    /// True once the last chunk and the trailers have been read.
+    pub fn is_done(&self) -> bool {
+        self.state == State::Done
+    }
+
+    /// Decodes from `input` into `out`, returning how many input bytes were
+    /// consumed. Stops at the end of the body; bytes after it are not taken.
+    pub fn decode(
+        &mut self,
+        input: &[u8],
+        out: &mut Vec<u8>,
+        max_body: usize,
+    ) -> Result<usize, HttpError> {
+        let mut i = 0;
+        while i < input.len() && self.state != State::Done {
+            match self.state {
+                State::Size | State::Trailers => {
+                    let b = input[i];
+                    i += 1;
+                    if b != b'\n' {
+                        self.line.push(b);
+                        if self.state == State::Size && self.line.len() > MAX_SIZE_LINE {
+                            return Err(HttpError::Framing("chunk size line too long"));
+                        }
+                        continue;
+                    }
+                    if self.line.pop() != Some(b'\r') {
+                        return Err(HttpError::Framing("chunk line not ended by CRLF"));
+                    }
+                    if self.state == State::Size {
+                        let size = parse_size(&self.line)?;
+                        self.line.clear();
+                        if out.len().saturating_add(size) > max_body {
+                            return Err(HttpError::BodyTooLarge);
+                        }
+                        self.state = if size == 0 {
+                            State::Trailers
+                        } else {
+                            State::Data(size)
+                        };
+                    } else {
+                        let empty = self.line.is_empty();
+                        self.trailer_bytes += self.line.len() + 2;
+                        self.line.clear();
+                        if self.trailer_bytes > MAX_TRAILERS {
+                            return Err(HttpError::HeadTooLarge);
+                        }
+                        if empty {
+                            self.state = State::Done;
+                        }
+                    }
+                }
+                State::Data(left) => {
+                    let take = left.min(input.len() - i);
+                    out.extend_from_slice(&input[i..i + take]);
+                    i += take;
+                    self.state = if take == left {
+                        State::DataCr
+                    } else {
+                        State::Data(left - take)
+                    };
+                }
+                State::DataCr | State::DataLf => {
+                    let want = if self.state == State::DataCr {
+                        b'\r'
+                    } else {
+                        b'\n'
+                    };
+                    if input[i] != want {
+                        return Err(HttpError::Framing("chunk data not followed by CRLF"));
+                    }
+                    i += 1;
+                    self.state = if want == b'\r' {
+                        State::DataLf
+                    } else {
+                        State::Size
+                    };
+                }
+                State::Done => break,
+            }
+        }
+        Ok(i)
+    }
+}
+
+fn parse_size(line: &[u8]) -> Result<usize, HttpError> {
+    let digits = line.split(|&b| b == b';').next().unwrap_or_default();
+    let digits = digits.strip_suffix(b" ").unwrap_or(digits);
+    if digits.is_empty() || digits.len() > 15 {
+        return Err(HttpError::Framing("invalid chunk size"));
+    }
+    digits.iter().try_fold(0usize, |n, &b| {
+        let d = (b as char)
+            .to_digit(16)
+            .ok_or(HttpError::Framing("invalid chunk size"))?;
+        Ok(n * 16 + d as usize)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_all(input: &[u8]) -> Result<(Vec<u8>, usize, bool), HttpError> {
+        let mut d = ChunkedDecoder::default();
+        let mut out = Vec::new();
+        let n = d.decode(input, &mut out, 1 << 20)?;
+        Ok((out, n, d.is_done()))
+    }
+
+    #[test]
+    fn decodes_chunks_and_stops_at_the_end() {
+        let raw = b"4\r\nWiki\r\n5;ext=1\r\npedia\r\n0\r\nX-T: 1\r\n\r\nNEXT";
+        let (out, n, done) = decode_all(raw).unwrap();
+        assert_eq!(out, b"Wikipedia");
+        assert!(done);
+        assert_eq!(&raw[n..], b"NEXT");
+    }
+
+    #[test]
+    fn any_split_gives_the_same_body() {
+        let raw = b"3\r\nabc\r\na\r\n0123456789\r\n0\r\n\r\n";
+        for split in 0..raw.len() {
+            let mut d = ChunkedDecoder::default();
+            let mut out = Vec::new();
+            let a = d.decode(&raw[..split], &mut out, 100).unwrap();
+            assert_eq!(a, split);
+            d.decode(&raw[split..], &mut out, 100).unwrap();
+            assert!(d.is_done());
+            assert_eq!(out, b"abc0123456789");
+        }
+    }
+
+    #[test]
+    fn rejects_bad_framing() {
+        assert!(decode_all(b"zz\r\n").is_err());
+        assert!(decode_all(b"3\r\nabcX\r\n").is_err());
+        assert!(decode_all(b"3\nabc").is_err());
+        let mut d = ChunkedDecoder::default();
+        assert_eq!(
+            d.decode(b"ff\r\n", &mut Vec::new(), 10),
+            Err(HttpError::BodyTooLarge)
+        );
+    }
+}

@@ -1,0 +1,76 @@
+//! HTTP/1.1 on the wire: request heads (`parse`), chunked bodies
+//! (`chunked`), response bytes and the cached `Date` (`response`). All
+//! limits live in one `ConnParams`; all errors map to a status in one place.
+
+pub mod chunked;
+pub mod parse;
+pub mod response;
+
+/// Every per-connection limit and timeout, with its default.
+#[derive(Clone, Debug)]
+pub struct ConnParams {
+    /// Longest request-target (414 past it).
+    pub max_request_line: usize,
+    /// Longest single header value (431).
+    pub max_header_field: usize,
+    /// Most header fields (431).
+    pub max_headers: usize,
+    /// Largest whole head (431).
+    pub max_head: usize,
+    /// Largest body, decoded (413).
+    pub max_body: usize,
+    /// Requests served on one connection before it is closed.
+    pub max_requests_per_conn: u32,
+}
+
+impl Default for ConnParams {
+    fn default() -> Self {
+        ConnParams {
+            max_request_line: 8 * 1024,
+            max_header_field: 8 * 1024,
+            max_headers: 100,
+            max_head: 64 * 1024,
+            max_body: 8 * 1024 * 1024,
+            max_requests_per_conn: 1000,
+        }
+    }
+}
+
+/// Why a request could not be read. Every variant ends the connection.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HttpError {
+    #[error("malformed request: {0}")]
+    Malformed(&'static str),
+    #[error("bad message framing: {0}")]
+    Framing(&'static str),
+    #[error("request-target longer than max_request_line")]
+    UriTooLong,
+    #[error("header field longer than max_header_field")]
+    HeaderFieldTooLarge,
+    #[error("more header fields than max_headers")]
+    TooManyHeaders,
+    #[error("request head larger than max_head")]
+    HeadTooLarge,
+    #[error("body larger than max_body")]
+    BodyTooLarge,
+    #[error("transfer coding not implemented")]
+    UnsupportedCoding,
+    #[error("unsupported expectation")]
+    ExpectationFailed,
+}
+
+impl HttpError {
+    /// The status code this error is answered with.
+    pub fn status(&self) -> u16 {
+        match self {
+            HttpError::Malformed(_) | HttpError::Framing(_) => 400,
+            HttpError::UriTooLong => 414,
+            HttpError::HeaderFieldTooLarge
+            | HttpError::TooManyHeaders
+            | HttpError::HeadTooLarge => 431,
+            HttpError::BodyTooLarge => 413,
+            HttpError::UnsupportedCoding => 501,
+            HttpError::ExpectationFailed => 417,
+        }
+    }
+}

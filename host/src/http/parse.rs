@@ -1,0 +1,311 @@
+//! Request heads: httparse plus the framing rules of RFC 9112 §6.
+//!
+//! The parsed head stores byte ranges into the connection's read buffer, not
+//! borrowed slices, so the buffer can be read into again while a request
+//! waits for its body.
+
+use super::{ConnParams, HttpError};
+use std::ops::Range;
+
+/// Upper bound of the header array handed to httparse; `max_headers` in
+/// `ConnParams` may be lower.
+pub const HEADER_ARRAY: usize = 128;
+
+/// How the request body is delimited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyKind {
+    None,
+    Length(usize),
+    Chunked,
+}
+
+/// A complete request head, as offsets from the start of the request.
+#[derive(Clone, Debug)]
+pub struct Head {
+    pub method: Range<usize>,
+    pub target: Range<usize>,
+    pub version_minor: u8,
+    pub headers: Vec<(Range<usize>, Range<usize>)>,
+    /// Bytes from the request's start to the end of the blank line.
+    pub len: usize,
+    pub body: BodyKind,
+    pub keep_alive: bool,
+    pub expect_continue: bool,
+}
+
+fn offset(buf: &[u8], part: &[u8]) -> Range<usize> {
+    let start = part.as_ptr() as usize - buf.as_ptr() as usize;
+    start..start + part.len()
+}
+
+/// True if the comma-separated header value lists `token` (case-insensitive).
+pub fn has_token(value: &[u8], token: &str) -> bool {
+    value
+        .split(|&b| b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+}
+
+/// Parses a request head from `buf` (which starts at the request).
+/// `Ok(None)` means more bytes are needed.
+pub fn parse_head(buf: &[u8], params: &ConnParams) -> Result<Option<Head>, HttpError> {
+    let mut storage = [httparse::EMPTY_HEADER; HEADER_ARRAY];
+    let slots = params.max_headers.clamp(1, HEADER_ARRAY);
+    let mut req = httparse::Request::new(&mut storage[..slots]);
+    let status = match req.parse(buf) {
+        Ok(s) => s,
+        Err(httparse::Error::TooManyHeaders) => return Err(HttpError::TooManyHeaders),
+        Err(httparse::Error::Version) => return Err(HttpError::Malformed("invalid HTTP version")),
+        Err(httparse::Error::Token) => {
+            return Err(HttpError::Malformed(
+                "invalid token in method or header name",
+            ))
+        }
+        Err(httparse::Error::HeaderName) => {
+            return Err(HttpError::Malformed("invalid header name"))
+        }
+        Err(httparse::Error::HeaderValue) => {
+            return Err(HttpError::Malformed("invalid header value"))
+        }
+        Err(_) => return Err(HttpError::Malformed("malformed request head")),
+    };
+    let len = match status {
+        httparse::Status::Complete(n) => n,
+        httparse::Status::Partial => {
+            return check_partial(buf, params).map(|()| None);
+        }
+    };
+    if len > params.max_head {
+        return Err(HttpError::HeadTooLarge);
+    }
+    let (Some(method), Some(path), Some(version)) = (req.method, req.path, req.version) else {
+        return Err(HttpError::Malformed("incomplete request line"));
+    };
+    if path.len() > params.max_request_line {
+        return Err(HttpError::UriTooLong);
+    }
+    let mut head = Head {
+        method: offset(buf, method.as_bytes()),
+        target: offset(buf, path.as_bytes()),
+        version_minor: version,
+        headers: Vec::with_capacity(req.headers.len()),
+        len,
+        body: BodyKind::None,
+        keep_alive: version == 1,
+        expect_continue: false,
+    };
+    let mut content_length: Option<usize> = None;
+    let mut chunked = false;
+    let mut hosts = 0;
+    for h in req.headers.iter() {
+        if h.value.len() > params.max_header_field {
+            return Err(HttpError::HeaderFieldTooLarge);
+        }
+        head.headers
+            .push((offset(buf, h.name.as_bytes()), offset(buf, h.value)));
+        let name = h.name;
+        if name.eq_ignore_ascii_case("content-length") {
+            let n = parse_content_length(h.value)?;
+            if content_length.is_some_and(|prev| prev != n) {
+                return Err(HttpError::Framing("differing Content-Length headers"));
+            }
+            content_length = Some(n);
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            if chunked {
+                return Err(HttpError::Framing("chunked applied more than once"));
+            }
+            chunked = parse_transfer_encoding(h.value)?;
+        } else if name.eq_ignore_ascii_case("connection") {
+            if has_token(h.value, "close") {
+                head.keep_alive = false;
+            } else if version == 0 && has_token(h.value, "keep-alive") {
+                head.keep_alive = true;
+            }
+        } else if name.eq_ignore_ascii_case("host") {
+            hosts += 1;
+        } else if name.eq_ignore_ascii_case("expect") {
+            if h.value.eq_ignore_ascii_case(b"100-continue") {
+                head.expect_continue = true;
+            } else {
+                return Err(HttpError::ExpectationFailed);
+            }
+        }
+    }
+    if version == 1 && hosts != 1 {
+        return Err(HttpError::Malformed(if hosts == 0 {
+            "missing Host header"
+        } else {
+            "more than one Host header"
+        }));
+    }
+    head.body = match (chunked, content_length) {
+        (true, Some(_)) => {
+            return Err(HttpError::Framing(
+                "both Content-Length and Transfer-Encoding",
+            ))
+        }
+        (true, None) => BodyKind::Chunked,
+        (false, Some(0)) | (false, None) => BodyKind::None,
+        (false, Some(n)) if n > params.max_body => return Err(HttpError::BodyTooLarge),
+        (false, Some(n)) => BodyKind::Length(n),
+    };
+    check_target(&buf[head.method.clone()], path)?;
+    Ok(Some(head))
+}
+
+/// An incomplete head is still bounded: a request line without its CRLF is
+/// limited by `max_request_line` (414), the whole head by `max_head` (431).
+fn check_partial(buf: &[u8], params: &ConnParams) -> Result<(), HttpError> {
+    let line_end = buf.iter().position(|&b| b == b'\n');
+    match line_end {
+        None if buf.len() > params.max_request_line => Err(HttpError::UriTooLong),
+        _ if buf.len() > params.max_head => Err(HttpError::HeadTooLarge),
+        _ => Ok(()),
+    }
+}
+
+fn parse_content_length(value: &[u8]) -> Result<usize, HttpError> {
+    let v = value.trim_ascii();
+    if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
+        return Err(HttpError::Framing("Content-Length is not a plain number"));
+    }
+    v.iter()
+        .try_fold(0usize, |n, d| {
+            n.checked_mul(10)?.checked_add(usize::from(d - b'0'))
+        })
+        .ok_or(HttpError::Framing("Content-Length is not a plain number"))
+}
+
+/// Only a lone, final `chunked` is accepted (RFC 9112 §6.3): another coding
+/// is not implemented (501), a list not ending in chunked cannot be framed.
+fn parse_transfer_encoding(value: &[u8]) -> Result<bool, HttpError> {
+    let codings: Vec<&[u8]> = value
+        .split(|&b| b == b',')
+        .map(|c| c.trim_ascii())
+        .filter(|c| !c.is_empty())
+        .collect();
+    match codings.as_slice() {
+        [one] if one.eq_ignore_ascii_case(b"chunked") => Ok(true),
+        [.., last] if !last.eq_ignore_ascii_case(b"chunked") => Err(HttpError::Framing(
+            "Transfer-Encoding does not end in chunked",
+        )),
+        [] => Err(HttpError::Framing("empty Transfer-Encoding")),
+        _ => Err(HttpError::UnsupportedCoding),
+    }
+}
+
+/// Request-target forms (RFC 9112 §3.2): origin-form for all methods,
+/// absolute-form too, authority-form only for CONNECT, `*` only for OPTIONS.
+fn check_target(method: &[u8], target: &str) -> Result<(), HttpError> {
+    let ok = if target == "*" {
+        method == b"OPTIONS"
+    } else if method == b"CONNECT" {
+        !target.starts_with('/') && target.contains(':')
+    } else {
+        target.starts_with('/') || target.starts_with("http://") || target.starts_with("https://")
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(HttpError::Malformed(
+            "request-target form not allowed for this method",
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Option<Head>, HttpError> {
+        parse_head(s.as_bytes(), &ConnParams::default())
+    }
+
+    #[test]
+    fn parses_a_get_with_offsets() {
+        let raw = "GET /a?b=1 HTTP/1.1\r\nHost: x\r\nX-Y: z\r\n\r\nrest";
+        let head = parse(raw).unwrap().unwrap();
+        assert_eq!(&raw[head.method.clone()], "GET");
+        assert_eq!(&raw[head.target.clone()], "/a?b=1");
+        assert_eq!(head.len, raw.len() - 4);
+        assert_eq!(head.headers.len(), 2);
+        assert_eq!(&raw[head.headers[1].1.clone()], "z");
+        assert!(head.keep_alive);
+        assert_eq!(head.body, BodyKind::None);
+    }
+
+    #[test]
+    fn partial_head_needs_more() {
+        assert!(parse("GET / HTTP/1.1\r\nHost: x\r\n").unwrap().is_none());
+    }
+
+    #[test]
+    fn keep_alive_rules() {
+        let h10 = parse("GET / HTTP/1.0\r\n\r\n").unwrap().unwrap();
+        assert!(!h10.keep_alive);
+        let h10ka = parse("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(h10ka.keep_alive);
+        let h11c = parse("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(!h11c.keep_alive);
+    }
+
+    #[test]
+    fn framing_rules() {
+        let cl = parse("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(cl.body, BodyKind::Length(5));
+        let ch = parse("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(ch.body, BodyKind::Chunked);
+        for bad in [
+            "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: +5\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+        ] {
+            assert!(matches!(parse(bad), Err(HttpError::Framing(_))), "{bad}");
+        }
+        assert!(matches!(
+            parse("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"),
+            Err(HttpError::UnsupportedCoding)
+        ));
+    }
+
+    #[test]
+    fn host_rules() {
+        assert!(matches!(
+            parse("GET / HTTP/1.1\r\n\r\n"),
+            Err(HttpError::Malformed(_))
+        ));
+        assert!(matches!(
+            parse("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"),
+            Err(HttpError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn garbage_is_malformed() {
+        assert!(parse("\x01\x02 nonsense\r\n\r\n").is_err());
+        assert!(parse("GET nothing HTTP/1.1\r\nHost: x\r\n\r\n").is_err());
+    }
+
+    #[test]
+    fn limits() {
+        let long = format!("GET /{} HTTP/1.1\r\n", "a".repeat(9000));
+        assert!(matches!(parse(&long[..8500]), Err(HttpError::UriTooLong)));
+        let p = ConnParams {
+            max_body: 10,
+            ..ConnParams::default()
+        };
+        let r = parse_head(
+            b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\n",
+            &p,
+        );
+        assert!(matches!(r, Err(HttpError::BodyTooLarge)));
+    }
+}

@@ -1,0 +1,225 @@
+//! Response bytes: status line, the host's headers, the app's headers, the
+//! body; and the `Date` value, formatted once a second.
+
+use std::io::Write;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use stoa_app_api::Response;
+
+/// The `Server` header value.
+pub const SERVER: &str = concat!("stoa/", env!("CARGO_PKG_VERSION"));
+
+/// How the response ends the exchange.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Persist {
+    /// HTTP/1.1 keep-alive: no `Connection` header needed.
+    KeepAlive,
+    /// HTTP/1.0 keep-alive: says `Connection: keep-alive`.
+    KeepAlive10,
+    /// The connection closes after this response.
+    Close,
+}
+
+/// The `Date` header value, refreshed at most once a second.
+pub struct DateCache {
+    second: u64,
+    value: String,
+}
+
+impl DateCache {
+    pub fn new() -> Self {
+        let mut d = DateCache {
+            second: u64::MAX,
+            value: String::new(),
+        };
+        d.refresh(SystemTime::now());
+        d
+    }
+
+    /// Re-formats the date if the second changed.
+    pub fn refresh(&mut self, now: SystemTime) {
+        let secs = now
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO)
+            .as_secs();
+        if secs != self.second {
+            self.second = secs;
+            self.value = httpdate::fmt_http_date(now);
+        }
+    }
+
+    pub fn get(&self) -> &str {
+        &self.value
+    }
+}
+
+impl Default for DateCache {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The reason phrase for a status code.
+pub fn reason(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        204 => "No Content",
+        206 => "Partial Content",
+        301 => "Moved Permanently",
+        302 => "Found",
+        303 => "See Other",
+        304 => "Not Modified",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        411 => "Length Required",
+        413 => "Content Too Large",
+        414 => "URI Too Long",
+        415 => "Unsupported Media Type",
+        417 => "Expectation Failed",
+        422 => "Unprocessable Content",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        505 => "HTTP Version Not Supported",
+        _ => "Unknown",
+    }
+}
+
+/// Headers the host owns; an app's copies of them are dropped.
+fn host_owned(name: &str) -> bool {
+    [
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "date",
+        "server",
+        "keep-alive",
+    ]
+    .iter()
+    .any(|h| name.eq_ignore_ascii_case(h))
+}
+
+/// True for statuses that never carry a body (RFC 9110 §6.4.1).
+fn bodiless(status: u16) -> bool {
+    status < 200 || status == 204 || status == 304
+}
+
+/// Appends one serialised response to `out`. `head_only` answers HEAD:
+/// the headers (with the body's length) but no body.
+pub fn write_response(
+    out: &mut Vec<u8>,
+    resp: &Response,
+    head_only: bool,
+    persist: Persist,
+    date: &str,
+) {
+    let status = if (100..1000).contains(&resp.status) {
+        resp.status
+    } else {
+        500
+    };
+    // Writing into a Vec cannot fail.
+    let _ = write!(
+        out,
+        "HTTP/1.1 {} {}\r\nServer: {SERVER}\r\nDate: {date}\r\n",
+        status,
+        reason(status)
+    );
+    if !bodiless(status) {
+        let _ = write!(out, "Content-Length: {}\r\n", resp.body.len());
+    }
+    match persist {
+        Persist::KeepAlive => {}
+        Persist::KeepAlive10 => out.extend_from_slice(b"Connection: keep-alive\r\n"),
+        Persist::Close => out.extend_from_slice(b"Connection: close\r\n"),
+    }
+    for h in resp.headers.iter() {
+        let name = h.name.as_str();
+        // A name or value with CR/LF would split the response: drop it.
+        if host_owned(name)
+            || name.is_empty()
+            || name.bytes().any(|b| b <= b' ' || b == b':' || b >= 0x7f)
+            || h.value.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0)
+        {
+            continue;
+        }
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(&h.value);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    if !head_only && !bodiless(status) {
+        out.extend_from_slice(&resp.body);
+    }
+}
+
+/// A short plain-text response from the host itself (errors, 404).
+pub fn host_response(status: u16, message: &str) -> Response {
+    Response::text(
+        status,
+        &format!("{} {}: {message}\n", status, reason(status)),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(resp: &Response, head_only: bool, persist: Persist) -> String {
+        let mut out = Vec::new();
+        write_response(
+            &mut out,
+            resp,
+            head_only,
+            persist,
+            "Mon, 30 Nov 2026 06:00:00 GMT",
+        );
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn serialises_with_host_headers() {
+        let r = Response::text(200, "hi")
+            .with_header("X-A", "b")
+            .with_header("Content-Length", "99");
+        let s = text(&r, false, Persist::KeepAlive);
+        assert!(s.starts_with("HTTP/1.1 200 OK\r\nServer: stoa/"));
+        assert!(s.contains("\r\nContent-Length: 2\r\n"));
+        assert!(!s.contains("99"));
+        assert!(s.contains("\r\nX-A: b\r\n"));
+        assert!(s.ends_with("\r\n\r\nhi"));
+        assert!(!s.contains("Connection"));
+    }
+
+    #[test]
+    fn head_and_close() {
+        let r = Response::text(200, "hello");
+        let s = text(&r, true, Persist::Close);
+        assert!(s.contains("Content-Length: 5\r\n"));
+        assert!(s.contains("Connection: close\r\n"));
+        assert!(s.ends_with("\r\n\r\n"));
+    }
+
+    #[test]
+    fn drops_header_injection() {
+        let r = Response::new(204).with_header("X-Bad", "a\r\nInjected: 1");
+        let s = text(&r, false, Persist::KeepAlive10);
+        assert!(!s.contains("Injected"));
+        assert!(!s.contains("Content-Length"));
+        assert!(s.contains("Connection: keep-alive"));
+    }
+}

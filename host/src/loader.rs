@@ -1,0 +1,235 @@
+//! The apps directory: finds the plugins, checks each one's ABI, initialises
+//! it and builds the mount table. A bad file is one log line and a refusal,
+//! never a crash of the host.
+
+use abi_stable::library::{lib_header_from_path, LibraryError, RootModule};
+use abi_stable::prefix_type::PrefixTypeTrait;
+use abi_stable::std_types::{RResult, RStr};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use stoa_app_api::abi::{AppModuleRef, HostModule, HostRef, LogLevel, Request, ResponderBox};
+
+/// One initialised app.
+#[derive(Clone)]
+pub struct LoadedApp {
+    pub name: String,
+    pub version: String,
+    /// Normalised mount prefix: `""` for the root, else `/x` without a trailing slash.
+    pub mount: String,
+    pub file: PathBuf,
+    module: AppModuleRef,
+}
+
+impl LoadedApp {
+    /// Calls the plugin's handler (which contains the app's panics).
+    pub fn handle(&self, request: &Request<'_>, responder: ResponderBox) {
+        (self.module.handle())(request, responder)
+    }
+}
+
+/// A plugin file that was not loaded, and why.
+#[derive(Clone, Debug)]
+pub struct Refusal {
+    #[allow(dead_code)] // shown by the status endpoint
+    pub file: PathBuf,
+    #[allow(dead_code)]
+    pub reason: String,
+}
+
+/// What a scan of the apps directory produced.
+#[derive(Clone, Default)]
+pub struct Loaded {
+    pub apps: Vec<LoadedApp>,
+    pub refused: Vec<Refusal>,
+}
+
+/// Loads every `*.so` in `dir`, in name order. `mounts` maps an app name to
+/// the prefix the operator chose for it (`--mount NAME=PREFIX`).
+pub fn load_dir(dir: &Path, mounts: &HashMap<String, String>) -> std::io::Result<Loaded> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "so") && p.is_file())
+        .collect();
+    files.sort();
+    let mut loaded = Loaded::default();
+    for file in files {
+        match load_file(&file, mounts, &loaded.apps) {
+            Ok(app) => {
+                log::info!(
+                    "loaded app {} {} at {} from {}",
+                    app.name,
+                    app.version,
+                    if app.mount.is_empty() {
+                        "/"
+                    } else {
+                        &app.mount
+                    },
+                    file.display()
+                );
+                loaded.apps.push(app);
+            }
+            Err(reason) => {
+                log::error!("refused plugin {}: {reason}", file.display());
+                loaded.refused.push(Refusal { file, reason });
+            }
+        }
+    }
+    if loaded.apps.is_empty() {
+        log::warn!(
+            "no app loaded from {}; every request will get 404",
+            dir.display()
+        );
+    }
+    Ok(loaded)
+}
+
+/// Loads and initialises one plugin; the error is the one-line reason.
+pub fn load_file(
+    file: &Path,
+    mounts: &HashMap<String, String>,
+    taken: &[LoadedApp],
+) -> Result<LoadedApp, String> {
+    let module = lib_header_from_path(file)
+        .and_then(|header| header.init_root_module::<AppModuleRef>())
+        .map_err(|e| describe(file, e))?;
+    let info = (module.info())();
+    let name = info.name.to_string();
+    let wanted = mounts
+        .get(&name)
+        .map(String::as_str)
+        .unwrap_or(info.default_mount.as_str());
+    let mount = normalise_mount(wanted)
+        .ok_or_else(|| format!("invalid mount prefix {wanted:?} for app {name}"))?;
+    if let Some(other) = taken.iter().find(|a| a.mount == mount) {
+        return Err(format!(
+            "app {name} wants mount prefix {:?}, already taken by app {} from {}",
+            wanted,
+            other.name,
+            other.file.display()
+        ));
+    }
+    if let RResult::RErr(e) = (module.init())(host_module()) {
+        return Err(format!("app {name} failed to initialise: {e}"));
+    }
+    Ok(LoadedApp {
+        name,
+        version: info.version.to_string(),
+        mount,
+        file: file.to_path_buf(),
+        module,
+    })
+}
+
+/// Turns an abi_stable error into one line; the full layout report (many
+/// lines) goes to the debug log.
+fn describe(file: &Path, e: LibraryError) -> String {
+    match e {
+        LibraryError::OpenError { err, .. } => format!("not a loadable shared library ({err})"),
+        LibraryError::GetSymbolError { .. } => "not a Stoa app (no abi_stable root module)".to_string(),
+        LibraryError::IncompatibleVersionNumber {
+            expected_version,
+            actual_version,
+            ..
+        } => format!(
+            "built against an incompatible app ABI version (plugin {actual_version}, host expects {expected_version})"
+        ),
+        LibraryError::AbiInstability(report) => {
+            log::debug!("layout report for {}:\n{report}", file.display());
+            format!(
+                "incompatible app ABI: type layouts differ from stoa-app-api {} (layout report at --log-level debug)",
+                AppModuleRef::VERSION_STRINGS.version
+            )
+        }
+        LibraryError::InvalidAbiHeader(h) => format!("built with an incompatible abi_stable ({h:?})"),
+        other => {
+            let text = other.to_string();
+            log::debug!("load error for {}:\n{text}", file.display());
+            text.lines().next().unwrap_or("unknown load error").to_string()
+        }
+    }
+}
+
+/// `/x/` -> `/x`, `/` -> `` ; `None` if it does not start with `/`.
+pub fn normalise_mount(prefix: &str) -> Option<String> {
+    if !prefix.starts_with('/') || prefix.contains(['?', '#', ' ']) {
+        return None;
+    }
+    Some(prefix.trim_end_matches('/').to_string())
+}
+
+/// Routes a path to the app with the longest matching prefix, on
+/// path-segment boundaries (`/article` does not match `/articles`).
+#[derive(Clone, Default)]
+pub struct MountTable {
+    /// Sorted by prefix length, longest first.
+    apps: Vec<LoadedApp>,
+}
+
+impl MountTable {
+    pub fn new(mut apps: Vec<LoadedApp>) -> Self {
+        apps.sort_by_key(|a| std::cmp::Reverse(a.mount.len()));
+        MountTable { apps }
+    }
+
+    /// The app for `path` (without query), and the split point
+    /// (SCRIPT_NAME = `path[..n]`, PATH_INFO = `path[n..]`).
+    pub fn resolve(&self, path: &str) -> Option<(&LoadedApp, usize)> {
+        self.apps.iter().find_map(|app| {
+            let m = app.mount.as_str();
+            let rest = path.strip_prefix(m)?;
+            (rest.is_empty() || rest.starts_with('/')).then_some((app, m.len()))
+        })
+    }
+
+    pub fn apps(&self) -> &[LoadedApp] {
+        &self.apps
+    }
+}
+
+/// The host services handed to each plugin at init.
+fn host_module() -> HostRef {
+    HostModule {
+        log_max_level: log::max_level() as LogLevel,
+        log: host_log,
+    }
+    .leak_into_prefix()
+}
+
+/// Receives a plugin's log record; must not unwind (it is called from C ABI).
+extern "C" fn host_log(level: LogLevel, target: RStr<'_>, message: RStr<'_>) {
+    let level = match level {
+        1 => log::Level::Error,
+        2 => log::Level::Warn,
+        3 => log::Level::Info,
+        4 => log::Level::Debug,
+        _ => log::Level::Trace,
+    };
+    log::log!(target: target.as_str(), level, "{}", message.as_str());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mounts_normalise() {
+        assert_eq!(normalise_mount("/").as_deref(), Some(""));
+        assert_eq!(normalise_mount("/a/").as_deref(), Some("/a"));
+        assert_eq!(normalise_mount("a"), None);
+    }
+
+    #[test]
+    fn missing_dir_is_an_error_and_bad_files_are_refused() {
+        assert!(load_dir(Path::new("/nonexistent/stoa"), &HashMap::new()).is_err());
+        let dir = std::env::temp_dir().join(format!("stoa-loader-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("x.so"), "not a library").unwrap();
+        let loaded = load_dir(&dir, &HashMap::new()).unwrap();
+        assert!(loaded.apps.is_empty());
+        assert_eq!(loaded.refused.len(), 1);
+        assert!(loaded.refused[0]
+            .reason
+            .contains("not a loadable shared library"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,432 @@
+//! The poller: one small trait over the OS readiness APIs, and one backend
+//! per file (`select.rs`, `poll.rs`, `epoll.rs`; `sys.rs` holds the libc
+//! helpers and self-pipe waker the poll and select backends share).
+//!
+//! Connection code is written for edge-triggered semantics: on an event it
+//! reads and writes until `WouldBlock`, and asks for write interest only
+//! while output is pending. Level-triggered backends (select, poll) work
+//! unchanged under that rule; edge-triggered epoll may skip re-arming.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub mod epoll;
+pub mod poll;
+pub mod select;
+mod sys;
+
+/// Identifies a registered source in events (a slab key, or a reserved value).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Token(pub usize);
+
+/// The token the poller's waker reports with.
+pub const WAKER: Token = Token(usize::MAX);
+
+/// Which readiness a source is interested in (a bitset).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Interest(u8);
+
+impl Interest {
+    pub const READABLE: Interest = Interest(1);
+    pub const WRITABLE: Interest = Interest(2);
+    pub const BOTH: Interest = Interest(3);
+    /// Only hang-ups and errors (a connection waiting for its app).
+    pub const NONE: Interest = Interest(0);
+
+    pub fn is_readable(self) -> bool {
+        self.0 & 1 != 0
+    }
+
+    pub fn is_writable(self) -> bool {
+        self.0 & 2 != 0
+    }
+}
+
+/// One readiness report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub token: Token,
+    pub readable: bool,
+    pub writable: bool,
+    /// The peer hung up or the socket has an error; reading will tell which.
+    pub hup: bool,
+}
+
+/// Wakes a poller blocked in `wait` from any thread.
+pub trait Wake: Send + Sync {
+    /// Makes the poller's current or next `wait` return with a `WAKER` event.
+    fn wake(&self) -> io::Result<()>;
+}
+
+/// A readiness poller. One per event-loop thread.
+pub trait Poller: Send {
+    /// The backend's name, as accepted by `--poller`.
+    fn name(&self) -> &'static str;
+
+    /// The most file descriptors this backend can watch (FD_SETSIZE for
+    /// select), if it has a hard limit.
+    fn fd_limit(&self) -> Option<usize> {
+        None
+    }
+
+    /// Starts watching `fd` for `interest`, reporting it as `token`.
+    fn register(&mut self, fd: RawFd, token: Token, interest: Interest) -> io::Result<()>;
+
+    /// Changes the interest (or token) of a watched `fd`.
+    fn reregister(&mut self, fd: RawFd, token: Token, interest: Interest) -> io::Result<()>;
+
+    /// Stops watching `fd`. Call before closing it.
+    fn deregister(&mut self, fd: RawFd) -> io::Result<()>;
+
+    /// Waits until a source is ready or `timeout` passes (`None`: forever),
+    /// replacing `events` with what is ready. EINTR returns with no events.
+    fn wait(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> io::Result<()>;
+
+    /// A handle other threads use to interrupt `wait`.
+    fn waker(&self) -> Arc<dyn Wake>;
+}
+
+/// The backends `--poller` accepts, in `auto`'s order of preference.
+pub const BACKENDS: &[&str] = &["epoll", "poll", "select"];
+
+/// Creates the named backend.
+pub fn create(name: &str) -> io::Result<Box<dyn Poller>> {
+    match name {
+        "epoll" => Ok(Box::new(epoll::EpollPoller::new()?)),
+        "poll" => Ok(Box::new(poll::PollPoller::new()?)),
+        "select" => Ok(Box::new(select::SelectPoller::new()?)),
+        other => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "unknown poller {other:?}; valid: auto, {}",
+                BACKENDS.join(", ")
+            ),
+        )),
+    }
+}
+
+/// Checks shared by every backend, run through `create` for each name in
+/// `BACKENDS`.
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::sys::tests::high_fd;
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+    use std::time::Instant;
+
+    /// The backends that report readiness for as long as it lasts.
+    const LEVEL_TRIGGERED: &[&str] = &["poll", "select"];
+
+    /// How long a test waits for an event that should come.
+    const PATIENCE: Duration = Duration::from_secs(5);
+
+    fn unix_pair() -> (UnixStream, UnixStream) {
+        let (a, b) = UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        b.set_nonblocking(true).unwrap();
+        (a, b)
+    }
+
+    fn tcp_pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        client.set_nonblocking(true).unwrap();
+        server.set_nonblocking(true).unwrap();
+        (client, server)
+    }
+
+    /// Waits (up to `PATIENCE`) for an event for `token` that passes `pred`.
+    fn wait_for(p: &mut dyn Poller, token: Token, pred: impl Fn(&Event) -> bool) -> Event {
+        let deadline = Instant::now() + PATIENCE;
+        let mut events = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(
+                !left.is_zero(),
+                "{}: no matching event for {token:?}",
+                p.name()
+            );
+            p.wait(&mut events, Some(left)).unwrap();
+            if let Some(ev) = events.iter().find(|e| e.token == token && pred(e)) {
+                return *ev;
+            }
+        }
+    }
+
+    /// Events for `token` from one wait of `timeout`.
+    fn events_for(p: &mut dyn Poller, token: Token, timeout: Duration) -> Vec<Event> {
+        let mut events = Vec::new();
+        p.wait(&mut events, Some(timeout)).unwrap();
+        events.retain(|e| e.token == token);
+        events
+    }
+
+    fn backends() -> impl Iterator<Item = Box<dyn Poller>> {
+        BACKENDS.iter().map(|&name| {
+            let p = create(name).unwrap();
+            assert_eq!(p.name(), name);
+            p
+        })
+    }
+
+    #[test]
+    fn unknown_name_is_refused() {
+        let err = create("kqueue").err().unwrap();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(
+            err.to_string(),
+            "unknown poller \"kqueue\"; valid: auto, epoll, poll, select"
+        );
+    }
+
+    #[test]
+    fn fd_limits() {
+        for p in backends() {
+            let want = if p.name() == "select" {
+                Some(1024)
+            } else {
+                None
+            };
+            assert_eq!(p.fd_limit(), want, "{}", p.name());
+        }
+    }
+
+    #[test]
+    fn readable_with_the_right_token() {
+        for mut p in backends() {
+            let p = &mut *p;
+            let (ua, mut ub) = unix_pair();
+            let (mut ta, tb) = tcp_pair();
+            p.register(ua.as_raw_fd(), Token(7), Interest::READABLE)
+                .unwrap();
+            p.register(tb.as_raw_fd(), Token(8), Interest::READABLE)
+                .unwrap();
+            assert!(
+                events_for(p, Token(7), Duration::ZERO)
+                    .iter()
+                    .all(|e| !e.readable),
+                "{}",
+                p.name()
+            );
+            ub.write_all(b"ping").unwrap();
+            let ev = wait_for(p, Token(7), |e| e.readable);
+            assert!(!ev.hup, "{}", p.name());
+            ta.write_all(b"pong").unwrap();
+            let ev = wait_for(p, Token(8), |e| e.readable);
+            assert!(!ev.hup, "{}", p.name());
+            let mut buf = [0u8; 8];
+            assert_eq!((&ua).read(&mut buf).unwrap(), 4);
+            assert_eq!((&tb).read(&mut buf).unwrap(), 4);
+            p.deregister(ua.as_raw_fd()).unwrap();
+            p.deregister(tb.as_raw_fd()).unwrap();
+        }
+    }
+
+    #[test]
+    fn writable() {
+        for mut p in backends() {
+            let p = &mut *p;
+            let (ta, _tb) = tcp_pair();
+            p.register(ta.as_raw_fd(), Token(3), Interest::WRITABLE)
+                .unwrap();
+            let ev = wait_for(p, Token(3), |e| e.writable);
+            assert!(!ev.readable && !ev.hup, "{}: {ev:?}", p.name());
+            p.deregister(ta.as_raw_fd()).unwrap();
+        }
+    }
+
+    #[test]
+    fn reregister_changes_interest_and_token() {
+        for mut p in backends() {
+            let p = &mut *p;
+            let (a, _b) = unix_pair();
+            let fd = a.as_raw_fd();
+            p.register(fd, Token(1), Interest::READABLE).unwrap();
+            if !LEVEL_TRIGGERED.contains(&p.name()) {
+                // epoll arms both directions once and ignores reregister.
+                p.reregister(fd, Token(1), Interest::BOTH).unwrap();
+                p.deregister(fd).unwrap();
+                continue;
+            }
+            let quiet = Duration::from_millis(10);
+            assert!(events_for(p, Token(1), quiet).is_empty(), "{}", p.name());
+            p.reregister(fd, Token(1), Interest::BOTH).unwrap();
+            // Level-triggered: reported on every wait while it lasts.
+            for _ in 0..2 {
+                let ev = events_for(p, Token(1), Duration::ZERO);
+                assert_eq!(
+                    ev,
+                    vec![Event {
+                        token: Token(1),
+                        readable: false,
+                        writable: true,
+                        hup: false
+                    }],
+                    "{}",
+                    p.name()
+                );
+            }
+            p.reregister(fd, Token(1), Interest::READABLE).unwrap();
+            assert!(events_for(p, Token(1), quiet).is_empty(), "{}", p.name());
+            p.reregister(fd, Token(2), Interest::WRITABLE).unwrap();
+            let mut events = Vec::new();
+            p.wait(&mut events, Some(Duration::ZERO)).unwrap();
+            assert_eq!(
+                events,
+                vec![Event {
+                    token: Token(2),
+                    readable: false,
+                    writable: true,
+                    hup: false
+                }],
+                "{}",
+                p.name()
+            );
+            p.deregister(fd).unwrap();
+        }
+    }
+
+    #[test]
+    fn deregister_stops_events() {
+        for mut p in backends() {
+            let p = &mut *p;
+            let (a, mut b) = unix_pair();
+            p.register(a.as_raw_fd(), Token(5), Interest::BOTH).unwrap();
+            b.write_all(b"data").unwrap();
+            wait_for(p, Token(5), |e| e.readable);
+            p.deregister(a.as_raw_fd()).unwrap();
+            b.write_all(b"more").unwrap();
+            assert!(
+                events_for(p, Token(5), Duration::from_millis(50)).is_empty(),
+                "{}",
+                p.name()
+            );
+            assert!(p.deregister(a.as_raw_fd()).is_err(), "{}", p.name());
+        }
+    }
+
+    #[test]
+    fn waker_from_another_thread_ends_an_endless_wait() {
+        for mut p in backends() {
+            let waker = p.waker();
+            let start = Instant::now();
+            let t = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                waker.wake().unwrap();
+            });
+            let mut events = Vec::new();
+            // Loop only over spurious empty returns (EINTR).
+            while events.is_empty() {
+                p.wait(&mut events, None).unwrap();
+            }
+            assert_eq!(events.len(), 1, "{}", p.name());
+            assert_eq!(events[0].token, WAKER, "{}", p.name());
+            assert!(start.elapsed() >= Duration::from_millis(40), "{}", p.name());
+            t.join().unwrap();
+            // The wakeup was consumed: the next wait times out.
+            p.wait(&mut events, Some(Duration::from_millis(10)))
+                .unwrap();
+            assert!(events.is_empty(), "{}: {events:?}", p.name());
+            // A wake before the wait is not lost.
+            p.waker().wake().unwrap();
+            p.wait(&mut events, Some(PATIENCE)).unwrap();
+            assert_eq!(events.len(), 1, "{}", p.name());
+            assert_eq!(events[0].token, WAKER, "{}", p.name());
+        }
+    }
+
+    #[test]
+    fn timeout_is_honoured() {
+        for mut p in backends() {
+            let (a, _b) = unix_pair();
+            p.register(a.as_raw_fd(), Token(1), Interest::READABLE)
+                .unwrap();
+            // Let epoll report its initial writable edge (it arms both).
+            events_for(&mut *p, Token(1), Duration::ZERO);
+            let mut events = vec![Event {
+                token: Token(9),
+                readable: true,
+                writable: true,
+                hup: true,
+            }];
+            let start = Instant::now();
+            p.wait(&mut events, Some(Duration::from_millis(50)))
+                .unwrap();
+            let took = start.elapsed();
+            assert!(events.is_empty(), "{}: {events:?}", p.name());
+            assert!(took >= Duration::from_millis(40), "{}: {took:?}", p.name());
+            assert!(took < Duration::from_secs(5), "{}: {took:?}", p.name());
+            // A sub-millisecond timeout still sleeps rather than spinning.
+            let start = Instant::now();
+            p.wait(&mut events, Some(Duration::from_micros(500)))
+                .unwrap();
+            assert!(events.is_empty(), "{}", p.name());
+            assert!(
+                start.elapsed() >= Duration::from_micros(400),
+                "{}",
+                p.name()
+            );
+            p.deregister(a.as_raw_fd()).unwrap();
+        }
+    }
+
+    #[test]
+    fn peer_close_is_reported() {
+        for mut p in backends() {
+            let p = &mut *p;
+            // select has no hangup bit: it reports the EOF as readable only.
+            let sees_hup = p.name() != "select";
+            let (ua, ub) = unix_pair();
+            let (ta, tb) = tcp_pair();
+            p.register(ua.as_raw_fd(), Token(1), Interest::READABLE)
+                .unwrap();
+            p.register(tb.as_raw_fd(), Token(2), Interest::READABLE)
+                .unwrap();
+            // One at a time: epoll reports an edge only once, so a wait
+            // for one token must not swallow the other's event.
+            let mut buf = [0u8; 8];
+            drop(ub);
+            let ev = wait_for(p, Token(1), |e| e.readable);
+            assert_eq!(ev.hup, sees_hup, "{} unix: {ev:?}", p.name());
+            assert_eq!((&ua).read(&mut buf).unwrap(), 0, "{}", p.name());
+            drop(ta);
+            let ev = wait_for(p, Token(2), |e| e.readable);
+            assert_eq!(ev.hup, sees_hup, "{} tcp: {ev:?}", p.name());
+            assert_eq!((&tb).read(&mut buf).unwrap(), 0, "{}", p.name());
+            p.deregister(ua.as_raw_fd()).unwrap();
+            p.deregister(tb.as_raw_fd()).unwrap();
+        }
+    }
+
+    #[test]
+    fn fds_above_fd_setsize() {
+        let (a, mut b) = unix_pair();
+        let Some(high) = high_fd(&a) else {
+            eprintln!("skipped: RLIMIT_NOFILE hard limit too low for an fd >= 1024");
+            return;
+        };
+        let fd = high.as_raw_fd();
+        for mut p in backends() {
+            let p = &mut *p;
+            let res = p.register(fd, Token(11), Interest::READABLE);
+            if p.name() == "select" {
+                let err = res.unwrap_err();
+                assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+                assert!(err.to_string().contains(">= FD_SETSIZE (1024)"), "{err}");
+                continue;
+            }
+            res.unwrap();
+            b.write_all(b"!").unwrap();
+            wait_for(p, Token(11), |e| e.readable);
+            let mut buf = [0u8; 4];
+            assert_eq!((&a).read(&mut buf).unwrap(), 1);
+            p.deregister(fd).unwrap();
+        }
+    }
+}

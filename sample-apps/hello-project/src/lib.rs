@@ -1,0 +1,92 @@
+//! The `hello-project` sample app: a fresh Django project's shape on Stoa.
+//! This file wires the pieces together: it compiles the URLconf, loads the
+//! templates and the middleware once, and runs each request through them.
+
+pub mod middleware;
+pub mod settings;
+pub mod urls;
+pub mod views;
+
+#[cfg(test)]
+mod tests;
+
+use middleware::Middleware;
+use minijinja::Environment;
+use stoa_app_api::{App, Request, Response};
+use urls::UrlConf;
+
+/// The templates, embedded at build time (name, source).
+const TEMPLATES: &[(&str, &str)] = &[
+    ("base.html", include_str!("templates/base.html")),
+    ("index.html", include_str!("templates/index.html")),
+    ("404.html", include_str!("templates/404.html")),
+];
+
+/// What views and middleware share: the URLconf and the parsed templates.
+pub struct Site {
+    pub urls: UrlConf,
+    pub templates: Environment<'static>,
+}
+
+impl Site {
+    /// Compiles the URLconf and parses every template.
+    pub fn new() -> Result<Self, String> {
+        let urls = UrlConf::new(urls::URLPATTERNS)?;
+        let mut templates = Environment::new();
+        for (name, source) in TEMPLATES {
+            templates
+                .add_template(name, source)
+                .map_err(|err| format!("template {name}: {err}"))?;
+        }
+        Ok(Site { urls, templates })
+    }
+}
+
+/// The app: the site plus its middleware chain.
+pub struct HelloProject {
+    site: Site,
+    middleware: Vec<Middleware>,
+}
+
+impl HelloProject {
+    /// Builds the app. A broken URLconf, template or MIDDLEWARE entry is a
+    /// configuration error: the constructor panics and the host refuses the
+    /// plugin with the message.
+    pub fn new() -> Self {
+        match Self::try_new() {
+            Ok(app) => app,
+            Err(err) => panic!("hello-project is improperly configured: {err}"),
+        }
+    }
+
+    /// Builds the app, reporting a configuration error.
+    pub fn try_new() -> Result<Self, String> {
+        Ok(HelloProject {
+            site: Site::new()?,
+            middleware: middleware::load(settings::MIDDLEWARE)?,
+        })
+    }
+}
+
+impl Default for HelloProject {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl App for HelloProject {
+    fn call(&self, request: &Request<'_>) -> Response {
+        let site = &self.site;
+        let view = || match site.urls.resolve(request.path_info.as_str()) {
+            Some(resolved) => (resolved.view)(site, request, &resolved.params),
+            None => views::page_not_found(site, request),
+        };
+        middleware::run(&self.middleware, site, request, &view)
+    }
+}
+
+stoa_app_api::export_app! {
+    name: "hello-project",
+    mount: "/",
+    new: HelloProject::new,
+}
