@@ -24,6 +24,10 @@ pub struct Cli {
     #[arg(long = "mount", value_name = "NAME=PREFIX", value_parser = parse_mount)]
     pub mounts: Vec<(String, String)>,
 
+    /// Listen backlog [default: the kernel's somaxconn].
+    #[arg(long)]
+    pub backlog: Option<i32>,
+
     /// Log level: error, warn, info, debug or trace.
     #[arg(long, default_value = "info")]
     pub log_level: log::LevelFilter,

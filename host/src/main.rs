@@ -4,6 +4,7 @@ mod access_log;
 mod cli;
 mod conn;
 mod http;
+mod listen;
 mod loader;
 mod poller;
 mod responder;
@@ -48,13 +49,13 @@ fn setup_logging(level: log::LevelFilter) -> Result<(), fern::InitError> {
 }
 
 fn run(cli: cli::Cli) -> Result<(), String> {
-    let name = if cli.poller == "auto" {
-        poller::BACKENDS[0]
-    } else {
-        cli.poller.as_str()
-    };
-    let poller =
-        poller::create(name).map_err(|e| format!("cannot start the {name} poller: {e}"))?;
+    match listen::raise_fd_limit() {
+        Ok(n) => log::info!("file descriptor limit (RLIMIT_NOFILE) = {n}"),
+        Err(e) => log::warn!("cannot raise RLIMIT_NOFILE: {e}"),
+    }
+    // The poller (and its waker) and the listener are created first, so they
+    // hold low descriptors (select cannot watch one >= FD_SETSIZE).
+    let poller = poller::create_by_flag(&cli.poller)?;
     let max_connections = connection_cap(poller.fd_limit(), cli.max_connections);
     match poller.fd_limit() {
         Some(limit) => log::info!(
@@ -63,13 +64,10 @@ fn run(cli: cli::Cli) -> Result<(), String> {
         ),
         None => log::info!("poller={} fd_cap={max_connections}", poller.name()),
     }
-
-    let std_listener = std::net::TcpListener::bind(cli.bind)
-        .map_err(|e| format!("cannot bind {}: {e}", cli.bind))?;
-    std_listener
-        .set_nonblocking(true)
-        .map_err(|e| format!("cannot make the listener non-blocking: {e}"))?;
-    let listener = mio::net::TcpListener::from_std(std_listener);
+    let backlog = cli.backlog.unwrap_or_else(listen::somaxconn);
+    let listener =
+        listen::bind(cli.bind, backlog).map_err(|e| format!("cannot bind {}: {e}", cli.bind))?;
+    log::info!("backlog={backlog}");
     let local = listener
         .local_addr()
         .map_err(|e| format!("listener address: {e}"))?;

@@ -91,6 +91,23 @@ pub trait Poller: Send {
 /// The backends `--poller` accepts, in `auto`'s order of preference.
 pub const BACKENDS: &[&str] = &["epoll", "poll", "select"];
 
+/// Creates the backend `--poller` names: `auto` takes the first of
+/// `BACKENDS` that starts; a named backend that cannot start is an error,
+/// never a silent fallback.
+pub fn create_by_flag(flag: &str) -> Result<Box<dyn Poller>, String> {
+    if flag != "auto" {
+        return create(flag).map_err(|e| format!("cannot start the {flag} poller: {e}"));
+    }
+    let mut errors = Vec::new();
+    for name in BACKENDS {
+        match create(name) {
+            Ok(p) => return Ok(p),
+            Err(e) => errors.push(format!("{name}: {e}")),
+        }
+    }
+    Err(format!("no poller backend could start ({})", errors.join("; ")))
+}
+
 /// Creates the named backend.
 pub fn create(name: &str) -> io::Result<Box<dyn Poller>> {
     match name {
