@@ -109,9 +109,26 @@ pub struct HostModule {
     /// The most verbose level the host will print (0 = off).
     pub log_max_level: LogLevel,
     /// Writes one record to the host's logger.
-    #[sabi(last_prefix_field)]
     pub log: extern "C" fn(level: LogLevel, target: RStr<'_>, message: RStr<'_>),
+    /// Runs `task` after `delay_ms` on an event loop thread: the loop of the
+    /// request being handled when called from a handler, blocking no thread.
+    pub call_later: extern "C" fn(delay_ms: u64, task: TaskBox),
+    /// Runs `task` on the host's bounded blocking pool; false (and the task
+    /// dropped) when the pool's queue is full.
+    #[sabi(last_prefix_field)]
+    pub spawn_blocking: extern "C" fn(task: TaskBox) -> bool,
 }
+
+/// A unit of app work the host runs later (a timer or a pool job). The
+/// app-side wrapper catches panics before they reach the host.
+#[sabi_trait]
+pub trait Task: Send {
+    #[sabi(last_prefix_field)]
+    fn run(self);
+}
+
+/// The owned, type-erased task passed through the ABI.
+pub type TaskBox = Task_TO<'static, RBox<()>>;
 
 /// The root module every Stoa app plugin exports (see `export_app!`).
 #[repr(C)]
@@ -125,8 +142,11 @@ pub struct AppModule {
     /// the plugin with that message.
     pub init: extern "C" fn(host: HostRef) -> RResult<(), RString>,
     /// Handles one request. Must not unwind (the macro catches panics).
-    #[sabi(last_prefix_field)]
     pub handle: extern "C" fn(request: &Request<'_>, responder: ResponderBox),
+    /// True if handling this request blocks its thread; the host then runs
+    /// `handle` on its blocking pool instead of the event loop.
+    #[sabi(last_prefix_field)]
+    pub blocks: extern "C" fn(request: &Request<'_>) -> bool,
 }
 
 impl RootModule for AppModuleRef {

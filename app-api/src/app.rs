@@ -13,6 +13,12 @@ pub trait App: Send + Sync + 'static {
         responder.respond(self.call(request));
     }
 
+    /// True if `handle` blocks its thread for this request (sleeps, blocking
+    /// I/O): the host then calls it on its blocking pool, off the event loop.
+    fn blocks(&self, _request: &Request<'_>) -> bool {
+        false
+    }
+
     /// Answers a request at once. The default answers 404.
     fn call(&self, _request: &Request<'_>) -> Response {
         Response::text(404, "Not Found")

@@ -32,6 +32,7 @@ pub fn init(
     make: impl FnOnce() -> Box<dyn App>,
 ) -> RResult<(), RString> {
     install_logger(host, name);
+    crate::host::install(host);
     std::panic::set_hook(Box::new(move |info| {
         let location = info
             .location()
@@ -66,6 +67,12 @@ pub fn handle(slot: &AppSlot, name: &'static str, request: &Request<'_>, raw: Re
         // was dropped while unwinding, so the client gets a 500.
         log::debug!(target: name, "handler panic contained");
     }
+}
+
+/// Asks the app whether this request blocks; a panic counts as "no".
+pub fn blocks(slot: &AppSlot, request: &Request<'_>) -> bool {
+    slot.get()
+        .is_some_and(|app| catch_unwind(AssertUnwindSafe(|| app.blocks(request))).unwrap_or(false))
 }
 
 /// Runs app code that is not a handler (a timer or job callback) behind the
@@ -138,33 +145,46 @@ fn install_logger(host: HostRef, target: &'static str) {
 macro_rules! export_app {
     (name: $name:expr, mount: $mount:expr, new: $new:expr $(,)?) => {
         #[doc(hidden)]
-        pub mod __stoa_export {
-            #[allow(unused_imports)]
-            use super::*;
-            use $crate::abi::{AppInfo, AppModule, AppModuleRef, HostRef, Request, ResponderBox};
-            use $crate::abi_stable::std_types::{RResult, RString};
+        static __STOA_APP: $crate::export::AppSlot = ::std::sync::OnceLock::new();
 
-            static APP: $crate::export::AppSlot = ::std::sync::OnceLock::new();
+        #[doc(hidden)]
+        extern "C" fn __stoa_info() -> $crate::abi::AppInfo {
+            $crate::export::info($name, env!("CARGO_PKG_VERSION"), $mount)
+        }
 
-            extern "C" fn info() -> AppInfo {
-                $crate::export::info($name, env!("CARGO_PKG_VERSION"), $mount)
+        #[doc(hidden)]
+        extern "C" fn __stoa_init(
+            host: $crate::abi::HostRef,
+        ) -> $crate::abi_stable::std_types::RResult<(), $crate::abi_stable::std_types::RString> {
+            $crate::export::init(host, $name, &__STOA_APP, || {
+                ::std::boxed::Box::new(($new)()) as ::std::boxed::Box<dyn $crate::App>
+            })
+        }
+
+        #[doc(hidden)]
+        extern "C" fn __stoa_handle(
+            request: &$crate::abi::Request<'_>,
+            responder: $crate::abi::ResponderBox,
+        ) {
+            $crate::export::handle(&__STOA_APP, $name, request, responder)
+        }
+
+        #[doc(hidden)]
+        extern "C" fn __stoa_blocks(request: &$crate::abi::Request<'_>) -> bool {
+            $crate::export::blocks(&__STOA_APP, request)
+        }
+
+        #[doc(hidden)]
+        #[::abi_stable::export_root_module]
+        pub fn __stoa_root_module() -> $crate::abi::AppModuleRef {
+            use $crate::abi_stable::prefix_type::PrefixTypeTrait;
+            $crate::abi::AppModule {
+                info: __stoa_info,
+                init: __stoa_init,
+                handle: __stoa_handle,
+                blocks: __stoa_blocks,
             }
-
-            extern "C" fn init(host: HostRef) -> RResult<(), RString> {
-                $crate::export::init(host, $name, &APP, || {
-                    ::std::boxed::Box::new(($new)()) as ::std::boxed::Box<dyn $crate::App>
-                })
-            }
-
-            extern "C" fn handle(request: &Request<'_>, responder: ResponderBox) {
-                $crate::export::handle(&APP, $name, request, responder)
-            }
-
-            #[::abi_stable::export_root_module]
-            pub fn stoa_root_module() -> AppModuleRef {
-                use $crate::abi_stable::prefix_type::PrefixTypeTrait;
-                AppModule { info, init, handle }.leak_into_prefix()
-            }
+            .leak_into_prefix()
         }
     };
 }

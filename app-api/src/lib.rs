@@ -10,10 +10,17 @@
 pub mod abi;
 pub mod app;
 pub mod export;
+pub mod host;
 
 pub use abi::{Header, HeaderRef, Request, Response};
 pub use app::{App, Responder};
+pub use host::{host, Host, PoolFull};
 pub use log;
 
 #[doc(hidden)]
 pub use abi_stable;
+
+/// The README's plugin example, compiled as a doctest so it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeExample;

@@ -28,6 +28,23 @@ pub struct Cli {
     #[arg(long)]
     pub backlog: Option<i32>,
 
+    /// Threads of the blocking pool that runs handlers declared blocking.
+    #[arg(long, default_value_t = 64)]
+    pub blocking_threads: usize,
+
+    /// Requests that may wait for a blocking thread; past it they get 503.
+    #[arg(long, default_value_t = 1024)]
+    pub blocking_queue: usize,
+
+    /// Run handlers declared blocking on the event loop itself (Tornado's
+    /// behaviour, for comparison): the loop stalls while they run.
+    #[arg(long)]
+    pub blocking_on_loop: bool,
+
+    /// Warn when app code holds the event loop longer than this many ms.
+    #[arg(long, default_value_t = 100)]
+    pub loop_block_warn: u64,
+
     /// Log level: error, warn, info, debug or trace.
     #[arg(long, default_value = "info")]
     pub log_level: log::LevelFilter,

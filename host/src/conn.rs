@@ -52,7 +52,7 @@ pub enum ReadState {
 
 pub struct Conn {
     pub stream: TcpStream,
-    pub peer: String,
+    pub peer: std::sync::Arc<str>,
     rbuf: Vec<u8>,
     rstart: usize,
     rend: usize,
@@ -71,7 +71,7 @@ pub struct Conn {
 }
 
 impl Conn {
-    pub fn new(stream: TcpStream, peer: String) -> Self {
+    pub fn new(stream: TcpStream, peer: std::sync::Arc<str>) -> Self {
         Conn {
             stream,
             peer,

@@ -7,6 +7,7 @@ use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::std_types::{RResult, RStr};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use stoa_app_api::abi::{AppModuleRef, HostModule, HostRef, LogLevel, Request, ResponderBox};
 
 /// One initialised app.
@@ -24,6 +25,11 @@ impl LoadedApp {
     /// Calls the plugin's handler (which contains the app's panics).
     pub fn handle(&self, request: &Request<'_>, responder: ResponderBox) {
         (self.module.handle())(request, responder)
+    }
+
+    /// Whether the app says handling this request blocks its thread.
+    pub fn blocks(&self, request: &Request<'_>) -> bool {
+        (self.module.blocks())(request)
     }
 }
 
@@ -162,18 +168,19 @@ pub fn normalise_mount(prefix: &str) -> Option<String> {
 #[derive(Clone, Default)]
 pub struct MountTable {
     /// Sorted by prefix length, longest first.
-    apps: Vec<LoadedApp>,
+    apps: Vec<Arc<LoadedApp>>,
 }
 
 impl MountTable {
-    pub fn new(mut apps: Vec<LoadedApp>) -> Self {
+    pub fn new(apps: Vec<LoadedApp>) -> Self {
+        let mut apps: Vec<Arc<LoadedApp>> = apps.into_iter().map(Arc::new).collect();
         apps.sort_by_key(|a| std::cmp::Reverse(a.mount.len()));
         MountTable { apps }
     }
 
     /// The app for `path` (without query), and the split point
     /// (SCRIPT_NAME = `path[..n]`, PATH_INFO = `path[n..]`).
-    pub fn resolve(&self, path: &str) -> Option<(&LoadedApp, usize)> {
+    pub fn resolve(&self, path: &str) -> Option<(&Arc<LoadedApp>, usize)> {
         self.apps.iter().find_map(|app| {
             let m = app.mount.as_str();
             let rest = path.strip_prefix(m)?;
@@ -181,7 +188,7 @@ impl MountTable {
         })
     }
 
-    pub fn apps(&self) -> &[LoadedApp] {
+    pub fn apps(&self) -> &[Arc<LoadedApp>] {
         &self.apps
     }
 }
@@ -191,6 +198,8 @@ fn host_module() -> HostRef {
     HostModule {
         log_max_level: log::max_level() as LogLevel,
         log: host_log,
+        call_later: crate::services::call_later,
+        spawn_blocking: crate::services::spawn_blocking,
     }
     .leak_into_prefix()
 }

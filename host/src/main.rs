@@ -7,8 +7,11 @@ mod http;
 mod listen;
 mod loader;
 mod poller;
+mod request;
 mod responder;
 mod server;
+mod services;
+mod timers;
 
 use clap::Parser;
 use std::collections::HashMap;
@@ -72,6 +75,23 @@ fn run(cli: cli::Cli) -> Result<(), String> {
         .local_addr()
         .map_err(|e| format!("listener address: {e}"))?;
 
+    // Timers and the pool must exist before apps are initialised.
+    let inbox = Arc::new(responder::Inbox::new(poller.waker()));
+    let pool = services::Pool::new(cli.blocking_threads, cli.blocking_queue)
+        .map_err(|e| format!("cannot start the blocking pool: {e}"))?;
+    services::install(pool.clone(), inbox.clone());
+    log::info!(
+        "blocking handlers: {}",
+        if cli.blocking_on_loop {
+            "on the event loop (--blocking-on-loop)".to_string()
+        } else {
+            format!(
+                "pool of {} threads, queue {}",
+                cli.blocking_threads, cli.blocking_queue
+            )
+        }
+    );
+
     let mounts: HashMap<String, String> = cli.mounts.iter().cloned().collect();
     let loaded = loader::load_dir(&cli.apps, &mounts)
         .map_err(|e| format!("cannot read the apps directory {}: {e}", cli.apps.display()))?;
@@ -86,13 +106,15 @@ fn run(cli: cli::Cli) -> Result<(), String> {
         params: http::ConnParams::default(),
         access_log,
         max_connections,
+        pool: (!cli.blocking_on_loop).then_some(pool),
+        loop_block_warn: std::time::Duration::from_millis(cli.loop_block_warn),
     });
     log::info!(
         "{} app(s) mounted, {} plugin file(s) refused",
         shared.mounts.apps().len(),
         loaded.refused.len()
     );
-    let mut server = server::Server::new(poller, listener, shared)
+    let mut server = server::Server::new(poller, listener, shared, inbox)
         .map_err(|e| format!("cannot start the event loop: {e}"))?;
 
     let mut stdout = std::io::stdout();

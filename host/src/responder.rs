@@ -1,5 +1,5 @@
-//! The host's side of the responder: how an app's answer gets back to the
-//! event loop that owns the connection.
+//! The host's side of the responder, and the loop's inbox: how an app's
+//! answer (or a new timer) gets back to the event loop that owns it.
 //!
 //! An answer given during `handle` on the loop's own thread is taken from a
 //! thread-local slot (no lock, no wake-up). An answer from elsewhere, or
@@ -13,7 +13,8 @@ use crate::poller::{Token, Wake};
 use abi_stable::sabi_trait::TD_Opaque;
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
-use stoa_app_api::abi::{RawResponder, RawResponder_TO, ResponderBox};
+use std::time::Instant;
+use stoa_app_api::abi::{RawResponder, RawResponder_TO, ResponderBox, TaskBox};
 use stoa_app_api::Response;
 
 /// One finished request, for the loop to write out.
@@ -23,37 +24,82 @@ pub struct Completion {
     pub response: Response,
 }
 
-/// Completions pushed by other threads, drained by one event loop.
-pub struct CompletionQueue {
-    items: Mutex<Vec<Completion>>,
+/// What other threads (and app callbacks) hand to one event loop.
+#[derive(Default)]
+pub struct InboxItems {
+    pub completions: Vec<Completion>,
+    pub timers: Vec<(Instant, TaskBox)>,
+}
+
+impl InboxItems {
+    fn is_empty(&self) -> bool {
+        self.completions.is_empty() && self.timers.is_empty()
+    }
+}
+
+/// An event loop's inbox: completions and new timers, pushed from any
+/// thread, drained by the loop each turn.
+pub struct Inbox {
+    items: Mutex<InboxItems>,
     waker: Arc<dyn Wake>,
 }
 
-impl CompletionQueue {
+thread_local! {
+    /// The inbox of the loop running on this thread, if any.
+    static LOOP_INBOX: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    static CURRENT: RefCell<Option<Arc<Inbox>>> = const { RefCell::new(None) };
+}
+
+impl Inbox {
     pub fn new(waker: Arc<dyn Wake>) -> Self {
-        CompletionQueue {
-            items: Mutex::new(Vec::new()),
+        Inbox {
+            items: Mutex::new(InboxItems::default()),
             waker,
         }
     }
 
-    /// Queues a completion; wakes the loop when the queue was empty (a
-    /// non-empty queue already has a wake-up on its way).
-    pub fn push(&self, completion: Completion) {
+    /// Marks this thread as the one running `inbox`'s loop.
+    pub fn enter(inbox: &Arc<Inbox>) {
+        LOOP_INBOX.with(|c| c.set(queue_key(inbox)));
+        CURRENT.with(|c| *c.borrow_mut() = Some(inbox.clone()));
+    }
+
+    /// The inbox of the loop running on this thread.
+    pub fn current() -> Option<Arc<Inbox>> {
+        CURRENT.try_with(|c| c.borrow().clone()).ok().flatten()
+    }
+
+    fn push(self: &Arc<Self>, add: impl FnOnce(&mut InboxItems)) {
         let was_empty = {
             let mut items = self.items.lock().unwrap_or_else(|p| p.into_inner());
-            items.push(completion);
-            items.len() == 1
+            let was_empty = items.is_empty();
+            add(&mut items);
+            was_empty
         };
-        if was_empty {
+        // A non-empty inbox already has a wake-up on its way; the loop's own
+        // thread drains the inbox before it waits again.
+        let on_loop = LOOP_INBOX
+            .try_with(|c| c.get() == queue_key(self))
+            .unwrap_or(false);
+        if was_empty && !on_loop {
             if let Err(e) = self.waker.wake() {
                 log::error!("could not wake the event loop: {e}");
             }
         }
     }
 
-    /// Moves every queued completion into `into`.
-    pub fn drain(&self, into: &mut Vec<Completion>) {
+    /// Queues a finished request.
+    pub fn push_completion(self: &Arc<Self>, completion: Completion) {
+        self.push(|items| items.completions.push(completion));
+    }
+
+    /// Queues a timer.
+    pub fn push_timer(self: &Arc<Self>, at: Instant, task: TaskBox) {
+        self.push(|items| items.timers.push((at, task)));
+    }
+
+    /// Moves everything queued into `into` (which should be empty).
+    pub fn drain(&self, into: &mut InboxItems) {
         let mut items = self.items.lock().unwrap_or_else(|p| p.into_inner());
         std::mem::swap(&mut *items, into);
     }
@@ -70,12 +116,12 @@ thread_local! {
     static INLINE: RefCell<Inline> = const { RefCell::new(Inline { queue: 0, id: 0, response: None }) };
 }
 
-fn queue_key(queue: &Arc<CompletionQueue>) -> usize {
-    Arc::as_ptr(queue) as usize
+fn queue_key(queue: &Inbox) -> usize {
+    queue as *const Inbox as usize
 }
 
 /// Marks request `id` of `queue` as being dispatched on this thread.
-pub fn begin_inline(queue: &Arc<CompletionQueue>, id: u64) {
+pub fn begin_inline(queue: &Arc<Inbox>, id: u64) {
     INLINE.with(|s| {
         let mut s = s.borrow_mut();
         s.queue = queue_key(queue);
@@ -97,7 +143,7 @@ pub fn end_inline() -> Option<Response> {
 struct HostResponder {
     token: Token,
     id: u64,
-    queue: Arc<CompletionQueue>,
+    queue: Arc<Inbox>,
     answered: bool,
 }
 
@@ -113,7 +159,7 @@ impl HostResponder {
             }
         });
         if let Some(response) = slot {
-            self.queue.push(Completion {
+            self.queue.push_completion(Completion {
                 token: self.token,
                 id: self.id,
                 response,
@@ -140,7 +186,7 @@ impl Drop for HostResponder {
 }
 
 /// Makes the responder handed to an app for request `id` on connection `token`.
-pub fn responder(token: Token, id: u64, queue: &Arc<CompletionQueue>) -> ResponderBox {
+pub fn responder(token: Token, id: u64, queue: &Arc<Inbox>) -> ResponderBox {
     RawResponder_TO::from_value(
         HostResponder {
             token,

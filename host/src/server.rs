@@ -10,17 +10,19 @@ use crate::conn::{AccessInfo, Conn, Pending, Phase, ReadState};
 use crate::http::parse::Head;
 use crate::http::response::{host_response, DateCache, Persist};
 use crate::http::ConnParams;
-use crate::loader::MountTable;
+use crate::loader::{LoadedApp, MountTable};
 use crate::poller::{Event, Interest, Poller, Token, WAKER};
-use crate::responder::{begin_inline, end_inline, responder, Completion, CompletionQueue};
-use abi_stable::std_types::{RSlice, RStr};
+use crate::request::{path_and_query, text, with_view, Meta, OwnedRequest};
+use crate::responder::{begin_inline, end_inline, responder, Inbox, InboxItems};
+use crate::services::Pool;
+use crate::timers::Timers;
 use mio::net::TcpListener;
 use slab::Slab;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
-use stoa_app_api::{HeaderRef, Request, Response};
+use std::time::{Duration, Instant, SystemTime};
+use stoa_app_api::Response;
 
 /// The listener's token.
 const LISTENER: Token = Token(usize::MAX - 1);
@@ -31,6 +33,11 @@ pub struct Shared {
     pub params: ConnParams,
     pub access_log: Option<AccessLog>,
     pub max_connections: usize,
+    /// Runs handlers that declare they block; `None` runs them on the loop
+    /// (`--blocking-on-loop`, Tornado's behaviour).
+    pub pool: Option<Arc<Pool>>,
+    /// Warn when app code holds the loop longer than this.
+    pub loop_block_warn: Duration,
 }
 
 /// One event loop.
@@ -40,25 +47,27 @@ pub struct Server {
     accepting: bool,
     conns: Slab<Conn>,
     shared: Arc<Shared>,
-    queue: Arc<CompletionQueue>,
+    queue: Arc<Inbox>,
     events: Vec<Event>,
-    completions: Vec<Completion>,
+    inbox: InboxItems,
+    timers: Timers,
     date: DateCache,
     next_id: u64,
-    server_name: String,
+    server_name: Arc<str>,
     server_port: u16,
 }
 
 impl Server {
-    /// Builds a loop over an already bound, non-blocking listener.
+    /// Builds a loop over an already bound, non-blocking listener; `queue`
+    /// must have been made from this poller's waker.
     pub fn new(
         mut poller: Box<dyn Poller>,
         listener: TcpListener,
         shared: Arc<Shared>,
+        queue: Arc<Inbox>,
     ) -> io::Result<Self> {
         poller.register(listener.as_raw_fd(), LISTENER, Interest::READABLE)?;
         let local = listener.local_addr()?;
-        let queue = Arc::new(CompletionQueue::new(poller.waker()));
         Ok(Server {
             poller,
             listener,
@@ -67,25 +76,32 @@ impl Server {
             shared,
             queue,
             events: Vec::with_capacity(1024),
-            completions: Vec::new(),
+            inbox: InboxItems::default(),
+            timers: Timers::default(),
             date: DateCache::new(),
             next_id: 1,
-            server_name: local.ip().to_string(),
+            server_name: local.ip().to_string().into(),
             server_port: local.port(),
         })
     }
 
     /// Runs until the poller fails.
     pub fn run(&mut self) -> io::Result<()> {
+        Inbox::enter(&self.queue);
         loop {
             self.turn()?;
         }
     }
 
-    /// One turn of the loop.
+    /// One turn of the loop: completions, due timers, then wait for
+    /// readiness (no longer than the next timer) and serve it.
     pub fn turn(&mut self) -> io::Result<()> {
+        self.apply_inbox();
+        self.run_timers();
+        self.apply_inbox();
         let mut events = std::mem::take(&mut self.events);
-        self.poller.wait(&mut events, None)?;
+        let timeout = self.timers.timeout(Instant::now());
+        self.poller.wait(&mut events, timeout)?;
         self.date.refresh(SystemTime::now());
         for ev in &events {
             match ev.token {
@@ -95,8 +111,16 @@ impl Server {
             }
         }
         self.events = events;
-        self.apply_completions();
         Ok(())
+    }
+
+    fn run_timers(&mut self) {
+        let now = Instant::now();
+        while let Some(task) = self.timers.pop_due(now) {
+            let started = Instant::now();
+            task.run();
+            warn_if_blocked(self.shared.loop_block_warn, started, "a timer callback", "");
+        }
     }
 
     fn accept(&mut self) {
@@ -120,7 +144,7 @@ impl Server {
                         refuse(stream, &self.date);
                         continue;
                     }
-                    entry.insert(Conn::new(stream, addr.to_string()));
+                    entry.insert(Conn::new(stream, addr.to_string().into()));
                     log::trace!("accepted {addr} as {}", token.0);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -240,36 +264,33 @@ impl Server {
         let Some((head, buf, body)) = conn.request_parts() else {
             return false;
         };
-        let target = origin_form(text(buf, &head.target));
-        let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        let (path, _) = path_and_query(head, buf);
+        let meta = Meta {
+            server_name: self.server_name.clone(),
+            server_port: self.server_port,
+            peer: conn.peer.clone(),
+            scheme: "http",
+        };
         let answered = match shared.mounts.resolve(path) {
             None => Some(host_response(404, "no app is mounted at this path")),
-            Some((app, split)) => {
-                let headers: Vec<HeaderRef<'_>> = head
-                    .headers
-                    .iter()
-                    .map(|(n, v)| HeaderRef {
-                        name: RStr::from(text(buf, n)),
-                        value: RSlice::from_slice(&buf[v.clone()]),
-                    })
-                    .collect();
-                let request = Request {
-                    method: RStr::from(text(buf, &head.method)),
-                    version_minor: head.version_minor,
-                    scheme: RStr::from("http"),
-                    server_name: RStr::from(self.server_name.as_str()),
-                    server_port: self.server_port,
-                    peer: RStr::from(conn.peer.as_str()),
-                    script_name: RStr::from(&path[..split]),
-                    path_info: RStr::from(&path[split..]),
-                    query: RStr::from(query),
-                    headers: RSlice::from_slice(&headers),
-                    body: RSlice::from_slice(body),
-                };
-                begin_inline(&self.queue, id);
-                app.handle(&request, responder(token, id, &self.queue));
-                end_inline()
-            }
+            Some((app, split)) => with_view(head, buf, body, split, &meta, |request| {
+                let blocking = shared.pool.is_some() && app.blocks(request);
+                match (&shared.pool, blocking) {
+                    (Some(pool), true) => {
+                        let owned = OwnedRequest::copy(head, buf, body, split, &meta);
+                        submit_blocking(pool, app, owned, responder(token, id, &self.queue))
+                    }
+                    _ => {
+                        let started = Instant::now();
+                        begin_inline(&self.queue, id);
+                        app.handle(request, responder(token, id, &self.queue));
+                        let inline = end_inline();
+                        let who = format!("app {}", app.name);
+                        warn_if_blocked(shared.loop_block_warn, started, &who, path);
+                        inline
+                    }
+                }
+            }),
         };
         conn.consume_request();
         match answered {
@@ -317,10 +338,13 @@ impl Server {
         );
     }
 
-    fn apply_completions(&mut self) {
-        let mut done = std::mem::take(&mut self.completions);
-        self.queue.drain(&mut done);
-        for c in done.drain(..) {
+    fn apply_inbox(&mut self) {
+        let mut inbox = std::mem::take(&mut self.inbox);
+        self.queue.drain(&mut inbox);
+        for (at, task) in inbox.timers.drain(..) {
+            self.timers.add(at, task);
+        }
+        for c in inbox.completions.drain(..) {
             let live = self.conns.get(c.token.0).is_some_and(|conn| {
                 conn.phase == Phase::Dispatched
                     && conn.pending.as_ref().is_some_and(|p| p.id == c.id)
@@ -339,7 +363,7 @@ impl Server {
             }
             self.pump(c.token);
         }
-        self.completions = done;
+        self.inbox = inbox;
     }
 
     /// Flushes output, closes a finished connection, or updates its interest.
@@ -374,7 +398,7 @@ impl Server {
             if let Err(e) = self.poller.deregister(conn.stream.as_raw_fd()) {
                 log::debug!("deregister {}: {e}", conn.peer);
             }
-            log::debug!("closed {}", conn.peer);
+            log::debug!("closed {} ({} open)", conn.peer, self.conns.len());
         }
         self.resume_accepting();
     }
@@ -390,20 +414,39 @@ fn refuse(mut stream: mio::net::TcpStream, date: &DateCache) {
     let _ = stream.write(&out);
 }
 
-/// A part of the head as text; httparse has checked it is a token or
-/// visible ASCII, so the fallback never shows.
-fn text<'a>(buf: &'a [u8], range: &std::ops::Range<usize>) -> &'a str {
-    std::str::from_utf8(&buf[range.clone()]).unwrap_or("")
+/// Tornado's blocking log threshold: app code should never hold the loop.
+fn warn_if_blocked(limit: Duration, started: Instant, who: &str, path: &str) {
+    let held = started.elapsed();
+    if held > limit {
+        log::warn!(
+            "event loop blocked for {} ms by {who} {path}",
+            held.as_millis()
+        );
+    }
 }
 
-/// `http://host/p?q` -> `/p?q`; origin-form is returned as is.
-fn origin_form(target: &str) -> &str {
-    for scheme in ["http://", "https://"] {
-        if let Some(rest) = target.strip_prefix(scheme) {
-            return rest.find('/').map_or("/", |i| &rest[i..]);
+/// Runs a blocking handler on the pool; answers 503 at once when the pool's
+/// queue is full.
+fn submit_blocking(
+    pool: &Pool,
+    app: &Arc<LoadedApp>,
+    owned: OwnedRequest,
+    responder: stoa_app_api::abi::ResponderBox,
+) -> Option<Response> {
+    let app = app.clone();
+    let job = Box::new(move || owned.with_view(|request| app.handle(request, responder)));
+    match pool.try_submit(job) {
+        Ok(()) => None,
+        Err(job) => {
+            // Dropping the job drops its responder, whose answer (a 500) is
+            // ignored: this 503 answers the request first.
+            drop(job);
+            Some(
+                host_response(503, "the blocking pool is full (blocking_queue)")
+                    .with_header("Retry-After", "1"),
+            )
         }
     }
-    target
 }
 
 fn access_info(head: &Head, buf: &[u8]) -> AccessInfo {
@@ -424,17 +467,5 @@ fn access_info(head: &Head, buf: &[u8]) -> AccessInfo {
         ),
         referer: header("referer"),
         user_agent: header("user-agent"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::origin_form;
-
-    #[test]
-    fn absolute_form_becomes_origin_form() {
-        assert_eq!(origin_form("http://h:1/a?b"), "/a?b");
-        assert_eq!(origin_form("http://h"), "/");
-        assert_eq!(origin_form("/x"), "/x");
     }
 }

@@ -105,7 +105,10 @@ pub fn create_by_flag(flag: &str) -> Result<Box<dyn Poller>, String> {
             Err(e) => errors.push(format!("{name}: {e}")),
         }
     }
-    Err(format!("no poller backend could start ({})", errors.join("; ")))
+    Err(format!(
+        "no poller backend could start ({})",
+        errors.join("; ")
+    ))
 }
 
 /// Creates the named backend.

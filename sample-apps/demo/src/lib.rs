@@ -1,0 +1,121 @@
+//! The `demo` sample app, mounted at `/demo`: three handlers to compare a
+//! blocking wait with a timer on the event loop.
+//!
+//! - `/demo/syncsleep-handler/` (A) sleeps its thread, and says so
+//!   (`App::blocks`), so the host runs it on its blocking pool;
+//! - `/demo/sleep-handler/` (B) waits on a host timer, blocking no thread;
+//! - `/demo/justnow/` (C) answers at once.
+//!
+//! A and B answer after `?seconds=N` (0 to 10, default 1).
+
+use std::time::Duration;
+use stoa_app_api::{host, App, Request, Responder, Response};
+
+/// What A and B answer.
+pub const SLEEP_BODY: &str = "when i sleep 5s";
+/// What C answers.
+pub const JUSTNOW_BODY: &str = "i hope just now see you";
+
+const SYNC: &str = "/syncsleep-handler/";
+const ASYNC: &str = "/sleep-handler/";
+const NOW: &str = "/justnow/";
+
+/// The demo app.
+pub struct Demo;
+
+/// The delay asked for: `None` for a bad value.
+fn delay(request: &Request<'_>) -> Option<Duration> {
+    match request.query_param("seconds") {
+        None => Some(Duration::from_secs(1)),
+        Some(v) => v
+            .parse::<u64>()
+            .ok()
+            .filter(|s| *s <= 10)
+            .map(Duration::from_secs),
+    }
+}
+
+fn bad_delay() -> Response {
+    Response::text(400, "seconds must be a whole number from 0 to 10\n")
+}
+
+impl App for Demo {
+    fn blocks(&self, request: &Request<'_>) -> bool {
+        request.path_info.as_str() == SYNC
+    }
+
+    fn handle(&self, request: &Request<'_>, responder: Responder) {
+        match request.path_info.as_str() {
+            SYNC => match delay(request) {
+                Some(d) => {
+                    std::thread::sleep(d);
+                    responder.respond(Response::text(200, SLEEP_BODY));
+                }
+                None => responder.respond(bad_delay()),
+            },
+            ASYNC => match (delay(request), host()) {
+                (Some(d), Some(host)) => host.call_later(d, move || {
+                    responder.respond(Response::text(200, SLEEP_BODY))
+                }),
+                (Some(_), None) => responder.respond(Response::text(500, "no host timers\n")),
+                (None, _) => responder.respond(bad_delay()),
+            },
+            NOW => responder.respond(Response::text(200, JUSTNOW_BODY)),
+            _ => responder.respond(Response::text(404, "Not Found\n")),
+        }
+    }
+}
+
+stoa_app_api::export_app! {
+    name: "demo",
+    mount: "/demo",
+    new: || Demo,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stoa_app_api::abi_stable::std_types::{RSlice, RStr};
+
+    fn request(path: &'static str, query: &'static str) -> Request<'static> {
+        Request {
+            method: RStr::from("GET"),
+            version_minor: 1,
+            scheme: RStr::from("http"),
+            server_name: RStr::from("127.0.0.1"),
+            server_port: 8000,
+            peer: RStr::from("127.0.0.1:1"),
+            script_name: RStr::from("/demo"),
+            path_info: RStr::from(path),
+            query: RStr::from(query),
+            headers: RSlice::from_slice(&[]),
+            body: RSlice::from_slice(&[]),
+        }
+    }
+
+    #[test]
+    fn only_the_sync_handler_blocks() {
+        assert!(Demo.blocks(&request(SYNC, "")));
+        assert!(!Demo.blocks(&request(ASYNC, "")));
+        assert!(!Demo.blocks(&request(NOW, "")));
+    }
+
+    #[test]
+    fn delay_is_bounded() {
+        assert_eq!(delay(&request(SYNC, "")), Some(Duration::from_secs(1)));
+        assert_eq!(delay(&request(SYNC, "seconds=0")), Some(Duration::ZERO));
+        assert_eq!(
+            delay(&request(SYNC, "seconds=10")),
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(delay(&request(SYNC, "seconds=11")), None);
+        assert_eq!(delay(&request(SYNC, "seconds=-1")), None);
+        assert_eq!(delay(&request(SYNC, "seconds=x")), None);
+    }
+
+    #[test]
+    fn bodies_are_the_seed_bodies() {
+        assert_eq!(SLEEP_BODY.len(), 15);
+        assert_eq!(JUSTNOW_BODY, "i hope just now see you");
+    }
+}
