@@ -1,8 +1,11 @@
 //! Command-line flags (clap).
 
+use crate::http::parse::HEADER_ARRAY;
+use crate::http::ConnParams;
 use clap::Parser;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Stoa: a non-blocking HTTP/1.1 gateway container for native app plugins.
 #[derive(Parser, Debug, Clone)]
@@ -45,6 +48,68 @@ pub struct Cli {
     #[arg(long, default_value_t = 100)]
     pub loop_block_warn: u64,
 
+    /// Event-loop threads, each with its own poller and SO_REUSEPORT
+    /// listener [default: the number of CPUs].
+    #[arg(long)]
+    pub workers: Option<usize>,
+
+    /// Seconds to let in-flight requests finish after SIGTERM/SIGINT.
+    #[arg(long, default_value_t = 30)]
+    pub graceful_timeout: u64,
+
+    /// Who may read /.well-known/stoa/status and metrics (CIDR, repeatable)
+    /// [default: loopback only].
+    #[arg(long, value_parser = crate::netfilter::parse_net)]
+    pub status_allow: Vec<ipnet::IpNet>,
+
+    /// A proxy whose X-Forwarded-For/-Proto are believed (CIDR, repeatable).
+    #[arg(long, value_parser = crate::netfilter::parse_net)]
+    pub trusted_proxy: Vec<ipnet::IpNet>,
+
+    /// Longest request-target, bytes (414 past it).
+    #[arg(long, default_value_t = 8 * 1024)]
+    pub max_request_line: usize,
+
+    /// Longest single header field value, bytes (431).
+    #[arg(long, default_value_t = 8 * 1024)]
+    pub max_header_field: usize,
+
+    /// Most header fields in a request (431).
+    #[arg(long, default_value_t = 100)]
+    pub max_headers: usize,
+
+    /// Largest request head, bytes (431).
+    #[arg(long, default_value_t = 64 * 1024)]
+    pub max_head: usize,
+
+    /// Largest request body, bytes (413).
+    #[arg(long, default_value_t = 8 * 1024 * 1024)]
+    pub max_body: usize,
+
+    /// Requests on one keep-alive connection before it is closed.
+    #[arg(long, default_value_t = 1000)]
+    pub max_requests_per_conn: u32,
+
+    /// Seconds to receive a whole request head (408; slowloris).
+    #[arg(long, default_value_t = 30.0, value_parser = parse_secs)]
+    pub head_timeout: f64,
+
+    /// Seconds a request body may stall between reads (408).
+    #[arg(long, default_value_t = 30.0, value_parser = parse_secs)]
+    pub body_timeout: f64,
+
+    /// Seconds a response may make no sending progress (then closed).
+    #[arg(long, default_value_t = 30.0, value_parser = parse_secs)]
+    pub send_timeout: f64,
+
+    /// Seconds an idle keep-alive connection is kept.
+    #[arg(long, default_value_t = 30.0, value_parser = parse_secs)]
+    pub keep_alive_timeout: f64,
+
+    /// Seconds an app has to answer before its client gets 504.
+    #[arg(long, default_value_t = 30.0, value_parser = parse_secs)]
+    pub app_timeout: f64,
+
     /// Log level: error, warn, info, debug or trace.
     #[arg(long, default_value = "info")]
     pub log_level: log::LevelFilter,
@@ -57,6 +122,32 @@ pub struct Cli {
     /// backlog [default: 10000; select: FD_SETSIZE minus reserved fds].
     #[arg(long)]
     pub max_connections: Option<usize>,
+}
+
+fn parse_secs(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 86_400.0 => Ok(v),
+        _ => Err(format!("expected seconds between 0 and 86400, got {s:?}")),
+    }
+}
+
+impl Cli {
+    /// The per-connection limits and timeouts from the flags.
+    pub fn conn_params(&self) -> ConnParams {
+        ConnParams {
+            max_request_line: self.max_request_line,
+            max_header_field: self.max_header_field,
+            max_headers: self.max_headers.clamp(1, HEADER_ARRAY),
+            max_head: self.max_head,
+            max_body: self.max_body,
+            max_requests_per_conn: self.max_requests_per_conn.max(1),
+            head_timeout: Duration::from_secs_f64(self.head_timeout),
+            body_timeout: Duration::from_secs_f64(self.body_timeout),
+            send_timeout: Duration::from_secs_f64(self.send_timeout),
+            keep_alive_timeout: Duration::from_secs_f64(self.keep_alive_timeout),
+            app_timeout: Duration::from_secs_f64(self.app_timeout),
+        }
+    }
 }
 
 fn parse_mount(s: &str) -> Result<(String, String), String> {

@@ -25,6 +25,21 @@ pub enum Phase {
     Closing,
 }
 
+/// Which timeout a connection is under (see `ConnParams`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deadline {
+    /// Between requests: close quietly.
+    Idle,
+    /// Receiving a request head: 408.
+    Head,
+    /// Receiving a body: 408.
+    Body,
+    /// Waiting for the app: 504.
+    App,
+    /// Sending output: close.
+    Send,
+}
+
 /// What the access log needs of a request, kept only when it is on.
 pub struct AccessInfo {
     pub request_line: String,
@@ -38,6 +53,10 @@ pub struct Pending {
     pub head_only: bool,
     pub persist: Persist,
     pub started: Instant,
+    /// The app's counters slot; `None` for the host's own answers.
+    pub slot: Option<usize>,
+    /// The path, kept for jobs on the blocking pool (for the hung-job log).
+    pub path: Option<Box<str>>,
     pub access: Option<Box<AccessInfo>>,
 }
 
@@ -68,6 +87,10 @@ pub struct Conn {
     pub served: u32,
     /// The interest last registered with the poller.
     pub interest: Interest,
+    /// When the current timeout expires, and which one it is.
+    pub deadline: Option<(Instant, Deadline)>,
+    read_progress: bool,
+    write_progress: bool,
 }
 
 impl Conn {
@@ -89,6 +112,9 @@ impl Conn {
             read_closed: false,
             served: 0,
             interest: Interest::READABLE,
+            deadline: None,
+            read_progress: false,
+            write_progress: false,
         }
     }
 
@@ -124,6 +150,7 @@ impl Conn {
                 }
                 Ok(n) => {
                     self.rend += n;
+                    self.read_progress = true;
                     // A short read drained the socket: another read would
                     // only say WouldBlock (and an edge comes with new data).
                     if n < space {
@@ -256,7 +283,10 @@ impl Conn {
         while self.wpos < self.wbuf.len() {
             match self.stream.write(&self.wbuf[self.wpos..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => self.wpos += n,
+                Ok(n) => {
+                    self.wpos += n;
+                    self.write_progress = true;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
@@ -281,6 +311,40 @@ impl Conn {
             // Nothing to do until the app answers; stay registered for
             // hang-ups (poll and select report them regardless).
             (false, false) => Interest::NONE,
+        }
+    }
+
+    /// Picks the timeout for the connection's state. The head timeout runs
+    /// from the head's first byte (trickling bytes do not extend it); the
+    /// body, send and idle timeouts restart on progress.
+    pub fn update_deadline(&mut self, params: &ConnParams) {
+        let want = if self.has_output() {
+            Deadline::Send
+        } else {
+            match self.phase {
+                Phase::Dispatched => Deadline::App,
+                Phase::Closing => Deadline::Send,
+                Phase::Reading if self.head.is_some() => Deadline::Body,
+                Phase::Reading if self.rstart == self.rend => Deadline::Idle,
+                Phase::Reading => Deadline::Head,
+            }
+        };
+        let progressed = match want {
+            Deadline::Idle | Deadline::Body => self.read_progress,
+            Deadline::Send => self.write_progress,
+            Deadline::Head | Deadline::App => false,
+        };
+        self.read_progress = false;
+        self.write_progress = false;
+        if progressed || self.deadline.map(|(_, k)| k) != Some(want) {
+            let limit = match want {
+                Deadline::Idle => params.keep_alive_timeout,
+                Deadline::Head => params.head_timeout,
+                Deadline::Body => params.body_timeout,
+                Deadline::App => params.app_timeout,
+                Deadline::Send => params.send_timeout,
+            };
+            self.deadline = Some((Instant::now() + limit, want));
         }
     }
 

@@ -13,10 +13,12 @@ pub fn somaxconn() -> i32 {
         .unwrap_or(4096)
 }
 
-/// Binds a non-blocking listener with `SO_REUSEADDR` and the given backlog.
+/// Binds a non-blocking listener with `SO_REUSEADDR` and `SO_REUSEPORT`
+/// (so each worker can have its own listener on the address).
 pub fn bind(addr: SocketAddr, backlog: i32) -> io::Result<mio::net::TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
     socket.set_nonblocking(true)?;
     socket.bind(&addr.into())?;
     socket.listen(backlog)?;

@@ -18,6 +18,8 @@ pub struct LoadedApp {
     /// Normalised mount prefix: `""` for the root, else `/x` without a trailing slash.
     pub mount: String,
     pub file: PathBuf,
+    /// Index of this app's counters (shared by every version of the app).
+    pub slot: usize,
     module: AppModuleRef,
 }
 
@@ -36,9 +38,7 @@ impl LoadedApp {
 /// A plugin file that was not loaded, and why.
 #[derive(Clone, Debug)]
 pub struct Refusal {
-    #[allow(dead_code)] // shown by the status endpoint
     pub file: PathBuf,
-    #[allow(dead_code)]
     pub reason: String,
 }
 
@@ -118,12 +118,26 @@ pub fn load_file(
         return Err(format!("app {name} failed to initialise: {e}"));
     }
     Ok(LoadedApp {
+        slot: stats_slot(&name),
         name,
         version: info.version.to_string(),
         mount,
         file: file.to_path_buf(),
         module,
     })
+}
+
+/// The counters slot for an app name: stable for the process's life.
+fn stats_slot(name: &str) -> usize {
+    static NAMES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
+    match names.iter().position(|n| n == name) {
+        Some(i) => i,
+        None => {
+            names.push(name.to_string());
+            names.len() - 1
+        }
+    }
 }
 
 /// Turns an abi_stable error into one line; the full layout report (many

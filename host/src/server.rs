@@ -5,21 +5,25 @@
 //! connections, then apply completions from other threads. An error closes
 //! its connection, never the loop.
 
-use crate::access_log::AccessLog;
-use crate::conn::{AccessInfo, Conn, Pending, Phase, ReadState};
+use crate::admin;
+use crate::conn::{AccessInfo, Conn, Deadline, Pending, Phase, ReadState};
 use crate::http::parse::Head;
 use crate::http::response::{host_response, DateCache, Persist};
-use crate::http::ConnParams;
-use crate::loader::{LoadedApp, MountTable};
+use crate::http::{ConnParams, HttpError};
+use crate::loader::LoadedApp;
+use crate::netfilter::{forwarded_client, peer_ip};
 use crate::poller::{Event, Interest, Poller, Token, WAKER};
 use crate::request::{path_and_query, text, with_view, Meta, OwnedRequest};
 use crate::responder::{begin_inline, end_inline, responder, Inbox, InboxItems};
 use crate::services::Pool;
+use crate::shared::Shared;
+use crate::stats::WorkerStats;
 use crate::timers::Timers;
 use mio::net::TcpListener;
 use slab::Slab;
 use std::io;
 use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use stoa_app_api::Response;
@@ -27,23 +31,13 @@ use stoa_app_api::Response;
 /// The listener's token.
 const LISTENER: Token = Token(usize::MAX - 1);
 
-/// What every worker shares: the apps and the settings.
-pub struct Shared {
-    pub mounts: MountTable,
-    pub params: ConnParams,
-    pub access_log: Option<AccessLog>,
-    pub max_connections: usize,
-    /// Runs handlers that declare they block; `None` runs them on the loop
-    /// (`--blocking-on-loop`, Tornado's behaviour).
-    pub pool: Option<Arc<Pool>>,
-    /// Warn when app code holds the loop longer than this.
-    pub loop_block_warn: Duration,
-}
-
 /// One event loop.
 pub struct Server {
+    /// This worker's index (its counters in `Shared::stats`).
+    worker: usize,
     poller: Box<dyn Poller>,
-    listener: TcpListener,
+    /// `None` once draining has closed it.
+    listener: Option<TcpListener>,
     accepting: bool,
     conns: Slab<Conn>,
     shared: Arc<Shared>,
@@ -53,6 +47,9 @@ pub struct Server {
     timers: Timers,
     date: DateCache,
     next_id: u64,
+    /// When connection deadlines are next checked.
+    next_sweep: Instant,
+    sweep_every: Duration,
     server_name: Arc<str>,
     server_port: u16,
 }
@@ -61,6 +58,7 @@ impl Server {
     /// Builds a loop over an already bound, non-blocking listener; `queue`
     /// must have been made from this poller's waker.
     pub fn new(
+        worker: usize,
         mut poller: Box<dyn Poller>,
         listener: TcpListener,
         shared: Arc<Shared>,
@@ -68,9 +66,11 @@ impl Server {
     ) -> io::Result<Self> {
         poller.register(listener.as_raw_fd(), LISTENER, Interest::READABLE)?;
         let local = listener.local_addr()?;
+        let sweep_every = sweep_interval(&shared.params);
         Ok(Server {
+            worker,
             poller,
-            listener,
+            listener: Some(listener),
             accepting: true,
             conns: Slab::with_capacity(1024),
             shared,
@@ -80,16 +80,60 @@ impl Server {
             timers: Timers::default(),
             date: DateCache::new(),
             next_id: 1,
+            next_sweep: Instant::now(),
+            sweep_every,
             server_name: local.ip().to_string().into(),
             server_port: local.port(),
         })
     }
 
-    /// Runs until the poller fails.
+    fn stats(&self) -> &WorkerStats {
+        &self.shared.stats[self.worker]
+    }
+
+    /// Runs until drained (or the poller fails).
     pub fn run(&mut self) -> io::Result<()> {
         Inbox::enter(&self.queue);
         loop {
+            if self.shared.control.draining() {
+                self.drain();
+                if self.conns.is_empty() || self.shared.control.forced() {
+                    if !self.conns.is_empty() {
+                        log::warn!(
+                            "worker {}: graceful timeout; closing {} connection(s)",
+                            self.worker,
+                            self.conns.len()
+                        );
+                    }
+                    return Ok(());
+                }
+            }
             self.turn()?;
+        }
+    }
+
+    /// Stops accepting and closes idle connections; busy ones close after
+    /// their current response.
+    fn drain(&mut self) {
+        if let Some(listener) = self.listener.take() {
+            if self.accepting {
+                let _ = self.poller.deregister(listener.as_raw_fd());
+            }
+            self.accepting = false;
+            log::info!(
+                "worker {}: draining {} connection(s)",
+                self.worker,
+                self.conns.len()
+            );
+        }
+        let idle: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.phase == Phase::Reading && c.buffer_empty() && !c.has_output())
+            .map(|(k, _)| k)
+            .collect();
+        for key in idle {
+            self.close(Token(key));
         }
     }
 
@@ -99,8 +143,17 @@ impl Server {
         self.apply_inbox();
         self.run_timers();
         self.apply_inbox();
+        if self.shared.control.draining() && self.conns.is_empty() {
+            // Drained: let `run` return instead of waiting for nothing.
+            return Ok(());
+        }
         let mut events = std::mem::take(&mut self.events);
-        let timeout = self.timers.timeout(Instant::now());
+        let now = Instant::now();
+        let mut timeout = self.timers.timeout(now);
+        if !self.conns.is_empty() {
+            let sweep = self.next_sweep.saturating_duration_since(now);
+            timeout = Some(timeout.map_or(sweep, |t| t.min(sweep)));
+        }
         self.poller.wait(&mut events, timeout)?;
         self.date.refresh(SystemTime::now());
         for ev in &events {
@@ -111,7 +164,67 @@ impl Server {
             }
         }
         self.events = events;
+        let now = Instant::now();
+        if now >= self.next_sweep {
+            self.sweep(now);
+            self.next_sweep = now + self.sweep_every;
+        }
         Ok(())
+    }
+
+    /// Applies every connection deadline that has passed.
+    fn sweep(&mut self, now: Instant) {
+        let expired: Vec<(usize, Deadline)> = self
+            .conns
+            .iter()
+            .filter_map(|(k, c)| c.deadline.filter(|(at, _)| *at <= now).map(|(_, d)| (k, d)))
+            .collect();
+        for (key, deadline) in expired {
+            let token = Token(key);
+            match deadline {
+                Deadline::Idle | Deadline::Send => {
+                    if let Some(conn) = self.conns.get(key) {
+                        log::debug!("{}: {deadline:?} timeout, closing", conn.peer);
+                    }
+                    self.close(token);
+                }
+                Deadline::Head | Deadline::Body => {
+                    let error = if deadline == Deadline::Head {
+                        HttpError::HeadTimeout
+                    } else {
+                        HttpError::BodyTimeout
+                    };
+                    if let Some(conn) = self.conns.get_mut(key) {
+                        conn.fail(&error, self.date.get());
+                    }
+                    self.settle(token);
+                }
+                Deadline::App => self.app_timed_out(token),
+            }
+        }
+    }
+
+    /// The app has not answered within `app_timeout`: the client gets 504
+    /// and the connection closes; the app's late answer will be dropped.
+    fn app_timed_out(&mut self, token: Token) {
+        let Some(pending) = self.conns.get_mut(token.0).and_then(|c| c.pending.as_mut()) else {
+            return;
+        };
+        pending.persist = Persist::Close;
+        let app = pending
+            .slot
+            .and_then(|s| self.shared.mounts.apps().iter().find(|a| a.slot == s))
+            .map_or_else(|| "?".to_string(), |a| a.name.clone());
+        log::warn!(
+            "app {app} did not answer {} within app_timeout ({} s); answering 504",
+            pending.path.as_deref().unwrap_or("a request"),
+            self.shared.params.app_timeout.as_secs_f32()
+        );
+        self.finish(
+            token,
+            host_response(504, "the app did not answer within app_timeout"),
+        );
+        self.settle(token);
     }
 
     fn run_timers(&mut self) {
@@ -119,7 +232,7 @@ impl Server {
         while let Some(task) = self.timers.pop_due(now) {
             let started = Instant::now();
             task.run();
-            warn_if_blocked(self.shared.loop_block_warn, started, "a timer callback", "");
+            warn_if_blocked(self.shared.loop_block_warn, started, "(timer callback)", "");
         }
     }
 
@@ -129,7 +242,10 @@ impl Server {
                 self.pause_accepting();
                 return;
             }
-            match self.listener.accept() {
+            let Some(listener) = &self.listener else {
+                return;
+            };
+            match listener.accept() {
                 Ok((stream, addr)) => {
                     if let Err(e) = stream.set_nodelay(true) {
                         log::debug!("TCP_NODELAY on {addr}: {e}");
@@ -145,6 +261,9 @@ impl Server {
                         continue;
                     }
                     entry.insert(Conn::new(stream, addr.to_string().into()));
+                    self.shared.stats[self.worker]
+                        .accepted
+                        .fetch_add(1, Relaxed);
                     log::trace!("accepted {addr} as {}", token.0);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -160,9 +279,12 @@ impl Server {
     }
 
     fn pause_accepting(&mut self) {
+        let Some(listener) = &self.listener else {
+            return;
+        };
         if self.accepting {
             self.accepting = false;
-            if let Err(e) = self.poller.deregister(self.listener.as_raw_fd()) {
+            if let Err(e) = self.poller.deregister(listener.as_raw_fd()) {
                 log::warn!("cannot pause the listener: {e}");
             }
             log::debug!("at {} connections: accepts paused", self.conns.len());
@@ -170,10 +292,13 @@ impl Server {
     }
 
     fn resume_accepting(&mut self) {
+        let Some(listener) = &self.listener else {
+            return;
+        };
         if !self.accepting && self.conns.len() < self.shared.max_connections {
             match self
                 .poller
-                .register(self.listener.as_raw_fd(), LISTENER, Interest::READABLE)
+                .register(listener.as_raw_fd(), LISTENER, Interest::READABLE)
             {
                 Ok(()) => {
                     self.accepting = true;
@@ -242,55 +367,79 @@ impl Server {
         let Some((head, buf, _)) = conn.request_parts() else {
             return false;
         };
-        let method = text(buf, &head.method);
-        let keep = head.keep_alive && conn.served + 1 < shared.params.max_requests_per_conn;
-        let pending = Pending {
+        let (path, _) = path_and_query(head, buf);
+        let host_answer = if path.starts_with(admin::PREFIX) {
+            admin::answer(&shared, path, &conn.peer)
+        } else {
+            None
+        };
+        let route = match host_answer {
+            Some(_) => None,
+            None => shared.mounts.resolve(path),
+        };
+        let keep = head.keep_alive
+            && conn.served + 1 < shared.params.max_requests_per_conn
+            && !shared.control.draining();
+        conn.pending = Some(Pending {
             id,
-            head_only: method == "HEAD",
+            head_only: text(buf, &head.method) == "HEAD",
             persist: match (keep, head.version_minor) {
                 (false, _) => Persist::Close,
                 (true, 0) => Persist::KeepAlive10,
                 (true, _) => Persist::KeepAlive,
             },
             started: Instant::now(),
+            slot: route.map(|(app, _)| app.slot),
+            path: None,
             access: shared
                 .access_log
                 .as_ref()
                 .map(|_| Box::new(access_info(head, buf))),
-        };
-        conn.pending = Some(pending);
+        });
         conn.phase = Phase::Dispatched;
 
-        let Some((head, buf, body)) = conn.request_parts() else {
-            return false;
-        };
-        let (path, _) = path_and_query(head, buf);
-        let meta = Meta {
-            server_name: self.server_name.clone(),
-            server_port: self.server_port,
-            peer: conn.peer.clone(),
-            scheme: "http",
-        };
-        let answered = match shared.mounts.resolve(path) {
-            None => Some(host_response(404, "no app is mounted at this path")),
-            Some((app, split)) => with_view(head, buf, body, split, &meta, |request| {
-                let blocking = shared.pool.is_some() && app.blocks(request);
-                match (&shared.pool, blocking) {
-                    (Some(pool), true) => {
-                        let owned = OwnedRequest::copy(head, buf, body, split, &meta);
-                        submit_blocking(pool, app, owned, responder(token, id, &self.queue))
+        let answered = match (host_answer, route) {
+            (Some(response), _) => Some(response),
+            (None, None) => Some(host_response(404, "no app is mounted at this path")),
+            (None, Some((app, split))) => {
+                let Some((head, buf, body)) = conn.request_parts() else {
+                    return false;
+                };
+                let (path, _) = path_and_query(head, buf);
+                let (peer, scheme) = client_of(&shared, head, buf, &conn.peer);
+                let meta = Meta {
+                    server_name: self.server_name.clone(),
+                    server_port: self.server_port,
+                    peer,
+                    scheme,
+                };
+                let (answer, blocking_path) = with_view(head, buf, body, split, &meta, |request| {
+                    match shared.pool.as_ref().filter(|_| app.blocks(request)) {
+                        Some(pool) => {
+                            let owned = OwnedRequest::copy(head, buf, body, split, &meta);
+                            let r = submit_blocking(
+                                pool,
+                                app,
+                                owned,
+                                responder(token, id, &self.queue),
+                            );
+                            (r, Some(Box::<str>::from(path)))
+                        }
+                        None => {
+                            let started = Instant::now();
+                            begin_inline(&self.queue, id);
+                            app.handle(request, responder(token, id, &self.queue));
+                            let inline = end_inline();
+                            warn_if_blocked(shared.loop_block_warn, started, &app.name, path);
+                            (inline, None)
+                        }
                     }
-                    _ => {
-                        let started = Instant::now();
-                        begin_inline(&self.queue, id);
-                        app.handle(request, responder(token, id, &self.queue));
-                        let inline = end_inline();
-                        let who = format!("app {}", app.name);
-                        warn_if_blocked(shared.loop_block_warn, started, &who, path);
-                        inline
-                    }
+                });
+                if let Some(pending) = conn.pending.as_mut() {
+                    pending.path = blocking_path;
                 }
-            }),
+                answer
+            }
         };
         conn.consume_request();
         match answered {
@@ -307,9 +456,15 @@ impl Server {
         let Some(conn) = self.conns.get_mut(token.0) else {
             return;
         };
-        let Some(pending) = conn.pending.take() else {
+        let Some(mut pending) = conn.pending.take() else {
             return;
         };
+        if self.shared.control.draining() {
+            pending.persist = Persist::Close;
+        }
+        self.shared.stats[self.worker]
+            .app(pending.slot)
+            .record(response.status, pending.started.elapsed());
         conn.push_response(
             &response,
             pending.head_only,
@@ -380,6 +535,7 @@ impl Server {
             self.close(token);
             return;
         }
+        conn.update_deadline(&self.shared.params);
         let wanted = conn.wanted_interest();
         if wanted != conn.interest {
             conn.interest = wanted;
@@ -398,6 +554,7 @@ impl Server {
             if let Err(e) = self.poller.deregister(conn.stream.as_raw_fd()) {
                 log::debug!("deregister {}: {e}", conn.peer);
             }
+            self.stats().closed.fetch_add(1, Relaxed);
             log::debug!("closed {} ({} open)", conn.peer, self.conns.len());
         }
         self.resume_accepting();
@@ -414,15 +571,64 @@ fn refuse(mut stream: mio::net::TcpStream, date: &DateCache) {
     let _ = stream.write(&out);
 }
 
+/// How often deadlines are checked: a tenth of the shortest timeout,
+/// between 10 ms and 1 s.
+fn sweep_interval(p: &ConnParams) -> Duration {
+    [
+        p.head_timeout,
+        p.body_timeout,
+        p.send_timeout,
+        p.keep_alive_timeout,
+        p.app_timeout,
+    ]
+    .into_iter()
+    .min()
+    .unwrap_or(Duration::from_secs(1))
+    .div_f32(10.0)
+    .clamp(Duration::from_millis(10), Duration::from_secs(1))
+}
+
 /// Tornado's blocking log threshold: app code should never hold the loop.
 fn warn_if_blocked(limit: Duration, started: Instant, who: &str, path: &str) {
     let held = started.elapsed();
     if held > limit {
         log::warn!(
-            "event loop blocked for {} ms by {who} {path}",
+            "event loop blocked for {} ms by app {who} {path}",
             held.as_millis()
         );
     }
+}
+
+/// The client's address and scheme: the peer's own, or from
+/// `X-Forwarded-For`/`X-Forwarded-Proto` when the peer is a trusted proxy.
+fn client_of(
+    shared: &Shared,
+    head: &Head,
+    buf: &[u8],
+    peer: &Arc<str>,
+) -> (Arc<str>, &'static str) {
+    let trusted = &shared.trusted_proxies;
+    if trusted.is_empty() || !peer_ip(peer).is_some_and(|ip| trusted.contains(ip)) {
+        return (peer.clone(), "http");
+    }
+    let header = |name: &str| {
+        head.headers
+            .iter()
+            .rev()
+            .find(|(n, _)| text(buf, n).eq_ignore_ascii_case(name))
+            .map(|(_, v)| text(buf, v))
+    };
+    let client = header("x-forwarded-for")
+        .and_then(|xff| forwarded_client(xff, trusted))
+        .map_or_else(
+            || peer.clone(),
+            |ip| std::net::SocketAddr::new(ip, 0).to_string().into(),
+        );
+    let scheme = match header("x-forwarded-proto") {
+        Some(p) if p.trim().eq_ignore_ascii_case("https") => "https",
+        _ => "http",
+    };
+    (client, scheme)
 }
 
 /// Runs a blocking handler on the pool; answers 503 at once when the pool's

@@ -15,6 +15,7 @@ pub type Job = Box<dyn FnOnce() + Send>;
 /// job is refused at once (the request gets 503), never waited for.
 pub struct Pool {
     tx: Sender<Job>,
+    threads: usize,
 }
 
 impl Pool {
@@ -30,7 +31,10 @@ impl Pool {
                     }
                 })?;
         }
-        Ok(Arc::new(Pool { tx }))
+        Ok(Arc::new(Pool {
+            tx,
+            threads: threads.max(1),
+        }))
     }
 
     /// Queues `job`, or gives it back when the queue is full.
@@ -38,6 +42,17 @@ impl Pool {
         self.tx.try_send(job).map_err(|e| match e {
             TrySendError::Full(job) | TrySendError::Disconnected(job) => job,
         })
+    }
+}
+
+impl Pool {
+    /// Jobs waiting for a thread.
+    pub fn queued(&self) -> usize {
+        self.tx.len()
+    }
+
+    pub fn threads(&self) -> usize {
+        self.threads
     }
 }
 

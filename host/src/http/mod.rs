@@ -6,6 +6,8 @@ pub mod chunked;
 pub mod parse;
 pub mod response;
 
+use std::time::Duration;
+
 /// Every per-connection limit and timeout, with its default.
 #[derive(Clone, Debug)]
 pub struct ConnParams {
@@ -21,6 +23,16 @@ pub struct ConnParams {
     pub max_body: usize,
     /// Requests served on one connection before it is closed.
     pub max_requests_per_conn: u32,
+    /// Whole request head, from its first byte (408 past it; slowloris).
+    pub head_timeout: Duration,
+    /// Between two reads of a body (408).
+    pub body_timeout: Duration,
+    /// Without progress while sending a response (then closed).
+    pub send_timeout: Duration,
+    /// An idle keep-alive connection is closed quietly after this.
+    pub keep_alive_timeout: Duration,
+    /// An app that has not answered by then gets its client a 504.
+    pub app_timeout: Duration,
 }
 
 impl Default for ConnParams {
@@ -32,6 +44,11 @@ impl Default for ConnParams {
             max_head: 64 * 1024,
             max_body: 8 * 1024 * 1024,
             max_requests_per_conn: 1000,
+            head_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(30),
+            send_timeout: Duration::from_secs(30),
+            keep_alive_timeout: Duration::from_secs(30),
+            app_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -57,6 +74,12 @@ pub enum HttpError {
     UnsupportedCoding,
     #[error("unsupported expectation")]
     ExpectationFailed,
+    #[error("HTTP major version not supported")]
+    VersionNotSupported,
+    #[error("request head not received within head_timeout")]
+    HeadTimeout,
+    #[error("request body stalled for body_timeout")]
+    BodyTimeout,
 }
 
 impl HttpError {
@@ -71,6 +94,8 @@ impl HttpError {
             HttpError::BodyTooLarge => 413,
             HttpError::UnsupportedCoding => 501,
             HttpError::ExpectationFailed => 417,
+            HttpError::VersionNotSupported => 505,
+            HttpError::HeadTimeout | HttpError::BodyTimeout => 408,
         }
     }
 }

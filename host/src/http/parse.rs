@@ -54,7 +54,7 @@ pub fn parse_head(buf: &[u8], params: &ConnParams) -> Result<Option<Head>, HttpE
     let status = match req.parse(buf) {
         Ok(s) => s,
         Err(httparse::Error::TooManyHeaders) => return Err(HttpError::TooManyHeaders),
-        Err(httparse::Error::Version) => return Err(HttpError::Malformed("invalid HTTP version")),
+        Err(httparse::Error::Version) => return Err(version_error(buf)),
         Err(httparse::Error::Token) => {
             return Err(HttpError::Malformed(
                 "invalid token in method or header name",
@@ -150,6 +150,22 @@ pub fn parse_head(buf: &[u8], params: &ConnParams) -> Result<Option<Head>, HttpE
     };
     check_target(&buf[head.method.clone()], path)?;
     Ok(Some(head))
+}
+
+/// `HTTP/2.0` (a well-formed version other than 1.x) is 505; anything else
+/// in the version's place is a malformed request line.
+fn version_error(buf: &[u8]) -> HttpError {
+    let line = buf.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let version = line.rsplit(|&b| b == b' ').next().unwrap_or_default();
+    match version {
+        [b'H', b'T', b'T', b'P', b'/', major, b'.', minor]
+            if major.is_ascii_digit() && minor.is_ascii_digit() && *major != b'1' =>
+        {
+            HttpError::VersionNotSupported
+        }
+        _ => HttpError::Malformed("invalid HTTP version"),
+    }
 }
 
 /// An incomplete head is still bounded: a request line without its CRLF is

@@ -1,0 +1,204 @@
+//! The host's own endpoints under `/.well-known/stoa/`, answered before
+//! any mount: health, readiness, status (JSON) and metrics (Prometheus).
+
+use crate::http::response::host_response;
+use crate::netfilter::peer_ip;
+use crate::shared::Shared;
+use crate::stats::{AppStats, APP_SLOTS, LATENCY_BUCKETS};
+use serde_json::json;
+use std::fmt::Write;
+use std::sync::atomic::Ordering::Relaxed;
+use stoa_app_api::Response;
+
+/// The prefix of the host's endpoints.
+pub const PREFIX: &str = "/.well-known/stoa/";
+
+/// Answers a host endpoint, or `None` if `path` is not one.
+pub fn answer(shared: &Shared, path: &str, peer: &str) -> Option<Response> {
+    let name = path.strip_prefix(PREFIX)?;
+    let response = match name {
+        "health" => Response::text(200, "ok\n"),
+        "ready" if shared.control.draining() => host_response(503, "draining"),
+        "ready" if shared.mounts.apps().is_empty() => host_response(503, "no app is loaded"),
+        "ready" => Response::text(200, "ready\n"),
+        "status" | "metrics"
+            if !peer_ip(peer).is_some_and(|ip| shared.status_allow.contains(ip)) =>
+        {
+            host_response(403, "status is not open to this address (status_allow)")
+        }
+        "status" => Response::json(200, status_json(shared).as_bytes()),
+        "metrics" => Response::new(200)
+            .with_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            .with_body(metrics_text(shared)),
+        _ => host_response(404, "no such host endpoint"),
+    };
+    Some(response)
+}
+
+/// `(label, slot)` for every app slot in use, and the host's own slot.
+fn slots(shared: &Shared) -> Vec<(String, Option<usize>)> {
+    let mut v: Vec<(String, Option<usize>)> = shared
+        .mounts
+        .apps()
+        .iter()
+        .map(|a| (a.name.clone(), Some(a.slot)))
+        .collect();
+    v.sort();
+    v.dedup();
+    v.push(("(host)".to_string(), None));
+    v
+}
+
+fn sum_app<F: Fn(&AppStats) -> u64>(shared: &Shared, slot: Option<usize>, f: F) -> u64 {
+    shared.stats.iter().map(|w| f(w.app(slot))).sum()
+}
+
+fn status_json(shared: &Shared) -> String {
+    let workers: Vec<_> = shared
+        .stats
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            json!({
+                "worker": i,
+                "accepted": w.accepted.load(Relaxed),
+                "closed": w.closed.load(Relaxed),
+                "open": w.open(),
+                "requests": w.requests(),
+            })
+        })
+        .collect();
+    let by_app: serde_json::Map<String, serde_json::Value> = slots(shared)
+        .into_iter()
+        .map(|(name, slot)| {
+            let class = |i: usize| sum_app(shared, slot, |a| a.by_class[i].load(Relaxed));
+            let total = sum_app(shared, slot, AppStats::requests);
+            let sum_us = sum_app(shared, slot, |a| a.latency_sum_us.load(Relaxed));
+            let v = json!({
+                "requests": total,
+                "1xx": class(0), "2xx": class(1), "3xx": class(2), "4xx": class(3), "5xx": class(4),
+                "mean_latency_ms": if total > 0 { sum_us as f64 / total as f64 / 1000.0 } else { 0.0 },
+            });
+            (name, v)
+        })
+        .collect();
+    let apps: Vec<_> = shared
+        .mounts
+        .apps()
+        .iter()
+        .map(|a| {
+            json!({
+                "name": a.name, "version": a.version,
+                "mount": if a.mount.is_empty() { "/" } else { a.mount.as_str() },
+                "file": a.file.display().to_string(),
+            })
+        })
+        .collect();
+    let refused: Vec<_> = shared
+        .refused
+        .iter()
+        .map(|r| json!({"file": r.file.display().to_string(), "reason": r.reason}))
+        .collect();
+    let status = json!({
+        "poller": shared.poller,
+        "workers": shared.stats.len(),
+        "draining": shared.control.draining(),
+        "connections": {
+            "open": shared.stats.iter().map(|w| w.open()).sum::<u64>(),
+            "accepted": shared.stats.iter().map(|w| w.accepted.load(Relaxed)).sum::<u64>(),
+            "closed": shared.stats.iter().map(|w| w.closed.load(Relaxed)).sum::<u64>(),
+        },
+        "per_worker": workers,
+        "requests": by_app,
+        "blocking_pool": shared.pool.as_ref().map(|p| json!({"queued": p.queued(), "threads": p.threads()})),
+        "apps": apps,
+        "refused": refused,
+    });
+    status.to_string()
+}
+
+fn metrics_text(shared: &Shared) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# TYPE stoa_info gauge");
+    let _ = writeln!(
+        out,
+        "stoa_info{{poller=\"{}\",workers=\"{}\"}} 1",
+        shared.poller,
+        shared.stats.len()
+    );
+    let _ = writeln!(
+        out,
+        "# TYPE stoa_draining gauge\nstoa_draining {}",
+        u8::from(shared.control.draining())
+    );
+    for (metric, kind) in [
+        ("stoa_connections_open", "gauge"),
+        ("stoa_connections_accepted_total", "counter"),
+        ("stoa_connections_closed_total", "counter"),
+    ] {
+        let _ = writeln!(out, "# TYPE {metric} {kind}");
+        for (i, w) in shared.stats.iter().enumerate() {
+            let v = match kind {
+                "gauge" => w.open(),
+                _ if metric.contains("accepted") => w.accepted.load(Relaxed),
+                _ => w.closed.load(Relaxed),
+            };
+            let _ = writeln!(out, "{metric}{{worker=\"{i}\"}} {v}");
+        }
+    }
+    let _ = writeln!(out, "# TYPE stoa_requests_total counter");
+    let slots = slots(shared);
+    for (name, slot) in &slots {
+        for (i, class) in ["1xx", "2xx", "3xx", "4xx", "5xx"].iter().enumerate() {
+            let v = sum_app(shared, *slot, |a| a.by_class[i].load(Relaxed));
+            let _ = writeln!(
+                out,
+                "stoa_requests_total{{app=\"{name}\",class=\"{class}\"}} {v}"
+            );
+        }
+    }
+    let _ = writeln!(out, "# TYPE stoa_request_duration_seconds histogram");
+    for (name, slot) in &slots {
+        let mut cumulative = 0;
+        for (i, le) in LATENCY_BUCKETS
+            .iter()
+            .map(|b| b.to_string())
+            .chain(["+Inf".to_string()])
+            .enumerate()
+        {
+            cumulative += sum_app(shared, *slot, |a| a.latency[i].load(Relaxed));
+            let _ = writeln!(
+                out,
+                "stoa_request_duration_seconds_bucket{{app=\"{name}\",le=\"{le}\"}} {cumulative}"
+            );
+        }
+        let sum = sum_app(shared, *slot, |a| a.latency_sum_us.load(Relaxed)) as f64 / 1e6;
+        let _ = writeln!(
+            out,
+            "stoa_request_duration_seconds_sum{{app=\"{name}\"}} {sum}"
+        );
+        let _ = writeln!(
+            out,
+            "stoa_request_duration_seconds_count{{app=\"{name}\"}} {cumulative}"
+        );
+    }
+    if let Some(pool) = &shared.pool {
+        let _ = writeln!(
+            out,
+            "# TYPE stoa_blocking_queue_depth gauge\nstoa_blocking_queue_depth {}",
+            pool.queued()
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# TYPE stoa_apps_loaded gauge\nstoa_apps_loaded {}",
+        shared.mounts.apps().len()
+    );
+    let _ = writeln!(
+        out,
+        "# TYPE stoa_plugins_refused gauge\nstoa_plugins_refused {}",
+        shared.refused.len()
+    );
+    debug_assert!(slots.len() <= APP_SLOTS + 1);
+    out
+}

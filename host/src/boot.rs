@@ -1,0 +1,201 @@
+//! Start-up and shutdown: pollers and listeners first (low descriptors),
+//! then the blocking pool and the apps, then one event-loop thread per
+//! worker; signals drain them.
+
+use crate::cli::Cli;
+use crate::control::Control;
+use crate::netfilter::{parse_net, NetList};
+use crate::poller::{self, Poller};
+use crate::responder::Inbox;
+use crate::server::Server;
+use crate::shared::Shared;
+use crate::stats::WorkerStats;
+use crate::{access_log, listen, loader, services};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// File descriptors kept free under FD_SETSIZE for stdio, the pollers'
+/// wakers, the listeners, log files and plugin libraries.
+const RESERVED_FDS: usize = 24;
+
+/// The process-wide connection cap: the operator's, bounded by the
+/// backend's descriptor limit (select shares FD_SETSIZE across workers).
+fn connection_cap(fd_limit: Option<usize>, requested: Option<usize>, workers: usize) -> usize {
+    let backend_cap = fd_limit.map(|l| l.saturating_sub(RESERVED_FDS + 3 * workers));
+    match (requested, backend_cap) {
+        (Some(n), Some(cap)) => n.min(cap),
+        (Some(n), None) => n,
+        (None, Some(cap)) => cap,
+        (None, None) => 10_000,
+    }
+    .max(1)
+}
+
+pub fn run(cli: Cli) -> Result<(), String> {
+    match listen::raise_fd_limit() {
+        Ok(n) => log::info!("file descriptor limit (RLIMIT_NOFILE) = {n}"),
+        Err(e) => log::warn!("cannot raise RLIMIT_NOFILE: {e}"),
+    }
+    let workers = cli
+        .workers
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    let pollers: Vec<Box<dyn Poller>> = (0..workers)
+        .map(|_| poller::create_by_flag(&cli.poller))
+        .collect::<Result<_, _>>()?;
+    let poller_name = pollers[0].name();
+    let fd_limit = pollers[0].fd_limit();
+    let max_connections = connection_cap(fd_limit, cli.max_connections, workers);
+    match fd_limit {
+        Some(limit) => {
+            log::info!("poller={poller_name} fd_cap={max_connections} (FD_SETSIZE={limit})")
+        }
+        None => log::info!("poller={poller_name} fd_cap={max_connections}"),
+    }
+    let backlog = cli.backlog.unwrap_or_else(listen::somaxconn);
+    let first =
+        listen::bind(cli.bind, backlog).map_err(|e| format!("cannot bind {}: {e}", cli.bind))?;
+    let local = first
+        .local_addr()
+        .map_err(|e| format!("listener address: {e}"))?;
+    let mut listeners = vec![first];
+    for _ in 1..workers {
+        listeners
+            .push(listen::bind(local, backlog).map_err(|e| format!("cannot bind {local}: {e}"))?);
+    }
+    log::info!("workers={workers} backlog={backlog}");
+
+    // Timers and the pool must exist before apps are initialised.
+    let inboxes: Vec<Arc<Inbox>> = pollers
+        .iter()
+        .map(|p| Arc::new(Inbox::new(p.waker())))
+        .collect();
+    let pool = services::Pool::new(cli.blocking_threads, cli.blocking_queue)
+        .map_err(|e| format!("cannot start the blocking pool: {e}"))?;
+    services::install(pool.clone(), inboxes[0].clone());
+    if cli.blocking_on_loop {
+        log::info!("blocking handlers run on the event loop (--blocking-on-loop)");
+    } else {
+        log::info!(
+            "blocking pool: {} threads, queue {}",
+            cli.blocking_threads,
+            cli.blocking_queue
+        );
+    }
+
+    let mounts: HashMap<String, String> = cli.mounts.iter().cloned().collect();
+    let loaded = loader::load_dir(&cli.apps, &mounts)
+        .map_err(|e| format!("cannot read the apps directory {}: {e}", cli.apps.display()))?;
+    let access_log = match &cli.access_log {
+        Some(target) => Some(
+            access_log::AccessLog::open(target).map_err(|e| format!("access log {target}: {e}"))?,
+        ),
+        None => None,
+    };
+    let status_allow = if cli.status_allow.is_empty() {
+        NetList(vec![parse_net("127.0.0.0/8")?, parse_net("::1")?])
+    } else {
+        NetList(cli.status_allow.clone())
+    };
+    let shared = Arc::new(Shared {
+        mounts: loader::MountTable::new(loaded.apps),
+        refused: loaded.refused,
+        params: cli.conn_params(),
+        access_log,
+        max_connections: max_connections.div_ceil(workers),
+        pool: (!cli.blocking_on_loop).then_some(pool),
+        loop_block_warn: Duration::from_millis(cli.loop_block_warn),
+        control: Control::default(),
+        stats: (0..workers).map(|_| WorkerStats::default()).collect(),
+        poller: poller_name,
+        status_allow,
+        trusted_proxies: NetList(cli.trusted_proxy.clone()),
+    });
+    log::info!(
+        "{} app(s) mounted, {} plugin file(s) refused",
+        shared.mounts.apps().len(),
+        shared.refused.len()
+    );
+
+    let mut servers = Vec::with_capacity(workers);
+    for (i, ((poller, listener), inbox)) in
+        pollers.into_iter().zip(listeners).zip(inboxes).enumerate()
+    {
+        shared.control.add_waker(poller.waker());
+        servers.push(
+            Server::new(i, poller, listener, shared.clone(), inbox)
+                .map_err(|e| format!("cannot start worker {i}: {e}"))?,
+        );
+    }
+    watch_signals(shared.clone(), Duration::from_secs(cli.graceful_timeout))?;
+
+    let handles: Vec<_> = servers
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut server)| {
+            std::thread::Builder::new()
+                .name(format!("stoa-worker-{i}"))
+                .spawn(move || server.run())
+                .map_err(|e| format!("cannot start worker thread {i}: {e}"))
+        })
+        .collect::<Result<_, _>>()?;
+
+    let mut stdout = std::io::stdout();
+    let _ = writeln!(stdout, "listening on http://{local}");
+    let _ = stdout.flush();
+    log::info!("listening on http://{local}");
+
+    let mut failed = None;
+    for (i, h) in handles.into_iter().enumerate() {
+        match h.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => failed = Some(format!("worker {i} failed: {e}")),
+            Err(_) => failed = Some(format!("worker {i} panicked")),
+        }
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => {
+            log::info!("drained; exiting");
+            Ok(())
+        }
+    }
+}
+
+/// SIGTERM/SIGINT drain the workers (a second one exits at once, and the
+/// graceful timeout forces the rest closed); SIGHUP is logged.
+fn watch_signals(shared: Arc<Shared>, graceful: Duration) -> Result<(), String> {
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
+        .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    std::thread::Builder::new()
+        .name("stoa-signals".into())
+        .spawn(move || {
+            for signal in signals.forever() {
+                if signal == SIGHUP {
+                    log::info!("SIGHUP received");
+                    continue;
+                }
+                if shared.control.draining() {
+                    log::warn!("second signal {signal}: exiting now");
+                    std::process::exit(1);
+                }
+                log::info!(
+                    "signal {signal}: draining (graceful timeout {} s)",
+                    graceful.as_secs()
+                );
+                shared.control.drain();
+                let shared = shared.clone();
+                let _ = std::thread::Builder::new()
+                    .name("stoa-graceful-timeout".into())
+                    .spawn(move || {
+                        std::thread::sleep(graceful);
+                        shared.control.force();
+                    });
+            }
+        })
+        .map_err(|e| format!("cannot start the signal thread: {e}"))?;
+    Ok(())
+}

@@ -1,0 +1,32 @@
+//! What every worker shares: the mounted apps, the settings, the run state
+//! and the counters.
+
+use crate::access_log::AccessLog;
+use crate::control::Control;
+use crate::http::ConnParams;
+use crate::loader::{MountTable, Refusal};
+use crate::netfilter::NetList;
+use crate::services::Pool;
+use crate::stats::WorkerStats;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub struct Shared {
+    pub mounts: MountTable,
+    pub refused: Vec<Refusal>,
+    pub params: ConnParams,
+    pub access_log: Option<AccessLog>,
+    /// Connection cap of each worker.
+    pub max_connections: usize,
+    /// Runs handlers that declare they block; `None` runs them on the loop
+    /// (`--blocking-on-loop`, Tornado's behaviour).
+    pub pool: Option<Arc<Pool>>,
+    /// Warn when app code holds the loop longer than this.
+    pub loop_block_warn: Duration,
+    pub control: Control,
+    /// One block of counters per worker, by worker index.
+    pub stats: Vec<WorkerStats>,
+    pub poller: &'static str,
+    pub status_allow: NetList,
+    pub trusted_proxies: NetList,
+}

@@ -1,0 +1,108 @@
+//! Counters for the status and metrics endpoints. Each worker owns its own
+//! block of atomics (no cache line is shared between loops on the hot
+//! path); readers sum them.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+/// Upper bounds (seconds) of the latency histogram's buckets; +Inf is implied.
+pub const LATENCY_BUCKETS: [f64; 12] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+];
+
+/// Per-app counters within one worker.
+#[derive(Default)]
+pub struct AppStats {
+    /// Responses by status class: 1xx .. 5xx.
+    pub by_class: [AtomicU64; 5],
+    /// Cumulative-free bucket counts; index `LATENCY_BUCKETS.len()` is +Inf.
+    pub latency: [AtomicU64; LATENCY_BUCKETS.len() + 1],
+    pub latency_sum_us: AtomicU64,
+}
+
+impl AppStats {
+    pub fn record(&self, status: u16, elapsed: Duration) {
+        let class = usize::from(status / 100).clamp(1, 5) - 1;
+        self.by_class[class].fetch_add(1, Relaxed);
+        let secs = elapsed.as_secs_f64();
+        let bucket = LATENCY_BUCKETS
+            .iter()
+            .position(|&b| secs <= b)
+            .unwrap_or(LATENCY_BUCKETS.len());
+        self.latency[bucket].fetch_add(1, Relaxed);
+        self.latency_sum_us.fetch_add(
+            u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+            Relaxed,
+        );
+    }
+
+    pub fn requests(&self) -> u64 {
+        self.by_class.iter().map(|c| c.load(Relaxed)).sum()
+    }
+}
+
+/// Most app slots counted separately; later apps share the last slot.
+pub const APP_SLOTS: usize = 64;
+
+/// One worker's counters. Slot `APP_SLOTS` counts requests no app took
+/// (404s and the host's own endpoints).
+pub struct WorkerStats {
+    pub accepted: AtomicU64,
+    pub closed: AtomicU64,
+    pub apps: Vec<AppStats>,
+}
+
+impl Default for WorkerStats {
+    fn default() -> Self {
+        WorkerStats {
+            accepted: AtomicU64::new(0),
+            closed: AtomicU64::new(0),
+            apps: (0..=APP_SLOTS).map(|_| AppStats::default()).collect(),
+        }
+    }
+}
+
+impl WorkerStats {
+    /// The counters of app `slot` (or of the host for `None`).
+    pub fn app(&self, slot: Option<usize>) -> &AppStats {
+        let i = slot.map_or(APP_SLOTS, |s| s.min(APP_SLOTS - 1));
+        &self.apps[i]
+    }
+
+    pub fn open(&self) -> u64 {
+        self.accepted
+            .load(Relaxed)
+            .saturating_sub(self.closed.load(Relaxed))
+    }
+
+    pub fn requests(&self) -> u64 {
+        self.apps.iter().map(AppStats::requests).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_class_and_bucket() {
+        let s = AppStats::default();
+        s.record(200, Duration::from_millis(3));
+        s.record(503, Duration::from_secs(60));
+        assert_eq!(s.by_class[1].load(Relaxed), 1);
+        assert_eq!(s.by_class[4].load(Relaxed), 1);
+        assert_eq!(s.latency[2].load(Relaxed), 1);
+        assert_eq!(s.latency[LATENCY_BUCKETS.len()].load(Relaxed), 1);
+        assert_eq!(s.requests(), 2);
+    }
+
+    #[test]
+    fn host_slot_is_separate() {
+        let w = WorkerStats::default();
+        w.app(None).record(404, Duration::ZERO);
+        w.app(Some(1000)).record(200, Duration::ZERO);
+        assert_eq!(w.apps[APP_SLOTS].requests(), 1);
+        assert_eq!(w.apps[APP_SLOTS - 1].requests(), 1);
+        assert_eq!(w.requests(), 2);
+    }
+}
