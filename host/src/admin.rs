@@ -3,6 +3,7 @@
 
 use crate::http::response::host_response;
 use crate::netfilter::peer_ip;
+use crate::registry::mapped_bytes;
 use crate::shared::Shared;
 use crate::stats::{AppStats, APP_SLOTS, LATENCY_BUCKETS};
 use serde_json::json;
@@ -19,7 +20,9 @@ pub fn answer(shared: &Shared, path: &str, peer: &str) -> Option<Response> {
     let response = match name {
         "health" => Response::text(200, "ok\n"),
         "ready" if shared.control.draining() => host_response(503, "draining"),
-        "ready" if shared.mounts.apps().is_empty() => host_response(503, "no app is loaded"),
+        "ready" if shared.apps.load().mounts.apps().is_empty() => {
+            host_response(503, "no app is loaded")
+        }
         "ready" => Response::text(200, "ready\n"),
         "status" | "metrics"
             if !peer_ip(peer).is_some_and(|ip| shared.status_allow.contains(ip)) =>
@@ -38,6 +41,8 @@ pub fn answer(shared: &Shared, path: &str, peer: &str) -> Option<Response> {
 /// `(label, slot)` for every app slot in use, and the host's own slot.
 fn slots(shared: &Shared) -> Vec<(String, Option<usize>)> {
     let mut v: Vec<(String, Option<usize>)> = shared
+        .apps
+        .load()
         .mounts
         .apps()
         .iter()
@@ -82,7 +87,8 @@ fn status_json(shared: &Shared) -> String {
             (name, v)
         })
         .collect();
-    let apps: Vec<_> = shared
+    let state = shared.apps.load();
+    let apps: Vec<_> = state
         .mounts
         .apps()
         .iter()
@@ -94,10 +100,20 @@ fn status_json(shared: &Shared) -> String {
             })
         })
         .collect();
-    let refused: Vec<_> = shared
+    let refused: Vec<_> = state
         .refused
         .iter()
         .map(|r| json!({"file": r.file.display().to_string(), "reason": r.reason}))
+        .collect();
+    let generations: Vec<_> = state
+        .retained
+        .iter()
+        .map(|g| {
+            json!({
+                "app": g.app, "version": g.version, "file": g.file.display().to_string(),
+                "generation": g.generation, "mapped_bytes": mapped_bytes(&g.copy),
+            })
+        })
         .collect();
     let status = json!({
         "poller": shared.poller,
@@ -113,6 +129,7 @@ fn status_json(shared: &Shared) -> String {
         "blocking_pool": shared.pool.as_ref().map(|p| json!({"queued": p.queued(), "threads": p.threads()})),
         "apps": apps,
         "refused": refused,
+        "generations": generations,
     });
     status.to_string()
 }
@@ -192,12 +209,12 @@ fn metrics_text(shared: &Shared) -> String {
     let _ = writeln!(
         out,
         "# TYPE stoa_apps_loaded gauge\nstoa_apps_loaded {}",
-        shared.mounts.apps().len()
+        shared.apps.load().mounts.apps().len()
     );
     let _ = writeln!(
         out,
         "# TYPE stoa_plugins_refused gauge\nstoa_plugins_refused {}",
-        shared.refused.len()
+        shared.apps.load().refused.len()
     );
     debug_assert!(slots.len() <= APP_SLOTS + 1);
     out

@@ -6,15 +6,17 @@ use crate::cli::Cli;
 use crate::control::Control;
 use crate::netfilter::{parse_net, NetList};
 use crate::poller::{self, Poller};
+use crate::registry::Registry;
 use crate::responder::Inbox;
 use crate::server::Server;
 use crate::shared::Shared;
 use crate::stats::WorkerStats;
-use crate::{access_log, listen, loader, services};
+use crate::{access_log, listen, services};
+use arc_swap::ArcSwap;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use std::collections::HashMap;
 use std::io::Write;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// File descriptors kept free under FD_SETSIZE for stdio, the pollers'
@@ -87,8 +89,16 @@ pub fn run(cli: Cli) -> Result<(), String> {
     }
 
     let mounts: HashMap<String, String> = cli.mounts.iter().cloned().collect();
-    let loaded = loader::load_dir(&cli.apps, &mounts)
+    let mut registry = Registry::new(&cli.apps, mounts, cli.max_generations)
         .map_err(|e| format!("cannot read the apps directory {}: {e}", cli.apps.display()))?;
+    registry.scan(true);
+    let state = registry.state();
+    if state.mounts.apps().is_empty() {
+        log::warn!(
+            "no app loaded from {}; every request will get 404",
+            cli.apps.display()
+        );
+    }
     let access_log = match &cli.access_log {
         Some(target) => Some(
             access_log::AccessLog::open(target).map_err(|e| format!("access log {target}: {e}"))?,
@@ -101,8 +111,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
         NetList(cli.status_allow.clone())
     };
     let shared = Arc::new(Shared {
-        mounts: loader::MountTable::new(loaded.apps),
-        refused: loaded.refused,
+        apps: ArcSwap::from_pointee(state),
         params: cli.conn_params(),
         access_log,
         max_connections: max_connections.div_ceil(workers),
@@ -116,8 +125,8 @@ pub fn run(cli: Cli) -> Result<(), String> {
     });
     log::info!(
         "{} app(s) mounted, {} plugin file(s) refused",
-        shared.mounts.apps().len(),
-        shared.refused.len()
+        shared.apps.load().mounts.apps().len(),
+        shared.apps.load().refused.len()
     );
 
     let mut servers = Vec::with_capacity(workers);
@@ -130,7 +139,20 @@ pub fn run(cli: Cli) -> Result<(), String> {
                 .map_err(|e| format!("cannot start worker {i}: {e}"))?,
         );
     }
-    watch_signals(shared.clone(), Duration::from_secs(cli.graceful_timeout))?;
+    let registry = Arc::new(Mutex::new(registry));
+    if cli.no_watch {
+        log::info!(
+            "not watching {} (--no-watch); SIGHUP rescans it",
+            cli.apps.display()
+        );
+    } else {
+        watch_apps(shared.clone(), registry.clone())?;
+    }
+    watch_signals(
+        shared.clone(),
+        registry,
+        Duration::from_secs(cli.graceful_timeout),
+    )?;
 
     let handles: Vec<_> = servers
         .into_iter()
@@ -165,9 +187,37 @@ pub fn run(cli: Cli) -> Result<(), String> {
     }
 }
 
+/// Rescans the apps directory and publishes the new mounts if they changed.
+fn rescan(shared: &Shared, registry: &Mutex<Registry>, immediate: bool) {
+    let mut registry = registry.lock().unwrap_or_else(|p| p.into_inner());
+    if registry.scan(immediate) {
+        shared.apps.store(Arc::new(registry.state()));
+    }
+}
+
+/// Polls the apps directory once a second (a file is loaded once it has
+/// stopped changing).
+fn watch_apps(shared: Arc<Shared>, registry: Arc<Mutex<Registry>>) -> Result<(), String> {
+    std::thread::Builder::new()
+        .name("stoa-apps-watch".into())
+        .spawn(move || loop {
+            std::thread::sleep(Duration::from_secs(1));
+            if shared.control.draining() {
+                return;
+            }
+            rescan(&shared, &registry, false);
+        })
+        .map(|_| ())
+        .map_err(|e| format!("cannot start the apps watcher: {e}"))
+}
+
 /// SIGTERM/SIGINT drain the workers (a second one exits at once, and the
-/// graceful timeout forces the rest closed); SIGHUP is logged.
-fn watch_signals(shared: Arc<Shared>, graceful: Duration) -> Result<(), String> {
+/// graceful timeout forces the rest closed); SIGHUP rescans the apps.
+fn watch_signals(
+    shared: Arc<Shared>,
+    registry: Arc<Mutex<Registry>>,
+    graceful: Duration,
+) -> Result<(), String> {
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
         .map_err(|e| format!("cannot install signal handlers: {e}"))?;
     std::thread::Builder::new()
@@ -175,7 +225,8 @@ fn watch_signals(shared: Arc<Shared>, graceful: Duration) -> Result<(), String> 
         .spawn(move || {
             for signal in signals.forever() {
                 if signal == SIGHUP {
-                    log::info!("SIGHUP received");
+                    log::info!("SIGHUP: rescanning the apps directory");
+                    rescan(&shared, &registry, true);
                     continue;
                 }
                 if shared.control.draining() {

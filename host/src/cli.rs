@@ -66,6 +66,15 @@ pub struct Cli {
     #[arg(long, value_parser = crate::netfilter::parse_net)]
     pub trusted_proxy: Vec<ipnet::IpNet>,
 
+    /// Library generations kept per app before a replace is refused
+    /// (libraries are never unloaded).
+    #[arg(long, default_value_t = 16)]
+    pub max_generations: u32,
+
+    /// Do not watch the apps directory (SIGHUP still rescans it).
+    #[arg(long)]
+    pub no_watch: bool,
+
     /// Longest request-target, bytes (414 past it).
     #[arg(long, default_value_t = 8 * 1024)]
     pub max_request_line: usize,

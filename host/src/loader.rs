@@ -42,60 +42,16 @@ pub struct Refusal {
     pub reason: String,
 }
 
-/// What a scan of the apps directory produced.
-#[derive(Clone, Default)]
-pub struct Loaded {
-    pub apps: Vec<LoadedApp>,
-    pub refused: Vec<Refusal>,
-}
-
-/// Loads every `*.so` in `dir`, in name order. `mounts` maps an app name to
-/// the prefix the operator chose for it (`--mount NAME=PREFIX`).
-pub fn load_dir(dir: &Path, mounts: &HashMap<String, String>) -> std::io::Result<Loaded> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "so") && p.is_file())
-        .collect();
-    files.sort();
-    let mut loaded = Loaded::default();
-    for file in files {
-        match load_file(&file, mounts, &loaded.apps) {
-            Ok(app) => {
-                log::info!(
-                    "loaded app {} {} at {} from {}",
-                    app.name,
-                    app.version,
-                    if app.mount.is_empty() {
-                        "/"
-                    } else {
-                        &app.mount
-                    },
-                    file.display()
-                );
-                loaded.apps.push(app);
-            }
-            Err(reason) => {
-                log::error!("refused plugin {}: {reason}", file.display());
-                loaded.refused.push(Refusal { file, reason });
-            }
-        }
-    }
-    if loaded.apps.is_empty() {
-        log::warn!(
-            "no app loaded from {}; every request will get 404",
-            dir.display()
-        );
-    }
-    Ok(loaded)
-}
-
 /// Loads and initialises one plugin; the error is the one-line reason.
+/// `copy` is the file opened, `file` the one the operator sees (both in
+/// messages and in status); `taken` are the apps already mounted.
 pub fn load_file(
+    copy: &Path,
     file: &Path,
     mounts: &HashMap<String, String>,
-    taken: &[LoadedApp],
+    taken: &[Arc<LoadedApp>],
 ) -> Result<LoadedApp, String> {
-    let module = lib_header_from_path(file)
+    let module = lib_header_from_path(copy)
         .and_then(|header| header.init_root_module::<AppModuleRef>())
         .map_err(|e| describe(file, e))?;
     let info = (module.info())();
@@ -186,8 +142,7 @@ pub struct MountTable {
 }
 
 impl MountTable {
-    pub fn new(apps: Vec<LoadedApp>) -> Self {
-        let mut apps: Vec<Arc<LoadedApp>> = apps.into_iter().map(Arc::new).collect();
+    pub fn new(mut apps: Vec<Arc<LoadedApp>>) -> Self {
         apps.sort_by_key(|a| std::cmp::Reverse(a.mount.len()));
         MountTable { apps }
     }
@@ -242,17 +197,15 @@ mod tests {
     }
 
     #[test]
-    fn missing_dir_is_an_error_and_bad_files_are_refused() {
-        assert!(load_dir(Path::new("/nonexistent/stoa"), &HashMap::new()).is_err());
+    fn a_text_file_is_refused_with_its_name() {
         let dir = std::env::temp_dir().join(format!("stoa-loader-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("x.so"), "not a library").unwrap();
-        let loaded = load_dir(&dir, &HashMap::new()).unwrap();
-        assert!(loaded.apps.is_empty());
-        assert_eq!(loaded.refused.len(), 1);
-        assert!(loaded.refused[0]
-            .reason
-            .contains("not a loadable shared library"));
+        let file = dir.join("x.so");
+        std::fs::write(&file, "not a library").unwrap();
+        let err = load_file(&file, Path::new("shown.so"), &HashMap::new(), &[])
+            .err()
+            .unwrap();
+        assert!(err.contains("not a loadable shared library"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -11,6 +11,7 @@ mod listen;
 mod loader;
 mod netfilter;
 mod poller;
+mod registry;
 mod request;
 mod responder;
 mod server;

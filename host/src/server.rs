@@ -213,7 +213,16 @@ impl Server {
         pending.persist = Persist::Close;
         let app = pending
             .slot
-            .and_then(|s| self.shared.mounts.apps().iter().find(|a| a.slot == s))
+            .and_then(|s| {
+                self.shared
+                    .apps
+                    .load()
+                    .mounts
+                    .apps()
+                    .iter()
+                    .find(|a| a.slot == s)
+                    .cloned()
+            })
             .map_or_else(|| "?".to_string(), |a| a.name.clone());
         log::warn!(
             "app {app} did not answer {} within app_timeout ({} s); answering 504",
@@ -373,9 +382,10 @@ impl Server {
         } else {
             None
         };
+        let apps = shared.apps.load();
         let route = match host_answer {
             Some(_) => None,
-            None => shared.mounts.resolve(path),
+            None => apps.mounts.resolve(path),
         };
         let keep = head.keep_alive
             && conn.served + 1 < shared.params.max_requests_per_conn

@@ -4,16 +4,17 @@
 use crate::access_log::AccessLog;
 use crate::control::Control;
 use crate::http::ConnParams;
-use crate::loader::{MountTable, Refusal};
 use crate::netfilter::NetList;
+use crate::registry::AppState;
 use crate::services::Pool;
 use crate::stats::WorkerStats;
+use arc_swap::ArcSwap;
 use std::sync::Arc;
 use std::time::Duration;
 
 pub struct Shared {
-    pub mounts: MountTable,
-    pub refused: Vec<Refusal>,
+    /// The mounted apps; replaced whole when plugins change.
+    pub apps: ArcSwap<AppState>,
     pub params: ConnParams,
     pub access_log: Option<AccessLog>,
     /// Connection cap of each worker.
