@@ -4,6 +4,7 @@
 
 pub mod chunked;
 pub mod parse;
+pub mod reader;
 pub mod response;
 
 use std::time::Duration;

@@ -1,0 +1,303 @@
+//! The read side of a connection, free of sockets: a buffer that bytes are
+//! read into, and the parser state that turns them into requests (head,
+//! then body by Content-Length or chunked). Fed from a socket by `fill`, or
+//! from any `Read` in tests and fuzzing.
+
+use super::chunked::ChunkedDecoder;
+use super::parse::{parse_head, BodyKind, Head};
+use super::{ConnParams, HttpError};
+use std::io::{self, Read};
+
+/// First read buffer size; it grows (doubling) up to the connection's cap.
+pub const READ_CHUNK: usize = 16 * 1024;
+
+/// Outcome of reading from the source.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ReadState {
+    /// No more bytes for now.
+    Open,
+    /// The peer closed its sending side (or the read failed).
+    Closed,
+}
+
+/// Buffered request bytes and the parse in progress.
+#[derive(Default)]
+pub struct RequestReader {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    head: Option<Head>,
+    decoder: Option<ChunkedDecoder>,
+    body: Vec<u8>,
+    continue_due: bool,
+    continue_sent: bool,
+    /// Bytes were read since the flag was last taken.
+    pub progressed: bool,
+}
+
+impl RequestReader {
+    /// Reads until `WouldBlock`, EOF, or the buffer cap.
+    pub fn fill(&mut self, src: &mut impl Read, params: &ConnParams) -> ReadState {
+        let cap = params.max_head + params.max_body + READ_CHUNK;
+        loop {
+            if self.start == self.end {
+                self.start = 0;
+                self.end = 0;
+            }
+            if self.end == self.buf.len() {
+                if self.start > 0 {
+                    self.buf.copy_within(self.start..self.end, 0);
+                    self.end -= self.start;
+                    self.start = 0;
+                } else if self.buf.len() < cap {
+                    let grown = (self.buf.len() * 2).clamp(READ_CHUNK, cap);
+                    self.buf.resize(grown, 0);
+                } else {
+                    // Full of one request that the parser has not refused yet.
+                    return ReadState::Open;
+                }
+            }
+            let space = self.buf.len() - self.end;
+            match src.read(&mut self.buf[self.end..]) {
+                Ok(0) => return ReadState::Closed,
+                Ok(n) => {
+                    self.end += n;
+                    self.progressed = true;
+                    // A short read drained the socket: another read would
+                    // only say WouldBlock (and an edge comes with new data).
+                    if n < space {
+                        return ReadState::Open;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return ReadState::Open,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    log::debug!("read failed: {e}");
+                    return ReadState::Closed;
+                }
+            }
+        }
+    }
+
+    /// True if no bytes of a next request are buffered.
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end && self.head.is_none()
+    }
+
+    /// True while a head has been parsed and its body is awaited.
+    pub fn in_body(&self) -> bool {
+        self.head.is_some()
+    }
+
+    /// Parses the next request. `Ok(true)`: a whole request is ready (see
+    /// `parts`); `Ok(false)`: more bytes are needed.
+    pub fn next_request(&mut self, params: &ConnParams) -> Result<bool, HttpError> {
+        if self.head.is_none() {
+            match parse_head(&self.buf[self.start..self.end], params)? {
+                None => return Ok(false),
+                Some(head) => {
+                    self.decoder = (head.body == BodyKind::Chunked).then(ChunkedDecoder::default);
+                    self.body.clear();
+                    self.continue_sent = false;
+                    self.head = Some(head);
+                }
+            }
+        }
+        let Some(head) = &self.head else {
+            return Ok(false);
+        };
+        let body_start = self.start + head.len;
+        let complete = match (head.body, &mut self.decoder) {
+            (BodyKind::None, _) => true,
+            (BodyKind::Length(n), _) => self.end - body_start >= n,
+            (BodyKind::Chunked, Some(decoder)) => {
+                let used = decoder.decode(
+                    &self.buf[body_start..self.end],
+                    &mut self.body,
+                    params.max_body,
+                )?;
+                // Drop the consumed chunk framing so it never piles up.
+                self.buf
+                    .copy_within(body_start + used..self.end, body_start);
+                self.end -= used;
+                decoder.is_done()
+            }
+            (BodyKind::Chunked, None) => return Err(HttpError::Framing("chunked decoder missing")),
+        };
+        if !complete && head.expect_continue && !self.continue_sent {
+            self.continue_sent = true;
+            self.continue_due = true;
+        }
+        Ok(complete)
+    }
+
+    /// True once per request that asked `Expect: 100-continue` and whose
+    /// body is now awaited: the caller sends `100 Continue`.
+    pub fn take_continue(&mut self) -> bool {
+        std::mem::take(&mut self.continue_due)
+    }
+
+    /// The ready request's head, its bytes (head offsets are relative to
+    /// them) and its body.
+    pub fn parts(&self) -> Option<(&Head, &[u8], &[u8])> {
+        let head = self.head.as_ref()?;
+        let buf = &self.buf[self.start..self.end];
+        let body = match head.body {
+            BodyKind::None => &[][..],
+            BodyKind::Length(n) => buf.get(head.len..head.len + n)?,
+            BodyKind::Chunked => &self.body,
+        };
+        Some((head, buf, body))
+    }
+
+    /// Drops the dispatched request's bytes.
+    pub fn consume(&mut self) {
+        if let Some(head) = self.head.take() {
+            let body = match head.body {
+                BodyKind::Length(n) => n,
+                _ => 0,
+            };
+            self.start = (self.start + head.len + body).min(self.end);
+        }
+        self.decoder = None;
+        if self.body.capacity() > READ_CHUNK {
+            self.body = Vec::new();
+        } else {
+            self.body.clear();
+        }
+    }
+
+    /// Forgets a request that could not be read (the connection closes).
+    pub fn abandon(&mut self) {
+        self.head = None;
+        self.start = self.end;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A source that hands out its bytes in the given chunk sizes, then
+    /// says WouldBlock (like a non-blocking socket between packets).
+    struct Trickle<'a> {
+        data: &'a [u8],
+    }
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            if self.data.is_empty() {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let n = out.len().min(self.data.len());
+            out[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            Ok(n)
+        }
+    }
+
+    /// What a request looked like to an app: method, target, headers, body.
+    type Seen = (String, String, Vec<(String, Vec<u8>)>, Vec<u8>);
+
+    /// Feeds `input` in pieces cut at `cuts`, collecting every request read
+    /// (or the first error).
+    fn run(input: &[u8], cuts: &[usize], params: &ConnParams) -> Result<Vec<Seen>, HttpError> {
+        let mut reader = RequestReader::default();
+        let mut seen = Vec::new();
+        let mut bounds: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
+        bounds.push(input.len());
+        bounds.sort_unstable();
+        let mut from = 0;
+        for to in bounds {
+            let mut src = Trickle {
+                data: &input[from..to],
+            };
+            from = to;
+            reader.fill(&mut src, params);
+            while reader.next_request(params)? {
+                let (head, buf, body) = reader.parts().expect("a ready request has parts");
+                let text = |r: &std::ops::Range<usize>| {
+                    String::from_utf8_lossy(&buf[r.clone()]).into_owned()
+                };
+                seen.push((
+                    text(&head.method),
+                    text(&head.target),
+                    head.headers
+                        .iter()
+                        .map(|(n, v)| (text(n), buf[v.clone()].to_vec()))
+                        .collect(),
+                    body.to_vec(),
+                ));
+                reader.consume();
+            }
+        }
+        Ok(seen)
+    }
+
+    const PIPELINE: &[u8] = b"GET /a?x=1 HTTP/1.1\r\nHost: h\r\nX-Odd: \xe9t\xe9\r\n\r\n\
+POST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello\
+POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nWiki\r\n5;e=1\r\npedia\r\n0\r\nT: 1\r\n\r\n\
+GET /d HTTP/1.0\r\n\r\n";
+
+    #[test]
+    fn reads_a_pipeline_whole() {
+        let seen = run(PIPELINE, &[], &ConnParams::default()).unwrap();
+        let targets: Vec<&str> = seen.iter().map(|s| s.1.as_str()).collect();
+        assert_eq!(targets, ["/a?x=1", "/b", "/c", "/d"]);
+        assert_eq!(seen[1].3, b"hello");
+        assert_eq!(seen[2].3, b"Wikipedia");
+        assert_eq!(seen[0].2[1].1, b"\xe9t\xe9");
+    }
+
+    #[test]
+    fn expect_continue_is_due_once_while_the_body_is_awaited() {
+        let params = ConnParams::default();
+        let mut r = RequestReader::default();
+        let head =
+            b"PUT /x HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n";
+        r.fill(&mut Trickle { data: head }, &params);
+        assert!(!r.next_request(&params).unwrap());
+        assert!(r.take_continue());
+        assert!(!r.next_request(&params).unwrap());
+        assert!(!r.take_continue());
+        r.fill(&mut Trickle { data: b"ok" }, &params);
+        assert!(r.next_request(&params).unwrap());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Any split of valid requests reads the same requests.
+        #[test]
+        fn any_split_reads_the_same(cuts in proptest::collection::vec(any::<usize>(), 0..12)) {
+            let whole = run(PIPELINE, &[], &ConnParams::default()).unwrap();
+            prop_assert_eq!(run(PIPELINE, &cuts, &ConnParams::default()).unwrap(), whole);
+        }
+
+        /// No input, in any split, panics the reader; it either reads
+        /// requests, waits for more, or reports an error.
+        #[test]
+        fn arbitrary_bytes_never_panic(
+            input in proptest::collection::vec(any::<u8>(), 0..600),
+            cuts in proptest::collection::vec(any::<usize>(), 0..8),
+        ) {
+            let params = ConnParams { max_body: 64, max_head: 256, ..ConnParams::default() };
+            let _ = run(&input, &cuts, &params);
+        }
+
+        /// Mutations of a valid pipeline never panic either.
+        #[test]
+        fn mutated_requests_never_panic(
+            flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..6),
+            cuts in proptest::collection::vec(any::<usize>(), 0..8),
+        ) {
+            let mut input = PIPELINE.to_vec();
+            for (at, byte) in flips {
+                let i = at % input.len();
+                input[i] = byte;
+            }
+            let _ = run(&input, &cuts, &ConnParams::default());
+        }
+    }
+}
