@@ -1,27 +1,8 @@
 //! The `stoa` binary: flags, logging, then `boot` does the rest.
 
-mod access_log;
-mod admin;
-mod boot;
-mod cli;
-mod conn;
-mod control;
-mod http;
-mod listen;
-mod loader;
-mod netfilter;
-mod poller;
-mod registry;
-mod request;
-mod responder;
-mod server;
-mod services;
-mod shared;
-mod stats;
-mod timers;
-
 use clap::Parser;
 use std::process::ExitCode;
+use stoa::{boot, cli};
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
