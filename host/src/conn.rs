@@ -93,13 +93,14 @@ impl Conn {
         }
     }
 
-    /// Reads until `WouldBlock`, EOF, or the buffer cap.
-    pub fn fill(&mut self, params: &ConnParams) -> ReadState {
+    /// Reads until `WouldBlock`, EOF, or the buffer cap; `to_end` keeps
+    /// reading after a short read (the peer has closed).
+    pub fn fill(&mut self, params: &ConnParams, to_end: bool) -> ReadState {
         if self.read_closed {
             return ReadState::Closed;
         }
-        let state = self.reader.fill(&mut self.stream, params);
-        self.read_closed = state == ReadState::Closed;
+        let state = self.reader.fill(&mut self.stream, params, to_end);
+        self.read_closed = state != ReadState::Open;
         state
     }
 

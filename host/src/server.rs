@@ -325,16 +325,17 @@ impl Server {
             return;
         };
         if conn.phase == Phase::Dispatched {
-            if ev.hup {
-                log::debug!("{} hung up while its request was pending", conn.peer);
+            // The peer finished sending (a half-close still wants its
+            // answer) or failed; only a failed socket is given up on.
+            if ev.hup && conn.fill(params, true) == ReadState::Failed {
+                log::debug!("{} failed while its request was pending", conn.peer);
                 self.close(token);
                 return;
             }
-        } else if (ev.readable || ev.hup)
-            && conn.fill(params) == ReadState::Closed
-            && conn.buffer_empty()
-        {
-            log::trace!("{} closed", conn.peer);
+        } else if ev.readable || ev.hup {
+            // On a hang-up, read to the end: an edge-triggered backend
+            // reports it only once.
+            conn.fill(params, ev.hup);
         }
         self.pump(token);
     }
@@ -524,7 +525,7 @@ impl Server {
             self.finish(c.token, c.response);
             if let Some(conn) = self.conns.get_mut(c.token.0) {
                 // Bytes may have arrived while the app worked.
-                conn.fill(&self.shared.params);
+                conn.fill(&self.shared.params, false);
             }
             self.pump(c.token);
         }

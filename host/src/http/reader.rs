@@ -16,8 +16,10 @@ pub const READ_CHUNK: usize = 16 * 1024;
 pub enum ReadState {
     /// No more bytes for now.
     Open,
-    /// The peer closed its sending side (or the read failed).
+    /// The peer closed its sending side.
     Closed,
+    /// The read failed (a reset connection).
+    Failed,
 }
 
 /// Buffered request bytes and the parse in progress.
@@ -36,8 +38,10 @@ pub struct RequestReader {
 }
 
 impl RequestReader {
-    /// Reads until `WouldBlock`, EOF, or the buffer cap.
-    pub fn fill(&mut self, src: &mut impl Read, params: &ConnParams) -> ReadState {
+    /// Reads until `WouldBlock`, EOF, or the buffer cap. A short read ends
+    /// it early (the socket is drained) unless `to_end` asks to go on to
+    /// the end of stream.
+    pub fn fill(&mut self, src: &mut impl Read, params: &ConnParams, to_end: bool) -> ReadState {
         let cap = params.max_head + params.max_body + READ_CHUNK;
         loop {
             if self.start == self.end {
@@ -65,7 +69,7 @@ impl RequestReader {
                     self.progressed = true;
                     // A short read drained the socket: another read would
                     // only say WouldBlock (and an edge comes with new data).
-                    if n < space {
+                    if n < space && !to_end {
                         return ReadState::Open;
                     }
                 }
@@ -73,7 +77,7 @@ impl RequestReader {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     log::debug!("read failed: {e}");
-                    return ReadState::Closed;
+                    return ReadState::Failed;
                 }
             }
         }
@@ -214,7 +218,7 @@ mod tests {
                 data: &input[from..to],
             };
             from = to;
-            reader.fill(&mut src, params);
+            reader.fill(&mut src, params, false);
             while reader.next_request(params)? {
                 let (head, buf, body) = reader.parts().expect("a ready request has parts");
                 let text = |r: &std::ops::Range<usize>| {
@@ -256,12 +260,12 @@ GET /d HTTP/1.0\r\n\r\n";
         let mut r = RequestReader::default();
         let head =
             b"PUT /x HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n";
-        r.fill(&mut Trickle { data: head }, &params);
+        r.fill(&mut Trickle { data: head }, &params, false);
         assert!(!r.next_request(&params).unwrap());
         assert!(r.take_continue());
         assert!(!r.next_request(&params).unwrap());
         assert!(!r.take_continue());
-        r.fill(&mut Trickle { data: b"ok" }, &params);
+        r.fill(&mut Trickle { data: b"ok" }, &params, false);
         assert!(r.next_request(&params).unwrap());
     }
 

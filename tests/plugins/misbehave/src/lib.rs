@@ -1,9 +1,19 @@
 //! Test-only plugin mounted at `/_test`, misbehaving on purpose:
-//! `/panic` panics in the handler, `/later` answers 50 ms later from its own
-//! thread, `/drop` drops its responder unanswered, `/ok` answers at once.
+//! - `/panic` panics in the handler;
+//! - `/later` answers 50 ms later from its own thread, echoing the path and
+//!   query (so concurrent answers can be told apart), and logs
+//!   "answering PATH in 50 ms" when it takes the request;
+//! - `/drop` drops its responder unanswered;
+//! - `/ok` answers at once;
+//! - `/panic-later` panics on its own thread before answering;
+//! - `/big` answers a 4 MiB body (byte `i` is `i % 251`) that cannot fit in
+//!   a socket buffer, so the host has to wait for writability.
 
 use std::time::Duration;
 use stoa_app_api::{App, Request, Responder, Response};
+
+/// Size of the `/big` body.
+pub const BIG: usize = 4 << 20;
 
 struct Misbehave;
 
@@ -12,7 +22,13 @@ impl App for Misbehave {
         match request.path_info.as_str() {
             "/panic" => panic!("misbehave: asked to panic"),
             "/later" => {
-                let path = request.full_path();
+                let mut path = request.full_path();
+                if !request.query.is_empty() {
+                    path = format!("{path}?{}", request.query);
+                }
+                // Logged from the handler, on the host's loop: once the line
+                // is out, the request is known to be with the app.
+                log::info!("answering {path} in 50 ms");
                 std::thread::spawn(move || {
                     std::thread::sleep(Duration::from_millis(50));
                     responder.respond(Response::text(200, &format!("later {path}")));
@@ -21,6 +37,17 @@ impl App for Misbehave {
             "/drop" => {
                 log::info!("dropping a responder on purpose");
                 drop(responder);
+            }
+            "/panic-later" => {
+                std::thread::spawn(move || {
+                    let _owned = responder;
+                    std::thread::sleep(Duration::from_millis(10));
+                    panic!("misbehave: asked to panic on a thread");
+                });
+            }
+            "/big" => {
+                let body: Vec<u8> = (0..BIG).map(|i| (i % 251) as u8).collect();
+                responder.respond(Response::new(200).with_body(body));
             }
             "/ok" => responder.respond(Response::text(200, "ok")),
             _ => responder.respond(Response::text(404, "Not Found")),

@@ -1,0 +1,204 @@
+//! The command line: `--poller` (and `STOA_POLLER`), the start-up output,
+//! the access log (`--access-log FILE|-`) and `--max-connections`.
+
+use crate::client::{get, request, Client};
+use crate::harness::{Server, SAMPLE_APPS, STOA};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+matrix!(
+    startup_prints_one_line_and_logs_the_backend,
+    poller_from_the_environment,
+    access_log_has_one_combined_line_per_request,
+    access_log_to_stdout,
+    max_connections_queues_extra_clients,
+);
+
+#[test]
+fn bogus_poller_is_an_error_listing_the_valid_names() {
+    let dir = crate::harness::TempDir::new("bogus");
+    let mut child = Command::new(STOA)
+        .args(["--bind", "127.0.0.1:0", "--poller", "bogus", "--apps"])
+        .arg(dir.path())
+        .env_remove("STOA_POLLER")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn stoa");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for stoa") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("stoa --poller bogus kept running");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = child.wait_with_output().expect("collect the output");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!status.success(), "exit status {status}");
+    assert!(stderr.contains("bogus"), "{stderr}");
+    for name in ["epoll", "poll", "select"] {
+        assert!(stderr.contains(name), "{name} not listed in {stderr}");
+    }
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("listening on"),
+        "it must not start"
+    );
+}
+
+fn startup_prints_one_line_and_logs_the_backend(poller: &str) {
+    let server = Server::samples(poller);
+    let r = server.get("/hello/");
+    assert_eq!(r.status, 200);
+    let stdout = server.stdout.text();
+    assert_eq!(
+        stdout,
+        format!("listening on http://127.0.0.1:{}\n", server.port)
+    );
+    let lines = server.log_lines(&[&format!("poller={poller} ")]);
+    assert_eq!(lines.len(), 1, "{}", server.log());
+    assert!(lines[0].contains("INFO"), "{}", lines[0]);
+    assert!(lines[0].contains("fd_cap="), "{}", lines[0]);
+    if poller == "select" {
+        assert!(lines[0].contains("FD_SETSIZE=1024"), "{}", lines[0]);
+    }
+}
+
+fn poller_from_the_environment(poller: &str) {
+    let server = Server::launch(poller)
+        .apps(SAMPLE_APPS)
+        .poller_via_env()
+        .start();
+    assert!(
+        server.log_contains(&format!("poller={poller} ")),
+        "{}",
+        server.log()
+    );
+    assert_eq!(server.get("/hello/").text(), "Hello World!");
+    // The flag wins over the environment.
+    let flag = Server::launch(poller)
+        .apps(SAMPLE_APPS)
+        .env("STOA_POLLER", "bogus")
+        .start();
+    assert!(
+        flag.log_contains(&format!("poller={poller} ")),
+        "{}",
+        flag.log()
+    );
+}
+
+/// Splits a combined-format line into (host, time, request line, status,
+/// size, referer, user agent).
+fn fields(line: &str) -> (String, String, String, u16, usize, String, String) {
+    let (host, rest) = line.split_once(" - - [").expect("host - - [");
+    let (time, rest) = rest.split_once("] \"").expect("time] \"");
+    let (req, rest) = rest.split_once("\" ").expect("request\" ");
+    let mut parts = rest.splitn(3, ' ');
+    let status = parts.next().and_then(|s| s.parse().ok()).expect("status");
+    let size = parts.next().and_then(|s| s.parse().ok()).expect("size");
+    let quoted: Vec<&str> = parts.next().unwrap_or_default().split('"').collect();
+    assert_eq!(quoted.len(), 5, "{line}");
+    let q = |i: usize| quoted[i].to_string();
+    (
+        host.into(),
+        time.into(),
+        req.into(),
+        status,
+        size,
+        q(1),
+        q(3),
+    )
+}
+
+/// `10/Oct/2000:13:55:36 +0000`.
+fn is_clf_time(t: &str) -> bool {
+    let b = t.as_bytes();
+    b.len() == 26
+        && b[2] == b'/'
+        && b[6] == b'/'
+        && b[11] == b':'
+        && t.ends_with(" +0000")
+        && [0, 1, 7, 8, 9, 10, 12, 13, 15, 16, 18, 19]
+            .iter()
+            .all(|&i| b[i].is_ascii_digit())
+}
+
+fn access_log_has_one_combined_line_per_request(poller: &str) {
+    let mut apps = SAMPLE_APPS.to_vec();
+    apps.push("misbehave");
+    let server = Server::launch(poller).apps(&apps).access_log().start();
+    let mut c = server.connect();
+    let ua = "User-Agent: e2e/1.0 (test)";
+    c.request(&request(
+        "GET",
+        "/hello/",
+        &[ua, "Referer: http://localhost/"],
+    ));
+    let not_found = c.request(&get("/no/such/")).body.len();
+    c.request(&request("POST", "/article?x=1", &["Content-Length: 0"]));
+    c.send(&request("HEAD", "/hello/", &[]));
+    c.read_head_response();
+    c.request(&get("/_test/later"));
+    let lines = server.access_lines(5);
+    assert_eq!(lines.len(), 5, "{lines:#?}");
+    let expect = [
+        (
+            "GET /hello/ HTTP/1.1",
+            200,
+            12,
+            "http://localhost/",
+            "e2e/1.0 (test)",
+        ),
+        ("GET /no/such/ HTTP/1.1", 404, not_found, "-", "-"),
+        ("POST /article?x=1 HTTP/1.1", 405, 18, "-", "-"),
+        ("HEAD /hello/ HTTP/1.1", 200, 0, "-", "-"),
+        ("GET /_test/later HTTP/1.1", 200, 18, "-", "-"),
+    ];
+    for (line, (req, status, size, referer, agent)) in lines.iter().zip(expect) {
+        let (host, time, r, s, n, re, ag) = fields(line);
+        assert_eq!(host, "127.0.0.1", "{line}");
+        assert!(is_clf_time(&time), "{line}");
+        assert_eq!(
+            (r.as_str(), s, n, re.as_str(), ag.as_str()),
+            (req, status, size, referer, agent),
+            "{line}"
+        );
+    }
+}
+
+fn access_log_to_stdout(poller: &str) {
+    let server = Server::start(poller, SAMPLE_APPS, &["--access-log", "-"]);
+    assert_eq!(server.get("/article").status, 200);
+    assert!(server
+        .stdout
+        .wait(crate::harness::WAIT, |t| t.lines().count() >= 2));
+    let out = server.stdout.text();
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[0].starts_with("listening on http://127.0.0.1:"),
+        "{out}"
+    );
+    assert!(
+        lines[1].contains("\"GET /article HTTP/1.1\" 200 49 "),
+        "{out}"
+    );
+}
+
+fn max_connections_queues_extra_clients(poller: &str) {
+    let server = Server::start(poller, SAMPLE_APPS, &["--max-connections", "2"]);
+    let mut clients: Vec<Client> = (0..5).map(|_| server.connect()).collect();
+    for c in clients.iter_mut() {
+        c.send(&get("/hello/"));
+    }
+    // Clients past the cap wait in the backlog; each one that leaves lets
+    // the next in. Nobody is refused.
+    for (i, mut c) in clients.into_iter().enumerate() {
+        let r = c.read_response();
+        assert_eq!((r.status, r.text()), (200, "Hello World!"), "client {i}");
+    }
+}

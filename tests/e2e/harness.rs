@@ -1,0 +1,369 @@
+//! The end-to-end harness: starts the real `stoa` binary on
+//! `--bind 127.0.0.1:0` with a fresh apps directory, reads the port it
+//! prints, and collects its log so tests can assert on it. The plugins come
+//! from `plugins.rs`, the raw HTTP client from `client.rs`; `matrix!` runs a
+//! test once per poller backend.
+
+use crate::client::{Client, Response};
+pub use crate::plugins::{plugins, SAMPLE_APPS};
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// The binary under test.
+pub const STOA: &str = env!("CARGO_BIN_EXE_stoa");
+
+/// How long the host may take to load its apps and print its port.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How long to wait for a log line or an access-log line.
+pub const WAIT: Duration = Duration::from_secs(5);
+
+/// Runs a test function `fn name(poller: &str)` once per backend, as three
+/// `#[test]`s `name::select`, `name::poll` and `name::epoll`, so a failure
+/// names its backend and the backends run in parallel. Attributes written
+/// before a name (`#[ignore = "..."]`) apply to its three tests.
+macro_rules! matrix {
+    ($($(#[$meta:meta])* $name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[test]
+                $(#[$meta])*
+                fn select() {
+                    super::$name("select")
+                }
+                #[test]
+                $(#[$meta])*
+                fn poll() {
+                    super::$name("poll")
+                }
+                #[test]
+                $(#[$meta])*
+                fn epoll() {
+                    super::$name("epoll")
+                }
+            }
+        )*
+    };
+}
+
+/// A directory under the system temp dir, unique per test, removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(what: &str) -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("stoa-e2e-{}-{n}-{what}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("create a temp dir");
+        TempDir(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Text a child process writes, line by line, with a way to wait for it.
+#[derive(Default)]
+pub struct Captured {
+    /// The text so far, and whether the stream has ended.
+    state: Mutex<(String, bool)>,
+    changed: Condvar,
+}
+
+impl Captured {
+    /// Starts a thread copying `stream` into a new buffer.
+    fn collect(stream: impl Read + Send + 'static) -> Arc<Self> {
+        let captured = Arc::new(Captured::default());
+        let sink = captured.clone();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stream);
+            let mut line = Vec::new();
+            loop {
+                line.clear();
+                let n = lines.read_until(b'\n', &mut line).unwrap_or(0);
+                let mut state = sink.state.lock().unwrap_or_else(|p| p.into_inner());
+                if n == 0 {
+                    state.1 = true;
+                } else {
+                    state.0.push_str(&String::from_utf8_lossy(&line));
+                }
+                sink.changed.notify_all();
+                if n == 0 {
+                    return;
+                }
+            }
+        });
+        captured
+    }
+
+    pub fn text(&self) -> String {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .0
+            .clone()
+    }
+
+    /// Waits until `done` holds for the text; false on timeout or if the
+    /// stream ended without it.
+    pub fn wait(&self, timeout: Duration, done: impl Fn(&str) -> bool) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if done(&state.0) {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if state.1 || left.is_zero() {
+                return false;
+            }
+            state = self
+                .changed
+                .wait_timeout(state, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+}
+
+/// What to start: the backend, the plugins, extra files and flags.
+pub struct Launch {
+    poller: String,
+    apps: Vec<String>,
+    files: Vec<(String, Vec<u8>)>,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    poller_flag: bool,
+    access_log: bool,
+}
+
+impl Launch {
+    /// The plugins (short names) to copy into the apps directory.
+    pub fn apps(mut self, apps: &[&str]) -> Self {
+        self.apps.extend(apps.iter().map(|a| a.to_string()));
+        self
+    }
+
+    /// Extra flags after `--bind`, `--apps` and `--poller`.
+    pub fn args(mut self, args: &[&str]) -> Self {
+        self.args.extend(args.iter().map(|a| a.to_string()));
+        self
+    }
+
+    /// Sets an environment variable for the server.
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// Chooses the backend through `STOA_POLLER` instead of `--poller`.
+    pub fn poller_via_env(mut self) -> Self {
+        self.poller_flag = false;
+        let poller = self.poller.clone();
+        self.env("STOA_POLLER", &poller)
+    }
+
+    /// Writes a file with these bytes into the apps directory.
+    pub fn file(mut self, name: &str, contents: &[u8]) -> Self {
+        self.files.push((name.to_string(), contents.to_vec()));
+        self
+    }
+
+    /// Turns on `--access-log` into a file of the server's temp dir.
+    pub fn access_log(mut self) -> Self {
+        self.access_log = true;
+        self
+    }
+
+    /// Starts the binary and waits for its `listening on` line.
+    pub fn start(self) -> Server {
+        let dir = TempDir::new(&self.poller);
+        let apps = dir.path().join("apps");
+        std::fs::create_dir(&apps).expect("create the apps dir");
+        for name in &self.apps {
+            let so = plugins()
+                .get(name.as_str())
+                .unwrap_or_else(|| panic!("no plugin named {name}"));
+            let file = so.file_name().expect("a plugin file name");
+            // A hard link is a real file in the directory, without copying
+            // tens of megabytes per test; copy across filesystems.
+            let to = apps.join(file);
+            if std::fs::hard_link(so, &to).is_err() {
+                std::fs::copy(so, &to).expect("copy a plugin");
+            }
+        }
+        for (name, contents) in &self.files {
+            std::fs::write(apps.join(name), contents).expect("write a file into the apps dir");
+        }
+        let access_log = dir.path().join("access.log");
+        let mut cmd = Command::new(STOA);
+        cmd.args(["--bind", "127.0.0.1:0", "--apps"])
+            .arg(&apps)
+            .env_remove("STOA_POLLER")
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
+        if self.poller_flag {
+            cmd.args(["--poller", &self.poller]);
+        }
+        if self.access_log {
+            cmd.arg("--access-log").arg(&access_log);
+        }
+        let mut child = cmd
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn stoa");
+        let stdout = Captured::collect(child.stdout.take().expect("piped stdout"));
+        let log = Captured::collect(child.stderr.take().expect("piped stderr"));
+        let mut server = Server {
+            child,
+            port: 0,
+            poller: self.poller,
+            stdout,
+            log,
+            access_log,
+            dir,
+        };
+        let started = server.stdout.wait(START_TIMEOUT, |t| t.contains('\n'));
+        let first = server.stdout.text();
+        let port = first
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("listening on http://127.0.0.1:"))
+            .and_then(|p| p.trim().parse().ok());
+        match (started, port) {
+            (true, Some(port)) => server.port = port,
+            _ => panic!(
+                "stoa --poller {} did not print its port; stdout: {first:?}\nstderr:\n{}",
+                server.poller,
+                server.log.text()
+            ),
+        }
+        server
+    }
+}
+
+/// A running `stoa`, killed (by its own pid) and cleaned up on drop.
+pub struct Server {
+    child: Child,
+    pub port: u16,
+    pub poller: String,
+    pub stdout: Arc<Captured>,
+    log: Arc<Captured>,
+    access_log: PathBuf,
+    dir: TempDir,
+}
+
+impl Server {
+    /// Describes a start: `Server::launch("epoll").apps(..).start()`.
+    pub fn launch(poller: &str) -> Launch {
+        Launch {
+            poller: poller.to_string(),
+            apps: Vec::new(),
+            files: Vec::new(),
+            args: Vec::new(),
+            env: Vec::new(),
+            poller_flag: true,
+            access_log: false,
+        }
+    }
+
+    /// Starts `stoa` with these plugins (short names) and extra flags.
+    pub fn start(poller: &str, apps: &[&str], extra_args: &[&str]) -> Server {
+        Server::launch(poller).apps(apps).args(extra_args).start()
+    }
+
+    /// Starts `stoa` with the three sample apps.
+    pub fn samples(poller: &str) -> Server {
+        Server::start(poller, SAMPLE_APPS, &[])
+    }
+
+    /// A new keep-alive connection.
+    pub fn connect(&self) -> Client {
+        Client::connect(self.port)
+    }
+
+    /// `GET path` with `Host: localhost` on a new connection.
+    pub fn get(&self, path: &str) -> Response {
+        self.connect().request(&crate::client::get(path))
+    }
+
+    /// Everything the host has logged so far.
+    pub fn log(&self) -> String {
+        self.log.text()
+    }
+
+    pub fn log_contains(&self, needle: &str) -> bool {
+        self.log().contains(needle)
+    }
+
+    /// Waits until the log holds a line containing every needle.
+    pub fn wait_log(&self, needles: &[&str]) -> bool {
+        self.log.wait(WAIT, |t| {
+            t.lines().any(|l| needles.iter().all(|n| l.contains(n)))
+        })
+    }
+
+    /// The log lines that contain every needle.
+    pub fn log_lines(&self, needles: &[&str]) -> Vec<String> {
+        self.log()
+            .lines()
+            .filter(|l| needles.iter().all(|n| l.contains(n)))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The path of this server's apps directory.
+    pub fn apps_dir(&self) -> PathBuf {
+        self.dir.path().join("apps")
+    }
+
+    /// Waits until the access log has `n` lines, and returns them.
+    pub fn access_lines(&self, n: usize) -> Vec<String> {
+        let read = || std::fs::read_to_string(&self.access_log).unwrap_or_default();
+        wait_until(WAIT, || read().lines().count() >= n);
+        read().lines().map(str::to_string).collect()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!(
+                "--- stoa --poller {} (port {}) log ---\n{}",
+                self.poller,
+                self.port,
+                self.log.text()
+            );
+        }
+    }
+}
+
+/// Polls `done` until it holds or `timeout` passes; returns its last value.
+pub fn wait_until(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

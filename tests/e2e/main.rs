@@ -1,0 +1,19 @@
+//! End-to-end tests of the `stoa` binary: each test starts the real host
+//! with real plugin libraries on an ephemeral port and speaks raw HTTP/1.1
+//! to it. Every behaviour is checked on each poller backend (see `matrix!`
+//! in `harness.rs`).
+
+#[macro_use]
+mod harness;
+mod client;
+mod plugins;
+
+mod article;
+mod capacity;
+mod cli;
+mod environ;
+mod hello;
+mod limits;
+mod loader;
+mod misbehave;
+mod protocol;
