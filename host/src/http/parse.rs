@@ -5,6 +5,7 @@
 //! waits for its body.
 
 use super::{ConnParams, HttpError};
+use std::mem::MaybeUninit;
 use std::ops::Range;
 
 /// Upper bound of the header array handed to httparse; `max_headers` in
@@ -48,10 +49,12 @@ pub fn has_token(value: &[u8], token: &str) -> bool {
 /// Parses a request head from `buf` (which starts at the request).
 /// `Ok(None)` means more bytes are needed.
 pub fn parse_head(buf: &[u8], params: &ConnParams) -> Result<Option<Head>, HttpError> {
-    let mut storage = [httparse::EMPTY_HEADER; HEADER_ARRAY];
+    // Left uninitialised: httparse writes the headers it finds, and filling
+    // 128 empty headers per request would cost more than the parse.
+    let mut storage = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; HEADER_ARRAY];
     let slots = params.max_headers.clamp(1, HEADER_ARRAY);
-    let mut req = httparse::Request::new(&mut storage[..slots]);
-    let status = match req.parse(buf) {
+    let mut req = httparse::Request::new(&mut []);
+    let status = match req.parse_with_uninit_headers(buf, &mut storage[..slots]) {
         Ok(s) => s,
         Err(httparse::Error::TooManyHeaders) => return Err(HttpError::TooManyHeaders),
         Err(httparse::Error::Version) => return Err(version_error(buf)),
