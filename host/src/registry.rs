@@ -60,6 +60,8 @@ pub struct Registry {
     seen: HashMap<PathBuf, Stamp>,
     retained: Vec<Retained>,
     generations: HashMap<String, u32>,
+    /// The app name each file last held, kept after the file is removed.
+    names: HashMap<PathBuf, String>,
     copies: u64,
 }
 
@@ -82,6 +84,7 @@ impl Registry {
             seen: HashMap::new(),
             retained: Vec::new(),
             generations: HashMap::new(),
+            names: HashMap::new(),
             copies: 0,
         })
     }
@@ -216,16 +219,15 @@ impl Registry {
     }
 
     fn load(&mut self, path: &Path) -> Result<LoadedApp, String> {
-        let replacing = self.live.get(path).map(|l| l.app.name.clone());
-        if let Some(name) = &replacing {
-            let count = self.generations.get(name).copied().unwrap_or(0);
-            if count >= self.max_generations {
-                return Err(format!(
-                    "replace refused: app {name} already has {count} generations in memory \
-                     (--max-generations {}); restart stoa to load a new version",
-                    self.max_generations
-                ));
-            }
+        // The app this file held before (still mounted, or removed and now
+        // back): its generations count whatever the file's history.
+        let known = self
+            .live
+            .get(path)
+            .map(|l| l.app.name.clone())
+            .or_else(|| self.names.get(path).cloned());
+        if let Some(name) = &known {
+            self.check_cap(name)?;
         }
         self.copies += 1;
         let file_name = path
@@ -246,6 +248,10 @@ impl Registry {
         // The mapping outlives the name; nothing else needs the copy.
         let _ = std::fs::remove_file(&copy);
         let app = result?;
+        // A new file with the name of an app already at the cap: it is
+        // mapped now (and counted), but not mounted.
+        let over_cap = self.check_cap(&app.name);
+        self.names.insert(path.to_path_buf(), app.name.clone());
         let generation = self.generations.entry(app.name.clone()).or_insert(0);
         *generation += 1;
         self.retained.push(Retained {
@@ -255,7 +261,20 @@ impl Registry {
             generation: *generation,
             copy,
         });
-        Ok(app)
+        over_cap.map(|()| app)
+    }
+
+    /// Refuses a load of `name` once it has `max_generations` in memory.
+    fn check_cap(&self, name: &str) -> Result<(), String> {
+        let count = self.generations.get(name).copied().unwrap_or(0);
+        if count >= self.max_generations {
+            return Err(format!(
+                "replace refused: app {name} already has {count} generations in memory \
+                 (--max-generations {}); restart stoa to load a new version",
+                self.max_generations
+            ));
+        }
+        Ok(())
     }
 
     /// The routing state to publish to the workers.
