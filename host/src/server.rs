@@ -269,7 +269,9 @@ impl Server {
                         refuse(stream, &self.date);
                         continue;
                     }
-                    entry.insert(Conn::new(stream, addr.to_string().into()));
+                    let conn = entry.insert(Conn::new(stream, addr.to_string().into()));
+                    // A client that never sends a byte is still timed out.
+                    conn.update_deadline(&self.shared.params);
                     self.shared.stats[self.worker]
                         .accepted
                         .fetch_add(1, Relaxed);

@@ -61,6 +61,11 @@ impl ChunkedDecoder {
                         if self.state == State::Size && self.line.len() > MAX_SIZE_LINE {
                             return Err(HttpError::Framing("chunk size line too long"));
                         }
+                        if self.state == State::Trailers
+                            && self.trailer_bytes + self.line.len() > MAX_TRAILERS
+                        {
+                            return Err(HttpError::HeadTooLarge);
+                        }
                         continue;
                     }
                     if self.line.pop() != Some(b'\r') {
@@ -79,6 +84,9 @@ impl ChunkedDecoder {
                         };
                     } else {
                         let empty = self.line.is_empty();
+                        if !empty {
+                            check_trailer(&self.line)?;
+                        }
                         self.trailer_bytes += self.line.len() + 2;
                         self.line.clear();
                         if self.trailer_bytes > MAX_TRAILERS {
@@ -120,6 +128,22 @@ impl ChunkedDecoder {
         }
         Ok(i)
     }
+}
+
+/// A trailer field must look like a header field (RFC 9112 §7.1.2): a
+/// token, a colon, then visible characters, spaces and tabs.
+fn check_trailer(line: &[u8]) -> Result<(), HttpError> {
+    let bad = HttpError::Framing("malformed trailer field");
+    let colon = line.iter().position(|&b| b == b':').ok_or(bad.clone())?;
+    let (name, value) = (&line[..colon], &line[colon + 1..]);
+    let token = |b: &u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b);
+    if name.is_empty() || !name.iter().all(token) {
+        return Err(bad);
+    }
+    if value.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+        return Err(bad);
+    }
+    Ok(())
 }
 
 fn parse_size(line: &[u8]) -> Result<usize, HttpError> {
@@ -168,6 +192,16 @@ mod tests {
             assert!(d.is_done());
             assert_eq!(out, b"abc0123456789");
         }
+    }
+
+    #[test]
+    fn trailers_are_checked_and_bounded() {
+        assert!(decode_all(b"0\r\nX-T: ok\r\n\r\n").unwrap().2);
+        assert!(decode_all(b"0\r\nno colon\r\n\r\n").is_err());
+        assert!(decode_all(b"0\r\nX-T: a\x00b\r\n\r\n").is_err());
+        let mut endless = b"0\r\nX-T: ".to_vec();
+        endless.extend(std::iter::repeat_n(b'a', MAX_TRAILERS + 10));
+        assert_eq!(decode_all(&endless).err(), Some(HttpError::HeadTooLarge));
     }
 
     #[test]

@@ -99,6 +99,7 @@ pub fn parse_head(buf: &[u8], params: &ConnParams) -> Result<Option<Head>, HttpE
     let mut content_length: Option<usize> = None;
     let mut chunked = false;
     let mut hosts = 0;
+    let mut host_value: Option<&[u8]> = None;
     for h in req.headers.iter() {
         if h.value.len() > params.max_header_field {
             return Err(HttpError::HeaderFieldTooLarge);
@@ -125,6 +126,7 @@ pub fn parse_head(buf: &[u8], params: &ConnParams) -> Result<Option<Head>, HttpE
             }
         } else if name.eq_ignore_ascii_case("host") {
             hosts += 1;
+            host_value = Some(h.value);
         } else if name.eq_ignore_ascii_case("expect") {
             if h.value.eq_ignore_ascii_case(b"100-continue") {
                 head.expect_continue = true;
@@ -133,12 +135,21 @@ pub fn parse_head(buf: &[u8], params: &ConnParams) -> Result<Option<Head>, HttpE
             }
         }
     }
-    if version == 1 && hosts != 1 {
-        return Err(HttpError::Malformed(if hosts == 0 {
-            "missing Host header"
-        } else {
-            "more than one Host header"
-        }));
+    // RFC 9112 §3.2: 400 for an HTTP/1.1 request without Host, and for any
+    // request with several Host fields or an invalid one.
+    match (hosts, version) {
+        (0, 1) => return Err(HttpError::Malformed("missing Host header")),
+        (0 | 1, _) => {}
+        _ => return Err(HttpError::Malformed("more than one Host header")),
+    }
+    if !host_value.is_some_and(valid_host) && hosts == 1 {
+        return Err(HttpError::Malformed("invalid Host header"));
+    }
+    // RFC 9112 §6.1: Transfer-Encoding in HTTP/1.0 means faulty framing.
+    if chunked && version == 0 {
+        return Err(HttpError::Framing(
+            "Transfer-Encoding in an HTTP/1.0 request",
+        ));
     }
     head.body = match (chunked, content_length) {
         (true, Some(_)) => {
@@ -169,6 +180,16 @@ fn version_error(buf: &[u8]) -> HttpError {
         }
         _ => HttpError::Malformed("invalid HTTP version"),
     }
+}
+
+/// `uri-host [":" port]` (RFC 3986): registered-name characters, or an IP
+/// literal in brackets; empty is allowed (a target without authority).
+fn valid_host(value: &[u8]) -> bool {
+    let value = value.trim_ascii();
+    let allowed = |b: &u8| b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=:[]".contains(b);
+    value.iter().all(allowed)
+        && value.iter().filter(|&&b| b == b'[').count() <= 1
+        && (!value.starts_with(b"[") || value.contains(&b']'))
 }
 
 /// An incomplete head is still bounded: a request line without its CRLF is
@@ -304,6 +325,21 @@ mod tests {
         assert!(matches!(
             parse("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"),
             Err(HttpError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn host_values_and_http_1_0_rules() {
+        assert!(parse("GET / HTTP/1.1\r\nHost: [::1]:8000\r\n\r\n")
+            .unwrap()
+            .is_some());
+        assert!(parse("GET / HTTP/1.1\r\nHost: \r\n\r\n").unwrap().is_some());
+        assert!(parse("GET / HTTP/1.1\r\nHost: a b\r\n\r\n").is_err());
+        assert!(parse("GET / HTTP/1.1\r\nHost: evil/x\r\n\r\n").is_err());
+        assert!(parse("GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n").is_err());
+        assert!(matches!(
+            parse("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            Err(HttpError::Framing(_))
         ));
     }
 
