@@ -3,22 +3,20 @@
 //!
 //! Each turn: wait for readiness, accept until `WouldBlock`, serve ready
 //! connections, then apply completions from other threads. An error closes
-//! its connection, never the loop.
+//! its connection, never the loop. Dispatching a request to its app is in
+//! `dispatch.rs`, the connection timeouts in `timeouts.rs`.
 
-use crate::admin;
-use crate::conn::{AccessInfo, Conn, Deadline, Pending, Phase, ReadState};
-use crate::http::parse::Head;
+mod dispatch;
+mod timeouts;
+
+use crate::conn::{Conn, Phase, ReadState};
 use crate::http::response::{host_response, DateCache, Persist};
-use crate::http::{ConnParams, HttpError};
-use crate::loader::LoadedApp;
-use crate::netfilter::{forwarded_client, peer_ip};
 use crate::poller::{Event, Interest, Poller, Token, WAKER};
-use crate::request::{path_and_query, text, with_view, Meta, OwnedRequest};
-use crate::responder::{begin_inline, end_inline, responder, Inbox, InboxItems};
-use crate::services::Pool;
+use crate::responder::{Inbox, InboxItems};
 use crate::shared::Shared;
 use crate::stats::WorkerStats;
 use crate::timers::Timers;
+use dispatch::warn_if_blocked;
 use mio::net::TcpListener;
 use slab::Slab;
 use std::io;
@@ -26,7 +24,7 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
-use stoa_app_api::Response;
+use timeouts::sweep_interval;
 
 /// The listener's token.
 const LISTENER: Token = Token(usize::MAX - 1);
@@ -172,70 +170,6 @@ impl Server {
         Ok(())
     }
 
-    /// Applies every connection deadline that has passed.
-    fn sweep(&mut self, now: Instant) {
-        let expired: Vec<(usize, Deadline)> = self
-            .conns
-            .iter()
-            .filter_map(|(k, c)| c.deadline.filter(|(at, _)| *at <= now).map(|(_, d)| (k, d)))
-            .collect();
-        for (key, deadline) in expired {
-            let token = Token(key);
-            match deadline {
-                Deadline::Idle | Deadline::Send => {
-                    if let Some(conn) = self.conns.get(key) {
-                        log::debug!("{}: {deadline:?} timeout, closing", conn.peer);
-                    }
-                    self.close(token);
-                }
-                Deadline::Head | Deadline::Body => {
-                    let error = if deadline == Deadline::Head {
-                        HttpError::HeadTimeout
-                    } else {
-                        HttpError::BodyTimeout
-                    };
-                    if let Some(conn) = self.conns.get_mut(key) {
-                        conn.fail(&error, self.date.get());
-                    }
-                    self.settle(token);
-                }
-                Deadline::App => self.app_timed_out(token),
-            }
-        }
-    }
-
-    /// The app has not answered within `app_timeout`: the client gets 504
-    /// and the connection closes; the app's late answer will be dropped.
-    fn app_timed_out(&mut self, token: Token) {
-        let Some(pending) = self.conns.get_mut(token.0).and_then(|c| c.pending.as_mut()) else {
-            return;
-        };
-        pending.persist = Persist::Close;
-        let app = pending
-            .slot
-            .and_then(|s| {
-                self.shared
-                    .apps
-                    .load()
-                    .mounts
-                    .apps()
-                    .iter()
-                    .find(|a| a.slot == s)
-                    .cloned()
-            })
-            .map_or_else(|| "?".to_string(), |a| a.name.clone());
-        log::warn!(
-            "app {app} did not answer {} within app_timeout ({} s); answering 504",
-            pending.path.as_deref().unwrap_or("a request"),
-            self.shared.params.app_timeout.as_secs_f32()
-        );
-        self.finish(
-            token,
-            host_response(504, "the app did not answer within app_timeout"),
-        );
-        self.settle(token);
-    }
-
     fn run_timers(&mut self) {
         let now = Instant::now();
         while let Some(task) = self.timers.pop_due(now) {
@@ -368,144 +302,6 @@ impl Server {
         self.settle(token);
     }
 
-    /// Hands the ready request to its app; true if it was answered at once.
-    fn dispatch(&mut self, token: Token) -> bool {
-        let id = self.next_id;
-        self.next_id += 1;
-        let shared = self.shared.clone();
-        let Some(conn) = self.conns.get_mut(token.0) else {
-            return false;
-        };
-        let Some((head, buf, _)) = conn.request_parts() else {
-            return false;
-        };
-        let (path, _) = path_and_query(head, buf);
-        let host_answer = if path.starts_with(admin::PREFIX) {
-            admin::answer(&shared, path, &conn.peer)
-        } else {
-            None
-        };
-        let apps = shared.apps.load();
-        let route = match host_answer {
-            Some(_) => None,
-            None => apps.mounts.resolve(path),
-        };
-        let keep = head.keep_alive
-            && conn.served + 1 < shared.params.max_requests_per_conn
-            && !shared.control.draining();
-        conn.pending = Some(Pending {
-            id,
-            head_only: text(buf, &head.method) == "HEAD",
-            persist: match (keep, head.version_minor) {
-                (false, _) => Persist::Close,
-                (true, 0) => Persist::KeepAlive10,
-                (true, _) => Persist::KeepAlive,
-            },
-            started: Instant::now(),
-            slot: route.map(|(app, _)| app.slot),
-            path: None,
-            access: shared
-                .access_log
-                .as_ref()
-                .map(|_| Box::new(access_info(head, buf))),
-        });
-        conn.phase = Phase::Dispatched;
-
-        let answered = match (host_answer, route) {
-            (Some(response), _) => Some(response),
-            (None, None) => Some(host_response(404, "no app is mounted at this path")),
-            (None, Some((app, split))) => {
-                let Some((head, buf, body)) = conn.request_parts() else {
-                    return false;
-                };
-                let (path, _) = path_and_query(head, buf);
-                let (peer, scheme) = client_of(&shared, head, buf, &conn.peer);
-                let meta = Meta {
-                    server_name: self.server_name.clone(),
-                    server_port: self.server_port,
-                    peer,
-                    scheme,
-                };
-                let (answer, blocking_path) = with_view(head, buf, body, split, &meta, |request| {
-                    match shared.pool.as_ref().filter(|_| app.blocks(request)) {
-                        Some(pool) => {
-                            let owned = OwnedRequest::copy(head, buf, body, split, &meta);
-                            let r = submit_blocking(
-                                pool,
-                                app,
-                                owned,
-                                responder(token, id, &self.queue),
-                            );
-                            (r, Some(Box::<str>::from(path)))
-                        }
-                        None => {
-                            let started = Instant::now();
-                            begin_inline(&self.queue, id);
-                            app.handle(request, responder(token, id, &self.queue));
-                            let inline = end_inline();
-                            warn_if_blocked(shared.loop_block_warn, started, &app.name, path);
-                            (inline, None)
-                        }
-                    }
-                });
-                if let Some(pending) = conn.pending.as_mut() {
-                    pending.path = blocking_path;
-                }
-                answer
-            }
-        };
-        conn.consume_request();
-        match answered {
-            Some(response) => {
-                self.finish(token, response);
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Writes the pending request's answer into the connection's buffer.
-    fn finish(&mut self, token: Token, response: Response) {
-        let Some(conn) = self.conns.get_mut(token.0) else {
-            return;
-        };
-        let Some(mut pending) = conn.pending.take() else {
-            return;
-        };
-        if self.shared.control.draining() {
-            pending.persist = Persist::Close;
-        }
-        self.shared.stats[self.worker]
-            .app(pending.slot)
-            .record(response.status, pending.started.elapsed());
-        conn.push_response(
-            &response,
-            pending.head_only,
-            pending.persist,
-            self.date.get(),
-        );
-        if let (Some(log), Some(info)) = (&self.shared.access_log, &pending.access) {
-            log.write(
-                &conn.peer,
-                &info.request_line,
-                response.status,
-                if pending.head_only {
-                    0
-                } else {
-                    response.body.len()
-                },
-                &info.referer,
-                &info.user_agent,
-            );
-        }
-        log::trace!(
-            "request {} answered {} in {:?}",
-            pending.id,
-            response.status,
-            pending.started.elapsed()
-        );
-    }
-
     fn apply_inbox(&mut self) {
         let mut inbox = std::mem::take(&mut self.inbox);
         self.queue.drain(&mut inbox);
@@ -582,109 +378,4 @@ fn refuse(mut stream: mio::net::TcpStream, date: &DateCache) {
         .with_header("Retry-After", "1");
     crate::http::response::write_response(&mut out, &resp, false, Persist::Close, date.get());
     let _ = stream.write(&out);
-}
-
-/// How often deadlines are checked: a tenth of the shortest timeout,
-/// between 10 ms and 1 s.
-fn sweep_interval(p: &ConnParams) -> Duration {
-    [
-        p.head_timeout,
-        p.body_timeout,
-        p.send_timeout,
-        p.keep_alive_timeout,
-        p.app_timeout,
-    ]
-    .into_iter()
-    .min()
-    .unwrap_or(Duration::from_secs(1))
-    .div_f32(10.0)
-    .clamp(Duration::from_millis(10), Duration::from_secs(1))
-}
-
-/// Tornado's blocking log threshold: app code should never hold the loop.
-fn warn_if_blocked(limit: Duration, started: Instant, who: &str, path: &str) {
-    let held = started.elapsed();
-    if held > limit {
-        log::warn!(
-            "event loop blocked for {} ms by app {who} {path}",
-            held.as_millis()
-        );
-    }
-}
-
-/// The client's address and scheme: the peer's own, or from
-/// `X-Forwarded-For`/`X-Forwarded-Proto` when the peer is a trusted proxy.
-fn client_of(
-    shared: &Shared,
-    head: &Head,
-    buf: &[u8],
-    peer: &Arc<str>,
-) -> (Arc<str>, &'static str) {
-    let trusted = &shared.trusted_proxies;
-    if trusted.is_empty() || !peer_ip(peer).is_some_and(|ip| trusted.contains(ip)) {
-        return (peer.clone(), "http");
-    }
-    let header = |name: &str| {
-        head.headers
-            .iter()
-            .rev()
-            .find(|(n, _)| text(buf, n).eq_ignore_ascii_case(name))
-            .map(|(_, v)| text(buf, v))
-    };
-    let client = header("x-forwarded-for")
-        .and_then(|xff| forwarded_client(xff, trusted))
-        .map_or_else(
-            || peer.clone(),
-            |ip| std::net::SocketAddr::new(ip, 0).to_string().into(),
-        );
-    let scheme = match header("x-forwarded-proto") {
-        Some(p) if p.trim().eq_ignore_ascii_case("https") => "https",
-        _ => "http",
-    };
-    (client, scheme)
-}
-
-/// Runs a blocking handler on the pool; answers 503 at once when the pool's
-/// queue is full.
-fn submit_blocking(
-    pool: &Pool,
-    app: &Arc<LoadedApp>,
-    owned: OwnedRequest,
-    responder: stoa_app_api::abi::ResponderBox,
-) -> Option<Response> {
-    let app = app.clone();
-    let job = Box::new(move || owned.with_view(|request| app.handle(request, responder)));
-    match pool.try_submit(job) {
-        Ok(()) => None,
-        Err(job) => {
-            // Dropping the job drops its responder, whose answer (a 500) is
-            // ignored: this 503 answers the request first.
-            drop(job);
-            Some(
-                host_response(503, "the blocking pool is full (blocking_queue)")
-                    .with_header("Retry-After", "1"),
-            )
-        }
-    }
-}
-
-fn access_info(head: &Head, buf: &[u8]) -> AccessInfo {
-    let header = |name: &str| {
-        head.headers
-            .iter()
-            .find(|(n, _)| text(buf, n).eq_ignore_ascii_case(name))
-            .map_or("-".to_string(), |(_, v)| {
-                String::from_utf8_lossy(&buf[v.clone()]).into_owned()
-            })
-    };
-    AccessInfo {
-        request_line: format!(
-            "{} {} HTTP/1.{}",
-            text(buf, &head.method),
-            text(buf, &head.target),
-            head.version_minor
-        ),
-        referer: header("referer"),
-        user_agent: header("user-agent"),
-    }
 }
