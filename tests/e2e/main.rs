@@ -9,11 +9,15 @@ mod client;
 mod plugins;
 
 mod article;
+mod async_apps;
 mod capacity;
 mod cli;
 mod environ;
+mod hardening;
 mod hello;
+mod hot;
 mod limits;
 mod loader;
 mod misbehave;
+mod operations;
 mod protocol;

@@ -14,9 +14,12 @@ const PACKAGES: &[(&str, &str)] = &[
     ("hello-project", "hello-project"),
     ("article", "article"),
     ("environ", "environ"),
+    ("demo", "demo"),
     ("misbehave", "stoa-test-misbehave"),
     ("not-stoa", "stoa-test-not-stoa"),
     ("wrong-abi", "stoa-test-wrong-abi"),
+    ("hot-v1", "stoa-test-hot-v1"),
+    ("hot-v2", "stoa-test-hot-v2"),
 ];
 
 /// The three sample apps, as the README's first command installs them.

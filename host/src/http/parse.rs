@@ -129,7 +129,8 @@ pub fn parse_head(buf: &[u8], params: &ConnParams) -> Result<Option<Head>, HttpE
             host_value = Some(h.value);
         } else if name.eq_ignore_ascii_case("expect") {
             if h.value.eq_ignore_ascii_case(b"100-continue") {
-                head.expect_continue = true;
+                // An HTTP/1.0 client is never sent a 1xx (RFC 9110 §15.2).
+                head.expect_continue = version == 1;
             } else {
                 return Err(HttpError::ExpectationFailed);
             }

@@ -7,7 +7,9 @@
 //! - `/ok` answers at once;
 //! - `/panic-later` panics on its own thread before answering;
 //! - `/big` answers a 4 MiB body (byte `i` is `i % 251`) that cannot fit in
-//!   a socket buffer, so the host has to wait for writability.
+//!   a socket buffer, so the host has to wait for writability;
+//! - `/timer-panic` hands its responder to a host timer (`call_later`,
+//!   10 ms) whose callback panics, so the responder is dropped unanswered.
 
 use std::time::Duration;
 use stoa_app_api::{App, Request, Responder, Response};
@@ -50,6 +52,13 @@ impl App for Misbehave {
                 responder.respond(Response::new(200).with_body(body));
             }
             "/ok" => responder.respond(Response::text(200, "ok")),
+            "/timer-panic" => match stoa_app_api::host() {
+                Some(host) => host.call_later(Duration::from_millis(10), move || {
+                    let _owned = responder;
+                    panic!("misbehave: asked to panic in a timer callback");
+                }),
+                None => responder.respond(Response::text(500, "no host timers")),
+            },
             _ => responder.respond(Response::text(404, "Not Found")),
         }
     }
