@@ -7,7 +7,7 @@
 
 use crate::http::parse::Head;
 pub use crate::http::reader::ReadState;
-use crate::http::reader::{RequestReader, READ_CHUNK};
+use crate::http::reader::{BufPool, RequestReader};
 use crate::http::response::{host_response, write_response, Persist};
 use crate::http::{ConnParams, HttpError};
 use crate::poller::Interest;
@@ -22,6 +22,15 @@ pub enum Phase {
     Dispatched,
     Closing,
 }
+
+thread_local! {
+    /// Spare write buffers of this thread's event loop.
+    static SPARE_WRITE: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Spare write buffers kept per loop, and the largest kept.
+const MAX_SPARES: usize = 256;
+const MAX_SPARE_WRITE: usize = 64 * 1024;
 
 /// Which timeout a connection is under (see `ConnParams`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,11 +104,11 @@ impl Conn {
 
     /// Reads until `WouldBlock`, EOF, or the buffer cap; `to_end` keeps
     /// reading after a short read (the peer has closed).
-    pub fn fill(&mut self, params: &ConnParams, to_end: bool) -> ReadState {
+    pub fn fill(&mut self, params: &ConnParams, to_end: bool, pool: &mut BufPool) -> ReadState {
         if self.read_closed {
             return ReadState::Closed;
         }
-        let state = self.reader.fill(&mut self.stream, params, to_end);
+        let state = self.reader.fill(&mut self.stream, params, to_end, pool);
         self.read_closed = state != ReadState::Open;
         state
     }
@@ -113,7 +122,7 @@ impl Conn {
     pub fn next_request(&mut self, params: &ConnParams) -> Result<bool, HttpError> {
         let ready = self.reader.next_request(params)?;
         if self.reader.take_continue() {
-            self.wbuf
+            self.out()
                 .extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
         }
         Ok(ready)
@@ -137,7 +146,7 @@ impl Conn {
         persist: Persist,
         date: &str,
     ) {
-        write_response(&mut self.wbuf, response, head_only, persist, date);
+        write_response(self.out(), response, head_only, persist, date);
         self.served += 1;
         self.phase = if persist == Persist::Close {
             Phase::Closing
@@ -152,8 +161,27 @@ impl Conn {
         self.reader.abandon();
         self.pending = None;
         let response = host_response(error.status(), &error.to_string());
-        write_response(&mut self.wbuf, &response, false, Persist::Close, date);
+        write_response(self.out(), &response, false, Persist::Close, date);
         self.phase = Phase::Closing;
+    }
+
+    /// The write buffer, taken from the loop's spares if the connection has
+    /// none.
+    fn out(&mut self) -> &mut Vec<u8> {
+        if self.wbuf.capacity() == 0 {
+            self.wbuf = SPARE_WRITE
+                .with(|spares| spares.borrow_mut().pop())
+                .unwrap_or_default();
+        }
+        &mut self.wbuf
+    }
+
+    /// Gives the read buffer back when nothing is buffered (the write
+    /// buffer goes back as soon as it is flushed).
+    pub fn release_buffers(&mut self, pool: &mut BufPool) {
+        if self.phase == Phase::Reading && !self.has_output() {
+            self.reader.release(pool);
+        }
     }
 
     /// True while output is waiting for the socket.
@@ -175,11 +203,19 @@ impl Conn {
                 Err(e) => return Err(e),
             }
         }
+        // All sent: the buffer goes back to the loop's spares, so an idle
+        // connection holds none.
         self.wpos = 0;
-        if self.wbuf.capacity() > 4 * READ_CHUNK {
-            self.wbuf = Vec::new();
-        } else {
-            self.wbuf.clear();
+        let buf = std::mem::take(&mut self.wbuf);
+        if buf.capacity() > 0 && buf.capacity() <= MAX_SPARE_WRITE {
+            SPARE_WRITE.with(|spares| {
+                let mut spares = spares.borrow_mut();
+                if spares.len() < MAX_SPARES {
+                    let mut buf = buf;
+                    buf.clear();
+                    spares.push(buf);
+                }
+            });
         }
         Ok(())
     }

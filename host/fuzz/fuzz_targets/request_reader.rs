@@ -6,7 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use std::io::{self, Read};
-use stoa::http::reader::RequestReader;
+use stoa::http::reader::{BufPool, RequestReader};
 use stoa::http::ConnParams;
 
 struct Chunks<'a> {
@@ -39,9 +39,10 @@ fuzz_target!(|input: &[u8]| {
     };
     let step = usize::from(first % 64) + 1;
     let mut reader = RequestReader::default();
+    let mut pool = BufPool::default();
     let mut src = Chunks { data: rest, step };
     for _ in 0..rest.len() / step + 2 {
-        reader.fill(&mut src, &params, false);
+        reader.fill(&mut src, &params, false, &mut pool);
         loop {
             match reader.next_request(&params) {
                 Ok(true) => {

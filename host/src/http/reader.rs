@@ -22,6 +22,45 @@ pub enum ReadState {
     Failed,
 }
 
+/// Spare read and write buffers of one event loop. Buffers belong to busy
+/// connections: an idle keep-alive connection gives its buffers back, so
+/// thousands of idle connections cost little more than their slab entries.
+#[derive(Default)]
+pub struct BufPool {
+    read: Vec<Vec<u8>>,
+    write: Vec<Vec<u8>>,
+}
+
+/// Spare buffers kept per loop; more are freed.
+const POOL_MAX: usize = 256;
+
+impl BufPool {
+    /// A read buffer of `READ_CHUNK` initialised bytes.
+    pub fn take_read(&mut self) -> Vec<u8> {
+        self.read.pop().unwrap_or_else(|| vec![0; READ_CHUNK])
+    }
+
+    /// An empty write buffer.
+    pub fn take_write(&mut self) -> Vec<u8> {
+        self.write.pop().unwrap_or_default()
+    }
+
+    fn give_read(&mut self, buf: Vec<u8>) {
+        // Only standard-size buffers are kept; a grown one is freed.
+        if buf.len() == READ_CHUNK && self.read.len() < POOL_MAX {
+            self.read.push(buf);
+        }
+    }
+
+    /// Takes back a write buffer (cleared; an oversized one is freed).
+    pub fn give_write(&mut self, mut buf: Vec<u8>) {
+        if buf.capacity() > 0 && buf.capacity() <= 4 * READ_CHUNK && self.write.len() < POOL_MAX {
+            buf.clear();
+            self.write.push(buf);
+        }
+    }
+}
+
 /// Buffered request bytes and the parse in progress.
 #[derive(Default)]
 pub struct RequestReader {
@@ -41,8 +80,17 @@ impl RequestReader {
     /// Reads until `WouldBlock`, EOF, or the buffer cap. A short read ends
     /// it early (the socket is drained) unless `to_end` asks to go on to
     /// the end of stream.
-    pub fn fill(&mut self, src: &mut impl Read, params: &ConnParams, to_end: bool) -> ReadState {
+    pub fn fill(
+        &mut self,
+        src: &mut impl Read,
+        params: &ConnParams,
+        to_end: bool,
+        pool: &mut BufPool,
+    ) -> ReadState {
         let cap = params.max_head + params.max_body + READ_CHUNK;
+        if self.buf.is_empty() {
+            self.buf = pool.take_read();
+        }
         loop {
             if self.start == self.end {
                 self.start = 0;
@@ -88,6 +136,15 @@ impl RequestReader {
         self.start == self.end && self.head.is_none()
     }
 
+    /// Gives the buffer back to the pool when nothing is buffered.
+    pub fn release(&mut self, pool: &mut BufPool) {
+        if self.is_empty() && !self.buf.is_empty() {
+            self.start = 0;
+            self.end = 0;
+            pool.give_read(std::mem::take(&mut self.buf));
+        }
+    }
+
     /// True while a head has been parsed and its body is awaited.
     pub fn in_body(&self) -> bool {
         self.head.is_some()
@@ -97,6 +154,9 @@ impl RequestReader {
     /// `parts`); `Ok(false)`: more bytes are needed.
     pub fn next_request(&mut self, params: &ConnParams) -> Result<bool, HttpError> {
         if self.head.is_none() {
+            if self.start == self.end {
+                return Ok(false);
+            }
             match parse_head(&self.buf[self.start..self.end], params)? {
                 None => return Ok(false),
                 Some(head) => {
@@ -218,7 +278,7 @@ mod tests {
                 data: &input[from..to],
             };
             from = to;
-            reader.fill(&mut src, params, false);
+            reader.fill(&mut src, params, false, &mut BufPool::default());
             while reader.next_request(params)? {
                 let (head, buf, body) = reader.parts().expect("a ready request has parts");
                 let text = |r: &std::ops::Range<usize>| {
@@ -260,12 +320,22 @@ GET /d HTTP/1.0\r\n\r\n";
         let mut r = RequestReader::default();
         let head =
             b"PUT /x HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n";
-        r.fill(&mut Trickle { data: head }, &params, false);
+        r.fill(
+            &mut Trickle { data: head },
+            &params,
+            false,
+            &mut BufPool::default(),
+        );
         assert!(!r.next_request(&params).unwrap());
         assert!(r.take_continue());
         assert!(!r.next_request(&params).unwrap());
         assert!(!r.take_continue());
-        r.fill(&mut Trickle { data: b"ok" }, &params, false);
+        r.fill(
+            &mut Trickle { data: b"ok" },
+            &params,
+            false,
+            &mut BufPool::default(),
+        );
         assert!(r.next_request(&params).unwrap());
     }
 

@@ -1,7 +1,6 @@
 //! Response bytes: status line, the host's headers, the app's headers, the
 //! body; and the `Date` value, formatted once a second.
 
-use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use stoa_app_api::Response;
 
@@ -131,15 +130,22 @@ pub fn write_response(
     } else {
         500
     };
-    // Writing into a Vec cannot fail.
-    let _ = write!(
-        out,
-        "HTTP/1.1 {} {}\r\nServer: {SERVER}\r\nDate: {date}\r\n",
-        status,
-        reason(status)
+    // Formatting through core::fmt costs more than the parse: the status
+    // line's digits and the length go through itoa, the rest is static.
+    let mut digits = itoa::Buffer::new();
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(digits.format(status).as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(reason(status).as_bytes());
+    out.extend_from_slice(
+        concat!("\r\nServer: stoa/", env!("CARGO_PKG_VERSION"), "\r\nDate: ").as_bytes(),
     );
+    out.extend_from_slice(date.as_bytes());
+    out.extend_from_slice(b"\r\n");
     if !bodiless(status) {
-        let _ = write!(out, "Content-Length: {}\r\n", resp.body.len());
+        out.extend_from_slice(b"Content-Length: ");
+        out.extend_from_slice(digits.format(resp.body.len()).as_bytes());
+        out.extend_from_slice(b"\r\n");
     }
     match persist {
         Persist::KeepAlive => {}

@@ -10,6 +10,7 @@ mod dispatch;
 mod timeouts;
 
 use crate::conn::{Conn, Phase, ReadState};
+use crate::http::reader::BufPool;
 use crate::http::response::{host_response, DateCache, Persist};
 use crate::poller::{Event, Interest, Poller, Token, WAKER};
 use crate::responder::{Inbox, InboxItems};
@@ -43,6 +44,8 @@ pub struct Server {
     events: Vec<Event>,
     inbox: InboxItems,
     timers: Timers,
+    /// Spare read buffers for connections that have bytes to read.
+    bufs: BufPool,
     date: DateCache,
     next_id: u64,
     /// When connection deadlines are next checked.
@@ -76,6 +79,7 @@ impl Server {
             events: Vec::with_capacity(1024),
             inbox: InboxItems::default(),
             timers: Timers::default(),
+            bufs: BufPool::default(),
             date: DateCache::new(),
             next_id: 1,
             next_sweep: Instant::now(),
@@ -263,7 +267,7 @@ impl Server {
         if conn.phase == Phase::Dispatched {
             // The peer finished sending (a half-close still wants its
             // answer) or failed; only a failed socket is given up on.
-            if ev.hup && conn.fill(params, true) == ReadState::Failed {
+            if ev.hup && conn.fill(params, true, &mut self.bufs) == ReadState::Failed {
                 log::debug!("{} failed while its request was pending", conn.peer);
                 self.close(token);
                 return;
@@ -271,7 +275,7 @@ impl Server {
         } else if ev.readable || ev.hup {
             // On a hang-up, read to the end: an edge-triggered backend
             // reports it only once.
-            conn.fill(params, ev.hup);
+            conn.fill(params, ev.hup, &mut self.bufs);
         }
         self.pump(token);
     }
@@ -323,7 +327,7 @@ impl Server {
             self.finish(c.token, c.response);
             if let Some(conn) = self.conns.get_mut(c.token.0) {
                 // Bytes may have arrived while the app worked.
-                conn.fill(&self.shared.params, false);
+                conn.fill(&self.shared.params, false, &mut self.bufs);
             }
             self.pump(c.token);
         }
@@ -345,6 +349,7 @@ impl Server {
             return;
         }
         conn.update_deadline(&self.shared.params);
+        conn.release_buffers(&mut self.bufs);
         let wanted = conn.wanted_interest();
         if wanted != conn.interest {
             conn.interest = wanted;

@@ -1,0 +1,267 @@
+//! One load thread: its own mio `Poll` (edge-triggered epoll on Linux) over
+//! its share of the connections. Each connection takes a request from the
+//! shared budget, runs it to a response or an error, and takes the next.
+
+use super::conn::{classify, Conn, Done, Phase, ReadOutcome};
+use super::{new_histogram, Config, ErrorKind, Mode, Report, Shared};
+use hdrhistogram::Histogram;
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+use std::io;
+use std::time::{Duration, Instant};
+
+/// How often request timeouts are checked, and the longest single wait.
+const TICK: Duration = Duration::from_millis(50);
+
+pub(crate) struct Worker<'a> {
+    config: &'a Config,
+    shared: &'a Shared,
+    request: &'a [u8],
+    poll: Poll,
+    events: Events,
+    conns: Vec<Conn>,
+    /// Connections with a request in flight.
+    active: usize,
+    start: Instant,
+    last_done: Instant,
+    completed: u64,
+    failed: u64,
+    bytes: u64,
+    latency_us: Histogram<u64>,
+    errors: [u64; super::ERROR_KINDS],
+    first_other: Option<String>,
+    timed_out: bool,
+}
+
+impl<'a> Worker<'a> {
+    pub fn new(
+        config: &'a Config,
+        shared: &'a Shared,
+        request: &'a [u8],
+        conns: usize,
+        start: Instant,
+    ) -> Result<Worker<'a>, String> {
+        let poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
+        Ok(Worker {
+            config,
+            shared,
+            request,
+            poll,
+            events: Events::with_capacity(1024),
+            conns: (0..conns).map(|_| Conn::new(start)).collect(),
+            active: 0,
+            start,
+            last_done: start,
+            completed: 0,
+            failed: 0,
+            bytes: 0,
+            latency_us: new_histogram(),
+            errors: [0; super::ERROR_KINDS],
+            first_other: None,
+            timed_out: false,
+        })
+    }
+
+    /// Runs until every connection is idle or the deadline passes.
+    pub fn run(&mut self) {
+        for i in 0..self.conns.len() {
+            self.next_request(i);
+        }
+        let mut last_scan = Instant::now();
+        while self.active > 0 {
+            let now = Instant::now();
+            if now >= self.shared.deadline {
+                self.timed_out = true;
+                break;
+            }
+            let wait = (self.shared.deadline - now).min(TICK);
+            let mut events = std::mem::replace(&mut self.events, Events::with_capacity(0));
+            match self.poll.poll(&mut events, Some(wait)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.note_other(&e);
+                    self.timed_out = true;
+                    break;
+                }
+            }
+            for ev in events.iter() {
+                self.drive(ev.token().0);
+            }
+            self.events = events;
+            if last_scan.elapsed() >= TICK {
+                last_scan = Instant::now();
+                self.expire(last_scan);
+            }
+        }
+        // Requests cut off by the deadline are neither answered nor failed.
+        for c in &mut self.conns {
+            c.stream = None;
+            c.phase = Phase::Idle;
+        }
+    }
+
+    /// Fails the requests that have waited longer than the timeout.
+    fn expire(&mut self, now: Instant) {
+        for i in 0..self.conns.len() {
+            let c = &self.conns[i];
+            if c.phase != Phase::Idle && now.duration_since(c.started) > self.config.timeout {
+                self.fail(i, ErrorKind::Timeout, None);
+            }
+        }
+    }
+
+    /// Starts the next request on slot `i` and drives it.
+    fn next_request(&mut self, i: usize) {
+        if self.begin(i) {
+            self.drive(i);
+        }
+    }
+
+    /// Takes the next request for slot `i` (reusing its connection in
+    /// keep-alive mode); false, with the slot idled, once the budget is
+    /// spent. Connect errors count against the budget and it tries again.
+    fn begin(&mut self, i: usize) -> bool {
+        let was_active = self.conns[i].phase != Phase::Idle;
+        loop {
+            if !self.shared.claim() {
+                let c = &mut self.conns[i];
+                c.stream = None;
+                c.phase = Phase::Idle;
+                if was_active {
+                    self.active -= 1;
+                }
+                return false;
+            }
+            let c = &mut self.conns[i];
+            c.reset_request();
+            c.started = Instant::now();
+            if c.stream.is_some() {
+                c.phase = Phase::Writing;
+            } else if let Err(e) = self.connect(i) {
+                self.count_error(classify(&e), Some(&e));
+                continue;
+            } else {
+                self.conns[i].phase = Phase::Connecting;
+            }
+            if !was_active {
+                self.active += 1;
+            }
+            return true;
+        }
+    }
+
+    fn connect(&mut self, i: usize) -> io::Result<()> {
+        let mut stream = TcpStream::connect(self.config.target.addr)?;
+        self.poll.registry().register(
+            &mut stream,
+            Token(i),
+            Interest::READABLE | Interest::WRITABLE,
+        )?;
+        self.conns[i].stream = Some(stream);
+        Ok(())
+    }
+
+    /// Moves slot `i` along as far as its socket allows, starting its next
+    /// request after each one ends (a loop, not recursion: a refusing server
+    /// could otherwise nest one call per request).
+    fn drive(&mut self, i: usize) {
+        loop {
+            let keep_alive = self.config.mode == Mode::KeepAlive;
+            let c = &mut self.conns[i];
+            match c.phase {
+                Phase::Idle => return,
+                Phase::Connecting => match c.connected() {
+                    Ok(true) => {
+                        c.phase = Phase::Writing;
+                        // Keep-alive latency is per request, as wrk measures
+                        // it; connection-per-request latency includes the
+                        // connect, as ab's "Total" does.
+                        if keep_alive {
+                            c.started = Instant::now();
+                        }
+                    }
+                    Ok(false) => return,
+                    Err(e) => self.fail(i, classify(&e), Some(e)),
+                },
+                Phase::Writing => match c.write(self.request) {
+                    // Wait for the answer's readable edge rather than try a
+                    // read now that would almost always find nothing.
+                    Ok(true) => {
+                        c.phase = Phase::Reading;
+                        return;
+                    }
+                    Ok(false) => return,
+                    Err(e) => self.fail(i, classify(&e), Some(e)),
+                },
+                Phase::Reading => match c.read() {
+                    ReadOutcome::Pending => return,
+                    ReadOutcome::Done(done) => self.complete(i, done),
+                    ReadOutcome::Failed(kind, e) => self.fail(i, kind, e),
+                },
+            }
+        }
+    }
+
+    fn complete(&mut self, i: usize, done: Done) {
+        let now = Instant::now();
+        let c = &mut self.conns[i];
+        let us = now.duration_since(c.started).as_micros() as u64;
+        self.latency_us.saturating_record(us.max(1));
+        self.completed += 1;
+        self.bytes += done.bytes;
+        self.last_done = now;
+        if !(200..300).contains(&done.status) {
+            self.errors[ErrorKind::Non2xx as usize] += 1;
+        } else if done.declared.is_some_and(|d| d != done.body) || !self.shared.length_ok(done.body)
+        {
+            self.errors[ErrorKind::WrongLength as usize] += 1;
+        }
+        if self.config.mode == Mode::Close || done.close {
+            c.stream = None;
+        }
+        self.begin(i);
+    }
+
+    fn fail(&mut self, i: usize, kind: ErrorKind, e: Option<io::Error>) {
+        self.count_error(kind, e.as_ref());
+        self.conns[i].stream = None;
+        self.begin(i);
+    }
+
+    fn count_error(&mut self, kind: ErrorKind, e: Option<&io::Error>) {
+        self.failed += 1;
+        self.errors[kind as usize] += 1;
+        if kind == ErrorKind::Other {
+            if let Some(e) = e {
+                self.note_other(e);
+            }
+        }
+    }
+
+    fn note_other(&mut self, e: &io::Error) {
+        if self.first_other.is_none() {
+            self.first_other = Some(e.to_string());
+        }
+    }
+
+    /// This thread's share of the run's report.
+    pub fn into_report(self, mut report: Report) -> Report {
+        report.completed = self.completed;
+        report.failed = self.failed;
+        report.bytes = self.bytes;
+        report.elapsed = if self.timed_out {
+            self.shared.deadline.duration_since(self.start)
+        } else if self.completed > 0 {
+            self.last_done.duration_since(self.start)
+        } else {
+            // Nothing answered: the run lasted until its last failure.
+            self.start.elapsed()
+        };
+        report.latency_us = self.latency_us;
+        report.errors = self.errors;
+        report.first_other = self.first_other;
+        report.timed_out = self.timed_out;
+        report
+    }
+}

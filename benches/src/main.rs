@@ -1,0 +1,331 @@
+//! The `stoa-bench` command line: `load` (one load run against a URL) and
+//! `compare` (Stoa's backends and peers through the whole matrix).
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+use stoa_bench::affinity::{self, parse_cpu_list};
+use stoa_bench::compare::{self, Peer};
+use stoa_bench::load::{self, Config, ErrorKind, Mode, Report, PERCENTILES};
+use stoa_bench::parse_duration;
+use stoa_bench::target::Target;
+
+/// Load generator and backend comparison harness for Stoa.
+#[derive(Parser)]
+#[command(name = "stoa-bench", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Load one URL (127.0.0.1/localhost only) and report req/s, latency and errors.
+    Load(LoadArgs),
+    /// Start stoa once per poller backend and sweep paths x concurrency x mode.
+    Compare(Box<CompareArgs>),
+}
+
+#[derive(Args)]
+struct LoadArgs {
+    /// Target, e.g. http://127.0.0.1:8000/hello/ (loopback only).
+    url: String,
+    /// Connections at once (up to 10000 and beyond, RLIMIT_NOFILE permitting).
+    #[arg(short = 'c', long, default_value_t = 10)]
+    connections: usize,
+    /// Requests to complete [default: 10000, or unbounded-but-capped with -d].
+    #[arg(short = 'n', long)]
+    requests: Option<u64>,
+    /// Run for this long (e.g. 10s) instead of a request count.
+    #[arg(short = 'd', long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Event-loop threads [default: CPUs available, at most the connections].
+    #[arg(short = 't', long)]
+    threads: Option<usize>,
+    /// Keep-alive (HTTP/1.1) instead of one connection per request (HTTP/1.0).
+    #[arg(short = 'k', long)]
+    keepalive: bool,
+    /// A request unanswered this long counts as a timeout.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    timeout: Duration,
+    /// Time limit for a run bounded by -n.
+    #[arg(long, default_value = "120s", value_parser = parse_duration)]
+    max_time: Duration,
+    /// Request cap for a run bounded by -d.
+    #[arg(long, default_value_t = 100_000_000)]
+    max_requests: u64,
+    /// Pin the load threads to these CPUs (taskset syntax: 1 or 0-3,6).
+    #[arg(long)]
+    cpus: Option<String>,
+}
+
+#[derive(Args)]
+struct CompareArgs {
+    /// The stoa binary [default: `stoa` next to this executable].
+    #[arg(long)]
+    stoa: Option<PathBuf>,
+    /// Where the sample plugins are [default: the stoa binary's directory].
+    #[arg(long)]
+    apps_from: Option<PathBuf>,
+    /// Output directory for NAME.md, NAME.csv and NAME.svg.
+    #[arg(long, default_value = "bench-results")]
+    out: PathBuf,
+    /// Base name of the output files [default: compare, or compare-quick].
+    #[arg(long)]
+    name: Option<String>,
+    /// Poller backends to start stoa with.
+    #[arg(long, value_delimiter = ',', default_value = "select,poll,epoll")]
+    backends: Vec<String>,
+    /// App paths to load.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "/hello/,/article,/demo/sleep-handler/"
+    )]
+    paths: Vec<String>,
+    /// Concurrency levels.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,10,100,1000,5000,10000"
+    )]
+    concurrency: Vec<usize>,
+    /// Modes: keepalive, close.
+    #[arg(long, value_delimiter = ',', default_value = "keepalive,close", value_parser = parse_mode)]
+    modes: Vec<Mode>,
+    /// Requests per point (the 1 s sleep handler gets at most 5 x concurrency).
+    #[arg(long, default_value_t = 10_000)]
+    requests: u64,
+    /// Requests per point at the highest concurrency [default: 5 x --requests].
+    #[arg(long)]
+    requests_at_max: Option<u64>,
+    /// Runs per point; tables show the median and the best.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Idle keep-alive connections held open in the idle scenario (empty: skip it).
+    #[arg(long, value_delimiter = ',', default_value = "0,1000,5000")]
+    idle: Vec<usize>,
+    /// Skip the idle-connections scenario.
+    #[arg(long, conflicts_with = "idle_only")]
+    no_idle: bool,
+    /// Run only the idle-connections scenario (no matrix).
+    #[arg(long)]
+    idle_only: bool,
+    /// Active connections measuring req/s in the idle scenario.
+    #[arg(long, default_value_t = 10)]
+    idle_active: usize,
+    /// An externally started server to add: NAME=URL, or NAME=URL@PID for its CPU and RSS.
+    #[arg(long = "peer", value_parser = Peer::parse)]
+    peers: Vec<Peer>,
+    /// Small matrix (/hello/, c=1,50, 2000 requests, 1 run, idle 0,100); fails on any error.
+    #[arg(long)]
+    quick: bool,
+    /// Exit non-zero if any point is incomplete or had errors (implied by --quick).
+    #[arg(long)]
+    strict: bool,
+    /// A request unanswered this long counts as a timeout.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    timeout: Duration,
+    /// Time limit of one run.
+    #[arg(long, default_value = "120s", value_parser = parse_duration)]
+    max_time: Duration,
+    /// Do not pin the server and the load generator to different CPUs.
+    #[arg(long)]
+    no_pin: bool,
+    /// Load-generator threads [default: the CPUs left to it].
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Pause between runs, for the server to close the last run's connections.
+    #[arg(long, default_value = "200ms", value_parser = parse_duration)]
+    settle: Duration,
+    /// Extra argument passed to every stoa (repeatable), e.g. --stoa-arg=--max-connections=20000.
+    #[arg(long = "stoa-arg", allow_hyphen_values = true)]
+    stoa_args: Vec<String>,
+}
+
+fn parse_mode(s: &str) -> Result<Mode, String> {
+    match s {
+        "keepalive" | "keep-alive" | "k" => Ok(Mode::KeepAlive),
+        "close" | "connection-per-request" => Ok(Mode::Close),
+        _ => Err(format!("unknown mode {s:?} (keepalive, close)")),
+    }
+}
+
+fn main() -> ExitCode {
+    let result = match Cli::parse().command {
+        Command::Load(args) => run_load(args),
+        Command::Compare(args) => run_compare(*args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("stoa-bench: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run_load(a: LoadArgs) -> Result<ExitCode, String> {
+    let target = Target::parse(&a.url)?;
+    let (requests, max_time) = match (a.requests, a.duration) {
+        (n, Some(d)) => (n.unwrap_or(a.max_requests), d),
+        (n, None) => (n.unwrap_or(10_000), a.max_time),
+    };
+    let cpus = match &a.cpus {
+        Some(list) => parse_cpu_list(list)?,
+        None => affinity::allowed_cpus(),
+    };
+    affinity::pin_current(&affinity::cpu_set(&cpus)).map_err(|e| format!("pinning: {e}"))?;
+    let config = Config {
+        target,
+        mode: if a.keepalive {
+            Mode::KeepAlive
+        } else {
+            Mode::Close
+        },
+        connections: a.connections,
+        requests,
+        max_time,
+        threads: a.threads.unwrap_or(cpus.len()).max(1),
+        timeout: a.timeout,
+    };
+    let report = load::run(&config)?;
+    print_report(&config, &report, a.duration.is_some());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_report(c: &Config, r: &Report, by_duration: bool) {
+    println!("target:       {}", c.target.url());
+    println!(
+        "mode:         {} ({} connections, {} thread(s))",
+        c.mode.name(),
+        c.connections,
+        c.threads.min(c.connections)
+    );
+    let ended = if by_duration {
+        "time limit".to_string()
+    } else if r.timed_out {
+        format!(
+            "time limit {:?} reached before the request count (incomplete)",
+            c.max_time
+        )
+    } else {
+        "request count".to_string()
+    };
+    println!("stopped by:   {ended}");
+    println!(
+        "complete:     {} requests, {} failed, in {:.3} s",
+        r.completed,
+        r.failed,
+        r.elapsed.as_secs_f64()
+    );
+    println!("requests/s:   {:.1}", r.req_per_sec());
+    println!(
+        "transfer:     {:.2} MiB/s ({} bytes received)",
+        r.bytes_per_sec() / (1024.0 * 1024.0),
+        r.bytes
+    );
+    println!("latency (ms), share of requests answered within:");
+    for p in PERCENTILES {
+        println!("  {:>4}%  {:>10.3}", p, r.percentile_ms(p));
+    }
+    let errors: Vec<String> = ErrorKind::ALL
+        .iter()
+        .map(|k| format!("{} {}", k.name(), r.errors[*k as usize]))
+        .collect();
+    println!("errors:       {}", errors.join(", "));
+    if let Some(e) = &r.first_other {
+        println!("first other error: {e}");
+    }
+}
+
+/// Idle connections must outlive the idle scenario's runs: a host with a
+/// keep-alive timeout gets a long one unless the user chose one.
+fn with_idle_keep_alive(stoa: &std::path::Path, mut args: Vec<String>) -> Vec<String> {
+    const FLAG: &str = "--keep-alive-timeout";
+    if !args.iter().any(|a| a.starts_with(FLAG)) && stoa_bench::server::supports_flag(stoa, FLAG) {
+        args.push(format!("{FLAG}=600"));
+    }
+    args
+}
+
+fn run_compare(a: CompareArgs) -> Result<ExitCode, String> {
+    let exe_dir = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("."));
+    let stoa = a.stoa.unwrap_or_else(|| exe_dir.join("stoa"));
+    let apps_from = a
+        .apps_from
+        .or_else(|| stoa.parent().map(PathBuf::from))
+        .unwrap_or(exe_dir);
+    let stoa_for_args = stoa.clone();
+    let pin = if a.no_pin {
+        None
+    } else {
+        affinity::split_for_benchmark()
+    };
+    let load_cpus = pin
+        .as_ref()
+        .map_or_else(affinity::allowed_cpus, |(_, l)| l.clone());
+    let work_dir = std::env::temp_dir().join(format!("stoa-bench-{}", std::process::id()));
+    let mut opts = compare::Options {
+        stoa,
+        apps_from,
+        backends: a.backends,
+        paths: a.paths,
+        concurrency: a.concurrency,
+        modes: a.modes,
+        requests: a.requests,
+        requests_at_max: a.requests_at_max.unwrap_or(a.requests * 5),
+        runs: a.runs.max(1),
+        idle: if a.no_idle { Vec::new() } else { a.idle },
+        sweep: !a.idle_only,
+        idle_active: a.idle_active,
+        peers: a.peers,
+        timeout: a.timeout,
+        max_time: a.max_time,
+        pin,
+        threads: a.threads.unwrap_or(load_cpus.len()).max(1),
+        stoa_args: with_idle_keep_alive(&stoa_for_args, a.stoa_args),
+        settle: a.settle,
+        work_dir: work_dir.clone(),
+    };
+    if a.quick {
+        opts.paths = vec!["/hello/".into()];
+        opts.concurrency = vec![1, 50];
+        opts.requests = if a.requests == 10_000 {
+            2_000
+        } else {
+            a.requests
+        };
+        opts.requests_at_max = opts.requests;
+        opts.runs = 1;
+        opts.idle = vec![0, 100];
+        opts.settle = opts.settle.min(Duration::from_millis(50));
+    }
+    let name = a
+        .name
+        .unwrap_or_else(|| if a.quick { "compare-quick" } else { "compare" }.into());
+    eprintln!(
+        "stoa-bench compare: {} with apps from {}; {}",
+        opts.stoa.display(),
+        opts.apps_from.display(),
+        match &opts.pin {
+            Some((s, l)) => format!("server on CPU {s:?}, load on CPU {l:?}"),
+            None => "not pinned (one CPU, or --no-pin)".into(),
+        }
+    );
+    let outcome = compare::run(&opts);
+    let _ = std::fs::remove_dir_all(&work_dir);
+    let outcome = outcome?;
+    let md = compare::write_outputs(&outcome, &a.out, &name)?;
+    print!("{md}");
+    eprintln!("wrote {}/{name}.{{md,csv,svg}}", a.out.display());
+    if (a.quick || a.strict) && !outcome.all_ok() {
+        eprintln!("stoa-bench: some points are incomplete or had errors");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}

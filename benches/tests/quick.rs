@@ -1,0 +1,111 @@
+//! CI smoke test: `stoa-bench compare --quick` against the `stoa` binary of
+//! this test's own profile, with the sample plugins built first. Asserts the
+//! table is complete and error-free; never a speed threshold.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// `target/<profile>`, where cargo put this test's `stoa-bench` and `stoa`.
+fn profile_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_stoa-bench"))
+        .parent()
+        .expect("the binary lives in target/<profile>")
+        .to_path_buf()
+}
+
+/// `cargo test` builds the `stoa` binary but not the cdylib plugins: build
+/// them (and stoa) in the same profile, from the workspace root.
+fn build_server_and_plugins(profile_dir: &Path) {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("benches/ is in the workspace");
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.current_dir(workspace).args([
+        "build",
+        "-p",
+        "stoa",
+        "-p",
+        "hello-project",
+        "-p",
+        "article",
+        "-p",
+        "environ",
+        "-p",
+        "demo",
+    ]);
+    match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => {}
+        Some("release") => {
+            cmd.arg("--release");
+        }
+        Some(other) => {
+            cmd.args(["--profile", other]);
+        }
+    }
+    let status = cmd.status().expect("run cargo build");
+    assert!(
+        status.success(),
+        "cargo build of stoa and the sample plugins failed"
+    );
+}
+
+#[test]
+fn quick_compare_is_complete_and_error_free() {
+    let dir = profile_dir();
+    build_server_and_plugins(&dir);
+    let out = std::env::temp_dir().join(format!("stoa-bench-quick-{}", std::process::id()));
+    let output = Command::new(env!("CARGO_BIN_EXE_stoa-bench"))
+        .args([
+            "compare",
+            "--quick",
+            "--requests",
+            "500",
+            "--max-time",
+            "30s",
+        ])
+        .arg("--stoa")
+        .arg(dir.join("stoa"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run stoa-bench");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "stoa-bench failed:\n{stdout}\n{stderr}"
+    );
+
+    // Data rows of the two markdown tables: the matrix, then the idle scenario.
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| server"))
+        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+        .collect();
+    let (sweep, idle): (Vec<_>, Vec<_>) = rows.iter().partition(|r| r.len() == 14);
+    // 3 backends x 1 path x 2 modes x 2 concurrency levels; 3 x 2 idle levels.
+    assert_eq!(sweep.len(), 12, "matrix rows:\n{stdout}");
+    assert_eq!(idle.len(), 6, "idle rows:\n{stdout}");
+    for backend in ["select", "poll", "epoll"] {
+        assert_eq!(
+            sweep.iter().filter(|r| r[0] == backend).count(),
+            4,
+            "{backend}:\n{stdout}"
+        );
+    }
+    for r in &sweep {
+        assert_eq!((r[10], r[11]), ("0", "yes"), "errors/complete in {r:?}");
+        assert!(r[5].parse::<f64>().is_ok_and(|v| v > 0.0), "req/s in {r:?}");
+    }
+    for r in &idle {
+        assert_eq!((r[8], r[9]), ("0", "yes"), "errors/complete in {r:?}");
+    }
+    for ext in ["md", "csv", "svg"] {
+        let file = out.join(format!("compare-quick.{ext}"));
+        let len = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+        assert!(len > 100, "{} missing or empty", file.display());
+    }
+    let csv = std::fs::read_to_string(out.join("compare-quick.csv")).unwrap_or_default();
+    assert_eq!(csv.lines().count(), 1 + 12 + 6, "{csv}");
+    let _ = std::fs::remove_dir_all(&out);
+}
