@@ -155,23 +155,10 @@ impl Poller for PollPoller {
 
 #[cfg(test)]
 mod tests {
+    use super::super::sys::tests::{pair, wait_now};
     use super::*;
     use std::io::{Read, Write};
     use std::os::fd::AsRawFd;
-    use std::os::unix::net::UnixStream;
-
-    fn pair() -> (UnixStream, UnixStream) {
-        let (a, b) = UnixStream::pair().unwrap();
-        a.set_nonblocking(true).unwrap();
-        b.set_nonblocking(true).unwrap();
-        (a, b)
-    }
-
-    fn wait_now(p: &mut PollPoller) -> Vec<Event> {
-        let mut events = Vec::new();
-        p.wait(&mut events, Some(Duration::ZERO)).unwrap();
-        events
-    }
 
     /// Checks the internal tables agree with each other.
     fn check_tables(p: &PollPoller) {

@@ -259,23 +259,10 @@ impl Poller for SelectPoller {
 #[cfg(test)]
 mod tests {
     use super::super::sys::tests::high_fd;
+    use super::super::sys::tests::{pair, wait_now};
     use super::*;
     use std::io::{Read, Write};
     use std::os::fd::AsRawFd;
-    use std::os::unix::net::UnixStream;
-
-    fn pair() -> (UnixStream, UnixStream) {
-        let (a, b) = UnixStream::pair().unwrap();
-        a.set_nonblocking(true).unwrap();
-        b.set_nonblocking(true).unwrap();
-        (a, b)
-    }
-
-    fn wait_now(p: &mut SelectPoller) -> Vec<Event> {
-        let mut events = Vec::new();
-        p.wait(&mut events, Some(Duration::ZERO)).unwrap();
-        events
-    }
 
     #[test]
     fn refuses_fds_at_or_above_fd_setsize() {

@@ -135,6 +135,24 @@ pub(crate) fn not_registered(fd: RawFd) -> io::Error {
 pub(crate) mod tests {
     use super::*;
 
+    /// A connected, non-blocking socket pair.
+    pub(crate) fn pair() -> (
+        std::os::unix::net::UnixStream,
+        std::os::unix::net::UnixStream,
+    ) {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        b.set_nonblocking(true).unwrap();
+        (a, b)
+    }
+
+    /// The events ready now, without waiting.
+    pub(crate) fn wait_now(p: &mut dyn crate::poller::Poller) -> Vec<crate::poller::Event> {
+        let mut events = Vec::new();
+        p.wait(&mut events, Some(Duration::ZERO)).unwrap();
+        events
+    }
+
     #[test]
     fn timeout_rounds_up_to_milliseconds() {
         assert_eq!(timeout_ms(None), -1);
