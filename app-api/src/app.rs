@@ -2,7 +2,7 @@
 //! `Responder` that answers once, and helpers on `Request` and `Response`.
 
 use crate::abi::{Header, Request, ResponderBox, Response};
-use abi_stable::std_types::{RString, RVec};
+use abi_stable::std_types::{RSlice, RStr, RString, RVec};
 
 /// A web application hosted by Stoa. Implement `call` for an app that
 /// answers at once, or `handle` for one that answers later (from a timer or
@@ -100,6 +100,31 @@ impl Response {
 }
 
 impl<'a> Request<'a> {
+    /// A request as the host would hand it for `method` on `script_name` +
+    /// `path_info` with `query`: HTTP/1.1 from 127.0.0.1:5000 to
+    /// 127.0.0.1:8000, no headers, no body. For apps' unit tests; override
+    /// fields with struct update syntax (`Request { headers, ..sample }`).
+    pub fn sample(
+        method: &'a str,
+        script_name: &'a str,
+        path_info: &'a str,
+        query: &'a str,
+    ) -> Self {
+        Request {
+            method: RStr::from(method),
+            version_minor: 1,
+            scheme: RStr::from("http"),
+            server_name: RStr::from("127.0.0.1"),
+            server_port: 8000,
+            peer: RStr::from("127.0.0.1:5000"),
+            script_name: RStr::from(script_name),
+            path_info: RStr::from(path_info),
+            query: RStr::from(query),
+            headers: RSlice::from_slice(&[]),
+            body: RSlice::from_slice(&[]),
+        }
+    }
+
     /// The first header with this name (ASCII case-insensitive).
     pub fn header(&self, name: &str) -> Option<&'a [u8]> {
         self.headers
@@ -134,21 +159,11 @@ impl<'a> Request<'a> {
 mod tests {
     use super::*;
     use crate::abi::HeaderRef;
-    use abi_stable::std_types::{RSlice, RStr};
 
     fn request<'a>(headers: &'a [HeaderRef<'a>], query: &'a str) -> Request<'a> {
         Request {
-            method: RStr::from("GET"),
-            version_minor: 1,
-            scheme: RStr::from("http"),
-            server_name: RStr::from("127.0.0.1"),
-            server_port: 8000,
-            peer: RStr::from("127.0.0.1:5000"),
-            script_name: RStr::from("/app"),
-            path_info: RStr::from("/x"),
-            query: RStr::from(query),
             headers: RSlice::from_slice(headers),
-            body: RSlice::from_slice(&[]),
+            ..Request::sample("GET", "/app", "/x", query)
         }
     }
 

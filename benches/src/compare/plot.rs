@@ -126,6 +126,34 @@ fn series(
     out
 }
 
+/// Draws the mesh, one line with its points per series, and the legend: the
+/// same for a linear and a logarithmic y axis, whose chart types differ.
+macro_rules! draw_lines {
+    ($c:expr, $y_desc:expr, $lines:expr) => {{
+        let c = &mut $c;
+        let (y_desc, lines) = ($y_desc, $lines);
+        c.configure_mesh()
+            .x_desc("connections")
+            .y_desc(y_desc)
+            .x_label_formatter(&|v| format!("{v:.0}"))
+            .y_label_formatter(&|v| format_value(*v))
+            .draw()?;
+        for (i, (name, pts)) in lines.iter().enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            c.draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))?
+                .label(name.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2))
+                });
+            c.draw_series(pts.iter().map(|&xy| Circle::new(xy, 3, color.filled())))?;
+        }
+        c.configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+    }};
+}
+
 fn draw<DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
     title: &str,
@@ -147,46 +175,10 @@ fn draw<DB: DrawingBackend>(
     if log_y {
         let mut c = chart
             .build_cartesian_2d(x_range.log_scale(), (y_min / 2.0..y_max * 2.0).log_scale())?;
-        c.configure_mesh()
-            .x_desc("connections")
-            .y_desc(y_desc)
-            .x_label_formatter(&|v| format!("{v:.0}"))
-            .y_label_formatter(&|v| format_value(*v))
-            .draw()?;
-        for (i, (name, pts)) in lines.iter().enumerate() {
-            let color = COLORS[i % COLORS.len()];
-            c.draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))?
-                .label(name.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2))
-                });
-            c.draw_series(pts.iter().map(|&xy| Circle::new(xy, 3, color.filled())))?;
-        }
-        c.configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()?;
+        draw_lines!(c, y_desc, lines);
     } else {
         let mut c = chart.build_cartesian_2d(x_range.log_scale(), 0.0..y_max * 1.15)?;
-        c.configure_mesh()
-            .x_desc("connections")
-            .y_desc(y_desc)
-            .x_label_formatter(&|v| format!("{v:.0}"))
-            .y_label_formatter(&|v| format_value(*v))
-            .draw()?;
-        for (i, (name, pts)) in lines.iter().enumerate() {
-            let color = COLORS[i % COLORS.len()];
-            c.draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))?
-                .label(name.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2))
-                });
-            c.draw_series(pts.iter().map(|&xy| Circle::new(xy, 3, color.filled())))?;
-        }
-        c.configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()?;
+        draw_lines!(c, y_desc, lines);
     }
     Ok(())
 }

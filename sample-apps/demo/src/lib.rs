@@ -75,22 +75,9 @@ stoa_app_api::export_app! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use stoa_app_api::abi_stable::std_types::{RSlice, RStr};
 
     fn request(path: &'static str, query: &'static str) -> Request<'static> {
-        Request {
-            method: RStr::from("GET"),
-            version_minor: 1,
-            scheme: RStr::from("http"),
-            server_name: RStr::from("127.0.0.1"),
-            server_port: 8000,
-            peer: RStr::from("127.0.0.1:1"),
-            script_name: RStr::from("/demo"),
-            path_info: RStr::from(path),
-            query: RStr::from(query),
-            headers: RSlice::from_slice(&[]),
-            body: RSlice::from_slice(&[]),
-        }
+        Request::sample("GET", "/demo", path, query)
     }
 
     #[test]

@@ -104,17 +104,14 @@ mod tests {
         body: &[u8],
     ) -> (Response, Value) {
         let request = Request {
-            method: RStr::from(method),
             version_minor,
             scheme: RStr::from("https"),
             server_name: RStr::from("0.0.0.0"),
             server_port: 8443,
             peer: RStr::from("[::1]:40000"),
-            script_name: RStr::from("/_environ"),
-            path_info: RStr::from("/a/b%20c"),
-            query: RStr::from("x=1&y"),
             headers: RSlice::from_slice(headers),
             body: RSlice::from_slice(body),
+            ..Request::sample(method, "/_environ", "/a/b%20c", "x=1&y")
         };
         let response = EnvironApp::new().call(&request);
         let value = serde_json::from_slice(&response.body).unwrap_or(Value::Null);

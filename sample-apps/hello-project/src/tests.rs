@@ -36,17 +36,8 @@ fn call_app(
         });
     }
     let request = Request {
-        method: RStr::from(method),
-        version_minor: 1,
-        scheme: RStr::from("http"),
-        server_name: RStr::from("127.0.0.1"),
-        server_port: 8000,
-        peer: RStr::from("127.0.0.1:5000"),
-        script_name: RStr::from(script_name),
-        path_info: RStr::from(path_info),
-        query: RStr::from(query),
         headers: RSlice::from_slice(&headers),
-        body: RSlice::from_slice(&[]),
+        ..Request::sample(method, script_name, path_info, query)
     };
     app.call(&request)
 }
