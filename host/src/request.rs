@@ -3,6 +3,7 @@
 
 use crate::http::parse::Head;
 use abi_stable::std_types::{RSlice, RStr};
+use smallvec::SmallVec;
 use std::ops::Range;
 use std::sync::Arc;
 use stoa_app_api::{HeaderRef, Request};
@@ -50,7 +51,8 @@ pub fn with_view<R>(
 ) -> R {
     let (path, query) = path_and_query(head, buf);
     let split = split.min(path.len());
-    let headers: Vec<HeaderRef<'_>> = head
+    // On the stack for typical requests: no allocation per request.
+    let headers: SmallVec<[HeaderRef<'_>; 24]> = head
         .headers
         .iter()
         .map(|(n, v)| HeaderRef {
