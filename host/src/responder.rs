@@ -46,7 +46,6 @@ pub struct Inbox {
 
 thread_local! {
     /// The inbox of the loop running on this thread, if any.
-    static LOOP_INBOX: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     static CURRENT: RefCell<Option<Arc<Inbox>>> = const { RefCell::new(None) };
 }
 
@@ -60,7 +59,6 @@ impl Inbox {
 
     /// Marks this thread as the one running `inbox`'s loop.
     pub fn enter(inbox: &Arc<Inbox>) {
-        LOOP_INBOX.with(|c| c.set(queue_key(inbox)));
         CURRENT.with(|c| *c.borrow_mut() = Some(inbox.clone()));
     }
 
@@ -78,8 +76,12 @@ impl Inbox {
         };
         // A non-empty inbox already has a wake-up on its way; the loop's own
         // thread drains the inbox before it waits again.
-        let on_loop = LOOP_INBOX
-            .try_with(|c| c.get() == queue_key(self))
+        let on_loop = CURRENT
+            .try_with(|c| {
+                c.borrow()
+                    .as_deref()
+                    .is_some_and(|i| std::ptr::eq(i, &**self))
+            })
             .unwrap_or(false);
         if was_empty && !on_loop {
             if let Err(e) = self.waker.wake() {

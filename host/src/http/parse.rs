@@ -34,6 +34,22 @@ pub struct Head {
     pub expect_continue: bool,
 }
 
+impl Head {
+    /// The values of every header field named `name` (ASCII
+    /// case-insensitive), in order; `buf` is the request the head was parsed
+    /// from.
+    pub fn values<'a>(
+        &'a self,
+        buf: &'a [u8],
+        name: &'a str,
+    ) -> impl DoubleEndedIterator<Item = &'a [u8]> + 'a {
+        self.headers
+            .iter()
+            .filter(move |(n, _)| buf[n.clone()].eq_ignore_ascii_case(name.as_bytes()))
+            .map(move |(_, v)| &buf[v.clone()])
+    }
+}
+
 fn offset(buf: &[u8], part: &[u8]) -> Range<usize> {
     let start = part.as_ptr() as usize - buf.as_ptr() as usize;
     start..start + part.len()
@@ -270,6 +286,11 @@ mod tests {
         assert_eq!(head.len, raw.len() - 4);
         assert_eq!(head.headers.len(), 2);
         assert_eq!(&raw[head.headers[1].1.clone()], "z");
+        assert_eq!(
+            head.values(raw.as_bytes(), "x-y").collect::<Vec<_>>(),
+            [b"z"]
+        );
+        assert_eq!(head.values(raw.as_bytes(), "nope").next(), None);
         assert!(head.keep_alive);
         assert_eq!(head.body, BodyKind::None);
     }

@@ -181,12 +181,11 @@ fn client_of(
     if trusted.is_empty() || !peer_ip(peer).is_some_and(|ip| trusted.contains(ip)) {
         return (peer.clone(), "http");
     }
-    let header = |name: &str| {
-        head.headers
-            .iter()
-            .rev()
-            .find(|(n, _)| text(buf, n).eq_ignore_ascii_case(name))
-            .map(|(_, v)| text(buf, v))
+    // The last line of each: the one the nearest proxy added.
+    let header = |name| {
+        head.values(buf, name)
+            .next_back()
+            .and_then(|v| std::str::from_utf8(v).ok())
     };
     let client = header("x-forwarded-for")
         .and_then(|xff| forwarded_client(xff, trusted))
@@ -226,13 +225,10 @@ fn submit_blocking(
 }
 
 fn access_info(head: &Head, buf: &[u8]) -> AccessInfo {
-    let header = |name: &str| {
-        head.headers
-            .iter()
-            .find(|(n, _)| text(buf, n).eq_ignore_ascii_case(name))
-            .map_or("-".to_string(), |(_, v)| {
-                String::from_utf8_lossy(&buf[v.clone()]).into_owned()
-            })
+    let header = |name| {
+        head.values(buf, name)
+            .next()
+            .map_or("-".to_string(), |v| String::from_utf8_lossy(v).into_owned())
     };
     AccessInfo {
         request_line: format!(
