@@ -114,20 +114,21 @@ impl Server {
         }
     }
 
-    /// Stops accepting and closes idle connections; busy ones close after
-    /// their current response.
+    /// Stops accepting and closes idle connections, once; busy ones close
+    /// after their current response (it carries `Connection: close`).
     fn drain(&mut self) {
-        if let Some(listener) = self.listener.take() {
-            if self.accepting {
-                let _ = self.poller.deregister(listener.as_raw_fd());
-            }
-            self.accepting = false;
-            log::info!(
-                "worker {}: draining {} connection(s)",
-                self.worker,
-                self.conns.len()
-            );
+        let Some(listener) = self.listener.take() else {
+            return;
+        };
+        if self.accepting {
+            let _ = self.poller.deregister(listener.as_raw_fd());
         }
+        self.accepting = false;
+        log::info!(
+            "worker {}: draining {} connection(s)",
+            self.worker,
+            self.conns.len()
+        );
         let idle: Vec<usize> = self
             .conns
             .iter()
