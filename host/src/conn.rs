@@ -49,6 +49,8 @@ pub enum Deadline {
 
 /// What the access log needs of a request, kept only when it is on.
 pub struct AccessInfo {
+    /// The client as resolved through trusted proxies.
+    pub client: std::sync::Arc<str>,
     pub request_line: String,
     pub referer: String,
     pub user_agent: String,

@@ -83,10 +83,18 @@ pub fn load_file(
     })
 }
 
+/// App names by counters slot, in the order first loaded.
+static SLOT_NAMES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// The app name a counters slot belongs to.
+pub fn slot_name(slot: usize) -> String {
+    let names = SLOT_NAMES.lock().unwrap_or_else(|p| p.into_inner());
+    names.get(slot).cloned().unwrap_or_else(|| "?".to_string())
+}
+
 /// The counters slot for an app name: stable for the process's life.
 fn stats_slot(name: &str) -> usize {
-    static NAMES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-    let mut names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
+    let mut names = SLOT_NAMES.lock().unwrap_or_else(|p| p.into_inner());
     match names.iter().position(|n| n == name) {
         Some(i) => i,
         None => {

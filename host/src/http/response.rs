@@ -125,7 +125,9 @@ pub fn write_response(
     persist: Persist,
     date: &str,
 ) {
-    let status = if (100..1000).contains(&resp.status) {
+    // Only final statuses are written here (the interim 100 Continue is
+    // written by the connection itself).
+    let status = if (200..600).contains(&resp.status) {
         resp.status
     } else {
         500

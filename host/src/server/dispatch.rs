@@ -31,8 +31,11 @@ impl Server {
             return false;
         };
         let (path, _) = path_and_query(head, buf);
+        // The client the request speaks for: the peer, or the one a trusted
+        // proxy names. Status rules, apps and the access log all see it.
+        let (client, scheme) = client_of(&shared, head, buf, &conn.peer);
         let host_answer = if path.starts_with(admin::PREFIX) {
-            admin::answer(&shared, path, &conn.peer)
+            admin::answer(&shared, path, &client)
         } else {
             None
         };
@@ -58,7 +61,7 @@ impl Server {
             access: shared
                 .access_log
                 .as_ref()
-                .map(|_| Box::new(access_info(head, buf))),
+                .map(|_| Box::new(access_info(head, buf, &client))),
         });
         conn.phase = Phase::Dispatched;
 
@@ -70,11 +73,10 @@ impl Server {
                     return false;
                 };
                 let (path, _) = path_and_query(head, buf);
-                let (peer, scheme) = client_of(&shared, head, buf, &conn.peer);
                 let meta = Meta {
                     server_name: self.server_name.clone(),
                     server_port: self.server_port,
-                    peer,
+                    peer: client,
                     scheme,
                 };
                 let (answer, blocking_path) = with_view(head, buf, body, split, &meta, |request| {
@@ -126,6 +128,7 @@ impl Server {
         if self.shared.control.draining() {
             pending.persist = Persist::Close;
         }
+        let response = final_status(response, pending.slot);
         self.shared.stats[self.worker]
             .app(pending.slot)
             .record(response.status, pending.started.elapsed());
@@ -137,7 +140,7 @@ impl Server {
         );
         if let (Some(log), Some(info)) = (&self.shared.access_log, &pending.access) {
             log.write(
-                &conn.peer,
+                &info.client,
                 &info.request_line,
                 response.status,
                 if pending.head_only {
@@ -156,6 +159,22 @@ impl Server {
             pending.started.elapsed()
         );
     }
+}
+
+/// An app's answer must be a final status (200-599): 1xx are the host's to
+/// send (a 100 or 101 sent as the answer would make the client read the
+/// next response as this one's), and anything else is no status at all.
+/// Such an answer becomes a 500, logged with the app's name.
+fn final_status(response: Response, slot: Option<usize>) -> Response {
+    if (200..=599).contains(&response.status) {
+        return response;
+    }
+    let app = slot.map_or_else(|| "(host)".to_string(), crate::loader::slot_name);
+    log::error!(
+        "app {app} answered status {}, which is not a final HTTP status (200-599); sending 500",
+        response.status
+    );
+    host_response(500, "the app answered an invalid status")
 }
 
 /// Tornado's blocking log threshold: app code should never hold the loop.
@@ -224,13 +243,14 @@ fn submit_blocking(
     }
 }
 
-fn access_info(head: &Head, buf: &[u8]) -> AccessInfo {
+fn access_info(head: &Head, buf: &[u8], client: &Arc<str>) -> AccessInfo {
     let header = |name| {
         head.values(buf, name)
             .next()
             .map_or("-".to_string(), |v| String::from_utf8_lossy(v).into_owned())
     };
     AccessInfo {
+        client: client.clone(),
         request_line: format!(
             "{} {} HTTP/1.{}",
             text(buf, &head.method),

@@ -9,7 +9,9 @@
 //! - `/big` answers a 4 MiB body (byte `i` is `i % 251`) that cannot fit in
 //!   a socket buffer, so the host has to wait for writability;
 //! - `/timer-panic` hands its responder to a host timer (`call_later`,
-//!   10 ms) whose callback panics, so the responder is dropped unanswered.
+//!   10 ms) whose callback panics, so the responder is dropped unanswered;
+//! - `/status?N` answers with status `N` whatever it is (100, 101, 0, 700...),
+//!   with the body "status N".
 
 use std::time::Duration;
 use stoa_app_api::{App, Request, Responder, Response};
@@ -52,6 +54,10 @@ impl App for Misbehave {
                 responder.respond(Response::new(200).with_body(body));
             }
             "/ok" => responder.respond(Response::text(200, "ok")),
+            "/status" => {
+                let code = request.query.as_str().parse().unwrap_or(0);
+                responder.respond(Response::text(code, &format!("status {code}")));
+            }
             "/timer-panic" => match stoa_app_api::host() {
                 Some(host) => host.call_later(Duration::from_millis(10), move || {
                     let _owned = responder;
