@@ -21,4 +21,5 @@ mod loader;
 mod misbehave;
 mod operations;
 mod protocol;
+mod rfc9112;
 mod security;

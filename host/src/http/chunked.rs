@@ -147,8 +147,16 @@ fn check_trailer(line: &[u8]) -> Result<(), HttpError> {
 }
 
 fn parse_size(line: &[u8]) -> Result<usize, HttpError> {
-    let digits = line.split(|&b| b == b';').next().unwrap_or_default();
-    let digits = digits.strip_suffix(b" ").unwrap_or(digits);
+    let mut parts = line.splitn(2, |&b| b == b';');
+    let mut digits = parts.next().unwrap_or_default();
+    if parts.next().is_some() {
+        // Whitespace may stand before an extension's `;` (RFC 9112 §7.1.1, BWS).
+        while let [rest @ .., b' ' | b'\t'] = digits {
+            digits = rest;
+        }
+    } else {
+        digits = digits.strip_suffix(b" ").unwrap_or(digits);
+    }
     if digits.is_empty() || digits.len() > 15 {
         return Err(HttpError::Framing("invalid chunk size"));
     }
@@ -178,6 +186,15 @@ mod tests {
         assert_eq!(out, b"Wikipedia");
         assert!(done);
         assert_eq!(&raw[n..], b"NEXT");
+    }
+
+    #[test]
+    fn whitespace_before_an_extension_is_allowed() {
+        for raw in [&b"5\t;a=b\r\npedia\r\n0\r\n\r\n"[..], b"5 \t ;a\r\npedia\r\n0\r\n\r\n"] {
+            let (out, _, done) = decode_all(raw).unwrap();
+            assert_eq!((out.as_slice(), done), (&b"pedia"[..], true));
+        }
+        assert!(decode_all(b"5\t\r\npedia\r\n0\r\n\r\n").is_err());
     }
 
     #[test]

@@ -73,7 +73,7 @@ pub fn parse_head(buf: &[u8], params: &ConnParams) -> Result<Option<Head>, HttpE
     let status = match req.parse_with_uninit_headers(buf, &mut storage[..slots]) {
         Ok(s) => s,
         Err(httparse::Error::TooManyHeaders) => return Err(HttpError::TooManyHeaders),
-        Err(httparse::Error::Version) => return Err(version_error(buf)),
+        Err(httparse::Error::Version) => return parse_later_minor(buf, params),
         Err(httparse::Error::Token) => {
             return Err(HttpError::Malformed(
                 "invalid token in method or header name",
@@ -93,14 +93,16 @@ pub fn parse_head(buf: &[u8], params: &ConnParams) -> Result<Option<Head>, HttpE
             return check_partial(buf, params).map(|()| None);
         }
     };
-    if len > params.max_head {
-        return Err(HttpError::HeadTooLarge);
-    }
     let (Some(method), Some(path), Some(version)) = (req.method, req.path, req.version) else {
         return Err(HttpError::Malformed("incomplete request line"));
     };
+    // The more specific limit first: a long target is 414 even when the
+    // head is over its limit too.
     if path.len() > params.max_request_line {
         return Err(HttpError::UriTooLong);
+    }
+    if len > params.max_head {
+        return Err(HttpError::HeadTooLarge);
     }
     let mut head = Head {
         method: offset(buf, method.as_bytes()),
@@ -113,8 +115,10 @@ pub fn parse_head(buf: &[u8], params: &ConnParams) -> Result<Option<Head>, HttpE
         expect_continue: false,
     };
     let mut content_length: Option<usize> = None;
-    let mut chunked = false;
+    // Transfer-Encoding is one list across all its field lines (RFC 9110 §5.3).
+    let mut codings: Vec<&[u8]> = Vec::new();
     let mut hosts = 0;
+    let mut host_field = None;
     let mut host_value: Option<&[u8]> = None;
     for h in req.headers.iter() {
         if h.value.len() > params.max_header_field {
@@ -124,16 +128,21 @@ pub fn parse_head(buf: &[u8], params: &ConnParams) -> Result<Option<Head>, HttpE
             .push((offset(buf, h.name.as_bytes()), offset(buf, h.value)));
         let name = h.name;
         if name.eq_ignore_ascii_case("content-length") {
-            let n = parse_content_length(h.value)?;
-            if content_length.is_some_and(|prev| prev != n) {
-                return Err(HttpError::Framing("differing Content-Length headers"));
+            // Repeated, even with the same value, as nginx does: 400.
+            if content_length.is_some() {
+                return Err(HttpError::Framing("more than one Content-Length"));
             }
-            content_length = Some(n);
+            content_length = Some(parse_content_length(h.value)?);
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            if chunked {
-                return Err(HttpError::Framing("chunked applied more than once"));
+            codings.extend(
+                h.value
+                    .split(|&b| b == b',')
+                    .map(<[u8]>::trim_ascii)
+                    .filter(|c| !c.is_empty()),
+            );
+            if codings.is_empty() {
+                return Err(HttpError::Framing("empty Transfer-Encoding"));
             }
-            chunked = parse_transfer_encoding(h.value)?;
         } else if name.eq_ignore_ascii_case("connection") {
             if has_token(h.value, "close") {
                 head.keep_alive = false;
@@ -143,6 +152,7 @@ pub fn parse_head(buf: &[u8], params: &ConnParams) -> Result<Option<Head>, HttpE
         } else if name.eq_ignore_ascii_case("host") {
             hosts += 1;
             host_value = Some(h.value);
+            host_field = Some(head.headers.len() - 1);
         } else if name.eq_ignore_ascii_case("expect") {
             if h.value.eq_ignore_ascii_case(b"100-continue") {
                 // An HTTP/1.0 client is never sent a 1xx (RFC 9110 §15.2).
@@ -162,6 +172,17 @@ pub fn parse_head(buf: &[u8], params: &ConnParams) -> Result<Option<Head>, HttpE
     if !host_value.is_some_and(valid_host) && hosts == 1 {
         return Err(HttpError::Malformed("invalid Host header"));
     }
+    // RFC 9112 §3.2.2: with an absolute-form target, the target's authority
+    // is the host, whatever the Host field says; apps see it as Host.
+    if let Some(authority) = absolute_authority(path) {
+        if authority.is_empty() || !valid_host(authority.as_bytes()) {
+            return Err(HttpError::Malformed("invalid host in the request-target"));
+        }
+        if let Some(i) = host_field {
+            head.headers[i].1 = offset(buf, authority.as_bytes());
+        }
+    }
+    let chunked = !codings.is_empty() && transfer_coding(&codings)?;
     // RFC 9112 §6.1: Transfer-Encoding in HTTP/1.0 means faulty framing.
     if chunked && version == 0 {
         return Err(HttpError::Framing(
@@ -212,11 +233,14 @@ fn valid_host(value: &[u8]) -> bool {
 /// An incomplete head is still bounded: a request line without its CRLF is
 /// limited by `max_request_line` (414), the whole head by `max_head` (431).
 fn check_partial(buf: &[u8], params: &ConnParams) -> Result<(), HttpError> {
-    let line_end = buf.iter().position(|&b| b == b'\n');
-    match line_end {
-        None if buf.len() > params.max_request_line => Err(HttpError::UriTooLong),
-        _ if buf.len() > params.max_head => Err(HttpError::HeadTooLarge),
-        _ => Ok(()),
+    let line = buf.iter().position(|&b| b == b'\n').unwrap_or(buf.len());
+    // The request line holds the method and version too: a few bytes more.
+    if line > params.max_request_line + 32 {
+        Err(HttpError::UriTooLong)
+    } else if buf.len() > params.max_head {
+        Err(HttpError::HeadTooLarge)
+    } else {
+        Ok(())
     }
 }
 
@@ -232,21 +256,56 @@ fn parse_content_length(value: &[u8]) -> Result<usize, HttpError> {
         .ok_or(HttpError::Framing("Content-Length is not a plain number"))
 }
 
-/// Only a lone, final `chunked` is accepted (RFC 9112 §6.3): another coding
-/// is not implemented (501), a list not ending in chunked cannot be framed.
-fn parse_transfer_encoding(value: &[u8]) -> Result<bool, HttpError> {
-    let codings: Vec<&[u8]> = value
-        .split(|&b| b == b',')
-        .map(|c| c.trim_ascii())
-        .filter(|c| !c.is_empty())
-        .collect();
-    match codings.as_slice() {
-        [one] if one.eq_ignore_ascii_case(b"chunked") => Ok(true),
-        [.., last] if !last.eq_ignore_ascii_case(b"chunked") => Err(HttpError::Framing(
+/// The codings of every Transfer-Encoding line, in order. Only a lone
+/// `chunked` is accepted (RFC 9112 §6.3): a list not ending in chunked cannot
+/// be framed (400), chunked twice is an error (400), and another coding
+/// before chunked is not implemented (501).
+fn transfer_coding(codings: &[&[u8]]) -> Result<bool, HttpError> {
+    let is_chunked = |c: &&[u8]| c.eq_ignore_ascii_case(b"chunked");
+    match codings {
+        [one] if is_chunked(one) => Ok(true),
+        [.., last] if !is_chunked(last) => Err(HttpError::Framing(
             "Transfer-Encoding does not end in chunked",
         )),
+        [first @ .., _] if first.iter().any(is_chunked) => {
+            Err(HttpError::Framing("chunked applied more than once"))
+        }
         [] => Err(HttpError::Framing("empty Transfer-Encoding")),
         _ => Err(HttpError::UnsupportedCoding),
+    }
+}
+
+/// The authority of an absolute-form target (`http://a.example:8/x` ->
+/// `a.example:8`), or `None` for other forms.
+fn absolute_authority(target: &str) -> Option<&str> {
+    let rest = ["http://", "https://"]
+        .iter()
+        .find_map(|scheme| {
+            target
+                .get(..scheme.len())
+                .filter(|p| p.eq_ignore_ascii_case(scheme))
+                .map(|_| &target[scheme.len()..])
+        })?;
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    Some(&rest[..end])
+}
+
+/// `HTTP/1.2` and any later 1.x minor are served as HTTP/1.1 (RFC 9110
+/// §2.5); httparse only knows 1.0 and 1.1, so the head is parsed from a copy
+/// whose version reads `HTTP/1.1` (same length: every offset still holds).
+/// Any other version is refused as before.
+fn parse_later_minor(buf: &[u8], params: &ConnParams) -> Result<Option<Head>, HttpError> {
+    let line_end = buf.iter().position(|&b| b == b'\n').unwrap_or(buf.len());
+    let line = &buf[..line_end];
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let start = line.iter().rposition(|&b| b == b' ').map_or(0, |i| i + 1);
+    match &line[start..] {
+        [b'H', b'T', b'T', b'P', b'/', b'1', b'.', minor] if (b'2'..=b'9').contains(minor) => {
+            let mut copy = buf.to_vec();
+            copy[start..start + 8].copy_from_slice(b"HTTP/1.1");
+            parse_head(&copy, params)
+        }
+        _ => Err(version_error(buf)),
     }
 }
 
@@ -363,6 +422,69 @@ mod tests {
             parse("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"),
             Err(HttpError::Framing(_))
         ));
+    }
+
+    #[test]
+    fn transfer_encoding_is_one_list_across_lines() {
+        let te = |lines: &str| parse(&format!("POST / HTTP/1.1\r\nHost: x\r\n{lines}\r\n"));
+        assert!(matches!(
+            te("Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n"),
+            Err(HttpError::UnsupportedCoding)
+        ));
+        assert_eq!(
+            te("Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n").err(),
+            Some(HttpError::Framing("chunked applied more than once"))
+        );
+        assert_eq!(
+            te("Transfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n").err(),
+            Some(HttpError::Framing("Transfer-Encoding does not end in chunked"))
+        );
+        assert_eq!(
+            te("Transfer-Encoding: chunked\r\n").unwrap().unwrap().body,
+            BodyKind::Chunked
+        );
+    }
+
+    #[test]
+    fn repeated_content_length_is_400_even_when_equal() {
+        for cl in ["Content-Length: 5\r\nContent-Length: 5", "Content-Length: 5, 5"] {
+            let r = parse(&format!("POST / HTTP/1.1\r\nHost: x\r\n{cl}\r\n\r\n"));
+            assert!(matches!(r, Err(HttpError::Framing(_))), "{cl}: {r:?}");
+        }
+    }
+
+    #[test]
+    fn later_http_1_minors_are_served_as_1_1() {
+        let raw = "GET /a HTTP/1.2\r\nHost: x\r\nX: y\r\n\r\n";
+        let head = parse(raw).unwrap().unwrap();
+        assert_eq!(head.version_minor, 1);
+        assert!(head.keep_alive);
+        assert_eq!(&raw[head.target.clone()], "/a");
+        assert_eq!(head.values(raw.as_bytes(), "x").next(), Some(&b"y"[..]));
+        assert_eq!(parse("GET / HTTP/2.0\r\n\r\n").err(), Some(HttpError::VersionNotSupported));
+        assert!(matches!(parse("GET / HTTP/1.x\r\n\r\n"), Err(HttpError::Malformed(_))));
+    }
+
+    #[test]
+    fn absolute_form_authority_is_the_host() {
+        let raw = "GET http://a.example:81/x?q HTTP/1.1\r\nHost: b\r\n\r\n";
+        let head = parse(raw).unwrap().unwrap();
+        let hosts: Vec<_> = head.values(raw.as_bytes(), "host").collect();
+        assert_eq!(hosts, [b"a.example:81"]);
+        assert!(parse("GET http:///x HTTP/1.1\r\nHost: b\r\n\r\n").is_err());
+        assert!(parse("GET http://u@h/x HTTP/1.1\r\nHost: b\r\n\r\n").is_err());
+    }
+
+    #[test]
+    fn a_long_target_is_414_even_past_the_head_limit() {
+        let p = ConnParams {
+            max_head: 16 * 1024,
+            ..ConnParams::default()
+        };
+        let long = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(100 * 1024));
+        assert_eq!(parse_head(long.as_bytes(), &p).err(), Some(HttpError::UriTooLong));
+        let cut = &long.as_bytes()[..long.len() - 2];
+        assert_eq!(parse_head(cut, &p).err(), Some(HttpError::UriTooLong));
     }
 
     #[test]
