@@ -49,7 +49,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
         .map(|_| poller::create_by_flag(&cli.poller))
         .collect::<Result<_, _>>()?;
     let poller_name = pollers[0].name();
-    let fd_limit = pollers[0].fd_limit();
+    let fd_limit = pollers[0].features().fd_limit;
     let max_connections = connection_cap(fd_limit, cli.max_connections, workers);
     match fd_limit {
         Some(limit) => {

@@ -229,8 +229,9 @@ impl Conn {
             (true, true) => Interest::BOTH,
             (true, false) => Interest::READABLE,
             (false, true) => Interest::WRITABLE,
-            // Nothing to do until the app answers; stay registered for
-            // hang-ups (poll and select report them regardless).
+            // Nothing to do until the app answers; stay registered (poll
+            // and epoll still report hang-ups, select does not: there the
+            // answer's write finds the peer gone).
             (false, false) => Interest::NONE,
         }
     }

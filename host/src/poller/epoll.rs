@@ -2,7 +2,7 @@
 //! for both readable and writable, so the connection code never re-arms it
 //! (one `epoll_ctl` per connection, not one per request).
 
-use super::{Event, Interest, Poller, Token, Wake, WAKER};
+use super::{Event, Features, Interest, Poller, Token, Wake, WAKER};
 use mio::unix::SourceFd;
 use std::io;
 use std::os::fd::RawFd;
@@ -47,6 +47,16 @@ fn mio_interest(interest: Interest) -> mio::Interest {
 impl Poller for EpollPoller {
     fn name(&self) -> &'static str {
         "epoll"
+    }
+
+    fn features(&self) -> Features {
+        Features {
+            hup_flag: true,
+            edge_triggered: true,
+            // Registered once for both directions: hang-ups always show.
+            hup_without_interest: true,
+            fd_limit: None,
+        }
     }
 
     fn register(&mut self, fd: RawFd, token: Token, interest: Interest) -> io::Result<()> {

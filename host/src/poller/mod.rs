@@ -32,7 +32,9 @@ impl Interest {
     pub const READABLE: Interest = Interest(1);
     pub const WRITABLE: Interest = Interest(2);
     pub const BOTH: Interest = Interest(3);
-    /// Only hang-ups and errors (a connection waiting for its app).
+    /// Nothing (a connection waiting for its app). Backends whose
+    /// `Features::hup_without_interest` is set still report hang-ups and
+    /// errors; on the others a gone peer is noticed at the next write.
     pub const NONE: Interest = Interest(0);
 
     pub fn is_readable(self) -> bool {
@@ -60,16 +62,32 @@ pub trait Wake: Send + Sync {
     fn wake(&self) -> io::Result<()>;
 }
 
+/// What a backend does differently, declared once (as libevent's
+/// `event_method_feature` does) so no caller tests a backend's name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Features {
+    /// Readiness is reported once per change (so the caller must read and
+    /// write until `WouldBlock`), not for as long as it lasts.
+    pub edge_triggered: bool,
+    /// Events carry `hup` when the peer hangs up; without it, a hang-up
+    /// shows as readable (the read returns 0 or the error).
+    pub hup_flag: bool,
+    /// A hang-up or error is reported for a source registered with
+    /// `Interest::NONE`; without it, a peer that goes away while nothing is
+    /// wanted is noticed at the next read or write.
+    pub hup_without_interest: bool,
+    /// The most file descriptors the backend can watch (FD_SETSIZE for
+    /// select), if it has a hard limit.
+    pub fd_limit: Option<usize>,
+}
+
 /// A readiness poller. One per event-loop thread.
 pub trait Poller: Send {
     /// The backend's name, as accepted by `--poller`.
     fn name(&self) -> &'static str;
 
-    /// The most file descriptors this backend can watch (FD_SETSIZE for
-    /// select), if it has a hard limit.
-    fn fd_limit(&self) -> Option<usize> {
-        None
-    }
+    /// How this backend differs from the others.
+    fn features(&self) -> Features;
 
     /// Starts watching `fd` for `interest`, reporting it as `token`.
     fn register(&mut self, fd: RawFd, token: Token, interest: Interest) -> io::Result<()>;
@@ -140,7 +158,6 @@ pub(crate) mod tests {
     use std::time::Instant;
 
     /// The backends that report readiness for as long as it lasts.
-    const LEVEL_TRIGGERED: &[&str] = &["poll", "select"];
 
     /// How long a test waits for an event that should come.
     const PATIENCE: Duration = Duration::from_secs(5);
@@ -206,14 +223,20 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn fd_limits() {
-        for p in backends() {
-            let want = if p.name() == "select" {
-                Some(1024)
-            } else {
-                None
-            };
-            assert_eq!(p.fd_limit(), want, "{}", p.name());
+    fn hang_up_without_interest_is_as_declared() {
+        for mut p in backends() {
+            let p = &mut *p;
+            let (a, b) = unix_pair();
+            p.register(a.as_raw_fd(), Token(5), Interest::NONE).unwrap();
+            drop(b);
+            let seen = events_for(p, Token(5), Duration::from_millis(50));
+            assert_eq!(
+                !seen.is_empty(),
+                p.features().hup_without_interest,
+                "{}: {seen:?}",
+                p.name()
+            );
+            p.deregister(a.as_raw_fd()).unwrap();
         }
     }
 
@@ -268,7 +291,7 @@ pub(crate) mod tests {
             let (a, _b) = unix_pair();
             let fd = a.as_raw_fd();
             p.register(fd, Token(1), Interest::READABLE).unwrap();
-            if !LEVEL_TRIGGERED.contains(&p.name()) {
+            if p.features().edge_triggered {
                 // epoll arms both directions once and ignores reregister.
                 p.reregister(fd, Token(1), Interest::BOTH).unwrap();
                 p.deregister(fd).unwrap();
@@ -400,8 +423,8 @@ pub(crate) mod tests {
     fn peer_close_is_reported() {
         for mut p in backends() {
             let p = &mut *p;
-            // select has no hangup bit: it reports the EOF as readable only.
-            let sees_hup = p.name() != "select";
+            // Without a hangup flag, the EOF is reported as readable only.
+            let sees_hup = p.features().hup_flag;
             let (ua, ub) = unix_pair();
             let (ta, tb) = tcp_pair();
             p.register(ua.as_raw_fd(), Token(1), Interest::READABLE)
@@ -435,7 +458,7 @@ pub(crate) mod tests {
         for mut p in backends() {
             let p = &mut *p;
             let res = p.register(fd, Token(11), Interest::READABLE);
-            if p.name() == "select" {
+            if p.features().fd_limit.is_some_and(|limit| limit <= 1024) {
                 let err = res.unwrap_err();
                 assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
                 assert!(err.to_string().contains(">= FD_SETSIZE (1024)"), "{err}");

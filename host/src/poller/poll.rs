@@ -4,7 +4,7 @@
 //! an fd -> slot map, and the self-pipe waker whose read end sits at slot 0.
 
 use super::sys::{self, syscall, PipeWaker};
-use super::{Event, Interest, Poller, Token, Wake, WAKER};
+use super::{Event, Features, Interest, Poller, Token, Wake, WAKER};
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::RawFd;
@@ -74,6 +74,16 @@ fn to_event(token: Token, revents: libc::c_short) -> Event {
 impl Poller for PollPoller {
     fn name(&self) -> &'static str {
         "poll"
+    }
+
+    fn features(&self) -> Features {
+        Features {
+            hup_flag: true,
+            edge_triggered: false,
+            // POLLHUP and POLLERR are reported whatever `events` asks.
+            hup_without_interest: true,
+            fd_limit: None,
+        }
     }
 
     fn register(&mut self, fd: RawFd, token: Token, interest: Interest) -> io::Result<()> {

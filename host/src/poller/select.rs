@@ -7,12 +7,12 @@
 //! select cannot watch an fd at or above `FD_SETSIZE` (1024); passing one to
 //! `FD_SET` is undefined behaviour in C (libc's Rust port panics), so
 //! `register`/`reregister` refuse such fds with an `InvalidInput` error
-//! instead, and `fd_limit` reports the limit. select also has no hangup bit:
+//! instead, and `features().fd_limit` reports the limit. select also has no hangup bit:
 //! a closed or failed peer shows up as readable (the read returns 0 or the
 //! error), with `hup` always false.
 
 use super::sys::{self, syscall, PipeWaker};
-use super::{Event, Interest, Poller, Token, Wake, WAKER};
+use super::{Event, Features, Interest, Poller, Token, Wake, WAKER};
 use std::io;
 use std::os::fd::RawFd;
 use std::ptr;
@@ -148,8 +148,14 @@ impl Poller for SelectPoller {
         "select"
     }
 
-    fn fd_limit(&self) -> Option<usize> {
-        Some(libc::FD_SETSIZE)
+    fn features(&self) -> Features {
+        Features {
+            hup_flag: false,
+            edge_triggered: false,
+            // A source without interest is in neither set.
+            hup_without_interest: false,
+            fd_limit: Some(libc::FD_SETSIZE),
+        }
     }
 
     fn register(&mut self, fd: RawFd, token: Token, interest: Interest) -> io::Result<()> {
@@ -267,7 +273,7 @@ mod tests {
     #[test]
     fn refuses_fds_at_or_above_fd_setsize() {
         let mut p = SelectPoller::new().unwrap();
-        assert_eq!(p.fd_limit(), Some(1024));
+        assert_eq!(p.features().fd_limit, Some(1024));
         let limit = libc::FD_SETSIZE as RawFd;
         for fd in [limit, limit + 476, RawFd::MAX] {
             let err = p.register(fd, Token(1), Interest::READABLE).unwrap_err();
