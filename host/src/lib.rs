@@ -1,24 +1,35 @@
-//! Stoa's host: the event loop, the pollers, HTTP/1.1, the plugin loader
-//! and the host's own endpoints. The `stoa` binary (main.rs) is a thin
-//! shell over `boot::run`; the modules are public so benches and fuzz
-//! targets can drive the HTTP layer directly.
+//! Stoa's host. The folders are the architecture; arrows run one way
+//! (`server` -> `apps`/`ops` -> `shared`/`inbox`; everything -> `http`/`poller`):
+//!
+//! - `boot`, `cli`, `listen`: flags -> listeners, pollers, workers, signals.
+//! - `server/`: the event loop, one connection's state machine (`conn`),
+//!   dispatching a request to its app, the request view, timeouts, timers and
+//!   the host's side of the responder.
+//! - `http/`: bytes on the wire (parse, chunked, reader, response): no
+//!   sockets, unit- and fuzz-tested.
+//! - `poller/`: the readiness trait and one file per backend; the only home
+//!   of `unsafe`.
+//! - `apps/`: plugins over time (loader, registry, services).
+//! - `ops/`: what operators see and steer (endpoints, stats, access log,
+//!   address rules, run state).
+//! - `shared`, `inbox`: what every worker shares; the loop's completion inbox.
+//!
+//! The `stoa` binary (main.rs) is a thin shell over `boot::run`; `http` and
+//! a few others are public so the benches and the fuzz target can drive the
+//! HTTP layer directly.
 
-pub mod access_log;
-pub mod admin;
+pub mod apps;
 pub mod boot;
 pub mod cli;
-pub mod conn;
-pub mod control;
 pub mod http;
+pub mod inbox;
 pub mod listen;
-pub mod loader;
-pub mod netfilter;
+pub mod ops;
 pub mod poller;
-pub mod registry;
-pub mod request;
-pub mod responder;
 pub mod server;
-pub mod services;
 pub mod shared;
-pub mod stats;
-pub mod timers;
+
+// Paths from before the wings, kept while the round's branches merge.
+pub use apps::{loader, registry, services};
+pub use ops::{access_log, admin, control, netfilter, stats};
+pub use server::{conn, request, responder, timers};

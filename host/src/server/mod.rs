@@ -6,8 +6,12 @@
 //! its connection, never the loop. Dispatching a request to its app is in
 //! `dispatch.rs`, the connection timeouts in `timeouts.rs`.
 
+pub mod conn;
 mod dispatch;
+pub mod request;
+pub mod responder;
 mod timeouts;
+pub mod timers;
 
 use crate::conn::{Conn, Phase, ReadState};
 use crate::http::reader::BufPool;

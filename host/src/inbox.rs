@@ -1,0 +1,102 @@
+//! The loop's inbox: how an app's answer (or a new timer) gets back to the
+//! event loop that owns the connection, from any thread. Completions and
+//! timers are pushed by responders, worker threads and plugin services; the
+//! loop drains them each turn. A push from another thread wakes the loop's
+//! poller; a push from the loop's own thread does not need to.
+
+use crate::poller::{Token, Wake};
+use std::cell::RefCell;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use stoa_app_api::abi::TaskBox;
+use stoa_app_api::Response;
+
+/// One finished request, for the loop to write out.
+pub struct Completion {
+    pub token: Token,
+    pub id: u64,
+    pub response: Response,
+}
+
+/// What other threads (and app callbacks) hand to one event loop.
+#[derive(Default)]
+pub struct InboxItems {
+    pub completions: Vec<Completion>,
+    pub timers: Vec<(Instant, TaskBox)>,
+}
+
+impl InboxItems {
+    fn is_empty(&self) -> bool {
+        self.completions.is_empty() && self.timers.is_empty()
+    }
+}
+
+/// An event loop's inbox: completions and new timers, pushed from any
+/// thread, drained by the loop each turn.
+pub struct Inbox {
+    items: Mutex<InboxItems>,
+    waker: Arc<dyn Wake>,
+}
+
+thread_local! {
+    /// The inbox of the loop running on this thread, if any.
+    static CURRENT: RefCell<Option<Arc<Inbox>>> = const { RefCell::new(None) };
+}
+
+impl Inbox {
+    pub fn new(waker: Arc<dyn Wake>) -> Self {
+        Inbox {
+            items: Mutex::new(InboxItems::default()),
+            waker,
+        }
+    }
+
+    /// Marks this thread as the one running `inbox`'s loop.
+    pub fn enter(inbox: &Arc<Inbox>) {
+        CURRENT.with(|c| *c.borrow_mut() = Some(inbox.clone()));
+    }
+
+    /// The inbox of the loop running on this thread.
+    pub fn current() -> Option<Arc<Inbox>> {
+        CURRENT.try_with(|c| c.borrow().clone()).ok().flatten()
+    }
+
+    fn push(self: &Arc<Self>, add: impl FnOnce(&mut InboxItems)) {
+        let was_empty = {
+            let mut items = self.items.lock().unwrap_or_else(|p| p.into_inner());
+            let was_empty = items.is_empty();
+            add(&mut items);
+            was_empty
+        };
+        // A non-empty inbox already has a wake-up on its way; the loop's own
+        // thread drains the inbox before it waits again.
+        let on_loop = CURRENT
+            .try_with(|c| {
+                c.borrow()
+                    .as_deref()
+                    .is_some_and(|i| std::ptr::eq(i, &**self))
+            })
+            .unwrap_or(false);
+        if was_empty && !on_loop {
+            if let Err(e) = self.waker.wake() {
+                log::error!("could not wake the event loop: {e}");
+            }
+        }
+    }
+
+    /// Queues a finished request.
+    pub fn push_completion(self: &Arc<Self>, completion: Completion) {
+        self.push(|items| items.completions.push(completion));
+    }
+
+    /// Queues a timer.
+    pub fn push_timer(self: &Arc<Self>, at: Instant, task: TaskBox) {
+        self.push(|items| items.timers.push((at, task)));
+    }
+
+    /// Moves everything queued into `into` (which should be empty).
+    pub fn drain(&self, into: &mut InboxItems) {
+        let mut items = self.items.lock().unwrap_or_else(|p| p.into_inner());
+        std::mem::swap(&mut *items, into);
+    }
+}

@@ -1,0 +1,110 @@
+//! The host's side of the responder: how an app's answer reaches the loop.
+//!
+//! An answer given during `handle` on the loop's own thread is taken from a
+//! thread-local slot (no lock, no wake-up). An answer from elsewhere, or
+//! later, goes into the loop's completion queue and wakes its poller. The
+//! loop matches each completion against the connection's pending request id,
+//! so an answer for a connection that has gone (or whose slab key was
+//! reused) is dropped safely.
+
+use crate::http::response::host_response;
+pub use crate::inbox::{Completion, Inbox, InboxItems};
+use crate::poller::Token;
+use abi_stable::sabi_trait::TD_Opaque;
+use std::cell::RefCell;
+use std::sync::Arc;
+use stoa_app_api::abi::{RawResponder, RawResponder_TO, ResponderBox};
+use stoa_app_api::Response;
+
+/// The request being dispatched on this thread, and its answer if given inline.
+struct Inline {
+    queue: usize,
+    id: u64,
+    response: Option<Response>,
+}
+
+thread_local! {
+    static INLINE: RefCell<Inline> = const { RefCell::new(Inline { queue: 0, id: 0, response: None }) };
+}
+
+fn queue_key(queue: &Inbox) -> usize {
+    queue as *const Inbox as usize
+}
+
+/// Marks request `id` of `queue` as being dispatched on this thread.
+pub fn begin_inline(queue: &Arc<Inbox>, id: u64) {
+    INLINE.with(|s| {
+        let mut s = s.borrow_mut();
+        s.queue = queue_key(queue);
+        s.id = id;
+        s.response = None;
+    });
+}
+
+/// Ends the dispatch; returns the answer if the app gave it inline.
+pub fn end_inline() -> Option<Response> {
+    INLINE.with(|s| {
+        let mut s = s.borrow_mut();
+        s.queue = 0;
+        s.id = 0;
+        s.response.take()
+    })
+}
+
+struct HostResponder {
+    token: Token,
+    id: u64,
+    queue: Arc<Inbox>,
+    answered: bool,
+}
+
+impl HostResponder {
+    fn deliver(&self, response: Response) {
+        let key = queue_key(&self.queue);
+        let mut slot = Some(response);
+        // A thread being torn down has no slot: fall through to the queue.
+        let _ = INLINE.try_with(|s| {
+            let mut s = s.borrow_mut();
+            if s.queue == key && s.id == self.id && s.response.is_none() {
+                s.response = slot.take();
+            }
+        });
+        if let Some(response) = slot {
+            self.queue.push_completion(Completion {
+                token: self.token,
+                id: self.id,
+                response,
+            });
+        }
+    }
+}
+
+impl RawResponder for HostResponder {
+    fn respond(mut self, response: Response) {
+        self.answered = true;
+        self.deliver(response);
+    }
+}
+
+impl Drop for HostResponder {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.answered = true;
+            log::debug!("request {} dropped its responder unanswered", self.id);
+            self.deliver(host_response(500, "the app did not answer"));
+        }
+    }
+}
+
+/// Makes the responder handed to an app for request `id` on connection `token`.
+pub fn responder(token: Token, id: u64, queue: &Arc<Inbox>) -> ResponderBox {
+    RawResponder_TO::from_value(
+        HostResponder {
+            token,
+            id,
+            queue: queue.clone(),
+            answered: false,
+        },
+        TD_Opaque,
+    )
+}
