@@ -18,6 +18,8 @@
 //! a few others are public so the benches and the fuzz target can drive the
 //! HTTP layer directly.
 
+#![deny(unsafe_code)]
+
 pub mod apps;
 pub mod boot;
 pub mod cli;
@@ -25,6 +27,7 @@ pub mod http;
 pub mod inbox;
 pub mod listen;
 pub mod ops;
+#[allow(unsafe_code)]
 pub mod poller;
 pub mod server;
 pub mod shared;

@@ -1,4 +1,5 @@
 //! The `stoa` binary: flags, logging, then `boot` does the rest.
+#![deny(unsafe_code)]
 
 use clap::Parser;
 use std::process::ExitCode;

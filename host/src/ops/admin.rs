@@ -5,7 +5,7 @@ use crate::http::response::host_response;
 use crate::netfilter::peer_ip;
 use crate::registry::mapped_bytes;
 use crate::shared::Shared;
-use crate::stats::{AppStats, APP_SLOTS, LATENCY_BUCKETS};
+use crate::stats::{AppStats, WorkerStats, APP_SLOTS, LATENCY_BUCKETS};
 use serde_json::json;
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
@@ -134,6 +134,15 @@ fn status_json(shared: &Shared) -> String {
     status.to_string()
 }
 
+/// A Prometheus label value: backslash, double quote and newline escaped
+/// (an app's name is the plugin's to choose).
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
 fn metrics_text(shared: &Shared) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# TYPE stoa_info gauge");
@@ -148,19 +157,19 @@ fn metrics_text(shared: &Shared) -> String {
         "# TYPE stoa_draining gauge\nstoa_draining {}",
         u8::from(shared.control.draining())
     );
-    for (metric, kind) in [
-        ("stoa_connections_open", "gauge"),
-        ("stoa_connections_accepted_total", "counter"),
-        ("stoa_connections_closed_total", "counter"),
-    ] {
+    let per_worker: [(&str, &str, fn(&WorkerStats) -> u64); 3] = [
+        ("stoa_connections_open", "gauge", WorkerStats::open),
+        ("stoa_connections_accepted_total", "counter", |w| {
+            w.accepted.load(Relaxed)
+        }),
+        ("stoa_connections_closed_total", "counter", |w| {
+            w.closed.load(Relaxed)
+        }),
+    ];
+    for (metric, kind, field) in per_worker {
         let _ = writeln!(out, "# TYPE {metric} {kind}");
         for (i, w) in shared.stats.iter().enumerate() {
-            let v = match kind {
-                "gauge" => w.open(),
-                _ if metric.contains("accepted") => w.accepted.load(Relaxed),
-                _ => w.closed.load(Relaxed),
-            };
-            let _ = writeln!(out, "{metric}{{worker=\"{i}\"}} {v}");
+            let _ = writeln!(out, "{metric}{{worker=\"{i}\"}} {}", field(w));
         }
     }
     let _ = writeln!(out, "# TYPE stoa_requests_total counter");
@@ -170,7 +179,8 @@ fn metrics_text(shared: &Shared) -> String {
             let v = sum_app(shared, *slot, |a| a.by_class[i].load(Relaxed));
             let _ = writeln!(
                 out,
-                "stoa_requests_total{{app=\"{name}\",class=\"{class}\"}} {v}"
+                "stoa_requests_total{{app=\"{}\",class=\"{class}\"}} {v}",
+                label(name)
             );
         }
     }
@@ -186,17 +196,20 @@ fn metrics_text(shared: &Shared) -> String {
             cumulative += sum_app(shared, *slot, |a| a.latency[i].load(Relaxed));
             let _ = writeln!(
                 out,
-                "stoa_request_duration_seconds_bucket{{app=\"{name}\",le=\"{le}\"}} {cumulative}"
+                "stoa_request_duration_seconds_bucket{{app=\"{}\",le=\"{le}\"}} {cumulative}",
+                label(name)
             );
         }
         let sum = sum_app(shared, *slot, |a| a.latency_sum_us.load(Relaxed)) as f64 / 1e6;
         let _ = writeln!(
             out,
-            "stoa_request_duration_seconds_sum{{app=\"{name}\"}} {sum}"
+            "stoa_request_duration_seconds_sum{{app=\"{}\"}} {sum}",
+            label(name)
         );
         let _ = writeln!(
             out,
-            "stoa_request_duration_seconds_count{{app=\"{name}\"}} {cumulative}"
+            "stoa_request_duration_seconds_count{{app=\"{}\"}} {cumulative}",
+            label(name)
         );
     }
     if let Some(pool) = &shared.pool {
@@ -218,4 +231,15 @@ fn metrics_text(shared: &Shared) -> String {
     );
     debug_assert!(slots.len() <= APP_SLOTS + 1);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::label;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(label("plain"), "plain");
+        assert_eq!(label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
 }
