@@ -3,7 +3,8 @@
 //! host's own `Server` and `Date` headers.
 
 use crate::client::{get, request, with_body, Response};
-use crate::harness::Server;
+use crate::harness::{wait_until, Server};
+use std::time::Duration;
 use std::net::Shutdown;
 
 matrix!(
@@ -21,7 +22,10 @@ matrix!(
     expect_100_continue,
 );
 
-matrix!(half_closed_client_still_gets_its_answer);
+matrix!(
+    half_closed_client_still_gets_its_answer,
+    client_gone_while_the_app_works_frees_its_slot,
+);
 
 fn hello_ok(r: &Response) {
     assert_eq!((r.status, r.text()), (200, "Hello World!"), "{r:?}");
@@ -288,4 +292,33 @@ fn half_closed_client_still_gets_its_answer(poller: &str) {
         .expect("shut down the write half");
     hello_ok(&c.read_response());
     c.assert_closed();
+}
+
+/// A client that goes away while its request is with the app: on every
+/// backend its slot is freed (at the latest when the answer comes) and the
+/// late answer goes nowhere; the host keeps serving.
+fn client_gone_while_the_app_works_frees_its_slot(poller: &str) {
+    let server = Server::start(poller, &["misbehave"], &[]);
+    for i in 0..5 {
+        let mut c = server.connect();
+        c.send(&get(&format!("/_test/later?gone={i}")));
+        assert!(
+            server.wait_log(&["answering", &format!("gone={i}")]),
+            "request {i} never reached the app"
+        );
+        drop(c);
+    }
+    // Only the status request's own connection stays open.
+    let open = || {
+        let r = server.get("/.well-known/stoa/status");
+        let v: serde_json::Value = serde_json::from_slice(&r.body).expect("status JSON");
+        v["connections"]["open"].as_u64()
+    };
+    assert!(
+        wait_until(Duration::from_secs(3), || open() == Some(1)),
+        "connections still open: {:?}",
+        open()
+    );
+    let r = server.get("/_test/ok");
+    assert_eq!((r.status, r.text()), (200, "ok"));
 }
