@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 use stoa_bench::affinity::{self, parse_cpu_list};
 use stoa_bench::compare::{self, Peer};
-use stoa_bench::load::{self, Config, ErrorKind, Mode, Report, PERCENTILES};
+use stoa_bench::load::{self, Config, ErrorKind, Mode, Report, PERCENTILES, PIPELINE_DEPTH};
 use stoa_bench::parse_duration;
 use stoa_bench::target::Target;
 
@@ -46,6 +46,10 @@ struct LoadArgs {
     /// Keep-alive (HTTP/1.1) instead of one connection per request (HTTP/1.0).
     #[arg(short = 'k', long)]
     keepalive: bool,
+    /// Requests sent per write on each keep-alive connection (needs -k); the
+    /// next batch goes once all their answers are in.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pipeline: u32,
     /// A request unanswered this long counts as a timeout.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     timeout: Duration,
@@ -91,8 +95,8 @@ struct CompareArgs {
         default_value = "1,10,100,1000,5000,10000"
     )]
     concurrency: Vec<usize>,
-    /// Modes: keepalive, close.
-    #[arg(long, value_delimiter = ',', default_value = "keepalive,close", value_parser = parse_mode)]
+    /// Modes: keepalive, close, pipelined (16 requests per write; skips the 1 s sleep handler).
+    #[arg(long, value_delimiter = ',', default_value = "keepalive,close,pipelined", value_parser = parse_mode)]
     modes: Vec<Mode>,
     /// Requests per point (the 1 s sleep handler gets at most 5 x concurrency).
     #[arg(long, default_value_t = 10_000)]
@@ -148,7 +152,8 @@ fn parse_mode(s: &str) -> Result<Mode, String> {
     match s {
         "keepalive" | "keep-alive" | "k" => Ok(Mode::KeepAlive),
         "close" | "connection-per-request" => Ok(Mode::Close),
-        _ => Err(format!("unknown mode {s:?} (keepalive, close)")),
+        "pipelined" | "pipeline" | "p" => Ok(Mode::Pipelined(PIPELINE_DEPTH)),
+        _ => Err(format!("unknown mode {s:?} (keepalive, close, pipelined)")),
     }
 }
 
@@ -177,13 +182,19 @@ fn run_load(a: LoadArgs) -> Result<ExitCode, String> {
         None => affinity::allowed_cpus(),
     };
     affinity::pin_current(&affinity::cpu_set(&cpus)).map_err(|e| format!("pinning: {e}"))?;
+    let mode = match (a.keepalive, a.pipeline) {
+        (true, 1) => Mode::KeepAlive,
+        (true, n) => Mode::Pipelined(n),
+        (false, 1) => Mode::Close,
+        (false, n) => {
+            return Err(format!(
+                "--pipeline {n} needs -k: without keep-alive each connection carries one request"
+            ))
+        }
+    };
     let config = Config {
         target,
-        mode: if a.keepalive {
-            Mode::KeepAlive
-        } else {
-            Mode::Close
-        },
+        mode,
         connections: a.connections,
         requests,
         max_time,
@@ -197,8 +208,12 @@ fn run_load(a: LoadArgs) -> Result<ExitCode, String> {
 
 fn print_report(c: &Config, r: &Report, by_duration: bool) {
     println!("target:       {}", c.target.url());
+    let depth = match c.mode {
+        Mode::Pipelined(n) => format!("{n} requests per write, "),
+        _ => String::new(),
+    };
     println!(
-        "mode:         {} ({} connections, {} thread(s))",
+        "mode:         {} ({depth}{} connections, {} thread(s))",
         c.mode.name(),
         c.connections,
         c.threads.min(c.connections)

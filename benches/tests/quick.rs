@@ -83,14 +83,21 @@ fn quick_compare_is_complete_and_error_free() {
         .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
         .collect();
     let (sweep, idle): (Vec<_>, Vec<_>) = rows.iter().partition(|r| r.len() == 14);
-    // 3 backends x 1 path x 2 modes x 2 concurrency levels; 3 x 2 idle levels.
-    assert_eq!(sweep.len(), 12, "matrix rows:\n{stdout}");
+    // 3 backends x 1 path x 3 modes x 2 concurrency levels; 3 x 2 idle levels.
+    assert_eq!(sweep.len(), 18, "matrix rows:\n{stdout}");
     assert_eq!(idle.len(), 6, "idle rows:\n{stdout}");
     for backend in ["select", "poll", "epoll"] {
         assert_eq!(
             sweep.iter().filter(|r| r[0] == backend).count(),
-            4,
+            6,
             "{backend}:\n{stdout}"
+        );
+    }
+    for mode in ["keepalive", "close", "pipelined"] {
+        assert_eq!(
+            sweep.iter().filter(|r| r[2] == mode).count(),
+            6,
+            "{mode}:\n{stdout}"
         );
     }
     for r in &sweep {
@@ -106,6 +113,6 @@ fn quick_compare_is_complete_and_error_free() {
         assert!(len > 100, "{} missing or empty", file.display());
     }
     let csv = std::fs::read_to_string(out.join("compare-quick.csv")).unwrap_or_default();
-    assert_eq!(csv.lines().count(), 1 + 12 + 6, "{csv}");
+    assert_eq!(csv.lines().count(), 1 + 18 + 6, "{csv}");
     let _ = std::fs::remove_dir_all(&out);
 }

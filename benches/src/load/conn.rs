@@ -1,13 +1,14 @@
-//! One client connection: connect, write the pre-serialised request, read
-//! and frame the response. Nothing here allocates after `Conn::new`: the
-//! head buffer is the connection's own and the body is counted, not kept.
+//! One client connection: connect, write the pre-serialised request (or a
+//! pipelined batch of them), read and frame the responses. Nothing here
+//! allocates after `Conn::new`: the read buffer is the connection's own and
+//! bodies are counted, not kept.
 
 use super::ErrorKind;
 use mio::net::TcpStream;
 use std::io::{self, Read, Write};
 use std::time::Instant;
 
-/// The head buffer's size; bodies are counted past it, never stored.
+/// The read buffer's size: a response head must fit; bodies pass through.
 const HEAD_BUF: usize = 8 * 1024;
 /// Response headers parsed at most (more is an `Other` error).
 const MAX_HEADERS: usize = 32;
@@ -19,9 +20,9 @@ pub(crate) enum Phase {
     Idle,
     /// Non-blocking connect in progress.
     Connecting,
-    /// Sending the request.
+    /// Sending the request (or batch).
     Writing,
-    /// Waiting for (the rest of) the response.
+    /// Waiting for (the rest of) the responses.
     Reading,
 }
 
@@ -29,6 +30,8 @@ pub(crate) enum Phase {
 #[derive(Clone, Copy, Debug)]
 struct Head {
     status: u16,
+    /// The head's own bytes.
+    len: u64,
     /// Declared Content-Length; `None` means the body ends at close.
     length: Option<u64>,
     /// The server will close after this response.
@@ -56,14 +59,18 @@ pub(crate) enum ReadOutcome {
 pub(crate) struct Conn {
     pub stream: Option<TcpStream>,
     pub phase: Phase,
-    /// When the current request began (connect or first write).
+    /// When the current request (or batch) began (connect or first write).
     pub started: Instant,
+    /// Requests of the current batch, and those not answered yet.
+    pub batch: u32,
+    pub outstanding: u32,
     written: usize,
+    /// Read bytes not framed yet are `buf[start..end]`.
     buf: Box<[u8]>,
-    filled: usize,
+    start: usize,
+    end: usize,
     head: Option<Head>,
     body: u64,
-    bytes: u64,
 }
 
 impl Conn {
@@ -72,22 +79,27 @@ impl Conn {
             stream: None,
             phase: Phase::Idle,
             started: now,
+            batch: 0,
+            outstanding: 0,
             written: 0,
             buf: vec![0; HEAD_BUF].into_boxed_slice(),
-            filled: 0,
+            start: 0,
+            end: 0,
             head: None,
             body: 0,
-            bytes: 0,
         }
     }
 
-    /// Forgets the previous response; the next write starts from byte 0.
-    pub fn reset_request(&mut self) {
+    /// Starts a batch of `n` requests: forgets the previous responses and
+    /// the next write starts from byte 0.
+    pub fn reset_batch(&mut self, n: u32) {
+        self.batch = n;
+        self.outstanding = n;
         self.written = 0;
-        self.filled = 0;
+        self.start = 0;
+        self.end = 0;
         self.head = None;
         self.body = 0;
-        self.bytes = 0;
     }
 
     /// Whether the non-blocking connect finished: Ok(false) while pending.
@@ -123,42 +135,38 @@ impl Conn {
         Ok(true)
     }
 
-    /// Reads until the response is whole or the socket has nothing more.
-    /// Stopping at a whole response (rather than at WouldBlock) is safe with
-    /// edge-triggered epoll: pipelining is off, so nothing else is owed
-    /// until the next request, whose answer raises a new edge.
+    /// Reads until a response is whole or the socket has nothing more.
+    /// Bytes past that response (the next pipelined answers) stay
+    /// buffered for the next call. Stopping at a whole response rather than
+    /// at WouldBlock is safe with edge-triggered epoll: the worker calls
+    /// again while answers are owed, and once none is, nothing more is
+    /// expected until the next batch's answers raise a new edge.
     pub fn read(&mut self) -> ReadOutcome {
         loop {
+            match self.frame() {
+                Ok(Some(done)) => return ReadOutcome::Done(done),
+                Ok(None) => {}
+                Err(e) => return ReadOutcome::Failed(ErrorKind::Other, Some(e)),
+            }
+            if self.start == self.end {
+                self.start = 0;
+                self.end = 0;
+            } else if self.end == self.buf.len() {
+                // Only an unfinished head is left: make room after it.
+                if self.start == 0 {
+                    let e = io::Error::other("response head larger than 8 KiB");
+                    return ReadOutcome::Failed(ErrorKind::Other, Some(e));
+                }
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            }
             let Some(stream) = &mut self.stream else {
                 return ReadOutcome::Failed(ErrorKind::Other, None);
             };
-            let dst = if self.head.is_none() {
-                &mut self.buf[self.filled..]
-            } else {
-                &mut self.buf[..]
-            };
-            match stream.read(dst) {
+            match stream.read(&mut self.buf[self.end..]) {
                 Ok(0) => return self.on_eof(),
-                Ok(n) => {
-                    self.bytes += n as u64;
-                    if self.head.is_none() {
-                        self.filled += n;
-                        match self.parse_head() {
-                            Ok(true) => {}
-                            Ok(false) if self.filled == self.buf.len() => {
-                                let e = io::Error::other("response head larger than 8 KiB");
-                                return ReadOutcome::Failed(ErrorKind::Other, Some(e));
-                            }
-                            Ok(false) => continue,
-                            Err(e) => return ReadOutcome::Failed(ErrorKind::Other, Some(e)),
-                        }
-                    } else {
-                        self.body += n as u64;
-                    }
-                    if let Some(done) = self.done_by_length() {
-                        return ReadOutcome::Done(done);
-                    }
-                }
+                Ok(n) => self.end += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return ReadOutcome::Pending,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return ReadOutcome::Failed(classify(&e), Some(e)),
@@ -166,11 +174,33 @@ impl Conn {
         }
     }
 
+    /// Frames the buffered bytes: the next head, then body bytes counted
+    /// up to its length; a whole response once the body is all there.
+    fn frame(&mut self) -> io::Result<Option<Done>> {
+        if self.head.is_none() && (self.start == self.end || !self.parse_head()?) {
+            return Ok(None);
+        }
+        let Some(head) = self.head else {
+            return Ok(None);
+        };
+        let available = (self.end - self.start) as u64;
+        let take = match head.length {
+            Some(len) => len.saturating_sub(self.body).min(available),
+            None => available,
+        };
+        self.body += take;
+        self.start += take as usize;
+        match head.length {
+            Some(len) if self.body >= len => Ok(Some(self.finish(head))),
+            _ => Ok(None),
+        }
+    }
+
     /// Parses the head once it is all in the buffer; Ok(false) if partial.
     fn parse_head(&mut self) -> io::Result<bool> {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut resp = httparse::Response::new(&mut headers);
-        let head_len = match resp.parse(&self.buf[..self.filled]) {
+        let head_len = match resp.parse(&self.buf[self.start..self.end]) {
             Ok(httparse::Status::Complete(n)) => n,
             Ok(httparse::Status::Partial) => return Ok(false),
             Err(e) => return Err(io::Error::other(format!("bad response head: {e}"))),
@@ -199,25 +229,21 @@ impl Conn {
         if status < 200 || status == 204 || status == 304 {
             length = Some(0);
         }
-        self.body = (self.filled - head_len) as u64;
+        self.start += head_len;
+        self.body = 0;
         self.head = Some(Head {
             status,
+            len: head_len as u64,
             length,
             close,
         });
         Ok(true)
     }
 
-    fn done_by_length(&self) -> Option<Done> {
-        let head = self.head?;
-        let declared = head.length?;
-        (self.body >= declared).then(|| self.done(head))
-    }
-
     fn on_eof(&mut self) -> ReadOutcome {
         match self.head {
             // A close-delimited body ends here; anything else was cut short.
-            Some(head) if head.length.is_none() => ReadOutcome::Done(self.done(Head {
+            Some(head) if head.length.is_none() => ReadOutcome::Done(self.finish(Head {
                 close: true,
                 ..head
             })),
@@ -225,12 +251,14 @@ impl Conn {
         }
     }
 
-    fn done(&self, head: Head) -> Done {
+    /// The response just framed; the next one starts from the next byte.
+    fn finish(&mut self, head: Head) -> Done {
+        self.head = None;
         Done {
             status: head.status,
             body: self.body,
             declared: head.length,
-            bytes: self.bytes,
+            bytes: head.len + self.body,
             close: head.close,
         }
     }

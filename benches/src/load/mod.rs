@@ -3,9 +3,14 @@
 //! are merged into one [`Report`].
 //!
 //! A run always stops at whichever comes first: `requests` answered (or
-//! failed) or `max_time` passed.
+//! failed) or `max_time` passed. Every request taken from the budget ends
+//! answered or failed exactly once, except those cut off by the time limit
+//! and those a server announced it would not answer (a `Connection: close`
+//! answer in the middle of a pipelined batch): those go back to the budget.
 
 mod conn;
+#[cfg(test)]
+mod tests;
 mod worker;
 
 use crate::target::Target;
@@ -13,11 +18,18 @@ use hdrhistogram::Histogram;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+/// Requests per write in the comparison's `pipelined` mode (hyper's
+/// pipeline bench sends 16 too).
+pub const PIPELINE_DEPTH: u32 = 16;
+
 /// How responses and connections are paced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     /// HTTP/1.1, one request at a time per persistent connection (`wrk`, `ab -k`).
     KeepAlive,
+    /// HTTP/1.1 persistent connections sending this many requests in one
+    /// write, and the next batch once all of their answers are in.
+    Pipelined(u32),
     /// HTTP/1.0: connect, send, read until the server closes (plain `ab`).
     Close,
 }
@@ -27,7 +39,21 @@ impl Mode {
     pub fn name(self) -> &'static str {
         match self {
             Mode::KeepAlive => "keepalive",
+            Mode::Pipelined(_) => "pipelined",
             Mode::Close => "close",
+        }
+    }
+
+    /// True for the modes that reuse a connection (HTTP/1.1).
+    pub fn keep_alive(self) -> bool {
+        self != Mode::Close
+    }
+
+    /// Requests sent per write on one connection.
+    pub fn depth(self) -> u32 {
+        match self {
+            Mode::Pipelined(n) => n.max(1),
+            _ => 1,
         }
     }
 }
@@ -206,9 +232,24 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Takes one request from the budget; false once it is spent.
-    pub(crate) fn claim(&self) -> bool {
-        self.issued.fetch_add(1, Ordering::Relaxed) < self.budget
+    /// Takes up to `n` requests from the budget; how many it got (0 once
+    /// the budget is spent). The count never passes the budget, so what
+    /// `give_back` returns can be taken again.
+    pub(crate) fn claim(&self, n: u64) -> u64 {
+        let budget = self.budget;
+        match self
+            .issued
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |i| {
+                (i < budget).then(|| i.saturating_add(n).min(budget))
+            }) {
+            Ok(before) => before.saturating_add(n).min(budget) - before,
+            Err(_) => 0,
+        }
+    }
+
+    /// Returns requests that were taken but will not be sent or answered.
+    pub(crate) fn give_back(&self, n: u64) {
+        self.issued.fetch_sub(n, Ordering::Relaxed);
     }
 
     /// Checks a 2xx body length against the first one seen.
@@ -233,7 +274,11 @@ pub fn run(config: &Config) -> Result<Report, String> {
     }
     raise_nofile(config.connections as u64 + 64)?;
     let threads = config.threads.min(config.connections);
-    let request = config.target.request_bytes(config.mode == Mode::KeepAlive);
+    // One batch: the request repeated as many times as the mode sends per write.
+    let request = config
+        .target
+        .request_bytes(config.mode.keep_alive())
+        .repeat(config.mode.depth() as usize);
     let start = Instant::now();
     let shared = Shared {
         issued: AtomicU64::new(0),

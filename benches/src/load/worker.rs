@@ -1,6 +1,7 @@
 //! One load thread: its own mio `Poll` (edge-triggered epoll on Linux) over
-//! its share of the connections. Each connection takes a request from the
-//! shared budget, runs it to a response or an error, and takes the next.
+//! its share of the connections. Each connection takes a request (or a
+//! pipelined batch) from the shared budget, runs it to its responses or an
+//! error, and takes the next.
 
 use super::conn::{classify, Conn, Done, Phase, ReadOutcome};
 use super::{new_histogram, Config, ErrorKind, Mode, Report, Shared};
@@ -16,7 +17,10 @@ const TICK: Duration = Duration::from_millis(50);
 pub(crate) struct Worker<'a> {
     config: &'a Config,
     shared: &'a Shared,
+    /// One batch of requests; a shorter batch sends a prefix of it.
     request: &'a [u8],
+    /// The length of one request in `request`.
+    one: usize,
     poll: Poll,
     events: Events,
     conns: Vec<Conn>,
@@ -46,6 +50,7 @@ impl<'a> Worker<'a> {
             config,
             shared,
             request,
+            one: request.len() / config.mode.depth() as usize,
             poll,
             events: Events::with_capacity(1024),
             conns: (0..conns).map(|_| Conn::new(start)).collect(),
@@ -101,7 +106,7 @@ impl<'a> Worker<'a> {
         }
     }
 
-    /// Fails the requests that have waited longer than the timeout.
+    /// Fails the requests (batches) that have waited longer than the timeout.
     fn expire(&mut self, now: Instant) {
         for i in 0..self.conns.len() {
             let c = &self.conns[i];
@@ -118,13 +123,15 @@ impl<'a> Worker<'a> {
         }
     }
 
-    /// Takes the next request for slot `i` (reusing its connection in
-    /// keep-alive mode); false, with the slot idled, once the budget is
-    /// spent. Connect errors count against the budget and it tries again.
+    /// Takes the next request, or batch of up to the mode's depth, for slot
+    /// `i` (reusing its connection in keep-alive modes); false, with the
+    /// slot idled, once the budget is spent. A connect error fails the
+    /// requests taken and it tries again.
     fn begin(&mut self, i: usize) -> bool {
         let was_active = self.conns[i].phase != Phase::Idle;
         loop {
-            if !self.shared.claim() {
+            let n = self.shared.claim(u64::from(self.config.mode.depth())) as u32;
+            if n == 0 {
                 let c = &mut self.conns[i];
                 c.stream = None;
                 c.phase = Phase::Idle;
@@ -134,12 +141,13 @@ impl<'a> Worker<'a> {
                 return false;
             }
             let c = &mut self.conns[i];
-            c.reset_request();
+            c.reset_batch(n);
             c.started = Instant::now();
             if c.stream.is_some() {
                 c.phase = Phase::Writing;
             } else if let Err(e) = self.connect(i) {
-                self.count_error(classify(&e), Some(&e));
+                self.count_errors(classify(&e), n, Some(&e));
+                self.conns[i].outstanding = 0;
                 continue;
             } else {
                 self.conns[i].phase = Phase::Connecting;
@@ -167,7 +175,7 @@ impl<'a> Worker<'a> {
     /// could otherwise nest one call per request).
     fn drive(&mut self, i: usize) {
         loop {
-            let keep_alive = self.config.mode == Mode::KeepAlive;
+            let keep_alive = self.config.mode.keep_alive();
             let c = &mut self.conns[i];
             match c.phase {
                 Phase::Idle => return,
@@ -184,7 +192,7 @@ impl<'a> Worker<'a> {
                     Ok(false) => return,
                     Err(e) => self.fail(i, classify(&e), Some(e)),
                 },
-                Phase::Writing => match c.write(self.request) {
+                Phase::Writing => match c.write(&self.request[..c.batch as usize * self.one]) {
                     // Wait for the answer's readable edge rather than try a
                     // read now that would almost always find nothing.
                     Ok(true) => {
@@ -217,21 +225,32 @@ impl<'a> Worker<'a> {
         {
             self.errors[ErrorKind::WrongLength as usize] += 1;
         }
+        c.outstanding = c.outstanding.saturating_sub(1);
         if self.config.mode == Mode::Close || done.close {
             c.stream = None;
+            // The server said it answers no more on this connection: the
+            // rest of the batch goes back to the budget, to be sent again.
+            self.shared.give_back(u64::from(c.outstanding));
+            c.outstanding = 0;
         }
-        self.begin(i);
+        // With answers still owed, the slot stays in Reading.
+        if c.outstanding == 0 {
+            self.begin(i);
+        }
     }
 
+    /// Fails every request of slot `i`'s batch not answered yet.
     fn fail(&mut self, i: usize, kind: ErrorKind, e: Option<io::Error>) {
-        self.count_error(kind, e.as_ref());
-        self.conns[i].stream = None;
+        let c = &mut self.conns[i];
+        let n = std::mem::take(&mut c.outstanding).max(1);
+        c.stream = None;
+        self.count_errors(kind, n, e.as_ref());
         self.begin(i);
     }
 
-    fn count_error(&mut self, kind: ErrorKind, e: Option<&io::Error>) {
-        self.failed += 1;
-        self.errors[kind as usize] += 1;
+    fn count_errors(&mut self, kind: ErrorKind, n: u32, e: Option<&io::Error>) {
+        self.failed += u64::from(n);
+        self.errors[kind as usize] += u64::from(n);
         if kind == ErrorKind::Other {
             if let Some(e) = e {
                 self.note_other(e);
