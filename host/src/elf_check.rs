@@ -178,13 +178,19 @@ mod tests {
 
     #[test]
     fn text_short_files_and_32_bit_are_refused() {
-        assert!(checked(&[b'x'; 100]).unwrap_err().contains("not an ELF file"));
-        assert!(checked(b"\x7fELF").unwrap_err().contains("ELF header needs 64"));
+        assert!(checked(&[b'x'; 100])
+            .unwrap_err()
+            .contains("not an ELF file"));
+        assert!(checked(b"\x7fELF")
+            .unwrap_err()
+            .contains("ELF header needs 64"));
         let mut b = image(10);
         b[4] = 1;
         assert!(checked(&b).unwrap_err().contains("64-bit little-endian"));
         let mut b = image(10);
         b[56..58].copy_from_slice(&40u16.to_le_bytes());
-        assert!(checked(&b).unwrap_err().contains("program headers end past"));
+        assert!(checked(&b)
+            .unwrap_err()
+            .contains("program headers end past"));
     }
 }

@@ -113,7 +113,9 @@ impl PluginCopies {
     /// Switches to the directory fallback for this and later copies.
     fn fall_back(&mut self, why: &str) {
         if self.mode == Mode::Memfd {
-            log::warn!("plugin copies: memory files cannot be used ({why}); using a private directory");
+            log::warn!(
+                "plugin copies: memory files cannot be used ({why}); using a private directory"
+            );
         }
         self.mode = Mode::Dir;
     }
@@ -297,7 +299,10 @@ fn make_private_dir() -> Result<tempfile::TempDir, String> {
             dir.path().display()
         ));
     }
-    log::info!("plugin copies go to {} (removed at exit)", dir.path().display());
+    log::info!(
+        "plugin copies go to {} (removed at exit)",
+        dir.path().display()
+    );
     Ok(dir)
 }
 
@@ -328,9 +333,13 @@ pub fn plugin_files(dir: &Path) -> usize {
 /// Whether a loader's reason says the kernel refused to map the copy (as
 /// `vm.memfd_noexec` or a security module do), not that the file is bad.
 fn mapping_refused(reason: &str) -> bool {
-    ["failed to map segment", "Operation not permitted", "Permission denied"]
-        .iter()
-        .any(|m| reason.contains(m))
+    [
+        "failed to map segment",
+        "Operation not permitted",
+        "Permission denied",
+    ]
+    .iter()
+    .any(|m| reason.contains(m))
 }
 
 /// A memfd name: printable, no spaces (it appears in /proc/self/maps), at

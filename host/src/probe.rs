@@ -61,7 +61,10 @@ pub fn probe(target: ProbeTarget, shown: &Path) -> Result<(), ProbeError> {
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| {
-            ProbeError::Crashed(format!("cannot start the load probe {}: {e}", exe.display()))
+            ProbeError::Crashed(format!(
+                "cannot start the load probe {}: {e}",
+                exe.display()
+            ))
         })?;
     let reader = child.stdout.take().map(|out| {
         std::thread::spawn(move || {

@@ -20,4 +20,5 @@ mod limits;
 mod loader;
 mod misbehave;
 mod operations;
+mod plugin_files;
 mod protocol;
