@@ -257,12 +257,12 @@ impl PluginCopy {
         })
     }
 
-    /// After the host's own load attempt: a memfd whose library is mapped
-    /// stays open for the process's life (its number must never be reused
-    /// for another library); a private file is unlinked. Returns the
-    /// mapping's name for `mapped_bytes`.
-    pub fn finish(self) -> String {
-        if self.is_memfd() && crate::registry::mapped_bytes(&self.mapping) > 0 {
+    /// After the host's own load attempt (`loaded` if it succeeded): a
+    /// memfd whose library is mapped stays open for the process's life (its
+    /// number must never be reused for another library); a private file is
+    /// unlinked. Returns the mapping's name for `mapped_bytes`.
+    pub fn finish(self, loaded: bool) -> String {
+        if self.is_memfd() && (loaded || crate::registry::mapped_bytes(&self.mapping) > 0) {
             // Deliberately never closed: see the module's notes.
             let _ = self.file.into_raw_fd();
         }

@@ -139,13 +139,17 @@ fn wait(child: &mut std::process::Child) -> Option<ExitStatus> {
 }
 
 /// This very binary: `/proc/self/exe` where it exists (the running image,
-/// even if the file was replaced by an upgrade since), else `current_exe`.
+/// even if the file was replaced by an upgrade since), else `current_exe`,
+/// else the path it was started by.
 fn probe_binary() -> PathBuf {
     let own = Path::new("/proc/self/exe");
     if own.exists() {
         return own.to_path_buf();
     }
-    std::env::current_exe().unwrap_or_else(|_| own.to_path_buf())
+    std::env::current_exe()
+        .ok()
+        .or_else(|| std::env::args_os().next().map(PathBuf::from))
+        .unwrap_or_else(|| own.to_path_buf())
 }
 
 /// The child's side: loads the library at `path` and checks its ABI.

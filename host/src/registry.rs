@@ -240,7 +240,7 @@ impl Registry {
         let opened = copy.load_path().to_string_lossy().into_owned();
         let result = load_file(copy.load_path(), path, &self.mounts, &taken)
             .map_err(|e| e.replace(&opened, &path.to_string_lossy()));
-        let mapping = copy.finish();
+        let mapping = copy.finish(result.is_ok());
         let app = result?;
         // A new file with the name of an app already at the cap: it is
         // mapped now (and counted), but not mounted.
