@@ -150,7 +150,7 @@ mod tests {
         b[64..68].copy_from_slice(&PT_LOAD.to_le_bytes());
         b[72..80].copy_from_slice(&120u64.to_le_bytes());
         b[96..104].copy_from_slice(&seg.to_le_bytes());
-        b.extend(std::iter::repeat(0xAA).take(seg as usize));
+        b.resize(b.len() + seg as usize, 0xAA);
         b
     }
 

@@ -97,7 +97,6 @@ impl PluginCopies {
     /// load probe. The error is the one-line reason.
     pub fn prepare(&mut self, path: &Path) -> Result<PluginCopy, String> {
         let copy = self.copy(path)?;
-        elf_check::check(&copy.file, copy.len)?;
         match probe::probe(copy.probe_target()?, path) {
             Ok(()) => Ok(copy),
             Err(ProbeError::Refused(reason)) if copy.is_memfd() && mapping_refused(&reason) => {
@@ -120,14 +119,28 @@ impl PluginCopies {
         self.mode = Mode::Dir;
     }
 
-    /// The bytes of `path`, copied into a new memfd or private file.
+    /// The bytes of `path`, copied into a new memfd or private file,
+    /// sealed, and checked to be a whole ELF shared object.
     fn copy(&mut self, path: &Path) -> Result<PluginCopy, String> {
-        let source = File::open(path).map_err(|e| format!("cannot open the plugin: {e}"))?;
-        let len = source
+        // Non-blocking, so a FIFO in the directory cannot stall the open.
+        let source = OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+            .open(path)
+            .map_err(|e| format!("cannot open the plugin: {e}"))?;
+        let meta = source
             .metadata()
-            .map_err(|e| format!("cannot read the plugin's size: {e}"))?
-            .len();
-        self.check_size(len)?;
+            .map_err(|e| format!("cannot read the plugin's size: {e}"))?;
+        if !meta.is_file() {
+            return Err("not a regular file".to_string());
+        }
+        if meta.len() > self.max_size {
+            return Err(format!(
+                "too large: {} bytes, over --max-plugin-size {} bytes (not copied)",
+                meta.len(),
+                self.max_size
+            ));
+        }
         self.next += 1;
         let file_name = path
             .file_name()
@@ -143,23 +156,19 @@ impl PluginCopies {
             },
             Mode::Dir => self.private_file(&file_name)?,
         };
-        let copied = std::io::copy(&mut source.take(self.max_size + 1), &mut copy.file)
+        let mut bounded = source.take(self.max_size.saturating_add(1));
+        let copied = std::io::copy(&mut bounded, &mut copy.file)
             .map_err(|e| format!("cannot copy the plugin for loading: {e}"))?;
-        self.check_size(copied)?;
-        copy.len = copied;
-        copy.seal()?;
-        Ok(copy)
-    }
-
-    /// Refuses a plugin over `--max-plugin-size`.
-    fn check_size(&self, len: u64) -> Result<(), String> {
-        if len > self.max_size {
+        if copied > self.max_size {
             return Err(format!(
-                "too large: {len} bytes, over --max-plugin-size {} bytes (not copied)",
+                "too large: grew past --max-plugin-size {} bytes while being copied",
                 self.max_size
             ));
         }
-        Ok(())
+        copy.len = copied;
+        copy.seal()?;
+        elf_check::check(&copy.file, copy.len)?;
+        Ok(copy)
     }
 
     /// A new file in the private directory, created exclusively.

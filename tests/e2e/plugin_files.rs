@@ -132,7 +132,7 @@ fn bad_plugins_at_start_up_are_refused(poller: &str) {
 
 fn bad_plugins_dropped_in_are_refused(poller: &str) {
     let server = Server::launch(poller)
-        .apps(&SAMPLE_APPS)
+        .apps(SAMPLE_APPS)
         .file(HOT, &bytes("hot-v1"))
         .start();
     wait_body(&server, "/hot", "v1");
@@ -159,7 +159,7 @@ fn bad_plugins_dropped_in_are_refused(poller: &str) {
 
 fn bad_plugins_on_sighup_are_refused(poller: &str) {
     let server = Server::launch(poller)
-        .apps(&SAMPLE_APPS)
+        .apps(SAMPLE_APPS)
         .file(HOT, &bytes("hot-v1"))
         .args(&["--no-watch"])
         .start();
