@@ -7,9 +7,10 @@
 //! or a symlink) is never used; and a clean exit leaves nothing in the
 //! temporary directory, in both copy modes (memfd, and the private directory
 //! forced by `STOA_PLUGIN_COPIES=dir`), with each generation's mapping
-//! reported in status.
+//! reported in status. `--max-plugin-size` takes K/M/G suffixes and refuses
+//! a value it cannot read.
 
-use crate::harness::{plugins, wait_until, Server, TempDir, SAMPLE_APPS};
+use crate::harness::{plugins, wait_until, Server, TempDir, SAMPLE_APPS, STOA};
 use crate::hot::{bytes, fetch, install_atomically, path_of, status, wait_body, wait_log, HOT};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -22,6 +23,7 @@ matrix!(
     bad_plugins_on_sighup_are_refused,
     a_planted_copy_directory_is_never_used,
     a_clean_exit_leaves_nothing_behind,
+    max_plugin_size_takes_a_suffix,
 );
 
 /// The file name of the test plugin whose initialiser aborts.
@@ -327,4 +329,37 @@ fn a_clean_exit_leaves_nothing_behind(poller: &str) {
             entries(tmp.path())
         );
     }
+}
+
+/// `--max-plugin-size 64M`: a 100 MiB file is refused with the bound in
+/// bytes, the sample apps (smaller) load.
+fn max_plugin_size_takes_a_suffix(poller: &str) {
+    let server = Server::launch(poller)
+        .apps(SAMPLE_APPS)
+        .sparse_file(BIG, 100 << 20)
+        .args(&["--max-plugin-size", "64M"])
+        .start();
+    wait_log(
+        &server,
+        &[
+            "refused plugin",
+            &path_of(&server, BIG),
+            "too large: 104857600 bytes, over --max-plugin-size 67108864 bytes",
+        ],
+    );
+    samples_serve(&server);
+}
+
+#[test]
+fn a_bad_max_plugin_size_is_refused_by_name() {
+    let out = std::process::Command::new(STOA)
+        .args(["--max-plugin-size", "12Q"])
+        .output()
+        .expect("run stoa");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("--max-plugin-size") && stderr.contains("12Q"),
+        "{stderr}"
+    );
 }
