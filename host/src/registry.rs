@@ -6,8 +6,9 @@
 //! directory itself: `dlopen` of a path already loaded returns the old
 //! handle, and overwriting a mapped library in place would corrupt the
 //! running code. The copy is vetted (size, ELF structure, a load probe in
-//! a child process) before it is loaded here (`plugin_copy.rs`). Libraries are never unloaded (abi_stable leaks them by
-//! design), so the number of generations per app is capped.
+//! a child process) before it is loaded here (`plugin_copy.rs`). Libraries
+//! are never unloaded (abi_stable leaks them by design), so the number of
+//! generations per app is capped.
 
 use crate::loader::{load_file, LoadedApp, MountTable, Refusal};
 use crate::plugin_copy::PluginCopies;
