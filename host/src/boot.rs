@@ -5,6 +5,7 @@
 use crate::cli::Cli;
 use crate::control::Control;
 use crate::netfilter::{parse_net, NetList};
+use crate::plugin_copy::{self, PluginCopies};
 use crate::poller::{self, Poller};
 use crate::registry::Registry;
 use crate::responder::Inbox;
@@ -20,13 +21,20 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// File descriptors kept free under FD_SETSIZE for stdio, the pollers'
-/// wakers, the listeners, log files and plugin libraries.
+/// wakers, the listeners, log files and a plugin being copied and probed.
 const RESERVED_FDS: usize = 24;
 
 /// The process-wide connection cap: the operator's, bounded by the
 /// backend's descriptor limit (select shares FD_SETSIZE across workers).
-fn connection_cap(fd_limit: Option<usize>, requested: Option<usize>, workers: usize) -> usize {
-    let backend_cap = fd_limit.map(|l| l.saturating_sub(RESERVED_FDS + 3 * workers));
+/// `plugin_fds` are the descriptors plugin generations keep open (one
+/// memfd each: `--max-generations` x the plugin files at start-up).
+fn connection_cap(
+    fd_limit: Option<usize>,
+    requested: Option<usize>,
+    workers: usize,
+    plugin_fds: usize,
+) -> usize {
+    let backend_cap = fd_limit.map(|l| l.saturating_sub(RESERVED_FDS + 3 * workers + plugin_fds));
     match (requested, backend_cap) {
         (Some(n), Some(cap)) => n.min(cap),
         (Some(n), None) => n,
@@ -50,7 +58,8 @@ pub fn run(cli: Cli) -> Result<(), String> {
         .collect::<Result<_, _>>()?;
     let poller_name = pollers[0].name();
     let fd_limit = pollers[0].features().fd_limit;
-    let max_connections = connection_cap(fd_limit, cli.max_connections, workers);
+    let plugin_fds = cli.max_generations.max(1) as usize * plugin_copy::plugin_files(&cli.apps);
+    let max_connections = connection_cap(fd_limit, cli.max_connections, workers, plugin_fds);
     match fd_limit {
         Some(limit) => {
             log::info!("poller={poller_name} fd_cap={max_connections} (FD_SETSIZE={limit})")
@@ -89,7 +98,8 @@ pub fn run(cli: Cli) -> Result<(), String> {
     }
 
     let mounts: HashMap<String, String> = cli.mounts.iter().cloned().collect();
-    let mut registry = Registry::new(&cli.apps, mounts, cli.max_generations)
+    let copies = PluginCopies::from_env(cli.max_plugin_size)?;
+    let mut registry = Registry::new(&cli.apps, mounts, cli.max_generations, copies)
         .map_err(|e| format!("cannot read the apps directory {}: {e}", cli.apps.display()))?;
     registry.scan(true);
     let state = registry.state();
@@ -231,6 +241,7 @@ fn watch_signals(
                 }
                 if shared.control.draining() {
                     log::warn!("second signal {signal}: exiting now");
+                    plugin_copy::remove_private_dir();
                     std::process::exit(1);
                 }
                 log::info!(

@@ -71,6 +71,11 @@ pub struct Cli {
     #[arg(long, default_value_t = 16)]
     pub max_generations: u32,
 
+    /// Largest plugin file loaded, in bytes or with a K/M/G suffix (e.g.
+    /// 512M); a larger file is refused before it is copied.
+    #[arg(long, default_value = "1G", value_name = "SIZE", value_parser = crate::plugin_copy::parse_size)]
+    pub max_plugin_size: u64,
+
     /// Do not watch the apps directory (SIGHUP still rescans it).
     #[arg(long)]
     pub no_watch: bool,

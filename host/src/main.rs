@@ -3,15 +3,22 @@
 
 use clap::Parser;
 use std::process::ExitCode;
-use stoa::{boot, cli};
+use stoa::{boot, cli, plugin_copy, probe};
 
 fn main() -> ExitCode {
+    // The hidden load-probe subcommand (probe.rs), before any flag parsing.
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_some_and(|a| a == probe::SUBCOMMAND) {
+        return probe::child_main(args.next());
+    }
     let cli = cli::Cli::parse();
     if let Err(e) = setup_logging(cli.log_level) {
         eprintln!("stoa: cannot set up logging: {e}");
         return ExitCode::FAILURE;
     }
-    match boot::run(cli) {
+    let result = boot::run(cli);
+    plugin_copy::remove_private_dir();
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             log::error!("{e}");

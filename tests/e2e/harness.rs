@@ -147,6 +147,8 @@ pub struct Launch {
     env: Vec<(String, String)>,
     poller_flag: bool,
     access_log: bool,
+    sparse: Vec<(String, u64)>,
+    wrapper: Option<String>,
 }
 
 impl Launch {
@@ -181,6 +183,19 @@ impl Launch {
         self
     }
 
+    /// Creates a sparse file of `len` bytes in the apps directory.
+    pub fn sparse_file(mut self, name: &str, len: u64) -> Self {
+        self.sparse.push((name.to_string(), len));
+        self
+    }
+
+    /// Starts the binary through `sh -c SCRIPT`, which then execs it (so
+    /// `$$` in the script is the server's pid).
+    pub fn wrapper(mut self, script: &str) -> Self {
+        self.wrapper = Some(script.to_string());
+        self
+    }
+
     /// Turns on `--access-log` into a file of the server's temp dir.
     pub fn access_log(mut self) -> Self {
         self.access_log = true;
@@ -207,8 +222,21 @@ impl Launch {
         for (name, contents) in &self.files {
             std::fs::write(apps.join(name), contents).expect("write a file into the apps dir");
         }
+        for (name, len) in &self.sparse {
+            let file = std::fs::File::create(apps.join(name)).expect("create a sparse file");
+            file.set_len(*len).expect("size a sparse file");
+        }
         let access_log = dir.path().join("access.log");
-        let mut cmd = Command::new(STOA);
+        let mut cmd = match &self.wrapper {
+            Some(script) => {
+                let mut sh = Command::new("sh");
+                sh.arg("-c")
+                    .arg(format!("{script}\nexec \"$@\""))
+                    .args(["sh", STOA]);
+                sh
+            }
+            None => Command::new(STOA),
+        };
         cmd.args(["--bind", "127.0.0.1:0", "--apps"])
             .arg(&apps)
             .env_remove("STOA_POLLER")
@@ -278,7 +306,35 @@ impl Server {
             env: Vec::new(),
             poller_flag: true,
             access_log: false,
+            sparse: Vec::new(),
+            wrapper: None,
         }
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `signal` to the server.
+    pub fn signal(&self, signal: i32) {
+        let pid = self.pid() as i32;
+        // SAFETY: kill(2) on our own child's pid touches no memory of ours.
+        assert_eq!(
+            unsafe { libc::kill(pid, signal) },
+            0,
+            "kill -{signal} {pid}"
+        );
+    }
+
+    /// Waits up to `timeout` for the server to exit.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let mut status = None;
+        wait_until(timeout, || {
+            status = self.child.try_wait().ok().flatten();
+            status.is_some()
+        });
+        status
     }
 
     /// Starts `stoa` with these plugins (short names) and extra flags.

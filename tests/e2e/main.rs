@@ -20,6 +20,7 @@ mod limits;
 mod loader;
 mod misbehave;
 mod operations;
+mod plugin_files;
 mod protocol;
 mod rfc9112;
 mod security;

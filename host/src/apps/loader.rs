@@ -51,9 +51,7 @@ pub fn load_file(
     mounts: &HashMap<String, String>,
     taken: &[Arc<LoadedApp>],
 ) -> Result<LoadedApp, String> {
-    let module = lib_header_from_path(copy)
-        .and_then(|header| header.init_root_module::<AppModuleRef>())
-        .map_err(|e| describe(file, e))?;
+    let module = open_module(copy).map_err(|e| describe(file, &e))?;
     let info = (module.info())();
     let name = info.name.to_string();
     let wanted = mounts
@@ -92,6 +90,13 @@ pub fn slot_name(slot: usize) -> String {
     names.get(slot).cloned().unwrap_or_else(|| "?".to_string())
 }
 
+/// Maps the library at `path` and checks its ABI (abi_stable's header and
+/// layout checks), without calling the app's constructor: what the host
+/// does before `init`, and all the load probe (`probe.rs`) does.
+pub fn open_module(path: &Path) -> Result<AppModuleRef, LibraryError> {
+    lib_header_from_path(path).and_then(|header| header.init_root_module::<AppModuleRef>())
+}
+
 /// The counters slot for an app name: stable for the process's life.
 fn stats_slot(name: &str) -> usize {
     let mut names = SLOT_NAMES.lock().unwrap_or_else(|p| p.into_inner());
@@ -106,7 +111,7 @@ fn stats_slot(name: &str) -> usize {
 
 /// Turns an abi_stable error into one line; the full layout report (many
 /// lines) goes to the debug log.
-fn describe(file: &Path, e: LibraryError) -> String {
+pub fn describe(file: &Path, e: &LibraryError) -> String {
     match e {
         LibraryError::OpenError { err, .. } => format!("not a loadable shared library ({err})"),
         LibraryError::GetSymbolError { .. } => "not a Stoa app (no abi_stable root module)".to_string(),

@@ -1,8 +1,13 @@
-//! The apps wing: everything about plugins over time. `loader` opens one
-//! library and checks its ABI, `registry` follows the apps directory
-//! (generations, refusals, rescans), `services` are the host functions
-//! plugins call (timers, the blocking pool).
+//! The apps wing: everything about plugins over time. `plugin_copy` makes
+//! the sealed private copy that is loaded, `elf_check` and `probe` vet it
+//! (structure, then a load in a child process), `loader` opens one library
+//! and checks its ABI, `registry` follows the apps directory (generations,
+//! refusals, rescans), `services` are the host functions plugins call
+//! (timers, the blocking pool).
 
+pub mod elf_check;
 pub mod loader;
+pub mod plugin_copy;
+pub mod probe;
 pub mod registry;
 pub mod services;

@@ -5,10 +5,13 @@
 //! Every plugin is loaded from a private copy, never from the apps
 //! directory itself: `dlopen` of a path already loaded returns the old
 //! handle, and overwriting a mapped library in place would corrupt the
-//! running code. Libraries are never unloaded (abi_stable leaks them by
-//! design), so the number of generations per app is capped.
+//! running code. The copy is vetted (size, ELF structure, a load probe in
+//! a child process) before it is loaded here (`plugin_copy.rs`). Libraries
+//! are never unloaded (abi_stable leaks them by design), so the number of
+//! generations per app is capped.
 
 use crate::loader::{load_file, LoadedApp, MountTable, Refusal};
+use crate::plugin_copy::PluginCopies;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -33,8 +36,9 @@ pub struct Retained {
     pub version: String,
     pub file: PathBuf,
     pub generation: u32,
-    /// The private copy it was loaded from (unlinked after loading).
-    pub copy: PathBuf,
+    /// The name of its mapping in /proc/self/maps (its memfd's, or its
+    /// private copy's path).
+    pub mapping: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,7 +55,7 @@ struct Live {
 /// The plugin directory's loader state.
 pub struct Registry {
     dir: PathBuf,
-    private: PathBuf,
+    private: PluginCopies,
     mounts: HashMap<String, String>,
     max_generations: u32,
     live: BTreeMap<PathBuf, Live>,
@@ -62,7 +66,6 @@ pub struct Registry {
     generations: HashMap<String, u32>,
     /// The app name each file last held, kept after the file is removed.
     names: HashMap<PathBuf, String>,
-    copies: u64,
 }
 
 impl Registry {
@@ -70,10 +73,9 @@ impl Registry {
         dir: &Path,
         mounts: HashMap<String, String>,
         max_generations: u32,
+        private: PluginCopies,
     ) -> std::io::Result<Self> {
         std::fs::read_dir(dir)?;
-        let private = std::env::temp_dir().join(format!("stoa-{}-plugins", std::process::id()));
-        std::fs::create_dir_all(&private)?;
         Ok(Registry {
             dir: dir.to_path_buf(),
             private,
@@ -85,7 +87,6 @@ impl Registry {
             retained: Vec::new(),
             generations: HashMap::new(),
             names: HashMap::new(),
-            copies: 0,
         })
     }
 
@@ -229,13 +230,7 @@ impl Registry {
         if let Some(name) = &known {
             self.check_cap(name)?;
         }
-        self.copies += 1;
-        let file_name = path
-            .file_name()
-            .map_or_else(|| "plugin.so".into(), |n| n.to_string_lossy().into_owned());
-        let copy = self.private.join(format!("{}-{file_name}", self.copies));
-        std::fs::copy(path, &copy)
-            .map_err(|e| format!("cannot copy the plugin for loading: {e}"))?;
+        let copy = self.private.prepare(path)?;
         let taken: Vec<Arc<LoadedApp>> = self
             .live
             .iter()
@@ -243,10 +238,10 @@ impl Registry {
             .map(|(_, l)| l.app.clone())
             .collect();
         // Messages name the operator's file, not the private copy.
-        let result = load_file(&copy, path, &self.mounts, &taken)
-            .map_err(|e| e.replace(&*copy.to_string_lossy(), &path.to_string_lossy()));
-        // The mapping outlives the name; nothing else needs the copy.
-        let _ = std::fs::remove_file(&copy);
+        let opened = copy.load_path().to_string_lossy().into_owned();
+        let result = load_file(copy.load_path(), path, &self.mounts, &taken)
+            .map_err(|e| e.replace(&opened, &path.to_string_lossy()));
+        let mapping = copy.finish(result.is_ok());
         let app = result?;
         // A new file with the name of an app already at the cap: it is
         // mapped now (and counted), but not mounted.
@@ -259,7 +254,7 @@ impl Registry {
             version: app.version.clone(),
             file: path.to_path_buf(),
             generation: *generation,
-            copy,
+            mapping,
         });
         over_cap.map(|()| app)
     }
@@ -294,21 +289,16 @@ impl Registry {
     }
 }
 
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.private);
-    }
-}
-
-/// Bytes of this process's address space mapped from `copy` (the library's
-/// segments), read from /proc/self/maps.
-pub fn mapped_bytes(copy: &Path) -> u64 {
+/// Bytes of this process's address space mapped from the file named
+/// `mapping` in /proc/self/maps (a library's segments; an unlinked copy or
+/// a memfd shows with ` (deleted)` after its name).
+pub fn mapped_bytes(mapping: &str) -> u64 {
     let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
         return 0;
     };
-    let needle = copy.to_string_lossy();
+    let deleted = format!("{mapping} (deleted)");
     maps.lines()
-        .filter(|l| l.contains(needle.as_ref()))
+        .filter(|l| l.ends_with(mapping) || l.ends_with(&deleted))
         .filter_map(|l| {
             let (range, _) = l.split_once(' ')?;
             let (a, b) = range.split_once('-')?;

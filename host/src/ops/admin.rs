@@ -111,7 +111,7 @@ fn status_json(shared: &Shared) -> String {
         .map(|g| {
             json!({
                 "app": g.app, "version": g.version, "file": g.file.display().to_string(),
-                "generation": g.generation, "mapped_bytes": mapped_bytes(&g.copy),
+                "generation": g.generation, "mapped_bytes": mapped_bytes(&g.mapping),
             })
         })
         .collect();

@@ -1,0 +1,407 @@
+//! The private copy of a plugin that the host maps: the bytes are taken
+//! once from the apps directory into a place no other user can reach, then
+//! checked (size, ELF structure, a load probe in a child) before the host
+//! loads them in-process.
+//!
+//! Preferred: an anonymous memory file (`memfd_create`), sealed against any
+//! change, loaded through `/proc/self/fd/N`; it has no name in any file
+//! system. The dynamic loader matches a library by its path, so a memfd
+//! that was loaded stays open for the process's life (a reused descriptor
+//! number would hand back the old library): one descriptor per generation.
+//! Its mapping shows in `/proc/self/maps` as `/memfd:stoa:N:FILE (deleted)`.
+//!
+//! Fallback, where memfds or executable mappings of them are refused (or
+//! `/proc` is missing): a private directory made atomically with a random
+//! name and mode 0700 (tempfile), checked to be a real directory owned by
+//! this user; each copy is created exclusively, unlinked once loaded, and
+//! the directory is removed at exit (`remove_private_dir`). The hidden
+//! environment switch `STOA_PLUGIN_COPIES=dir` forces it (tests).
+
+use crate::elf_check;
+use crate::probe::{self, ProbeError, ProbeTarget};
+use rustix::fs::{MemfdFlags, SealFlags};
+use std::fs::{File, OpenOptions, Permissions};
+use std::io::{Read, Write};
+use std::os::fd::{IntoRawFd, OwnedFd};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The environment switch that forces the directory fallback.
+pub const MODE_ENV: &str = "STOA_PLUGIN_COPIES";
+
+/// The private directory of the fallback, made on first use.
+static PRIVATE_DIR: Mutex<Option<tempfile::TempDir>> = Mutex::new(None);
+
+/// Where copies go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Memfd,
+    Dir,
+}
+
+/// Makes and vets the private copies of plugins.
+pub struct PluginCopies {
+    mode: Mode,
+    max_size: u64,
+    next: u64,
+}
+
+/// One plugin's private copy, open.
+pub struct PluginCopy {
+    file: File,
+    len: u64,
+    /// The path the loaders open: `/proc/self/fd/N` or the copy's path.
+    load_path: PathBuf,
+    /// How the library's mapping is named in /proc/self/maps.
+    mapping: String,
+    /// The copy's path in the private directory (fallback mode), unlinked
+    /// when the copy is dropped.
+    on_disk: Option<Unlink>,
+}
+
+/// A private file, removed on drop.
+struct Unlink(PathBuf);
+
+impl Drop for Unlink {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+impl PluginCopies {
+    /// Copies bounded by `max_size` bytes, in the mode `STOA_PLUGIN_COPIES`
+    /// asks for (`memfd`, the default, or `dir`).
+    pub fn from_env(max_size: u64) -> Result<Self, String> {
+        let asked = std::env::var(MODE_ENV).unwrap_or_default();
+        let mode = match asked.as_str() {
+            "" | "memfd" => Mode::Memfd,
+            "dir" => Mode::Dir,
+            other => return Err(format!("{MODE_ENV}={other:?}: expected memfd or dir")),
+        };
+        let mut copies = PluginCopies {
+            mode,
+            max_size,
+            next: 0,
+        };
+        if mode == Mode::Memfd && !Path::new("/proc/self/fd").is_dir() {
+            copies.fall_back("/proc is not mounted");
+        }
+        if mode == Mode::Dir {
+            log::info!("plugin copies: in a private directory ({MODE_ENV}=dir)");
+        }
+        Ok(copies)
+    }
+
+    /// Copies `path` and vets the copy: size bound, ELF structure, then the
+    /// load probe. The error is the one-line reason.
+    pub fn prepare(&mut self, path: &Path) -> Result<PluginCopy, String> {
+        let copy = self.copy(path)?;
+        match probe::probe(copy.probe_target()?, path) {
+            Ok(()) => Ok(copy),
+            Err(ProbeError::Refused(reason)) if copy.is_memfd() && mapping_refused(&reason) => {
+                self.fall_back(&reason);
+                let copy = self.copy(path)?;
+                probe::probe(copy.probe_target()?, path).map_err(ProbeError::into_reason)?;
+                Ok(copy)
+            }
+            Err(e) => Err(e.into_reason()),
+        }
+    }
+
+    /// Switches to the directory fallback for this and later copies.
+    fn fall_back(&mut self, why: &str) {
+        if self.mode == Mode::Memfd {
+            log::warn!(
+                "plugin copies: memory files cannot be used ({why}); using a private directory"
+            );
+        }
+        self.mode = Mode::Dir;
+    }
+
+    /// The bytes of `path`, copied into a new memfd or private file,
+    /// sealed, and checked to be a whole ELF shared object.
+    fn copy(&mut self, path: &Path) -> Result<PluginCopy, String> {
+        // Non-blocking, so a FIFO in the directory cannot stall the open.
+        let source = OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+            .open(path)
+            .map_err(|e| format!("cannot open the plugin: {e}"))?;
+        let meta = source
+            .metadata()
+            .map_err(|e| format!("cannot read the plugin's size: {e}"))?;
+        if !meta.is_file() {
+            return Err("not a regular file".to_string());
+        }
+        if meta.len() > self.max_size {
+            return Err(format!(
+                "too large: {} bytes, over --max-plugin-size {} bytes (not copied)",
+                meta.len(),
+                self.max_size
+            ));
+        }
+        self.next += 1;
+        let file_name = path
+            .file_name()
+            .map_or_else(|| "plugin.so".into(), |n| n.to_string_lossy().into_owned());
+        let name = sanitise(&format!("stoa:{}:{file_name}", self.next));
+        let mut copy = match self.mode {
+            Mode::Memfd => match memfd(&name) {
+                Ok(fd) => PluginCopy::memfd(File::from(fd), &name),
+                Err(e) => {
+                    self.fall_back(&format!("memfd_create: {e}"));
+                    self.private_file(&file_name)?
+                }
+            },
+            Mode::Dir => self.private_file(&file_name)?,
+        };
+        let mut bounded = source.take(self.max_size.saturating_add(1));
+        let copied = std::io::copy(&mut bounded, &mut copy.file)
+            .map_err(|e| format!("cannot copy the plugin for loading: {e}"))?;
+        if copied > self.max_size {
+            return Err(format!(
+                "too large: grew past --max-plugin-size {} bytes while being copied",
+                self.max_size
+            ));
+        }
+        copy.len = copied;
+        copy.seal()?;
+        elf_check::check(&copy.file, copy.len)?;
+        Ok(copy)
+    }
+
+    /// A new file in the private directory, created exclusively.
+    fn private_file(&self, file_name: &str) -> Result<PluginCopy, String> {
+        let mut guard = PRIVATE_DIR.lock().unwrap_or_else(|p| p.into_inner());
+        let dir = match guard.as_ref() {
+            Some(dir) => dir.path().to_path_buf(),
+            None => guard.insert(make_private_dir()?).path().to_path_buf(),
+        };
+        let path = dir.join(format!("{}-{file_name}", self.next));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o700)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&path)
+            .map_err(|e| format!("cannot create the private copy {}: {e}", path.display()))?;
+        Ok(PluginCopy {
+            file,
+            len: 0,
+            load_path: path.clone(),
+            mapping: path.to_string_lossy().into_owned(),
+            on_disk: Some(Unlink(path)),
+        })
+    }
+}
+
+impl ProbeError {
+    /// The one-line reason of a refusal.
+    fn into_reason(self) -> String {
+        match self {
+            ProbeError::Refused(reason) | ProbeError::Crashed(reason) => reason,
+        }
+    }
+}
+
+impl PluginCopy {
+    fn memfd(file: File, name: &str) -> Self {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+        PluginCopy {
+            file,
+            len: 0,
+            load_path: PathBuf::from(format!("/proc/self/fd/{fd}")),
+            mapping: format!("/memfd:{name}"),
+            on_disk: None,
+        }
+    }
+
+    fn is_memfd(&self) -> bool {
+        self.on_disk.is_none()
+    }
+
+    /// The path the host's loader opens.
+    pub fn load_path(&self) -> &Path {
+        &self.load_path
+    }
+
+    /// Seals a memfd against writes, growing, shrinking and more seals; a
+    /// file in the private directory is flushed and made read-only.
+    fn seal(&mut self) -> Result<(), String> {
+        self.file
+            .flush()
+            .map_err(|e| format!("cannot write the private copy: {e}"))?;
+        if self.is_memfd() {
+            rustix::fs::fcntl_add_seals(
+                &self.file,
+                SealFlags::SEAL | SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE,
+            )
+            .map_err(|e| format!("cannot seal the private copy: {e}"))
+        } else {
+            self.file
+                .set_permissions(Permissions::from_mode(0o500))
+                .map_err(|e| format!("cannot protect the private copy: {e}"))
+        }
+    }
+
+    /// What the probe child opens: the same memfd, handed over as its
+    /// stdin (so no other process needs access to ours), or the copy's path.
+    fn probe_target(&self) -> Result<ProbeTarget, String> {
+        if self.is_memfd() {
+            let fd: OwnedFd = self
+                .file
+                .try_clone()
+                .map_err(|e| format!("cannot share the private copy with the load probe: {e}"))?
+                .into();
+            return Ok(ProbeTarget {
+                path: PathBuf::from("/proc/self/fd/0"),
+                stdin: Some(fd),
+            });
+        }
+        Ok(ProbeTarget {
+            path: self.load_path.clone(),
+            stdin: None,
+        })
+    }
+
+    /// After the host's own load attempt (`loaded` if it succeeded): a
+    /// memfd whose library is mapped stays open for the process's life (its
+    /// number must never be reused for another library); a private file is
+    /// unlinked. Returns the mapping's name for `mapped_bytes`.
+    pub fn finish(self, loaded: bool) -> String {
+        if self.is_memfd() && (loaded || crate::registry::mapped_bytes(&self.mapping) > 0) {
+            // Deliberately never closed: see the module's notes.
+            let _ = self.file.into_raw_fd();
+        }
+        self.mapping
+    }
+}
+
+/// A new sealable, close-on-exec memfd (executable where the kernel asks
+/// for that to be said: Linux 6.3 and later; older kernels reject the
+/// flag and need no say).
+fn memfd(name: &str) -> rustix::io::Result<OwnedFd> {
+    let flags = MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING;
+    match rustix::fs::memfd_create(name, flags | MemfdFlags::EXEC) {
+        Err(rustix::io::Errno::INVAL) => rustix::fs::memfd_create(name, flags),
+        other => other,
+    }
+}
+
+/// The fallback directory: made with a random name and mode 0700 (mkdir
+/// fails if the name exists, so nothing pre-planted is used), then checked
+/// to be a real directory owned by this user with no access for others.
+fn make_private_dir() -> Result<tempfile::TempDir, String> {
+    let dir = tempfile::Builder::new()
+        .prefix("stoa-plugins-")
+        .permissions(Permissions::from_mode(0o700))
+        .tempdir()
+        .map_err(|e| format!("cannot create a private directory for plugin copies: {e}"))?;
+    let meta = std::fs::symlink_metadata(dir.path())
+        .map_err(|e| format!("cannot check {}: {e}", dir.path().display()))?;
+    let me = rustix::process::geteuid().as_raw();
+    if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
+        return Err(format!(
+            "the private directory {} is not a 0700 directory owned by uid {me}",
+            dir.path().display()
+        ));
+    }
+    log::info!(
+        "plugin copies go to {} (removed at exit)",
+        dir.path().display()
+    );
+    Ok(dir)
+}
+
+/// Removes the fallback directory (called on every exit path: libraries
+/// stay mapped, their copies are already unlinked).
+pub fn remove_private_dir() {
+    let mut guard = PRIVATE_DIR.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(dir) = guard.take() {
+        let _ = dir.close();
+    }
+}
+
+/// How many plugin files (`*.so`, not dotfiles) `dir` holds now: each may
+/// keep up to `--max-generations` memfds open.
+pub fn plugin_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .filter_map(Result::ok)
+            .filter(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                name.ends_with(".so") && !name.starts_with('.')
+            })
+            .count()
+    })
+}
+
+/// Whether a loader's reason says the kernel refused to map the copy (as
+/// `vm.memfd_noexec` or a security module do), not that the file is bad.
+fn mapping_refused(reason: &str) -> bool {
+    [
+        "failed to map segment",
+        "Operation not permitted",
+        "Permission denied",
+    ]
+    .iter()
+    .any(|m| reason.contains(m))
+}
+
+/// A memfd name: printable, no spaces (it appears in /proc/self/maps), at
+/// most 249 bytes.
+fn sanitise(name: &str) -> String {
+    let mut out: String = name
+        .chars()
+        .map(|c| if c.is_ascii_graphic() { c } else { '_' })
+        .collect();
+    out.truncate(240);
+    out
+}
+
+/// Parses a size: plain bytes, or with a K, M or G suffix (powers of 1024),
+/// e.g. `512M`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (digits, unit) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&t[..i], c.to_ascii_uppercase()),
+        _ => (t, 'B'),
+    };
+    let shift = match unit {
+        'B' => 0,
+        'K' => 10,
+        'M' => 20,
+        'G' => 30,
+        _ => return Err(format!("expected bytes or a K/M/G suffix, got {s:?}")),
+    };
+    match digits.parse::<u64>() {
+        Ok(n) if n > 0 && n.leading_zeros() >= shift => Ok(n << shift),
+        _ => Err(format!(
+            "expected a positive size in bytes or with a K/M/G suffix (e.g. 512M), got {s:?}"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_suffixes() {
+        assert_eq!(parse_size("1048576"), Ok(1 << 20));
+        assert_eq!(parse_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("64k"), Ok(64 << 10));
+        for bad in ["", "0", "-1", "12X", "M", "1.5G", "99999999999G"] {
+            assert!(parse_size(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn memfd_names_are_printable() {
+        assert_eq!(sanitise("stoa:1:a b\n.so"), "stoa:1:a_b_.so");
+    }
+}

@@ -1,0 +1,173 @@
+//! The load probe: before the host maps a new or changed plugin into its
+//! own process, a short-lived child — the `stoa` binary itself, exec'ed
+//! with the hidden `__probe-plugin` subcommand — maps the same bytes and
+//! runs the ABI check (not the app's constructor). A library whose
+//! initialisers crash (abort, SIGBUS on a cut file) or hang kills or stalls
+//! only the child; the host refuses it with one line and keeps serving.
+//!
+//! Child protocol: exit 0 when the library loaded and passed the ABI check;
+//! exit 3 with the one-line reason on the first line of stdout (details
+//! after it) when it is refused like any bad plugin; anything else (a
+//! signal, another status, no exit within the time limit) is a crash.
+
+use crate::loader::{describe, open_module};
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// The hidden subcommand (handled in main.rs before the flags are parsed).
+pub const SUBCOMMAND: &str = "__probe-plugin";
+
+/// How long a probe may take before it is killed and the plugin refused.
+const TIME_LIMIT: Duration = Duration::from_secs(10);
+
+/// The exit status of a probe that refused the library in the ordinary way.
+const REFUSED: u8 = 3;
+
+/// Most bytes of the child's report kept.
+const REPORT_LIMIT: u64 = 1 << 20;
+
+/// Why a probe did not pass.
+#[derive(Debug)]
+pub enum ProbeError {
+    /// The library was refused as any bad plugin is (not a library, not a
+    /// Stoa app, another ABI): the loader's one-line reason.
+    Refused(String),
+    /// The child crashed, exited oddly, hung, or could not be started.
+    Crashed(String),
+}
+
+/// What the child opens: a path, and the descriptor to hand it as its
+/// stdin (a memfd copy is opened through `/proc/self/fd/0`).
+pub struct ProbeTarget {
+    pub path: PathBuf,
+    pub stdin: Option<OwnedFd>,
+}
+
+/// Runs the probe on `target`; `shown` names the plugin in messages.
+pub fn probe(target: ProbeTarget, shown: &Path) -> Result<(), ProbeError> {
+    let started = Instant::now();
+    let exe = probe_binary();
+    let stdin = target.stdin.map_or_else(Stdio::null, Stdio::from);
+    let mut child = Command::new(&exe)
+        .arg(SUBCOMMAND)
+        .arg(&target.path)
+        .stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| {
+            ProbeError::Crashed(format!(
+                "cannot start the load probe {}: {e}",
+                exe.display()
+            ))
+        })?;
+    let reader = child.stdout.take().map(|out| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = out.take(REPORT_LIMIT).read_to_string(&mut text);
+            text
+        })
+    });
+    let status = wait(&mut child);
+    let report = reader
+        .and_then(|r| r.join().ok())
+        .unwrap_or_default()
+        .replace(&*target.path.to_string_lossy(), &shown.to_string_lossy());
+    log::debug!(
+        "load probe of {} took {} ms: {status:?}",
+        shown.display(),
+        started.elapsed().as_millis()
+    );
+    let Some(status) = status else {
+        return Err(ProbeError::Crashed(format!(
+            "hung while loading: no answer within {} s (probe killed)",
+            TIME_LIMIT.as_secs()
+        )));
+    };
+    verdict(status, &report, shown)
+}
+
+/// The probe's outcome from its exit status and report.
+fn verdict(status: ExitStatus, report: &str, shown: &Path) -> Result<(), ProbeError> {
+    if status.success() {
+        return Ok(());
+    }
+    if let Some(signal) = status.signal() {
+        let name = signal_hook::low_level::signal_name(signal).unwrap_or("unknown signal");
+        return Err(ProbeError::Crashed(format!(
+            "crashed while loading: signal {signal} ({name})"
+        )));
+    }
+    let (first, details) = report.split_once('\n').unwrap_or((report, ""));
+    match status.code() {
+        Some(code) if code == i32::from(REFUSED) && !first.trim().is_empty() => {
+            if !details.trim().is_empty() {
+                log::debug!("load error for {}:\n{details}", shown.display());
+            }
+            Err(ProbeError::Refused(first.trim().to_string()))
+        }
+        code => Err(ProbeError::Crashed(format!(
+            "crashed while loading: the load probe exited with status {}",
+            code.map_or_else(|| "unknown".to_string(), |c| c.to_string())
+        ))),
+    }
+}
+
+/// Waits for the child up to the time limit; kills it past that (None).
+fn wait(child: &mut std::process::Child) -> Option<ExitStatus> {
+    let deadline = Instant::now() + TIME_LIMIT;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(20));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+}
+
+/// This very binary: `/proc/self/exe` where it exists (the running image,
+/// even if the file was replaced by an upgrade since), else `current_exe`,
+/// else the path it was started by.
+fn probe_binary() -> PathBuf {
+    let own = Path::new("/proc/self/exe");
+    if own.exists() {
+        return own.to_path_buf();
+    }
+    std::env::current_exe()
+        .ok()
+        .or_else(|| std::env::args_os().next().map(PathBuf::from))
+        .unwrap_or_else(|| own.to_path_buf())
+}
+
+/// The child's side: loads the library at `path` and checks its ABI.
+pub fn child_main(path: Option<OsString>) -> ExitCode {
+    // A crash here is an expected answer, not something to dump core for.
+    let _ = rlimit::setrlimit(rlimit::Resource::CORE, 0, 0);
+    let Some(path) = path else {
+        eprintln!("usage: stoa {SUBCOMMAND} LIBRARY");
+        return ExitCode::from(2);
+    };
+    let path = PathBuf::from(path);
+    match open_module(&path) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            let mut out = std::io::stdout();
+            let _ = writeln!(out, "{}\n{e}", describe(&path, &e));
+            let _ = out.flush();
+            ExitCode::from(REFUSED)
+        }
+    }
+}
