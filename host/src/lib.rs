@@ -5,6 +5,8 @@
 
 pub mod access_log;
 pub mod admin;
+pub mod apps_dir;
+pub mod apps_loop;
 pub mod boot;
 pub mod cli;
 pub mod conn;
