@@ -2,11 +2,11 @@
 //! then the blocking pool and the apps, then one event-loop thread per
 //! worker; signals drain them.
 
+use crate::apps_loop::{self, Event};
 use crate::cli::Cli;
 use crate::control::Control;
 use crate::netfilter::{parse_net, NetList};
 use crate::poller::{self, Poller};
-use crate::apps_loop::{self, Event};
 use crate::registry::{Registry, Scan};
 use crate::responder::Inbox;
 use crate::server::Server;
@@ -14,10 +14,10 @@ use crate::shared::Shared;
 use crate::stats::WorkerStats;
 use crate::{access_log, listen, services};
 use arc_swap::ArcSwap;
+use crossbeam_channel::Sender;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use std::collections::HashMap;
 use std::io::Write;
-use crossbeam_channel::Sender;
 use std::sync::Arc;
 use std::time::Duration;
 

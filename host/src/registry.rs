@@ -374,10 +374,15 @@ impl Registry {
             name,
             result,
         } = built;
-        let current = self.watch.pending.get(&path).is_some_and(|p| p.ticket == ticket);
+        let current = self
+            .watch
+            .pending
+            .get(&path)
+            .is_some_and(|p| p.ticket == ticket);
         let Some(pending) = current.then(|| self.watch.pending.remove(&path)).flatten() else {
             log::info!(
-                "the constructor of app {name} from {} returned after the file was replaced                  or removed; not mounted",
+                "the constructor of app {name} from {} returned after the file was replaced \
+                 or removed; not mounted",
                 path.display()
             );
             return false;
@@ -460,13 +465,18 @@ impl Registry {
         self.watch
             .requested
             .values()
-            .map(|stamp| now + SETTLE.saturating_sub(stamp.age()).max(Duration::from_millis(20)))
+            .map(|stamp| {
+                now + SETTLE
+                    .saturating_sub(stamp.age())
+                    .max(Duration::from_millis(20))
+            })
             .min()
     }
 
     /// Whether a re-check of the files a signal found too young is due.
     pub fn recheck_due(&self) -> bool {
-        self.recheck_at().is_some_and(|at| at <= Instant::now() + Duration::from_millis(20))
+        self.recheck_at()
+            .is_some_and(|at| at <= Instant::now() + Duration::from_millis(20))
     }
 
     /// The next time the apps thread has work without a message: a

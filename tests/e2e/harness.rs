@@ -8,7 +8,7 @@ use crate::client::{Client, Response};
 pub use crate::plugins::{plugins, SAMPLE_APPS};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -138,6 +138,9 @@ impl Captured {
     }
 }
 
+/// A step run on the apps directory before the binary starts.
+type Prepare = Box<dyn FnOnce(&Path)>;
+
 /// What to start: the backend, the plugins, extra files and flags.
 pub struct Launch {
     poller: String,
@@ -147,6 +150,8 @@ pub struct Launch {
     env: Vec<(String, String)>,
     poller_flag: bool,
     access_log: bool,
+    shell: Option<String>,
+    prepare: Vec<Prepare>,
 }
 
 impl Launch {
@@ -181,6 +186,19 @@ impl Launch {
         self
     }
 
+    /// Starts the binary as `sh -c '<prefix>; exec stoa ...'` (the same
+    /// pid), e.g. `ulimit -n 100`.
+    pub fn shell(mut self, prefix: &str) -> Self {
+        self.shell = Some(prefix.to_string());
+        self
+    }
+
+    /// Runs `f` on the filled apps directory before the binary starts.
+    pub fn prepare(mut self, f: impl FnOnce(&Path) + 'static) -> Self {
+        self.prepare.push(Box::new(f));
+        self
+    }
+
     /// Turns on `--access-log` into a file of the server's temp dir.
     pub fn access_log(mut self) -> Self {
         self.access_log = true;
@@ -207,8 +225,20 @@ impl Launch {
         for (name, contents) in &self.files {
             std::fs::write(apps.join(name), contents).expect("write a file into the apps dir");
         }
+        for f in self.prepare {
+            f(&apps);
+        }
         let access_log = dir.path().join("access.log");
-        let mut cmd = Command::new(STOA);
+        let mut cmd = match &self.shell {
+            Some(prefix) => {
+                let mut sh = Command::new("sh");
+                sh.arg("-c")
+                    .arg(format!("{prefix}; exec \"$0\" \"$@\""))
+                    .arg(STOA);
+                sh
+            }
+            None => Command::new(STOA),
+        };
         cmd.args(["--bind", "127.0.0.1:0", "--apps"])
             .arg(&apps)
             .env_remove("STOA_POLLER")
@@ -278,6 +308,8 @@ impl Server {
             env: Vec::new(),
             poller_flag: true,
             access_log: false,
+            shell: None,
+            prepare: Vec::new(),
         }
     }
 
@@ -299,6 +331,27 @@ impl Server {
     /// `GET path` with `Host: localhost` on a new connection.
     pub fn get(&self, path: &str) -> Response {
         self.connect().request(&crate::client::get(path))
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `signal` to the server.
+    pub fn signal(&self, signal: rustix::process::Signal) {
+        let pid = rustix::process::Pid::from_raw(self.pid() as i32).expect("a child pid");
+        rustix::process::kill_process(pid, signal).expect("signal the server");
+    }
+
+    /// Waits up to `timeout` for the server to exit; its status if it did.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let mut status = None;
+        wait_until(timeout, || {
+            status = self.child.try_wait().ok().flatten();
+            status.is_some()
+        });
+        status
     }
 
     /// Everything the host has logged so far.

@@ -34,13 +34,13 @@ matrix!(
 
 /// How long the host may take to act on a change (it scans every second
 /// and waits for a file to settle for a second).
-const HOT_WAIT: Duration = Duration::from_secs(10);
+pub(crate) const HOT_WAIT: Duration = Duration::from_secs(10);
 
 /// The plugin file name the `hot` app lives under in the apps directory.
-const HOT: &str = "libhot.so";
+pub(crate) const HOT: &str = "libhot.so";
 
 /// The bytes of a built test plugin (short name).
-fn bytes(plugin: &str) -> Vec<u8> {
+pub(crate) fn bytes(plugin: &str) -> Vec<u8> {
     let so = plugins()
         .get(plugin)
         .unwrap_or_else(|| panic!("no plugin named {plugin}"));
@@ -59,20 +59,20 @@ fn start(poller: &str, files: &[(&str, &str)], args: &[&str]) -> Server {
 
 /// Writes `contents` as `dir/.NAME` and renames it to `dir/NAME`: the host
 /// ignores dotfiles, so it only ever sees the complete file.
-fn install_atomically(dir: &Path, name: &str, contents: &[u8]) {
+pub(crate) fn install_atomically(dir: &Path, name: &str, contents: &[u8]) {
     let tmp = dir.join(format!(".{name}"));
     std::fs::write(&tmp, contents).expect("write a temp dotfile");
     std::fs::rename(&tmp, dir.join(name)).expect("rename it into place");
 }
 
 /// `GET path` on a new connection: status and body.
-fn fetch(server: &Server, path: &str) -> (u16, String) {
+pub(crate) fn fetch(server: &Server, path: &str) -> (u16, String) {
     let r = server.get(path);
     (r.status, String::from_utf8_lossy(&r.body).into_owned())
 }
 
 /// Waits until `GET path` answers 200 with `body`; fails the test if not.
-fn wait_body(server: &Server, path: &str, body: &str) {
+pub(crate) fn wait_body(server: &Server, path: &str, body: &str) {
     let mut last = (0, String::new());
     let ok = wait_until(HOT_WAIT, || {
         last = fetch(server, path);
@@ -85,7 +85,7 @@ fn wait_body(server: &Server, path: &str, body: &str) {
 }
 
 /// Waits until `GET path` answers 404.
-fn wait_404(server: &Server, path: &str) {
+pub(crate) fn wait_404(server: &Server, path: &str) {
     let mut last = (0, String::new());
     let ok = wait_until(HOT_WAIT, || {
         last = fetch(server, path);
@@ -98,13 +98,13 @@ fn wait_404(server: &Server, path: &str) {
 }
 
 /// Waits until a log line holds every needle (within `HOT_WAIT`).
-fn wait_log(server: &Server, needles: &[&str]) {
+pub(crate) fn wait_log(server: &Server, needles: &[&str]) {
     let ok = wait_until(HOT_WAIT, || !server.log_lines(needles).is_empty());
     assert!(ok, "no log line with {needles:?} within {HOT_WAIT:?}");
 }
 
 /// The status document.
-fn status(server: &Server) -> Value {
+pub(crate) fn status(server: &Server) -> Value {
     let r = server.get("/.well-known/stoa/status");
     assert_eq!(
         r.status,
@@ -115,7 +115,7 @@ fn status(server: &Server) -> Value {
     serde_json::from_slice(&r.body).expect("status is JSON")
 }
 
-fn path_of(server: &Server, file: &str) -> String {
+pub(crate) fn path_of(server: &Server, file: &str) -> String {
     server.apps_dir().join(file).display().to_string()
 }
 
