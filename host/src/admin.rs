@@ -131,6 +131,9 @@ fn status_json(shared: &Shared) -> String {
         "refused": refused,
         "apps_scan_failures": state.scan_failures,
         "apps_scan_error": state.scan_error,
+        "constructing": state.constructing.iter()
+            .map(|c| json!({"app": c.app, "file": c.file.display().to_string()}))
+            .collect::<Vec<_>>(),
         "generations": generations,
     });
     status.to_string()

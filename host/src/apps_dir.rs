@@ -192,3 +192,48 @@ impl Health {
         self.dir_untrusted = untrusted.clone();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn links_are_followed_and_world_writable_is_untrusted() {
+        let dir = std::env::temp_dir().join(format!("stoa-apps-dir-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mode = |p: &Path, m| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m));
+        std::fs::write(dir.join("real.bin"), "x").unwrap();
+        std::os::unix::fs::symlink(dir.join("real.bin"), dir.join("a.so")).unwrap();
+        std::os::unix::fs::symlink(dir.join("gone"), dir.join("b.so")).unwrap();
+        std::fs::write(dir.join(".c.so"), "hidden").unwrap();
+        let listing = list(&dir).unwrap();
+        let names: Vec<_> = listing.entries.iter().map(|e| e.path.clone()).collect();
+        assert_eq!(names, [dir.join("a.so"), dir.join("b.so")]);
+        assert_eq!(listing.entries[0].untrusted, None);
+        assert_eq!(listing.entries[0].stamp.size, 1, "the target's stamp");
+        let dangling = listing.entries[1].untrusted.clone().unwrap_or_default();
+        assert!(dangling.contains("cannot follow the symlink"), "{dangling}");
+        mode(&dir.join("real.bin"), 0o646).unwrap();
+        let reason = list(&dir).unwrap().entries[0]
+            .untrusted
+            .clone()
+            .unwrap_or_default();
+        assert!(
+            reason.contains("the link's target is writable by any user (mode 0646)"),
+            "{reason}"
+        );
+        mode(&dir.join("real.bin"), 0o664).unwrap();
+        mode(&dir, 0o777).unwrap();
+        let listing = list(&dir).unwrap();
+        assert!(listing
+            .dir_untrusted
+            .is_some_and(|r| r.contains("mode 0777")));
+        assert!(listing.entries[0]
+            .untrusted
+            .as_deref()
+            .is_some_and(|r| r.contains("apps directory")));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -11,14 +11,16 @@
 //! running code. Libraries are never unloaded (abi_stable leaks them by
 //! design), so the number of generations per app is capped.
 
-use crate::apps_dir::{self, Entry, Health, Stamp};
-use crate::apps_loop::{Built, Event, CONSTRUCTOR_BOUND};
-use crate::loader::{load_file, mount_free, LoadedApp, MountTable, Refusal};
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crate::apps_dir::{self, Entry, Stamp};
+use crate::loader::{load_file, LoadedApp, MountTable, Refusal};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+#[path = "registry_watch.rs"]
+mod watch;
+use watch::Watch;
 
 /// A file must be unchanged for this long before it is loaded by a watch
 /// scan or a signal (a copy in progress is half-written for a while).
@@ -48,6 +50,15 @@ pub struct AppState {
     pub scan_failures: u64,
     /// The error of the current streak of failed scans, if failing.
     pub scan_error: Option<String>,
+    /// Apps whose constructor has not returned yet.
+    pub constructing: Vec<Constructing>,
+}
+
+/// An app being constructed (mounted when its constructor returns).
+#[derive(Clone, Debug)]
+pub struct Constructing {
+    pub app: String,
+    pub file: PathBuf,
 }
 
 /// One loaded library generation.
@@ -72,43 +83,6 @@ struct Refused {
     stamp: Stamp,
     reason: String,
     untrusted: Option<String>,
-}
-
-/// An app whose constructor is running.
-struct Pending {
-    app: Arc<LoadedApp>,
-    stamp: Stamp,
-    untrusted: Option<String>,
-    ticket: u64,
-    started: Instant,
-    /// Whether its run past `CONSTRUCTOR_BOUND` was logged.
-    warned: bool,
-}
-
-/// The registry's state about the directory over time: scan health,
-/// signals waiting for young files, running constructors.
-struct Watch {
-    health: Health,
-    insecure: bool,
-    /// Files a signal asked to load that had not settled yet.
-    requested: HashMap<PathBuf, Stamp>,
-    pending: BTreeMap<PathBuf, Pending>,
-    tickets: u64,
-    /// The apps thread's messages (constructors and signals send).
-    events: (Sender<Event>, Receiver<Event>),
-}
-
-impl Default for Watch {
-    fn default() -> Self {
-        Watch {
-            health: Health::default(),
-            insecure: false,
-            requested: HashMap::new(),
-            pending: BTreeMap::new(),
-            tickets: 0,
-            events: crossbeam_channel::unbounded(),
-        }
-    }
 }
 
 /// The plugin directory's loader state.
@@ -175,7 +149,13 @@ impl Registry {
         self.watch
             .health
             .dir_trust(&self.dir, &listing.dir_untrusted, insecure);
-        if how != Scan::Recheck {
+        if how == Scan::Recheck {
+            // A file a signal asked for that is gone is no longer awaited.
+            let entries = &listing.entries;
+            self.watch
+                .requested
+                .retain(|p, _| entries.iter().any(|e| e.path == *p));
+        } else {
             changed |= self.forget_missing(&listing.entries);
         }
         for entry in listing.entries {
@@ -224,6 +204,7 @@ impl Registry {
         self.watch.pending.retain(|p, pending| {
             let keep = present.contains(p);
             if !keep {
+                changed = true;
                 log::info!(
                     "app {} will not be mounted: {} was removed while its constructor ran",
                     pending.app.name,
@@ -324,184 +305,6 @@ impl Registry {
         true
     }
 
-    /// Runs the app's constructor on a thread of its own, which reports to
-    /// the apps thread; the app is mounted by `built`. True if refused.
-    fn construct(
-        &mut self,
-        path: PathBuf,
-        stamp: Stamp,
-        app: LoadedApp,
-        untrusted: Option<String>,
-    ) -> bool {
-        self.watch.tickets += 1;
-        let ticket = self.watch.tickets;
-        let app = Arc::new(app);
-        let (events, constructing, file) = (self.watch.events.0.clone(), app.clone(), path.clone());
-        let spawned = std::thread::Builder::new()
-            .name("stoa-app-init".into())
-            .spawn(move || {
-                let result = constructing.init();
-                let _ = events.send(Event::Built(Built {
-                    path: file,
-                    ticket,
-                    name: constructing.name.clone(),
-                    result,
-                }));
-            });
-        if let Err(e) = spawned {
-            let reason = format!("cannot start a thread for the app's constructor: {e}");
-            return self.refuse(path, stamp, reason, untrusted);
-        }
-        let started = Instant::now();
-        let pending = Pending {
-            app,
-            stamp,
-            untrusted,
-            ticket,
-            started,
-            warned: false,
-        };
-        self.watch.pending.insert(path, pending);
-        false
-    }
-
-    /// Mounts (or refuses) the app whose constructor returned; true if the
-    /// published state changed.
-    pub fn built(&mut self, built: Built) -> bool {
-        let Built {
-            path,
-            ticket,
-            name,
-            result,
-        } = built;
-        let current = self
-            .watch
-            .pending
-            .get(&path)
-            .is_some_and(|p| p.ticket == ticket);
-        let Some(pending) = current.then(|| self.watch.pending.remove(&path)).flatten() else {
-            log::info!(
-                "the constructor of app {name} from {} returned after the file was replaced \
-                 or removed; not mounted",
-                path.display()
-            );
-            return false;
-        };
-        let app = pending.app;
-        if pending.warned {
-            log::info!(
-                "app {name} constructor returned after {:.1} s ({})",
-                pending.started.elapsed().as_secs_f64(),
-                path.display()
-            );
-        }
-        let others: Vec<Arc<LoadedApp>> = self
-            .live
-            .iter()
-            .filter(|(p, _)| **p != path)
-            .map(|(_, l)| l.app.clone())
-            .collect();
-        let checked = result.and_then(|()| mount_free(&name, &app.mount, &app.mount, &others));
-        if let Err(reason) = checked {
-            return self.refuse(path, pending.stamp, reason, pending.untrusted);
-        }
-        self.mount(path, app, pending.stamp);
-        true
-    }
-
-    /// Mounts a constructed app, replacing the file's running version.
-    fn mount(&mut self, path: PathBuf, app: Arc<LoadedApp>, stamp: Stamp) {
-        let mount = if app.mount.is_empty() {
-            "/"
-        } else {
-            &app.mount
-        };
-        match self.live.get(&path) {
-            Some(old) => log::info!(
-                "replaced app {} {} with {} {} at {} from {} (generation {})",
-                old.app.name,
-                old.app.version,
-                app.name,
-                app.version,
-                mount,
-                path.display(),
-                self.generations.get(&app.name).copied().unwrap_or(1)
-            ),
-            None => log::info!(
-                "loaded app {} {} at {} from {}",
-                app.name,
-                app.version,
-                mount,
-                path.display()
-            ),
-        }
-        self.refused.remove(&path);
-        self.live.insert(path, Live { app, stamp });
-    }
-
-    /// Apps whose constructor has not returned yet.
-    pub fn constructing(&self) -> usize {
-        self.watch.pending.len()
-    }
-
-    /// Logs, once each, the constructors running past `CONSTRUCTOR_BOUND`.
-    pub fn warn_slow_constructors(&mut self) {
-        for (path, pending) in &mut self.watch.pending {
-            if !pending.warned && pending.started.elapsed() >= CONSTRUCTOR_BOUND {
-                pending.warned = true;
-                log::warn!(
-                    "app {} constructor still running after {} s ({}); it is mounted when it returns",
-                    pending.app.name,
-                    CONSTRUCTOR_BOUND.as_secs(),
-                    path.display()
-                );
-            }
-        }
-    }
-
-    /// When a file a signal found too young may have settled.
-    fn recheck_at(&self) -> Option<Instant> {
-        let now = Instant::now();
-        self.watch
-            .requested
-            .values()
-            .map(|stamp| {
-                now + SETTLE
-                    .saturating_sub(stamp.age())
-                    .max(Duration::from_millis(20))
-            })
-            .min()
-    }
-
-    /// Whether a re-check of the files a signal found too young is due.
-    pub fn recheck_due(&self) -> bool {
-        self.recheck_at()
-            .is_some_and(|at| at <= Instant::now() + Duration::from_millis(20))
-    }
-
-    /// The next time the apps thread has work without a message: a
-    /// re-check, or a constructor reaching `CONSTRUCTOR_BOUND`.
-    pub fn next_due(&self) -> Option<Instant> {
-        let warn = self
-            .watch
-            .pending
-            .values()
-            .filter(|p| !p.warned)
-            .map(|p| p.started + CONSTRUCTOR_BOUND)
-            .min();
-        [self.recheck_at(), warn].into_iter().flatten().min()
-    }
-
-    /// A sender of messages to the apps thread (for the signal thread).
-    pub fn events(&self) -> Sender<Event> {
-        self.watch.events.0.clone()
-    }
-
-    /// The next message for the apps thread, waiting until `deadline`.
-    pub fn recv_until(&self, deadline: Instant) -> Result<Event, RecvTimeoutError> {
-        self.watch.events.1.recv_deadline(deadline)
-    }
-
     fn load(&mut self, path: &Path) -> Result<LoadedApp, String> {
         // The app this file held before (still mounted, or removed and now
         // back): its generations count whatever the file's history.
@@ -582,6 +385,15 @@ impl Registry {
             retained: self.retained.clone(),
             scan_failures: self.watch.health.failures,
             scan_error: self.watch.health.failing.clone(),
+            constructing: self
+                .watch
+                .pending
+                .iter()
+                .map(|(file, p)| Constructing {
+                    app: p.app.name.clone(),
+                    file: file.clone(),
+                })
+                .collect(),
         }
     }
 }

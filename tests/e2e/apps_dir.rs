@@ -374,6 +374,12 @@ fn hung_constructor_at_start_up_serves_the_others(poller: &str) {
         ],
     );
     wait_log(&server, &["serving while 1 app constructor(s) still run"]);
+    let constructing = status(&server)["constructing"].clone();
+    assert_eq!(
+        constructing,
+        serde_json::json!([{"app": "slow-init", "file": slow}]),
+        "status while the constructor runs"
+    );
 }
 
 fn slow_constructor_mounts_its_app_when_it_returns(poller: &str) {
