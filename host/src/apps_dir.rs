@@ -179,8 +179,8 @@ impl Health {
         }
         match (untrusted, insecure) {
             (Some(reason), false) => log::error!(
-                "untrusted apps directory {}: {reason}; every plugin in it is refused \
-                 (--insecure-apps-dir loads them anyway)",
+                "untrusted apps directory {}: {reason}; new and changed plugins in it are \
+                 refused, mounted apps keep serving (--insecure-apps-dir loads them anyway)",
                 dir.display()
             ),
             (Some(reason), true) => log::warn!(

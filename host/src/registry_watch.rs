@@ -11,7 +11,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// An app whose constructor is running.
 pub(super) struct Pending {
@@ -187,24 +187,17 @@ impl Registry {
         }
     }
 
-    /// When a file a signal found too young may have settled.
+    /// When a file a signal found too young may have settled (a re-check
+    /// that finds it still young stores its new stamp, so this moves on).
     fn recheck_at(&self) -> Option<Instant> {
         let now = Instant::now();
-        self.watch
-            .requested
-            .values()
-            .map(|stamp| {
-                now + SETTLE
-                    .saturating_sub(stamp.age())
-                    .max(Duration::from_millis(20))
-            })
-            .min()
+        let wait = |stamp: &Stamp| SETTLE.saturating_sub(stamp.age());
+        self.watch.requested.values().map(|s| now + wait(s)).min()
     }
 
     /// Whether a re-check of the files a signal found too young is due.
     pub fn recheck_due(&self) -> bool {
-        self.recheck_at()
-            .is_some_and(|at| at <= Instant::now() + Duration::from_millis(20))
+        self.recheck_at().is_some_and(|at| at <= Instant::now())
     }
 
     /// The next time the apps thread has work without a message: a
