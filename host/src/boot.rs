@@ -2,22 +2,24 @@
 //! then the blocking pool and the apps, then one event-loop thread per
 //! worker; signals drain them.
 
+use crate::apps::watcher::{self, Event};
 use crate::cli::Cli;
 use crate::control::Control;
 use crate::netfilter::{parse_net, NetList};
 use crate::plugin_copy::{self, PluginCopies};
 use crate::poller::{self, Poller};
-use crate::registry::Registry;
+use crate::registry::{Registry, Scan};
 use crate::responder::Inbox;
 use crate::server::Server;
 use crate::shared::Shared;
 use crate::stats::WorkerStats;
 use crate::{access_log, listen, services};
 use arc_swap::ArcSwap;
+use crossbeam_channel::Sender;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use std::collections::HashMap;
 use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// File descriptors kept free under FD_SETSIZE for stdio, the pollers'
@@ -101,7 +103,9 @@ pub fn run(cli: Cli) -> Result<(), String> {
     let copies = PluginCopies::from_env(cli.max_plugin_size)?;
     let mut registry = Registry::new(&cli.apps, mounts, cli.max_generations, copies)
         .map_err(|e| format!("cannot read the apps directory {}: {e}", cli.apps.display()))?;
-    registry.scan(true);
+    registry.set_insecure(cli.insecure_apps_dir);
+    registry.scan(Scan::Startup);
+    watcher::await_constructors(&mut registry);
     let state = registry.state();
     if state.mounts.apps().is_empty() {
         log::warn!(
@@ -149,18 +153,17 @@ pub fn run(cli: Cli) -> Result<(), String> {
                 .map_err(|e| format!("cannot start worker {i}: {e}"))?,
         );
     }
-    let registry = Arc::new(Mutex::new(registry));
     if cli.no_watch {
         log::info!(
             "not watching {} (--no-watch); SIGHUP rescans it",
             cli.apps.display()
         );
-    } else {
-        watch_apps(shared.clone(), registry.clone())?;
     }
+    let events = registry.events();
+    watcher::spawn(registry, shared.clone(), !cli.no_watch)?;
     watch_signals(
         shared.clone(),
-        registry,
+        events,
         Duration::from_secs(cli.graceful_timeout),
     )?;
 
@@ -197,35 +200,12 @@ pub fn run(cli: Cli) -> Result<(), String> {
     }
 }
 
-/// Rescans the apps directory and publishes the new mounts if they changed.
-fn rescan(shared: &Shared, registry: &Mutex<Registry>, immediate: bool) {
-    let mut registry = registry.lock().unwrap_or_else(|p| p.into_inner());
-    if registry.scan(immediate) {
-        shared.apps.store(Arc::new(registry.state()));
-    }
-}
-
-/// Polls the apps directory once a second (a file is loaded once it has
-/// stopped changing).
-fn watch_apps(shared: Arc<Shared>, registry: Arc<Mutex<Registry>>) -> Result<(), String> {
-    std::thread::Builder::new()
-        .name("stoa-apps-watch".into())
-        .spawn(move || loop {
-            std::thread::sleep(Duration::from_secs(1));
-            if shared.control.draining() {
-                return;
-            }
-            rescan(&shared, &registry, false);
-        })
-        .map(|_| ())
-        .map_err(|e| format!("cannot start the apps watcher: {e}"))
-}
-
 /// SIGTERM/SIGINT drain the workers (a second one exits at once, and the
-/// graceful timeout forces the rest closed); SIGHUP rescans the apps.
+/// graceful timeout forces the rest closed); SIGHUP asks the apps thread
+/// to rescan. This thread never waits for the apps thread or app code.
 fn watch_signals(
     shared: Arc<Shared>,
-    registry: Arc<Mutex<Registry>>,
+    apps: Sender<Event>,
     graceful: Duration,
 ) -> Result<(), String> {
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
@@ -236,7 +216,9 @@ fn watch_signals(
             for signal in signals.forever() {
                 if signal == SIGHUP {
                     log::info!("SIGHUP: rescanning the apps directory");
-                    rescan(&shared, &registry, true);
+                    if apps.send(Event::Rescan).is_err() {
+                        log::warn!("SIGHUP ignored: the apps thread has stopped (draining)");
+                    }
                     continue;
                 }
                 if shared.control.draining() {

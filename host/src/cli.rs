@@ -80,6 +80,12 @@ pub struct Cli {
     #[arg(long)]
     pub no_watch: bool,
 
+    /// Load plugins even from an apps directory or files that any user can
+    /// write or that another user owns (a loud warning instead of a
+    /// refusal; for development only).
+    #[arg(long)]
+    pub insecure_apps_dir: bool,
+
     /// Longest request-target, bytes (414 past it).
     #[arg(long, default_value_t = 8 * 1024)]
     pub max_request_line: usize,

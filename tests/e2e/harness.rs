@@ -8,7 +8,7 @@ use crate::client::{Client, Response};
 pub use crate::plugins::{plugins, SAMPLE_APPS};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -138,6 +138,9 @@ impl Captured {
     }
 }
 
+/// A step run on the apps directory before the binary starts.
+type Prepare = Box<dyn FnOnce(&Path)>;
+
 /// What to start: the backend, the plugins, extra files and flags.
 pub struct Launch {
     poller: String,
@@ -148,7 +151,8 @@ pub struct Launch {
     poller_flag: bool,
     access_log: bool,
     sparse: Vec<(String, u64)>,
-    wrapper: Option<String>,
+    shell: Option<String>,
+    prepare: Vec<Prepare>,
 }
 
 impl Launch {
@@ -189,10 +193,16 @@ impl Launch {
         self
     }
 
-    /// Starts the binary through `sh -c SCRIPT`, which then execs it (so
-    /// `$$` in the script is the server's pid).
-    pub fn wrapper(mut self, script: &str) -> Self {
-        self.wrapper = Some(script.to_string());
+    /// Starts the binary as `sh -c '<prefix>; exec stoa ...'` (the same
+    /// pid), e.g. `ulimit -n 100`.
+    pub fn shell(mut self, prefix: &str) -> Self {
+        self.shell = Some(prefix.to_string());
+        self
+    }
+
+    /// Runs `f` on the filled apps directory before the binary starts.
+    pub fn prepare(mut self, f: impl FnOnce(&Path) + 'static) -> Self {
+        self.prepare.push(Box::new(f));
         self
     }
 
@@ -226,13 +236,16 @@ impl Launch {
             let file = std::fs::File::create(apps.join(name)).expect("create a sparse file");
             file.set_len(*len).expect("size a sparse file");
         }
+        for f in self.prepare {
+            f(&apps);
+        }
         let access_log = dir.path().join("access.log");
-        let mut cmd = match &self.wrapper {
-            Some(script) => {
+        let mut cmd = match &self.shell {
+            Some(prefix) => {
                 let mut sh = Command::new("sh");
                 sh.arg("-c")
-                    .arg(format!("{script}\nexec \"$@\""))
-                    .args(["sh", STOA]);
+                    .arg(format!("{prefix}\nexec \"$0\" \"$@\""))
+                    .arg(STOA);
                 sh
             }
             None => Command::new(STOA),
@@ -273,7 +286,16 @@ impl Launch {
             .and_then(|l| l.strip_prefix("listening on http://127.0.0.1:"))
             .and_then(|p| p.trim().parse().ok());
         match (started, port) {
-            (true, Some(port)) => server.port = port,
+            (true, Some(port)) => {
+                server.port = port;
+                // The log is read by another thread: wait until it has
+                // caught up with the same line, so everything logged
+                // before it (loaded apps, refusals) is there to assert on.
+                let logged = server
+                    .log
+                    .wait(START_TIMEOUT, |t| t.contains("listening on http://"));
+                assert!(logged, "stoa printed its port but never logged it");
+            }
             _ => panic!(
                 "stoa --poller {} did not print its port; stdout: {first:?}\nstderr:\n{}",
                 server.poller,
@@ -307,34 +329,9 @@ impl Server {
             poller_flag: true,
             access_log: false,
             sparse: Vec::new(),
-            wrapper: None,
+            shell: None,
+            prepare: Vec::new(),
         }
-    }
-
-    /// The server's process id.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Sends `signal` to the server.
-    pub fn signal(&self, signal: i32) {
-        let pid = self.pid() as i32;
-        // SAFETY: kill(2) on our own child's pid touches no memory of ours.
-        assert_eq!(
-            unsafe { libc::kill(pid, signal) },
-            0,
-            "kill -{signal} {pid}"
-        );
-    }
-
-    /// Waits up to `timeout` for the server to exit.
-    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
-        let mut status = None;
-        wait_until(timeout, || {
-            status = self.child.try_wait().ok().flatten();
-            status.is_some()
-        });
-        status
     }
 
     /// Starts `stoa` with these plugins (short names) and extra flags.
@@ -355,6 +352,27 @@ impl Server {
     /// `GET path` with `Host: localhost` on a new connection.
     pub fn get(&self, path: &str) -> Response {
         self.connect().request(&crate::client::get(path))
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `signal` to the server.
+    pub fn signal(&self, signal: rustix::process::Signal) {
+        let pid = rustix::process::Pid::from_raw(self.pid() as i32).expect("a child pid");
+        rustix::process::kill_process(pid, signal).expect("signal the server");
+    }
+
+    /// Waits up to `timeout` for the server to exit; its status if it did.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let mut status = None;
+        wait_until(timeout, || {
+            status = self.child.try_wait().ok().flatten();
+            status.is_some()
+        });
+        status
     }
 
     /// Everything the host has logged so far.

@@ -85,7 +85,7 @@ pub(crate) fn wait_body(server: &Server, path: &str, body: &str) {
 }
 
 /// Waits until `GET path` answers 404.
-fn wait_404(server: &Server, path: &str) {
+pub(crate) fn wait_404(server: &Server, path: &str) {
     let mut last = (0, String::new());
     let ok = wait_until(HOT_WAIT, || {
         last = fetch(server, path);

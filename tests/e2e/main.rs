@@ -8,6 +8,7 @@ mod harness;
 mod client;
 mod plugins;
 
+mod apps_dir;
 mod article;
 mod async_apps;
 mod capacity;

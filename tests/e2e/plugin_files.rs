@@ -12,6 +12,7 @@
 
 use crate::harness::{plugins, wait_until, Server, TempDir, SAMPLE_APPS, STOA};
 use crate::hot::{bytes, fetch, install_atomically, path_of, status, wait_body, wait_log, HOT};
+use rustix::process::Signal;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -171,7 +172,7 @@ fn bad_plugins_on_sighup_are_refused(poller: &str) {
     write_settled(&dir.join(CUT), &truncated("article"), 0);
     write_settled(&dir.join(BIG), b"", BIG_LEN);
     write_settled(&dir.join(HOT), &bytes("abort-on-load"), 0);
-    server.signal(libc::SIGHUP);
+    server.signal(Signal::HUP);
     expect_refusals(&server);
     wait_log(
         &server,
@@ -193,7 +194,7 @@ fn entries(dir: &Path) -> BTreeSet<String> {
 
 /// SIGTERM, and a clean exit within 10 s.
 fn terminate(server: &mut Server) {
-    server.signal(libc::SIGTERM);
+    server.signal(Signal::TERM);
     let status = server.wait_exit(Duration::from_secs(10));
     assert!(
         status.is_some_and(|s| s.success()),
@@ -225,7 +226,7 @@ fn a_planted_copy_directory_is_never_used(poller: &str) {
                 .apps(SAMPLE_APPS)
                 .env("TMPDIR", &tmp.path().display().to_string())
                 .env("STOA_PLUGIN_COPIES", mode)
-                .wrapper(&script)
+                .shell(&script)
                 .start();
             let case = format!(
                 "{mode} copies, planted {}",

@@ -21,6 +21,7 @@ const PACKAGES: &[(&str, &str)] = &[
     ("hot-v1", "stoa-test-hot-v1"),
     ("hot-v2", "stoa-test-hot-v2"),
     ("abort-on-load", "stoa-test-abort-on-load"),
+    ("slow-init", "stoa-test-slow-init"),
 ];
 
 /// The three sample apps, as the README's first command installs them.

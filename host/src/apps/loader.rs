@@ -1,6 +1,7 @@
-//! The apps directory: finds the plugins, checks each one's ABI, initialises
-//! it and builds the mount table. A bad file is one log line and a refusal,
-//! never a crash of the host.
+//! One plugin file: loads it and checks its ABI (`load_file`), runs the
+//! app's constructor as a separate step (`LoadedApp::init`, which may take
+//! long and so runs off the registry's thread), and builds the mount table.
+//! A bad file is one log line and a refusal, never a crash of the host.
 
 use abi_stable::library::{lib_header_from_path, LibraryError, RootModule};
 use abi_stable::prefix_type::PrefixTypeTrait;
@@ -10,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use stoa_app_api::abi::{AppModuleRef, HostModule, HostRef, LogLevel, Request, ResponderBox};
 
-/// One initialised app.
+/// One loaded app (its constructor is run by `init`).
 #[derive(Clone)]
 pub struct LoadedApp {
     pub name: String,
@@ -24,6 +25,15 @@ pub struct LoadedApp {
 }
 
 impl LoadedApp {
+    /// Runs the app's constructor (the plugin's `init`); it may take long,
+    /// so the registry calls it on a thread of its own.
+    pub fn init(&self) -> Result<(), String> {
+        match (self.module.init())(host_module()) {
+            RResult::ROk(()) => Ok(()),
+            RResult::RErr(e) => Err(format!("app {} failed to initialise: {e}", self.name)),
+        }
+    }
+
     /// Calls the plugin's handler (which contains the app's panics).
     pub fn handle(&self, request: &Request<'_>, responder: ResponderBox) {
         (self.module.handle())(request, responder)
@@ -42,9 +52,10 @@ pub struct Refusal {
     pub reason: String,
 }
 
-/// Loads and initialises one plugin; the error is the one-line reason.
-/// `copy` is the file opened, `file` the one the operator sees (both in
-/// messages and in status); `taken` are the apps already mounted.
+/// Loads one plugin and checks its ABI and mount (its constructor is run
+/// later by `LoadedApp::init`); the error is the one-line reason. `copy` is
+/// the file opened, `file` the one the operator sees (both in messages and
+/// in status); `taken` are the apps already mounted or being constructed.
 pub fn load_file(
     copy: &Path,
     file: &Path,
@@ -60,17 +71,7 @@ pub fn load_file(
         .unwrap_or(info.default_mount.as_str());
     let mount = normalise_mount(wanted)
         .ok_or_else(|| format!("invalid mount prefix {wanted:?} for app {name}"))?;
-    if let Some(other) = taken.iter().find(|a| a.mount == mount) {
-        return Err(format!(
-            "app {name} wants mount prefix {:?}, already taken by app {} from {}",
-            wanted,
-            other.name,
-            other.file.display()
-        ));
-    }
-    if let RResult::RErr(e) = (module.init())(host_module()) {
-        return Err(format!("app {name} failed to initialise: {e}"));
-    }
+    mount_free(&name, wanted, &mount, taken)?;
     Ok(LoadedApp {
         slot: stats_slot(&name),
         name,
@@ -95,6 +96,24 @@ pub fn slot_name(slot: usize) -> String {
 /// does before `init`, and all the load probe (`probe.rs`) does.
 pub fn open_module(path: &Path) -> Result<AppModuleRef, LibraryError> {
     lib_header_from_path(path).and_then(|header| header.init_root_module::<AppModuleRef>())
+}
+
+/// Refuses `mount` (the normalised `wanted`) for app `name` if one of
+/// `taken` holds it.
+pub fn mount_free(
+    name: &str,
+    wanted: &str,
+    mount: &str,
+    taken: &[Arc<LoadedApp>],
+) -> Result<(), String> {
+    match taken.iter().find(|a| a.mount == mount) {
+        Some(other) => Err(format!(
+            "app {name} wants mount prefix {wanted:?}, already taken by app {} from {}",
+            other.name,
+            other.file.display()
+        )),
+        None => Ok(()),
+    }
 }
 
 /// The counters slot for an app name: stable for the process's life.

@@ -5,9 +5,11 @@
 //! refusals, rescans), `services` are the host functions plugins call
 //! (timers, the blocking pool).
 
+pub mod dir;
 pub mod elf_check;
 pub mod loader;
 pub mod plugin_copy;
 pub mod probe;
 pub mod registry;
 pub mod services;
+pub mod watcher;

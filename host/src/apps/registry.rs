@@ -1,6 +1,9 @@
 //! The apps directory over time: the first scan at start-up, then rescans
 //! (every second while watching, or on SIGHUP) that mount new plugins,
-//! replace changed ones with a new generation, and unmount removed ones.
+//! replace changed ones with a new generation, and unmount removed ones. A
+//! scan that fails changes nothing; only a successful scan that no longer
+//! lists a file unmounts it. An app is mounted when its constructor, run
+//! on a thread of its own, returns (see `watcher`).
 //!
 //! Every plugin is loaded from a private copy, never from the apps
 //! directory itself: `dlopen` of a path already loaded returns the old
@@ -10,16 +13,34 @@
 //! are never unloaded (abi_stable leaks them by design), so the number of
 //! generations per app is capped.
 
+use crate::apps::dir::{self, Entry, Stamp};
 use crate::loader::{load_file, LoadedApp, MountTable, Refusal};
 use crate::plugin_copy::PluginCopies;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
+
+mod watch;
+use watch::Watch;
 
 /// A file must be unchanged for this long before it is loaded by a watch
-/// scan (a copy in progress is half-written for a while).
+/// scan or a signal (a copy in progress is half-written for a while).
 const SETTLE: Duration = Duration::from_secs(1);
+
+/// What asked for a scan; it decides when a new or changed file is loaded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scan {
+    /// Start-up: every file at once.
+    Startup,
+    /// SIGHUP: a file unchanged for `SETTLE` at once, a younger one once
+    /// it has settled (re-checked without another signal).
+    Signal,
+    /// The once-a-second watch: a file two scans saw unchanged and settled.
+    Watch,
+    /// The re-check of the files a signal found too young (only those).
+    Recheck,
+}
 
 /// What the workers route with, swapped whole on every change.
 pub struct AppState {
@@ -27,6 +48,19 @@ pub struct AppState {
     pub refused: Vec<Refusal>,
     /// Every library loaded so far (they stay mapped until exit).
     pub retained: Vec<Retained>,
+    /// Failed scans of the apps directory since start-up.
+    pub scan_failures: u64,
+    /// The error of the current streak of failed scans, if failing.
+    pub scan_error: Option<String>,
+    /// Apps whose constructor has not returned yet.
+    pub constructing: Vec<Constructing>,
+}
+
+/// An app being constructed (mounted when its constructor returns).
+#[derive(Clone, Debug)]
+pub struct Constructing {
+    pub app: String,
+    pub file: PathBuf,
 }
 
 /// One loaded library generation.
@@ -41,15 +75,17 @@ pub struct Retained {
     pub mapping: String,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Stamp {
-    size: u64,
-    mtime: SystemTime,
-}
-
 struct Live {
     app: Arc<LoadedApp>,
     stamp: Stamp,
+}
+
+/// A file not loaded, and why; `untrusted` is the trust verdict it was
+/// refused under (a change of trust is a reason to look again).
+struct Refused {
+    stamp: Stamp,
+    reason: String,
+    untrusted: Option<String>,
 }
 
 /// The plugin directory's loader state.
@@ -59,13 +95,14 @@ pub struct Registry {
     mounts: HashMap<String, String>,
     max_generations: u32,
     live: BTreeMap<PathBuf, Live>,
-    refused: BTreeMap<PathBuf, (Stamp, String)>,
+    refused: BTreeMap<PathBuf, Refused>,
     /// Stamps seen by the previous scan for files not yet acted on.
     seen: HashMap<PathBuf, Stamp>,
     retained: Vec<Retained>,
     generations: HashMap<String, u32>,
     /// The app name each file last held, kept after the file is removed.
     names: HashMap<PathBuf, String>,
+    watch: Watch,
 }
 
 impl Registry {
@@ -87,45 +124,61 @@ impl Registry {
             retained: Vec::new(),
             generations: HashMap::new(),
             names: HashMap::new(),
+            watch: Watch::default(),
         })
     }
 
-    /// The plugin files now in the directory (dotfiles are ignored: write a
-    /// plugin as `.name.so` and rename it into place to swap atomically).
-    fn listing(&self) -> Vec<(PathBuf, Stamp)> {
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
-            log::warn!("cannot read the apps directory {}", self.dir.display());
-            return Vec::new();
-        };
-        let mut files: Vec<(PathBuf, Stamp)> = entries
-            .filter_map(Result::ok)
-            .filter(|e| {
-                let name = e.file_name();
-                let name = name.to_string_lossy();
-                name.ends_with(".so") && !name.starts_with('.')
-            })
-            .filter_map(|e| {
-                let meta = e.metadata().ok().filter(|m| m.is_file())?;
-                let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-                Some((
-                    e.path(),
-                    Stamp {
-                        size: meta.len(),
-                        mtime,
-                    },
-                ))
-            })
-            .collect();
-        files.sort_by(|a, b| a.0.cmp(&b.0));
-        files
+    /// Makes `--insecure-apps-dir` turn trust refusals into warnings.
+    pub fn set_insecure(&mut self, insecure: bool) {
+        self.watch.insecure = insecure;
     }
 
-    /// Brings the mounts in line with the directory. `immediate` acts on
-    /// every change now (start-up, SIGHUP); otherwise a file is loaded once
-    /// it has stopped changing. Returns true if anything changed.
-    pub fn scan(&mut self, immediate: bool) -> bool {
-        let listing = self.listing();
-        let present: Vec<&PathBuf> = listing.iter().map(|(p, _)| p).collect();
+    /// Brings the mounts in line with the directory (see `Scan` for when a
+    /// changed file is loaded); a failed scan changes nothing. Returns true
+    /// if the published state changed.
+    pub fn scan(&mut self, how: Scan) -> bool {
+        let listing = match dir::list(&self.dir) {
+            Ok(listing) => listing,
+            Err(e) => {
+                self.watch.health.failed(&self.dir, &e);
+                return true;
+            }
+        };
+        let mut changed = self.watch.health.succeeded(&self.dir);
+        let insecure = self.watch.insecure;
+        self.watch
+            .health
+            .dir_trust(&self.dir, &listing.dir_untrusted, insecure);
+        if how == Scan::Recheck {
+            // A file a signal asked for that is gone is no longer awaited.
+            let entries = &listing.entries;
+            self.watch
+                .requested
+                .retain(|p, _| entries.iter().any(|e| e.path == *p));
+        } else {
+            changed |= self.forget_missing(&listing.entries);
+        }
+        for entry in listing.entries {
+            if how == Scan::Recheck && !self.watch.requested.contains_key(&entry.path) {
+                continue;
+            }
+            if self.known(&entry) {
+                self.watch.requested.remove(&entry.path);
+                continue;
+            }
+            if !self.ready(how, &entry) {
+                continue;
+            }
+            self.seen.remove(&entry.path);
+            self.watch.requested.remove(&entry.path);
+            changed |= self.act(entry);
+        }
+        changed
+    }
+
+    /// Unmounts (or forgets) what a successful scan no longer lists.
+    fn forget_missing(&mut self, entries: &[Entry]) -> bool {
+        let present: HashSet<&PathBuf> = entries.iter().map(|e| &e.path).collect();
         let mut changed = false;
         let gone: Vec<PathBuf> = self
             .live
@@ -147,76 +200,109 @@ impl Registry {
         self.refused.retain(|p, _| present.contains(&p));
         changed |= before != self.refused.len();
         self.seen.retain(|p, _| present.contains(&p));
-
-        for (path, stamp) in listing {
-            let known = self.live.get(&path).map(|l| l.stamp) == Some(stamp)
-                || self.refused.get(&path).map(|r| r.0) == Some(stamp);
-            if known {
-                continue;
+        self.watch.requested.retain(|p, _| present.contains(&p));
+        self.watch.pending.retain(|p, pending| {
+            let keep = present.contains(p);
+            if !keep {
+                changed = true;
+                log::info!(
+                    "app {} will not be mounted: {} was removed while its constructor ran",
+                    pending.app.name,
+                    p.display()
+                );
             }
-            if !immediate {
-                let settled = stamp.mtime.elapsed().is_ok_and(|age| age >= SETTLE);
-                if self.seen.get(&path) != Some(&stamp) || !settled {
-                    self.seen.insert(path, stamp);
-                    continue;
-                }
-            }
-            self.seen.remove(&path);
-            changed = true;
-            self.act(path, stamp);
-        }
+            keep
+        });
         changed
     }
 
-    /// Loads a new or changed file; on failure the running version (if any)
-    /// keeps serving.
-    fn act(&mut self, path: PathBuf, stamp: Stamp) {
-        match self.load(&path) {
-            Ok(app) => {
-                let mount = if app.mount.is_empty() {
-                    "/"
-                } else {
-                    &app.mount
-                };
-                match self.live.get(&path) {
-                    Some(old) => log::info!(
-                        "replaced app {} {} with {} {} at {} from {} (generation {})",
-                        old.app.name,
-                        old.app.version,
-                        app.name,
-                        app.version,
-                        mount,
-                        path.display(),
-                        self.generations.get(&app.name).copied().unwrap_or(1)
-                    ),
-                    None => log::info!(
-                        "loaded app {} {} at {} from {}",
-                        app.name,
-                        app.version,
-                        mount,
-                        path.display()
-                    ),
-                }
-                self.refused.remove(&path);
-                self.live.insert(
-                    path,
-                    Live {
-                        app: Arc::new(app),
-                        stamp,
-                    },
-                );
+    /// Whether `entry` is the version already mounted, being constructed or
+    /// refused (for the same reason of trust).
+    fn known(&self, entry: &Entry) -> bool {
+        let path = &entry.path;
+        self.live.get(path).is_some_and(|l| l.stamp == entry.stamp)
+            || self
+                .watch
+                .pending
+                .get(path)
+                .is_some_and(|p| p.stamp == entry.stamp)
+            || self
+                .refused
+                .get(path)
+                .is_some_and(|r| r.stamp == entry.stamp && r.untrusted == entry.untrusted)
+    }
+
+    /// Whether a new or changed file is loaded now. Start-up loads at
+    /// once; a signal (or its re-check) loads a file unchanged for `SETTLE`
+    /// and has a younger one re-checked once it may have settled; a watch
+    /// scan also wants the previous scan to have seen the same stamp.
+    fn ready(&mut self, how: Scan, entry: &Entry) -> bool {
+        let path = &entry.path;
+        let settled = entry.stamp.age() >= SETTLE;
+        let ready = match how {
+            Scan::Startup => true,
+            Scan::Signal | Scan::Recheck => settled,
+            Scan::Watch => {
+                settled
+                    && (self.seen.get(path) == Some(&entry.stamp)
+                        || self.watch.requested.contains_key(path))
             }
-            Err(reason) => {
-                let keeps = match self.live.get(&path) {
-                    Some(old) => {
-                        format!(" (app {} {} keeps serving)", old.app.name, old.app.version)
-                    }
-                    None => String::new(),
-                };
-                log::error!("refused plugin {}: {reason}{keeps}", path.display());
-                self.refused.insert(path, (stamp, reason));
+        };
+        if !ready {
+            self.seen.insert(path.clone(), entry.stamp);
+            if how != Scan::Watch {
+                self.watch.requested.insert(path.clone(), entry.stamp);
             }
         }
+        ready
+    }
+
+    /// Loads a new or changed file and starts its app's constructor; a
+    /// refusal leaves the running version (if any) serving. True if the
+    /// published state changed.
+    fn act(&mut self, entry: Entry) -> bool {
+        let Entry {
+            path,
+            stamp,
+            untrusted,
+        } = entry;
+        if let Some(reason) = &untrusted {
+            if !self.watch.insecure {
+                return self.refuse(path, stamp, reason.clone(), untrusted);
+            }
+            log::warn!(
+                "INSECURE: loading plugin {} although {reason} (--insecure-apps-dir)",
+                path.display()
+            );
+        }
+        match self.load(&path) {
+            Ok(app) => self.construct(path, stamp, app, untrusted),
+            Err(reason) => self.refuse(path, stamp, reason, untrusted),
+        }
+    }
+
+    /// Records a refusal of `path` with one log line; true.
+    fn refuse(
+        &mut self,
+        path: PathBuf,
+        stamp: Stamp,
+        reason: String,
+        untrusted: Option<String>,
+    ) -> bool {
+        let keeps = match self.live.get(&path) {
+            Some(old) => format!(" (app {} {} keeps serving)", old.app.name, old.app.version),
+            None => String::new(),
+        };
+        log::error!("refused plugin {}: {reason}{keeps}", path.display());
+        self.refused.insert(
+            path,
+            Refused {
+                stamp,
+                reason,
+                untrusted,
+            },
+        );
+        true
     }
 
     fn load(&mut self, path: &Path) -> Result<LoadedApp, String> {
@@ -231,12 +317,7 @@ impl Registry {
             self.check_cap(name)?;
         }
         let copy = self.private.prepare(path)?;
-        let taken: Vec<Arc<LoadedApp>> = self
-            .live
-            .iter()
-            .filter(|(p, _)| p.as_path() != path)
-            .map(|(_, l)| l.app.clone())
-            .collect();
+        let taken = self.taken_by_others(path);
         // Messages name the operator's file, not the private copy.
         let opened = copy.load_path().to_string_lossy().into_owned();
         let result = load_file(copy.load_path(), path, &self.mounts, &taken)
@@ -259,6 +340,17 @@ impl Registry {
         over_cap.map(|()| app)
     }
 
+    /// The apps mounted or being constructed from files other than `path`
+    /// (their mounts are taken).
+    fn taken_by_others(&self, path: &Path) -> Vec<Arc<LoadedApp>> {
+        let live = self.live.iter().map(|(p, l)| (p, &l.app));
+        let pending = self.watch.pending.iter().map(|(p, q)| (p, &q.app));
+        live.chain(pending)
+            .filter(|(p, _)| p.as_path() != path)
+            .map(|(_, app)| app.clone())
+            .collect()
+    }
+
     /// Refuses a load of `name` once it has `max_generations` in memory.
     fn check_cap(&self, name: &str) -> Result<(), String> {
         let count = self.generations.get(name).copied().unwrap_or(0);
@@ -279,12 +371,23 @@ impl Registry {
             refused: self
                 .refused
                 .iter()
-                .map(|(file, (_, reason))| Refusal {
+                .map(|(file, r)| Refusal {
                     file: file.clone(),
-                    reason: reason.clone(),
+                    reason: r.reason.clone(),
                 })
                 .collect(),
             retained: self.retained.clone(),
+            scan_failures: self.watch.health.failures,
+            scan_error: self.watch.health.failing.clone(),
+            constructing: self
+                .watch
+                .pending
+                .iter()
+                .map(|(file, p)| Constructing {
+                    app: p.app.name.clone(),
+                    file: file.clone(),
+                })
+                .collect(),
         }
     }
 }

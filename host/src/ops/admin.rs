@@ -129,6 +129,11 @@ fn status_json(shared: &Shared) -> String {
         "blocking_pool": shared.pool.as_ref().map(|p| json!({"queued": p.queued(), "threads": p.threads()})),
         "apps": apps,
         "refused": refused,
+        "apps_scan_failures": state.scan_failures,
+        "apps_scan_error": state.scan_error,
+        "constructing": state.constructing.iter()
+            .map(|c| json!({"app": c.app, "file": c.file.display().to_string()}))
+            .collect::<Vec<_>>(),
         "generations": generations,
     });
     status.to_string()
@@ -228,6 +233,11 @@ fn metrics_text(shared: &Shared) -> String {
         out,
         "# TYPE stoa_plugins_refused gauge\nstoa_plugins_refused {}",
         shared.apps.load().refused.len()
+    );
+    let _ = writeln!(
+        out,
+        "# TYPE stoa_apps_scan_failures_total counter\nstoa_apps_scan_failures_total {}",
+        shared.apps.load().scan_failures
     );
     debug_assert!(slots.len() <= APP_SLOTS + 1);
     out

@@ -1,0 +1,99 @@
+//! The apps thread: the one owner of the `Registry` once the host serves.
+//! It rescans the directory every second (when watching), on SIGHUP (a
+//! message from the signal thread, which never waits for it) and when a
+//! young file a signal found may have settled; and it mounts each app when
+//! its constructor, run on a thread of its own, reports back. No lock is
+//! held while app code runs, so a slow or hung constructor delays only its
+//! own app.
+
+use crate::registry::{Registry, Scan};
+use crate::shared::Shared;
+use crossbeam_channel::RecvTimeoutError;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often the directory is scanned while watching.
+const WATCH_EVERY: Duration = Duration::from_secs(1);
+
+/// A constructor running longer than this is logged by app and file, and
+/// start-up serves without its app (mounted when the constructor returns).
+pub const CONSTRUCTOR_BOUND: Duration = Duration::from_secs(5);
+
+/// What the apps thread is told.
+pub enum Event {
+    /// SIGHUP: scan now.
+    Rescan,
+    /// An app's constructor returned.
+    Built(Built),
+}
+
+/// A constructor's outcome, for the plugin file it was loaded from.
+pub struct Built {
+    pub path: PathBuf,
+    /// Which load of the file this was (a newer load supersedes it).
+    pub ticket: u64,
+    pub name: String,
+    pub result: Result<(), String>,
+}
+
+/// Start-up: waits up to `CONSTRUCTOR_BOUND` for the constructors the first
+/// scan started, mounting each app as its constructor returns; the host
+/// then serves without the apps still constructing.
+pub fn await_constructors(registry: &mut Registry) {
+    let deadline = Instant::now() + CONSTRUCTOR_BOUND;
+    while registry.constructing() > 0 {
+        match registry.recv_until(deadline) {
+            Ok(Event::Built(built)) => {
+                registry.built(built);
+            }
+            // The signal thread does not exist yet.
+            Ok(Event::Rescan) => {}
+            Err(_) => break,
+        }
+    }
+    registry.warn_slow_constructors();
+    let left = registry.constructing();
+    if left > 0 {
+        log::warn!("serving while {left} app constructor(s) still run; each app is mounted when its constructor returns");
+    }
+}
+
+/// Runs the apps thread until the host drains.
+pub fn spawn(mut registry: Registry, shared: Arc<Shared>, watching: bool) -> Result<(), String> {
+    std::thread::Builder::new()
+        .name("stoa-apps".into())
+        .spawn(move || {
+            let mut tick = Instant::now() + WATCH_EVERY;
+            loop {
+                let mut wake = registry.next_due();
+                if watching {
+                    wake = Some(wake.map_or(tick, |w| w.min(tick)));
+                }
+                let deadline = wake.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+                let mut changed = match registry.recv_until(deadline) {
+                    Ok(Event::Rescan) => registry.scan(Scan::Signal),
+                    Ok(Event::Built(built)) => registry.built(built),
+                    Err(RecvTimeoutError::Timeout) => false,
+                    Err(RecvTimeoutError::Disconnected) => return,
+                };
+                if shared.control.draining() {
+                    return;
+                }
+                let now = Instant::now();
+                if watching && now >= tick {
+                    tick = now + WATCH_EVERY;
+                    changed |= registry.scan(Scan::Watch);
+                }
+                if registry.recheck_due() {
+                    changed |= registry.scan(Scan::Recheck);
+                }
+                registry.warn_slow_constructors();
+                if changed {
+                    shared.apps.store(Arc::new(registry.state()));
+                }
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| format!("cannot start the apps thread: {e}"))
+}
