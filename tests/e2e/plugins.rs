@@ -20,6 +20,7 @@ const PACKAGES: &[(&str, &str)] = &[
     ("wrong-abi", "stoa-test-wrong-abi"),
     ("hot-v1", "stoa-test-hot-v1"),
     ("hot-v2", "stoa-test-hot-v2"),
+    ("stuck", "stoa-test-stuck"),
 ];
 
 /// The three sample apps, as the README's first command installs them.
