@@ -7,6 +7,7 @@
 //! `dispatch.rs`, the connection timeouts in `timeouts.rs`.
 
 mod dispatch;
+mod rejoin;
 mod timeouts;
 
 use crate::conn::{Conn, Phase, ReadState};
@@ -17,6 +18,7 @@ use crate::responder::{Inbox, InboxItems};
 use crate::shared::Shared;
 use crate::stats::WorkerStats;
 use crate::timers::Timers;
+use crate::watchdog::Beat;
 use dispatch::warn_if_blocked;
 use mio::net::TcpListener;
 use slab::Slab;
@@ -93,8 +95,20 @@ impl Server {
         &self.shared.stats[self.worker]
     }
 
+    /// This worker's heartbeat for the watchdog.
+    fn beat(&self) -> &Beat {
+        self.shared.watch.beat(self.worker)
+    }
+
     /// Runs until drained (or the poller fails).
     pub fn run(&mut self) -> io::Result<()> {
+        let result = self.serve();
+        // A loop that has returned is not stuck.
+        self.beat().waiting();
+        result
+    }
+
+    fn serve(&mut self) -> io::Result<()> {
         Inbox::enter(&self.queue);
         loop {
             if self.shared.control.draining() {
@@ -157,7 +171,12 @@ impl Server {
             let sweep = self.next_sweep.saturating_duration_since(now);
             timeout = Some(timeout.map_or(sweep, |t| t.min(sweep)));
         }
+        self.beat().waiting();
         self.poller.wait(&mut events, timeout)?;
+        self.beat().turned();
+        if self.beat().evicted() {
+            self.rejoin();
+        }
         self.date.refresh(SystemTime::now());
         for ev in &events {
             match ev.token {
@@ -179,7 +198,9 @@ impl Server {
         let now = Instant::now();
         while let Some(task) = self.timers.pop_due(now) {
             let started = Instant::now();
+            self.beat().enter_timer();
             task.run();
+            self.beat().leave();
             warn_if_blocked(self.shared.loop_block_warn, started, "(timer callback)", "");
         }
     }
