@@ -326,6 +326,25 @@ impl Server {
             .collect()
     }
 
+    /// Sends `signal` to this server's pid only.
+    pub fn signal(&self, signal: libc::c_int) {
+        let pid = libc::pid_t::try_from(self.child.id()).expect("a pid");
+        // SAFETY: kill(2) on our own child's pid touches no memory of ours.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "kill {pid}");
+    }
+
+    /// Waits up to `timeout` for the process to exit.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+
     /// The path of this server's apps directory.
     pub fn apps_dir(&self) -> PathBuf {
         self.dir.path().join("apps")

@@ -21,3 +21,4 @@ mod loader;
 mod misbehave;
 mod operations;
 mod protocol;
+mod survival;

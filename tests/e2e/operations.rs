@@ -34,7 +34,7 @@ fn fetch(port: u16, path: &str) -> Response {
     Client::connect(port).request(&get(path))
 }
 
-fn status(port: u16) -> Value {
+pub(crate) fn status(port: u16) -> Value {
     let r = fetch(port, STATUS);
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(r.header("Content-Type"), Some("application/json"));
@@ -43,7 +43,7 @@ fn status(port: u16) -> Value {
 
 /// Prometheus text as `series -> value`, the series as written
 /// (`name{label="v",..}`); comments must be `# TYPE`/`# HELP`.
-fn metrics(port: u16) -> HashMap<String, f64> {
+pub(crate) fn metrics(port: u16) -> HashMap<String, f64> {
     let r = fetch(port, "/.well-known/stoa/metrics");
     assert_eq!(r.status, 200, "{r:?}");
     let kind = r.header("Content-Type").unwrap_or_default();
@@ -411,7 +411,7 @@ fn nginx_prefix(what: &str) -> (TempDir, String) {
 }
 
 /// One `GET` with `Connection: close`: the status code, or what went wrong.
-fn try_get(port: u16, path: &str) -> Result<u16, String> {
+pub(crate) fn try_get(port: u16, path: &str) -> Result<u16, String> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect: {e}"))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))
         .map_err(|e| e.to_string())?;
