@@ -72,6 +72,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
             .push(listen::bind(local, backlog).map_err(|e| format!("cannot bind {local}: {e}"))?);
     }
     log::info!("workers={workers} backlog={backlog}");
+    let watch = watchdog(&cli, workers, local, backlog)?;
 
     // Timers and the pool must exist before apps are initialised.
     let inboxes: Vec<Arc<Inbox>> = pollers
@@ -124,7 +125,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
         pool: (!cli.blocking_on_loop).then_some(pool),
         loop_block_warn: Duration::from_millis(cli.loop_block_warn),
         control: Control::default(),
-        watch: watchdog(&cli, workers, local, backlog)?,
+        watch,
         stats: (0..workers).map(|_| WorkerStats::default()).collect(),
         poller: poller_name,
         status_allow,

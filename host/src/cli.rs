@@ -60,7 +60,8 @@ pub struct Cli {
     #[arg(long)]
     pub workers: Option<usize>,
 
-    /// Seconds to let in-flight requests finish after SIGTERM/SIGINT.
+    /// Seconds to let in-flight requests finish after SIGTERM/SIGINT; the
+    /// process then ends even if a worker is stuck in app code.
     #[arg(long, default_value_t = 30)]
     pub graceful_timeout: u64,
 

@@ -8,7 +8,7 @@ use crate::client::{Client, Response};
 pub use crate::plugins::{plugins, SAMPLE_APPS};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -328,21 +328,12 @@ impl Server {
 
     /// Sends `signal` to this server's pid only.
     pub fn signal(&self, signal: libc::c_int) {
-        let pid = libc::pid_t::try_from(self.child.id()).expect("a pid");
-        // SAFETY: kill(2) on our own child's pid touches no memory of ours.
-        assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "kill {pid}");
+        signal_child(&self.child, signal);
     }
 
     /// Waits up to `timeout` for the process to exit.
-    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        None
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        wait_child(&mut self.child, timeout)
     }
 
     /// The path of this server's apps directory.
@@ -371,6 +362,25 @@ impl Drop for Server {
             );
         }
     }
+}
+
+/// Sends `signal` to `child`'s pid only.
+pub fn signal_child(child: &Child, signal: libc::c_int) {
+    let pid = libc::pid_t::try_from(child.id()).expect("a pid");
+    // SAFETY: kill(2) on our own child's pid touches no memory of ours.
+    assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "kill {pid}");
+}
+
+/// Waits up to `timeout` for `child` to exit.
+pub fn wait_child(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
 }
 
 /// Polls `done` until it holds or `timeout` passes; returns its last value.

@@ -8,7 +8,7 @@
 //! load loop is bounded in requests and time; only 127.0.0.1 is used.
 
 use crate::client::{get, request, Client, Response};
-use crate::harness::{plugins, wait_until, Server, TempDir, STOA};
+use crate::harness::{plugins, signal_child, wait_child, wait_until, Server, TempDir, STOA};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
@@ -355,20 +355,11 @@ impl Stoa {
 
     /// Sends `signal` to this child's pid only.
     fn signal(&self, signal: libc::c_int) {
-        let pid = libc::pid_t::try_from(self.child.id()).expect("a pid");
-        // SAFETY: kill(2) on our own child's pid touches no memory of ours.
-        assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "kill {pid}");
+        signal_child(&self.child, signal);
     }
 
     fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        None
+        wait_child(&mut self.child, timeout)
     }
 }
 
