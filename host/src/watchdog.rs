@@ -161,6 +161,15 @@ impl Beat {
         *self.listener.lock().unwrap_or_else(|p| p.into_inner()) = Some(dup);
     }
 
+    /// Closes the duplicate: the worker closes its listener (draining or
+    /// exiting), and the socket must not outlive it.
+    pub fn release_listener(&self) {
+        self.listener
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+    }
+
     /// Shuts the listener down (the kernel resets its backlog and leaves
     /// it out of the `SO_REUSEPORT` group); false if there was none.
     fn evict(&self) -> bool {
@@ -376,7 +385,7 @@ fn sample(shared: &Shared, worker: usize, beat: &Beat, seen: &mut Seen, now: Ins
     seen.stuck = true;
     beat.stuck_since
         .store(board.millis(seen.since) + 1, Relaxed);
-    let evicted = !shared.control.draining() && beat.evict();
+    let evicted = beat.evict();
     log::error!(
         "worker {worker} stuck: its loop has not turned for {:.1} s (stuck_after {} s), in {}; {}",
         now.duration_since(seen.since).as_secs_f32(),

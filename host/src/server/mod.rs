@@ -103,8 +103,9 @@ impl Server {
     /// Runs until drained (or the poller fails).
     pub fn run(&mut self) -> io::Result<()> {
         let result = self.serve();
-        // A loop that has returned is not stuck.
+        // A loop that has returned is not stuck, and accepts no more.
         self.beat().waiting();
+        self.beat().release_listener();
         result
     }
 
@@ -134,6 +135,7 @@ impl Server {
         let Some(listener) = self.listener.take() else {
             return;
         };
+        self.beat().release_listener();
         if self.accepting {
             let _ = self.poller.deregister(listener.as_raw_fd());
         }
