@@ -14,6 +14,7 @@
 
 use crate::shared::Shared;
 use socket2::Socket;
+use std::cell::Cell;
 use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize};
@@ -27,6 +28,20 @@ const PATH_WORDS: usize = PATH_BYTES / 8;
 /// `Spot::slot` when the loop is in host code, and in a timer callback.
 const IN_HOST: usize = usize::MAX;
 const IN_TIMER: usize = usize::MAX - 1;
+
+/// What a beat's path reads while an app's timer callback runs.
+const TIMER_PATH: &str = "(timer callback)";
+
+thread_local! {
+    /// The app whose code this loop thread is running, so the timers it
+    /// sets are known as its own.
+    static CURRENT_APP: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// The app whose code runs on this thread (a loop's handler or timer).
+pub fn current_app() -> Option<usize> {
+    CURRENT_APP.try_with(Cell::get).ok().flatten()
+}
 
 /// After the graceful timeout has forced the workers closed, how long the
 /// watchdog lets them return before it ends the process.
@@ -139,16 +154,22 @@ impl Beat {
     /// The loop calls app `slot`'s handler for `path`.
     pub fn enter(&self, slot: usize, path: &str) {
         self.spot.enter(slot, path);
+        CURRENT_APP.set(Some(slot));
     }
 
-    /// The loop runs a timer callback.
-    pub fn enter_timer(&self) {
-        self.spot.enter(IN_TIMER, "");
+    /// The loop runs a timer callback set by app `slot` (if known).
+    pub fn enter_timer(&self, slot: Option<usize>) {
+        match slot {
+            Some(slot) => self.spot.enter(slot, TIMER_PATH),
+            None => self.spot.enter(IN_TIMER, ""),
+        }
+        CURRENT_APP.set(slot);
     }
 
     /// The loop is back in host code.
     pub fn leave(&self) {
         self.spot.leave();
+        CURRENT_APP.set(None);
     }
 
     /// True once after the watchdog shut this worker's listener down.

@@ -198,9 +198,9 @@ impl Server {
 
     fn run_timers(&mut self) {
         let now = Instant::now();
-        while let Some(task) = self.timers.pop_due(now) {
+        while let Some((task, app)) = self.timers.pop_due(now) {
             let started = Instant::now();
-            self.beat().enter_timer();
+            self.beat().enter_timer(app);
             task.run();
             self.beat().leave();
             warn_if_blocked(self.shared.loop_block_warn, started, "(timer callback)", "");
@@ -333,8 +333,8 @@ impl Server {
     fn apply_inbox(&mut self) {
         let mut inbox = std::mem::take(&mut self.inbox);
         self.queue.drain(&mut inbox);
-        for (at, task) in inbox.timers.drain(..) {
-            self.timers.add(at, task);
+        for (at, app, task) in inbox.timers.drain(..) {
+            self.timers.add(at, app, task);
         }
         for c in inbox.completions.drain(..) {
             let live = self.conns.get(c.token.0).is_some_and(|conn| {

@@ -2,6 +2,7 @@
 //! thread (sleeping in short steps, so a stuck handler costs no CPU):
 //! - `/spin` never returns, on the event loop (`?ms=N`: returns after N ms
 //!   and answers 200 `spun`);
+//! - `/timer` sets a host timer (10 ms) whose callback never returns;
 //! - `/block` never returns, on the blocking pool (`App::blocks`);
 //! - `/block-ms?ms=N` on the blocking pool: sleeps N ms, then answers 200;
 //! - `/started` (on the loop) answers how many blocking jobs have started;
@@ -57,6 +58,14 @@ impl App for Stuck {
                 hold(limit);
                 responder.respond(Response::text(200, "spun\n"));
             }
+            "/timer" => match stoa_app_api::host() {
+                Some(host) => host.call_later(Duration::from_millis(10), move || {
+                    log::info!("stuck: /timer callback started");
+                    hold(None);
+                    responder.respond(Response::text(200, "spun\n"));
+                }),
+                None => responder.respond(Response::text(500, "no host timers\n")),
+            },
             "/started" => {
                 let n = self.started.load(Ordering::SeqCst);
                 responder.respond(Response::text(200, &n.to_string()));
