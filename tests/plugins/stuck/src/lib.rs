@@ -30,7 +30,7 @@ fn millis(request: &Request<'_>) -> Option<u64> {
 /// Sleeps in short steps for `limit`, or forever for `None`.
 fn hold(limit: Option<Duration>) {
     let start = Instant::now();
-    while !limit.is_some_and(|l| start.elapsed() >= l) {
+    while limit.is_none_or(|l| start.elapsed() < l) {
         std::thread::sleep(STEP);
     }
 }
