@@ -66,16 +66,25 @@ impl Spot {
         }
     }
 
+    #[inline]
     fn enter(&self, slot: usize, path: &str) {
         let seq = self.seq.load(Relaxed);
         self.seq.store(seq.wrapping_add(1), Relaxed);
         fence(Release);
         let bytes = path.as_bytes();
-        let kept = &bytes[..bytes.len().min(PATH_BYTES)];
-        for (word, chunk) in self.words.iter().zip(kept.chunks(8)) {
-            let mut w = [0u8; 8];
-            w[..chunk.len()].copy_from_slice(chunk);
-            word.store(u64::from_ne_bytes(w), Relaxed);
+        let mut chunks = bytes[..bytes.len().min(PATH_BYTES)].chunks_exact(8);
+        let mut words = self.words.iter();
+        // Chunks first: zip stops on them without taking another word.
+        for (chunk, word) in (&mut chunks).zip(words.by_ref()) {
+            word.store(
+                u64::from_le_bytes(chunk.try_into().unwrap_or_default()),
+                Relaxed,
+            );
+        }
+        let rest = chunks.remainder();
+        if let (Some(word), false) = (words.next(), rest.is_empty()) {
+            let w = rest.iter().rev().fold(0, |w, &b| w << 8 | u64::from(b));
+            word.store(w, Relaxed);
         }
         self.len.store(bytes.len(), Relaxed);
         self.slot.store(slot, Relaxed);
@@ -96,7 +105,7 @@ impl Spot {
         let len = self.len.load(Relaxed);
         let mut bytes = Vec::with_capacity(PATH_BYTES);
         for word in &self.words {
-            bytes.extend_from_slice(&word.load(Relaxed).to_ne_bytes());
+            bytes.extend_from_slice(&word.load(Relaxed).to_le_bytes());
         }
         fence(Acquire);
         if self.seq.load(Relaxed) != before {
@@ -455,6 +464,8 @@ mod tests {
         assert_eq!(spot.read(), Some((3, "/_stuck/spin".to_string())));
         spot.enter(4, "/a");
         assert_eq!(spot.read(), Some((4, "/a".to_string())));
+        spot.enter(5, "/8-bytes");
+        assert_eq!(spot.read(), Some((5, "/8-bytes".to_string())));
         spot.leave();
         assert_eq!(spot.read().map(|(s, _)| s), Some(IN_HOST));
     }
