@@ -19,7 +19,7 @@ pub const PREFIX: &str = "/.well-known/stoa/";
 pub fn answer(shared: &Shared, path: &str, peer: &str) -> Option<Response> {
     let name = path.strip_prefix(PREFIX)?;
     let response = match name {
-        "health" => match shared.watch.unhealthy(shared) {
+        "health" => match shared.watch.unhealthy() {
             Some(why) => host_response(503, &why),
             None => Response::text(200, "ok\n"),
         },
@@ -27,7 +27,7 @@ pub fn answer(shared: &Shared, path: &str, peer: &str) -> Option<Response> {
         "ready" if shared.apps.load().mounts.apps().is_empty() => {
             host_response(503, "no app is loaded")
         }
-        "ready" => match shared.watch.not_ready(shared) {
+        "ready" => match shared.watch.not_ready() {
             Some(why) => host_response(503, &why),
             None => Response::text(200, "ready\n"),
         },

@@ -262,52 +262,57 @@ impl Board {
         u64::try_from(at.saturating_duration_since(self.epoch).as_millis()).unwrap_or(u64::MAX - 1)
     }
 
-    /// The workers the watchdog has found stuck, and where they are.
-    pub fn stuck(&self, shared: &Shared) -> Vec<StuckWorker> {
+    /// Each worker the watchdog has found stuck, and for how long.
+    fn stuck_times(&self) -> Vec<(usize, Duration)> {
         let now = self.millis(Instant::now());
         self.beats
             .iter()
             .enumerate()
             .filter_map(|(worker, beat)| {
                 let since = beat.stuck_since.load(Relaxed).checked_sub(1)?;
-                Some(StuckWorker {
-                    worker,
-                    stuck_for: Duration::from_millis(now.saturating_sub(since)),
-                    place: place(shared, beat),
-                })
+                Some((worker, Duration::from_millis(now.saturating_sub(since))))
             })
             .collect()
     }
 
-    /// Why the process is not ready: a worker is stuck.
-    pub fn not_ready(&self, shared: &Shared) -> Option<String> {
-        let stuck = self.stuck(shared);
-        let first = stuck.first()?;
+    /// The workers the watchdog has found stuck, and where they are.
+    pub fn stuck(&self, shared: &Shared) -> Vec<StuckWorker> {
+        self.stuck_times()
+            .into_iter()
+            .map(|(worker, stuck_for)| StuckWorker {
+                worker,
+                stuck_for,
+                place: place(shared, self.beat(worker)),
+            })
+            .collect()
+    }
+
+    /// Why the process is not ready: a worker is stuck. (The probes are
+    /// open to anyone: where it is stuck is for status and the log.)
+    pub fn not_ready(&self) -> Option<String> {
+        let stuck = self.stuck_times();
+        let (worker, time) = stuck.first()?;
         Some(format!(
-            "{} of {} worker(s) stuck; worker {} for {} s in {}",
+            "{} of {} worker(s) stuck in app code (worker {worker} for {} s)",
             stuck.len(),
             self.beats.len(),
-            first.worker,
-            first.stuck_for.as_secs(),
-            first.place
+            time.as_secs(),
         ))
     }
 
     /// Why the process is unhealthy: a worker stuck past `unhealthy_after`,
     /// or every worker stuck.
-    pub fn unhealthy(&self, shared: &Shared) -> Option<String> {
-        let stuck = self.stuck(shared);
+    pub fn unhealthy(&self) -> Option<String> {
+        let stuck = self.stuck_times();
         if !stuck.is_empty() && stuck.len() == self.beats.len() {
-            return Some("every worker is stuck".to_string());
+            return Some("every worker is stuck in app code".to_string());
         }
-        let worst = stuck.iter().max_by_key(|s| s.stuck_for)?;
-        (worst.stuck_for >= self.unhealthy_after).then(|| {
+        let (worker, time) = stuck.into_iter().max_by_key(|(_, t)| *t)?;
+        (time >= self.unhealthy_after).then(|| {
             format!(
-                "worker {} stuck for {} s (unhealthy_after {} s) in {}",
-                worst.worker,
-                worst.stuck_for.as_secs(),
+                "worker {worker} stuck in app code for {} s (unhealthy_after {} s)",
+                time.as_secs(),
                 self.unhealthy_after.as_secs_f32(),
-                worst.place
             )
         })
     }
