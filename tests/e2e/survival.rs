@@ -7,8 +7,9 @@
 //! holds only its share of the threads.
 
 use crate::client::get;
-use crate::harness::{wait_until, Server};
+use crate::harness::{wait_until, Server, TempDir, STOA};
 use crate::operations::{metrics, status, try_get};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 matrix!(
@@ -18,6 +19,7 @@ matrix!(
     worker_that_turns_again_rejoins,
     expired_blocking_job_never_runs,
     one_app_holds_only_its_share_of_the_pool,
+    bad_survival_flags_are_refused,
 );
 
 const HEALTH: &str = "/.well-known/stoa/health";
@@ -218,4 +220,32 @@ fn one_app_holds_only_its_share_of_the_pool(poller: &str) {
         metrics(server.port)["stoa_blocking_busy{app=\"stuck\"}"],
         2.0
     );
+}
+
+/// The new bounds are refused, naming the flag, when they make no sense.
+fn bad_survival_flags_are_refused(poller: &str) {
+    let dir = TempDir::new("survival-flags");
+    for (flags, named) in [
+        (
+            ["--stuck-after", "5", "--unhealthy-after", "2"],
+            "--unhealthy-after",
+        ),
+        (
+            ["--blocking-share", "0", "--workers", "1"],
+            "--blocking-share",
+        ),
+        (["--stuck-after", "0", "--workers", "1"], "--stuck-after"),
+    ] {
+        let out = Command::new(STOA)
+            .args(["--bind", "127.0.0.1:0", "--poller", poller, "--apps"])
+            .arg(dir.path())
+            .args(flags)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run stoa");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flags:?} accepted");
+        assert!(stderr.contains(named), "{flags:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{flags:?} started");
+    }
 }
