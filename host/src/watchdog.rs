@@ -215,6 +215,18 @@ impl Beat {
     }
 }
 
+/// Marks a worker's beat when dropped, as its loop returns or unwinds: a
+/// finished loop is not stuck, and the listener's duplicate is closed with
+/// the listener.
+pub struct Finished<'a>(pub &'a Beat);
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        self.0.waiting();
+        self.0.release_listener();
+    }
+}
+
 /// The workers' beats and the watchdog's bounds.
 pub struct Board {
     epoch: Instant,

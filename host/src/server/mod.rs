@@ -18,7 +18,7 @@ use crate::responder::{Inbox, InboxItems};
 use crate::shared::Shared;
 use crate::stats::WorkerStats;
 use crate::timers::Timers;
-use crate::watchdog::Beat;
+use crate::watchdog::{Beat, Finished};
 use dispatch::warn_if_blocked;
 use mio::net::TcpListener;
 use slab::Slab;
@@ -102,11 +102,9 @@ impl Server {
 
     /// Runs until drained (or the poller fails).
     pub fn run(&mut self) -> io::Result<()> {
-        let result = self.serve();
-        // A loop that has returned is not stuck, and accepts no more.
-        self.beat().waiting();
-        self.beat().release_listener();
-        result
+        let shared = self.shared.clone();
+        let _finished = Finished(shared.watch.beat(self.worker));
+        self.serve()
     }
 
     fn serve(&mut self) -> io::Result<()> {
