@@ -13,12 +13,15 @@ use crate::responder::Inbox;
 use crate::server::Server;
 use crate::shared::Shared;
 use crate::stats::WorkerStats;
+use crate::watchdog::Board;
 use crate::{access_log, listen, services};
 use arc_swap::ArcSwap;
 use crossbeam_channel::Sender;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use socket2::SockRef;
 use std::collections::HashMap;
 use std::io::Write;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -80,22 +83,26 @@ pub fn run(cli: Cli) -> Result<(), String> {
             .push(listen::bind(local, backlog).map_err(|e| format!("cannot bind {local}: {e}"))?);
     }
     log::info!("workers={workers} backlog={backlog}");
+    let watch = watchdog(&cli, workers, local, backlog)?;
 
     // Timers and the pool must exist before apps are initialised.
     let inboxes: Vec<Arc<Inbox>> = pollers
         .iter()
         .map(|p| Arc::new(Inbox::new(p.waker())))
         .collect();
-    let pool = services::Pool::new(cli.blocking_threads, cli.blocking_queue)
+    let pool = services::Pool::new(cli.blocking_threads, cli.blocking_queue, cli.blocking_share)
         .map_err(|e| format!("cannot start the blocking pool: {e}"))?;
     services::install(pool.clone(), inboxes[0].clone());
     if cli.blocking_on_loop {
         log::info!("blocking handlers run on the event loop (--blocking-on-loop)");
     } else {
         log::info!(
-            "blocking pool: {} threads, queue {}",
-            cli.blocking_threads,
-            cli.blocking_queue
+            "blocking pool: {} threads, queue {}, at most {} thread(s) and {} waiting job(s) per app ({}%)",
+            pool.threads(),
+            cli.blocking_queue,
+            pool.group_threads(),
+            pool.group_queue(),
+            cli.blocking_share
         );
     }
 
@@ -132,6 +139,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
         pool: (!cli.blocking_on_loop).then_some(pool),
         loop_block_warn: Duration::from_millis(cli.loop_block_warn),
         control: Control::default(),
+        watch,
         stats: (0..workers).map(|_| WorkerStats::default()).collect(),
         poller: poller_name,
         status_allow,
@@ -148,6 +156,10 @@ pub fn run(cli: Cli) -> Result<(), String> {
         pollers.into_iter().zip(listeners).zip(inboxes).enumerate()
     {
         shared.control.add_waker(poller.waker());
+        let dup = SockRef::from(&listener)
+            .try_clone()
+            .map_err(|e| format!("cannot duplicate the listener of worker {i}: {e}"))?;
+        shared.watch.beat(i).set_listener(dup);
         servers.push(
             Server::new(i, poller, listener, shared.clone(), inbox)
                 .map_err(|e| format!("cannot start worker {i}: {e}"))?,
@@ -161,6 +173,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
     }
     let events = registry.events();
     watcher::spawn(registry, shared.clone(), !cli.no_watch)?;
+    crate::watchdog::spawn(shared.clone())?;
     watch_signals(
         shared.clone(),
         events,
@@ -198,6 +211,26 @@ pub fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// The watchdog's board, from `--stuck-after` and `--unhealthy-after`.
+fn watchdog(cli: &Cli, workers: usize, addr: SocketAddr, backlog: i32) -> Result<Board, String> {
+    if cli.unhealthy_after < cli.stuck_after {
+        return Err(format!(
+            "--unhealthy-after ({} s) must be at least --stuck-after ({} s)",
+            cli.unhealthy_after, cli.stuck_after
+        ));
+    }
+    let bounds = (
+        Duration::from_secs_f64(cli.stuck_after),
+        Duration::from_secs_f64(cli.unhealthy_after),
+    );
+    log::info!(
+        "watchdog: a loop is stuck after {} s without turning, the process unhealthy after {} s",
+        cli.stuck_after,
+        cli.unhealthy_after
+    );
+    Ok(Board::new(workers, bounds, addr, backlog))
 }
 
 /// SIGTERM/SIGINT drain the workers (a second one exits at once, and the

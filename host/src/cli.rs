@@ -39,6 +39,13 @@ pub struct Cli {
     #[arg(long, default_value_t = 1024)]
     pub blocking_queue: usize,
 
+    /// Percent of the blocking threads, and of its queue, one app may hold
+    /// (at least one thread); its further jobs wait, or get 503 past its
+    /// share of the queue.
+    #[arg(long, value_name = "PERCENT", default_value_t = 50,
+          value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub blocking_share: u8,
+
     /// Run handlers declared blocking on the event loop itself (Tornado's
     /// behaviour, for comparison): the loop stalls while they run.
     #[arg(long)]
@@ -53,9 +60,21 @@ pub struct Cli {
     #[arg(long)]
     pub workers: Option<usize>,
 
-    /// Seconds to let in-flight requests finish after SIGTERM/SIGINT.
+    /// Seconds to let in-flight requests finish after SIGTERM/SIGINT; the
+    /// process then ends even if a worker is stuck in app code.
     #[arg(long, default_value_t = 30)]
     pub graceful_timeout: u64,
+
+    /// Seconds an event loop may go without turning (app code that does not
+    /// return) before it is reported stuck: /ready answers 503 and its
+    /// listener leaves the accept group.
+    #[arg(long, value_name = "SECS", default_value_t = 5.0, value_parser = parse_secs)]
+    pub stuck_after: f64,
+
+    /// Seconds a worker may stay stuck before /health answers 503 (at once
+    /// when every worker is stuck); at least --stuck-after.
+    #[arg(long, value_name = "SECS", default_value_t = 30.0, value_parser = parse_secs)]
+    pub unhealthy_after: f64,
 
     /// Who may read /.well-known/stoa/status and metrics (CIDR, repeatable)
     /// [default: loopback only].

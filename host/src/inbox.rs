@@ -22,7 +22,8 @@ pub struct Completion {
 #[derive(Default)]
 pub struct InboxItems {
     pub completions: Vec<Completion>,
-    pub timers: Vec<(Instant, TaskBox)>,
+    /// Each with the slot of the app that set it, if known.
+    pub timers: Vec<(Instant, Option<usize>, TaskBox)>,
 }
 
 impl InboxItems {
@@ -90,8 +91,8 @@ impl Inbox {
     }
 
     /// Queues a timer.
-    pub fn push_timer(self: &Arc<Self>, at: Instant, task: TaskBox) {
-        self.push(|items| items.timers.push((at, task)));
+    pub fn push_timer(self: &Arc<Self>, at: Instant, app: Option<usize>, task: TaskBox) {
+        self.push(|items| items.timers.push((at, app, task)));
     }
 
     /// Moves everything queued into `into` (which should be empty).

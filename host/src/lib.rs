@@ -33,6 +33,6 @@ pub mod server;
 pub mod shared;
 
 // Paths from before the wings, kept while the round's branches merge.
-pub use apps::{elf_check, loader, plugin_copy, probe, registry, services};
-pub use ops::{access_log, admin, control, netfilter, stats};
+pub use apps::{elf_check, loader, plugin_copy, pool, probe, registry, services};
+pub use ops::{access_log, admin, control, netfilter, stats, survival, watchdog};
 pub use server::{conn, request, responder, timers};

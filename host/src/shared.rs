@@ -8,6 +8,7 @@ use crate::netfilter::NetList;
 use crate::registry::AppState;
 use crate::services::Pool;
 use crate::stats::WorkerStats;
+use crate::watchdog::Board;
 use arc_swap::ArcSwap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +26,8 @@ pub struct Shared {
     /// Warn when app code holds the loop longer than this.
     pub loop_block_warn: Duration,
     pub control: Control,
+    /// The workers' heartbeats, read by the watchdog and the endpoints.
+    pub watch: Board,
     /// One block of counters per worker, by worker index.
     pub stats: Vec<WorkerStats>,
     pub poller: &'static str,

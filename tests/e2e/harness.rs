@@ -6,6 +6,7 @@
 
 use crate::client::{Client, Response};
 pub use crate::plugins::{plugins, SAMPLE_APPS};
+use rustix::process::Signal;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -360,19 +361,13 @@ impl Server {
     }
 
     /// Sends `signal` to the server.
-    pub fn signal(&self, signal: rustix::process::Signal) {
-        let pid = rustix::process::Pid::from_raw(self.pid() as i32).expect("a child pid");
-        rustix::process::kill_process(pid, signal).expect("signal the server");
+    pub fn signal(&self, signal: Signal) {
+        signal_child(&self.child, signal);
     }
 
     /// Waits up to `timeout` for the server to exit; its status if it did.
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let mut status = None;
-        wait_until(timeout, || {
-            status = self.child.try_wait().ok().flatten();
-            status.is_some()
-        });
-        status
+        wait_child(&mut self.child, timeout)
     }
 
     /// Everything the host has logged so far.
@@ -426,6 +421,27 @@ impl Drop for Server {
             );
         }
     }
+}
+
+/// Sends `signal` to `child`'s pid only.
+pub fn signal_child(child: &Child, signal: Signal) {
+    let pid = i32::try_from(child.id())
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .expect("a child pid");
+    rustix::process::kill_process(pid, signal).expect("signal the server");
+}
+
+/// Waits up to `timeout` for `child` to exit.
+pub fn wait_child(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
 }
 
 /// Polls `done` until it holds or `timeout` passes; returns its last value.

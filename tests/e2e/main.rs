@@ -25,3 +25,4 @@ mod plugin_files;
 mod protocol;
 mod rfc9112;
 mod security;
+mod survival;

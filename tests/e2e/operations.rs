@@ -8,7 +8,8 @@
 //! load loop is bounded in requests and time; only 127.0.0.1 is used.
 
 use crate::client::{get, request, Client, Response};
-use crate::harness::{plugins, wait_until, Server, TempDir, STOA};
+use crate::harness::{plugins, signal_child, wait_child, wait_until, Server, TempDir, STOA};
+use rustix::process::Signal;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
@@ -34,7 +35,7 @@ fn fetch(port: u16, path: &str) -> Response {
     Client::connect(port).request(&get(path))
 }
 
-fn status(port: u16) -> Value {
+pub(crate) fn status(port: u16) -> Value {
     let r = fetch(port, STATUS);
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(r.header("Content-Type"), Some("application/json"));
@@ -43,7 +44,7 @@ fn status(port: u16) -> Value {
 
 /// Prometheus text as `series -> value`, the series as written
 /// (`name{label="v",..}`); comments must be `# TYPE`/`# HELP`.
-fn metrics(port: u16) -> HashMap<String, f64> {
+pub(crate) fn metrics(port: u16) -> HashMap<String, f64> {
     let r = fetch(port, "/.well-known/stoa/metrics");
     assert_eq!(r.status, 200, "{r:?}");
     let kind = r.header("Content-Type").unwrap_or_default();
@@ -120,7 +121,7 @@ fn sigterm_drains_in_flight_requests(poller: &str) {
     });
     assert!(accepted, "stoa did not accept our four connections");
     std::thread::sleep(Duration::from_millis(150));
-    stoa.signal(libc::SIGTERM);
+    stoa.signal(Signal::TERM);
 
     let refused = wait_until(Duration::from_millis(600), || {
         matches!(TcpStream::connect(("127.0.0.1", port)),
@@ -354,21 +355,12 @@ impl Stoa {
     }
 
     /// Sends `signal` to this child's pid only.
-    fn signal(&self, signal: libc::c_int) {
-        let pid = libc::pid_t::try_from(self.child.id()).expect("a pid");
-        // SAFETY: kill(2) on our own child's pid touches no memory of ours.
-        assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "kill {pid}");
+    fn signal(&self, signal: Signal) {
+        signal_child(&self.child, signal);
     }
 
     fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        None
+        wait_child(&mut self.child, timeout)
     }
 }
 
@@ -411,7 +403,7 @@ fn nginx_prefix(what: &str) -> (TempDir, String) {
 }
 
 /// One `GET` with `Connection: close`: the status code, or what went wrong.
-fn try_get(port: u16, path: &str) -> Result<u16, String> {
+pub(crate) fn try_get(port: u16, path: &str) -> Result<u16, String> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect: {e}"))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))
         .map_err(|e| e.to_string())?;
@@ -544,7 +536,7 @@ fn nginx_in_front_of_two_instances_loses_nothing_in_a_rolling_restart() {
         // until nginx sends it requests again (after fail_timeout) before
         // the next: with both marked failed, nginx has no live upstream.
         let port = inst.port;
-        inst.signal(libc::SIGTERM);
+        inst.signal(Signal::TERM);
         let exit = inst
             .wait_exit(Duration::from_secs(12))
             .and_then(|e| e.code());

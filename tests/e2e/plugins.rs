@@ -22,6 +22,7 @@ const PACKAGES: &[(&str, &str)] = &[
     ("hot-v2", "stoa-test-hot-v2"),
     ("abort-on-load", "stoa-test-abort-on-load"),
     ("slow-init", "stoa-test-slow-init"),
+    ("stuck", "stoa-test-stuck"),
 ];
 
 /// The three sample apps, as the README's first command installs them.

@@ -3,12 +3,13 @@
 //! (structure, then a load in a child process), `loader` opens one library
 //! and checks its ABI, `registry` follows the apps directory (generations,
 //! refusals, rescans), `services` are the host functions plugins call
-//! (timers, the blocking pool).
+//! (timers, the blocking pool), `pool` the blocking pool with per-app shares.
 
 pub mod dir;
 pub mod elf_check;
 pub mod loader;
 pub mod plugin_copy;
+pub mod pool;
 pub mod probe;
 pub mod registry;
 pub mod services;

@@ -6,6 +6,7 @@ use crate::netfilter::peer_ip;
 use crate::registry::mapped_bytes;
 use crate::shared::Shared;
 use crate::stats::{AppStats, WorkerStats, APP_SLOTS, LATENCY_BUCKETS};
+use crate::survival;
 use serde_json::json;
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
@@ -18,12 +19,18 @@ pub const PREFIX: &str = "/.well-known/stoa/";
 pub fn answer(shared: &Shared, path: &str, peer: &str) -> Option<Response> {
     let name = path.strip_prefix(PREFIX)?;
     let response = match name {
-        "health" => Response::text(200, "ok\n"),
+        "health" => match shared.watch.unhealthy() {
+            Some(why) => host_response(503, &why),
+            None => Response::text(200, "ok\n"),
+        },
         "ready" if shared.control.draining() => host_response(503, "draining"),
         "ready" if shared.apps.load().mounts.apps().is_empty() => {
             host_response(503, "no app is loaded")
         }
-        "ready" => Response::text(200, "ready\n"),
+        "ready" => match shared.watch.not_ready() {
+            Some(why) => host_response(503, &why),
+            None => Response::text(200, "ready\n"),
+        },
         "status" | "metrics"
             if !peer_ip(peer).is_some_and(|ip| shared.status_allow.contains(ip)) =>
         {
@@ -126,7 +133,8 @@ fn status_json(shared: &Shared) -> String {
         },
         "per_worker": workers,
         "requests": by_app,
-        "blocking_pool": shared.pool.as_ref().map(|p| json!({"queued": p.queued(), "threads": p.threads()})),
+        "stuck_workers": survival::stuck_json(shared),
+        "blocking_pool": shared.pool.as_ref().map(|p| survival::pool_json(p)),
         "apps": apps,
         "refused": refused,
         "apps_scan_failures": state.scan_failures,
@@ -224,6 +232,7 @@ fn metrics_text(shared: &Shared) -> String {
             pool.queued()
         );
     }
+    survival::metrics(shared, &slots, &mut out);
     let _ = writeln!(
         out,
         "# TYPE stoa_apps_loaded gauge\nstoa_apps_loaded {}",

@@ -2,6 +2,7 @@
 //! table; the app runs inline on the loop or, when it says it blocks, on the
 //! blocking pool. The answer is written into the connection's buffer.
 
+use super::timeouts::APP_TIMEOUT_MESSAGE;
 use super::Server;
 use crate::admin;
 use crate::conn::{AccessInfo, Pending, Phase};
@@ -12,7 +13,7 @@ use crate::netfilter::{forwarded_client, peer_ip};
 use crate::poller::Token;
 use crate::request::{path_and_query, text, with_view, Meta, OwnedRequest};
 use crate::responder::{begin_inline, end_inline, responder};
-use crate::services::Pool;
+use crate::services::{Job, Pool, Refused};
 use crate::shared::Shared;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -83,9 +84,10 @@ impl Server {
                     match shared.pool.as_ref().filter(|_| app.blocks(request)) {
                         Some(pool) => {
                             let owned = OwnedRequest::copy(head, buf, body, split, &meta);
+                            let deadline = Instant::now() + shared.params.app_timeout;
                             let r = submit_blocking(
                                 pool,
-                                app,
+                                (app, path, deadline),
                                 owned,
                                 responder(token, id, &self.queue),
                             );
@@ -93,9 +95,12 @@ impl Server {
                         }
                         None => {
                             let started = Instant::now();
+                            let beat = shared.watch.beat(self.worker);
+                            beat.enter(app.slot, path);
                             begin_inline(&self.queue, id);
                             app.handle(request, responder(token, id, &self.queue));
                             let inline = end_inline();
+                            beat.leave();
                             warn_if_blocked(shared.loop_block_warn, started, &app.name, path);
                             (inline, None)
                         }
@@ -219,26 +224,36 @@ fn client_of(
     (client, scheme)
 }
 
-/// Runs a blocking handler on the pool; answers 503 at once when the pool's
-/// queue is full.
+/// Runs a blocking handler on the pool, if it starts before `deadline`
+/// (else it answers 504 unrun); answers 503 at once when the pool's queue,
+/// or the app's share of it, is full.
 fn submit_blocking(
     pool: &Pool,
-    app: &Arc<LoadedApp>,
+    (app, path, deadline): (&Arc<LoadedApp>, &str, Instant),
     owned: OwnedRequest,
     responder: stoa_app_api::abi::ResponderBox,
 ) -> Option<Response> {
-    let app = app.clone();
-    let job = Box::new(move || owned.with_view(|request| app.handle(request, responder)));
-    match pool.try_submit(job) {
+    let run_app = app.clone();
+    let work = Box::new(move |run: bool| {
+        if run {
+            owned.with_view(|request| run_app.handle(request, responder));
+        } else {
+            responder.respond(host_response(504, APP_TIMEOUT_MESSAGE));
+        }
+    });
+    match pool.submit(Job::request(app.clone(), path.into(), deadline, work)) {
         Ok(()) => None,
-        Err(job) => {
+        Err((job, why)) => {
             // Dropping the job drops its responder, whose answer (a 500) is
             // ignored: this 503 answers the request first.
             drop(job);
-            Some(
-                host_response(503, "the blocking pool is full (blocking_queue)")
-                    .with_header("Retry-After", "1"),
-            )
+            let message = match why {
+                Refused::QueueFull => "the blocking pool is full (blocking_queue)",
+                Refused::ShareFull => {
+                    "this app's share of the blocking pool is full (blocking_queue x blocking_share)"
+                }
+            };
+            Some(host_response(503, message).with_header("Retry-After", "1"))
         }
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod conn;
 mod dispatch;
+mod rejoin;
 pub mod request;
 pub mod responder;
 mod timeouts;
@@ -21,6 +22,7 @@ use crate::responder::{Inbox, InboxItems};
 use crate::shared::Shared;
 use crate::stats::WorkerStats;
 use crate::timers::Timers;
+use crate::watchdog::{Beat, Finished};
 use dispatch::warn_if_blocked;
 use mio::net::TcpListener;
 use slab::Slab;
@@ -97,8 +99,19 @@ impl Server {
         &self.shared.stats[self.worker]
     }
 
+    /// This worker's heartbeat for the watchdog.
+    fn beat(&self) -> &Beat {
+        self.shared.watch.beat(self.worker)
+    }
+
     /// Runs until drained (or the poller fails).
     pub fn run(&mut self) -> io::Result<()> {
+        let shared = self.shared.clone();
+        let _finished = Finished(shared.watch.beat(self.worker));
+        self.serve()
+    }
+
+    fn serve(&mut self) -> io::Result<()> {
         Inbox::enter(&self.queue);
         loop {
             if self.shared.control.draining() {
@@ -124,6 +137,7 @@ impl Server {
         let Some(listener) = self.listener.take() else {
             return;
         };
+        self.beat().release_listener();
         if self.accepting {
             let _ = self.poller.deregister(listener.as_raw_fd());
         }
@@ -161,7 +175,12 @@ impl Server {
             let sweep = self.next_sweep.saturating_duration_since(now);
             timeout = Some(timeout.map_or(sweep, |t| t.min(sweep)));
         }
+        self.beat().waiting();
         self.poller.wait(&mut events, timeout)?;
+        self.beat().turned();
+        if self.beat().evicted() {
+            self.rejoin();
+        }
         self.date.refresh(SystemTime::now());
         for ev in &events {
             match ev.token {
@@ -181,9 +200,11 @@ impl Server {
 
     fn run_timers(&mut self) {
         let now = Instant::now();
-        while let Some(task) = self.timers.pop_due(now) {
+        while let Some((task, app)) = self.timers.pop_due(now) {
             let started = Instant::now();
+            self.beat().enter_timer(app);
             task.run();
+            self.beat().leave();
             warn_if_blocked(self.shared.loop_block_warn, started, "(timer callback)", "");
         }
     }
@@ -314,8 +335,8 @@ impl Server {
     fn apply_inbox(&mut self) {
         let mut inbox = std::mem::take(&mut self.inbox);
         self.queue.drain(&mut inbox);
-        for (at, task) in inbox.timers.drain(..) {
-            self.timers.add(at, task);
+        for (at, app, task) in inbox.timers.drain(..) {
+            self.timers.add(at, app, task);
         }
         for c in inbox.completions.drain(..) {
             let live = self.conns.get(c.token.0).is_some_and(|conn| {

@@ -9,6 +9,8 @@ use stoa_app_api::abi::TaskBox;
 struct Entry {
     at: Instant,
     seq: u64,
+    /// The slot of the app that set it, if known (for the watchdog).
+    app: Option<usize>,
     task: TaskBox,
 }
 
@@ -41,11 +43,12 @@ pub struct Timers {
 }
 
 impl Timers {
-    pub fn add(&mut self, at: Instant, task: TaskBox) {
+    pub fn add(&mut self, at: Instant, app: Option<usize>, task: TaskBox) {
         self.seq += 1;
         self.heap.push(Entry {
             at,
             seq: self.seq,
+            app,
             task,
         });
     }
@@ -57,10 +60,10 @@ impl Timers {
             .map(|e| e.at.saturating_duration_since(now))
     }
 
-    /// The next timer due at `now`, if any.
-    pub fn pop_due(&mut self, now: Instant) -> Option<TaskBox> {
+    /// The next timer due at `now`, if any, and the app that set it.
+    pub fn pop_due(&mut self, now: Instant) -> Option<(TaskBox, Option<usize>)> {
         if self.heap.peek().is_some_and(|e| e.at <= now) {
-            self.heap.pop().map(|e| e.task)
+            self.heap.pop().map(|e| (e.task, e.app))
         } else {
             None
         }
@@ -90,12 +93,13 @@ mod tests {
         for (ms, id) in [(30, 3), (10, 1), (20, 2), (10, 4)] {
             t.add(
                 now + Duration::from_millis(ms),
+                None,
                 Task_TO::from_value(Push(log.clone(), id), TD_Opaque),
             );
         }
         assert_eq!(t.timeout(now), Some(Duration::from_millis(10)));
         assert!(t.pop_due(now).is_none());
-        while let Some(task) = t.pop_due(now + Duration::from_millis(30)) {
+        while let Some((task, _)) = t.pop_due(now + Duration::from_millis(30)) {
             task.run();
         }
         assert_eq!(*log.lock().unwrap(), vec![1, 4, 2, 3]);

@@ -1,0 +1,80 @@
+//! What status and metrics show of the host's survival machinery: stuck
+//! workers (from the watchdog) and the blocking pool's use per app.
+
+use crate::pool::{Pool, Usage};
+use crate::shared::Shared;
+use serde_json::{json, Value};
+use std::fmt::Write;
+
+/// The workers the watchdog found stuck, with how long and where.
+pub fn stuck_json(shared: &Shared) -> Value {
+    shared
+        .watch
+        .stuck(shared)
+        .into_iter()
+        .map(|s| {
+            json!({
+                "worker": s.worker,
+                "stuck_seconds": s.stuck_for.as_secs_f64(),
+                "in": s.place,
+            })
+        })
+        .collect()
+}
+
+/// The pool's size, shares and per-app busy, stuck and waiting jobs.
+pub fn pool_json(pool: &Pool) -> Value {
+    let apps: serde_json::Map<String, Value> = pool
+        .usage()
+        .into_iter()
+        .map(|u| {
+            let v = json!({"busy": u.busy, "stuck": u.stuck, "queued": u.queued});
+            (u.name, v)
+        })
+        .collect();
+    json!({
+        "threads": pool.threads(),
+        "queued": pool.queued(),
+        "share_percent": pool.share_percent(),
+        "threads_per_app": pool.group_threads(),
+        "queue_per_app": pool.group_queue(),
+        "apps": apps,
+    })
+}
+
+/// Prometheus gauges: stuck workers, and the pool's busy, stuck and waiting
+/// jobs for every mounted app (zero when idle) and any other user.
+pub fn metrics(shared: &Shared, slots: &[(String, Option<usize>)], out: &mut String) {
+    let stuck = shared.watch.stuck(shared);
+    let _ = writeln!(out, "# TYPE stoa_worker_stuck gauge");
+    for worker in 0..shared.stats.len() {
+        let v = u8::from(stuck.iter().any(|s| s.worker == worker));
+        let _ = writeln!(out, "stoa_worker_stuck{{worker=\"{worker}\"}} {v}");
+    }
+    let Some(pool) = &shared.pool else {
+        return;
+    };
+    let mut usage = pool.usage();
+    for (name, slot) in slots {
+        if slot.is_some() && !usage.iter().any(|u| &u.name == name) {
+            usage.push(Usage {
+                name: name.clone(),
+                busy: 0,
+                stuck: 0,
+                queued: 0,
+            });
+        }
+    }
+    let metrics = [
+        "stoa_blocking_busy",
+        "stoa_blocking_stuck",
+        "stoa_blocking_waiting",
+    ];
+    for (i, metric) in metrics.iter().enumerate() {
+        let _ = writeln!(out, "# TYPE {metric} gauge");
+        for u in &usage {
+            let v = [u.busy, u.stuck, u.queued][i];
+            let _ = writeln!(out, "{metric}{{app=\"{}\"}} {v}", u.name);
+        }
+    }
+}

@@ -1,0 +1,518 @@
+//! The watchdog: notices an event loop that has stopped turning (app code
+//! that never returns), reports the app and path it is in, takes its
+//! listener out of the accept group so new clients go to live workers, and
+//! ends the process when the graceful timeout has passed whatever its
+//! threads do. It also asks the blocking pool to report jobs that overran
+//! their deadline.
+//!
+//! Each worker publishes a [`Beat`]: a turn counter with a "waiting in the
+//! poller" bit (two relaxed stores per turn), and the app and path it is in
+//! while it runs app code inline (a few relaxed stores per request: the path
+//! is copied into a fixed array of atomic words, its first
+//! [`PATH_BYTES`] bytes, guarded by a sequence number; no lock, no
+//! allocation). The watchdog samples the beats a few times a second.
+
+use crate::shared::Shared;
+use socket2::Socket;
+use std::cell::Cell;
+use std::net::{Shutdown, SocketAddr};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How much of a path a beat keeps for the log.
+pub const PATH_BYTES: usize = 96;
+const PATH_WORDS: usize = PATH_BYTES / 8;
+
+/// `Spot::slot` when the loop is in host code, and in a timer callback.
+const IN_HOST: usize = usize::MAX;
+const IN_TIMER: usize = usize::MAX - 1;
+
+/// What a beat's path reads while an app's timer callback runs.
+const TIMER_PATH: &str = "(timer callback)";
+
+thread_local! {
+    /// The app whose code this loop thread is running, so the timers it
+    /// sets are known as its own.
+    static CURRENT_APP: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// The app whose code runs on this thread (a loop's handler or timer).
+pub fn current_app() -> Option<usize> {
+    CURRENT_APP.try_with(Cell::get).ok().flatten()
+}
+
+/// After the graceful timeout has forced the workers closed, how long the
+/// watchdog lets them return before it ends the process.
+const FORCE_GRACE: Duration = Duration::from_millis(500);
+
+/// Where a worker is in app code: a seqlock over atomics (the writer is the
+/// worker alone; the watchdog retries a read that raced a write).
+struct Spot {
+    seq: AtomicU64,
+    slot: AtomicUsize,
+    len: AtomicUsize,
+    words: [AtomicU64; PATH_WORDS],
+}
+
+impl Spot {
+    fn new() -> Self {
+        Spot {
+            seq: AtomicU64::new(0),
+            slot: AtomicUsize::new(IN_HOST),
+            len: AtomicUsize::new(0),
+            words: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+
+    #[inline]
+    fn enter(&self, slot: usize, path: &str) {
+        let seq = self.seq.load(Relaxed);
+        self.seq.store(seq.wrapping_add(1), Relaxed);
+        fence(Release);
+        let bytes = path.as_bytes();
+        let mut chunks = bytes[..bytes.len().min(PATH_BYTES)].chunks_exact(8);
+        let mut words = self.words.iter();
+        // Chunks first: zip stops on them without taking another word.
+        for (chunk, word) in (&mut chunks).zip(words.by_ref()) {
+            word.store(
+                u64::from_le_bytes(chunk.try_into().unwrap_or_default()),
+                Relaxed,
+            );
+        }
+        let rest = chunks.remainder();
+        if let (Some(word), false) = (words.next(), rest.is_empty()) {
+            let w = rest.iter().rev().fold(0, |w, &b| w << 8 | u64::from(b));
+            word.store(w, Relaxed);
+        }
+        self.len.store(bytes.len(), Relaxed);
+        self.slot.store(slot, Relaxed);
+        self.seq.store(seq.wrapping_add(2), Release);
+    }
+
+    fn leave(&self) {
+        self.slot.store(IN_HOST, Release);
+    }
+
+    /// The slot and path, or `None` if a write was under way.
+    fn read(&self) -> Option<(usize, String)> {
+        let before = self.seq.load(Acquire);
+        if before & 1 == 1 {
+            return None;
+        }
+        let slot = self.slot.load(Relaxed);
+        let len = self.len.load(Relaxed);
+        let mut bytes = Vec::with_capacity(PATH_BYTES);
+        for word in &self.words {
+            bytes.extend_from_slice(&word.load(Relaxed).to_le_bytes());
+        }
+        fence(Acquire);
+        if self.seq.load(Relaxed) != before {
+            return None;
+        }
+        bytes.truncate(len.min(PATH_BYTES));
+        let mut path = String::from_utf8_lossy(&bytes).into_owned();
+        if len > PATH_BYTES {
+            path.push_str("...");
+        }
+        Some((slot, path))
+    }
+}
+
+/// One worker's heartbeat (its own cache lines: the worker writes it every
+/// turn, the watchdog reads it a few times a second).
+#[repr(align(128))]
+pub struct Beat {
+    /// `turns << 1 | waiting`: bumped when a turn starts serving, the low
+    /// bit set while the loop waits in the poller.
+    state: AtomicU64,
+    spot: Spot,
+    /// Set by the watchdog when it shut this worker's listener down.
+    evicted: AtomicBool,
+    /// Milliseconds since the board's epoch when the turn the watchdog found
+    /// stuck began, plus one; 0 while the worker is not stuck.
+    stuck_since: AtomicU64,
+    /// A duplicate of the worker's listener, for the watchdog to shut down.
+    listener: Mutex<Option<Socket>>,
+}
+
+impl Beat {
+    fn new() -> Self {
+        Beat {
+            state: AtomicU64::new(1),
+            spot: Spot::new(),
+            evicted: AtomicBool::new(false),
+            stuck_since: AtomicU64::new(0),
+            listener: Mutex::new(None),
+        }
+    }
+
+    /// The loop is about to wait in its poller.
+    pub fn waiting(&self) {
+        let s = self.state.load(Relaxed);
+        self.state.store(s | 1, Relaxed);
+    }
+
+    /// The loop's wait returned: a new turn starts.
+    pub fn turned(&self) {
+        let s = self.state.load(Relaxed);
+        self.state.store((s | 1).wrapping_add(1), Relaxed);
+    }
+
+    /// The loop calls app `slot`'s handler for `path`.
+    pub fn enter(&self, slot: usize, path: &str) {
+        self.spot.enter(slot, path);
+        CURRENT_APP.set(Some(slot));
+    }
+
+    /// The loop runs a timer callback set by app `slot` (if known).
+    pub fn enter_timer(&self, slot: Option<usize>) {
+        match slot {
+            Some(slot) => self.spot.enter(slot, TIMER_PATH),
+            None => self.spot.enter(IN_TIMER, ""),
+        }
+        CURRENT_APP.set(slot);
+    }
+
+    /// The loop is back in host code.
+    pub fn leave(&self) {
+        self.spot.leave();
+        CURRENT_APP.set(None);
+    }
+
+    /// True once after the watchdog shut this worker's listener down.
+    pub fn evicted(&self) -> bool {
+        self.evicted.load(Relaxed) && self.evicted.swap(false, Relaxed)
+    }
+
+    /// Keeps a duplicate of the worker's (new) listener for the watchdog.
+    pub fn set_listener(&self, dup: Socket) {
+        *self.listener.lock().unwrap_or_else(|p| p.into_inner()) = Some(dup);
+    }
+
+    /// Closes the duplicate: the worker closes its listener (draining or
+    /// exiting), and the socket must not outlive it.
+    pub fn release_listener(&self) {
+        self.listener
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+    }
+
+    /// Shuts the listener down (the kernel resets its backlog and leaves
+    /// it out of the `SO_REUSEPORT` group); false if there was none.
+    fn evict(&self) -> bool {
+        let mut listener = self.listener.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(socket) = listener.take() else {
+            return false;
+        };
+        self.evicted.store(true, Relaxed);
+        if let Err(e) = socket.shutdown(Shutdown::Both) {
+            log::warn!("cannot shut the stuck worker's listener down: {e}");
+        }
+        true
+    }
+}
+
+/// Marks a worker's beat when dropped, as its loop returns or unwinds: a
+/// finished loop is not stuck, and the listener's duplicate is closed with
+/// the listener.
+pub struct Finished<'a>(pub &'a Beat);
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        self.0.waiting();
+        self.0.release_listener();
+    }
+}
+
+/// The workers' beats and the watchdog's bounds.
+pub struct Board {
+    epoch: Instant,
+    beats: Vec<Beat>,
+    /// A loop that has not turned for this long is stuck.
+    pub stuck_after: Duration,
+    /// A worker stuck this long makes the process unhealthy.
+    pub unhealthy_after: Duration,
+    /// The address and backlog, for a worker that re-creates its listener.
+    pub addr: SocketAddr,
+    pub backlog: i32,
+}
+
+/// A stuck worker, as status and the endpoints report it.
+pub struct StuckWorker {
+    pub worker: usize,
+    pub stuck_for: Duration,
+    /// "app NAME PATH", "a timer callback" or "host code".
+    pub place: String,
+}
+
+impl Board {
+    pub fn new(
+        workers: usize,
+        (stuck_after, unhealthy_after): (Duration, Duration),
+        addr: SocketAddr,
+        backlog: i32,
+    ) -> Self {
+        Board {
+            epoch: Instant::now(),
+            beats: (0..workers.max(1)).map(|_| Beat::new()).collect(),
+            stuck_after,
+            unhealthy_after,
+            addr,
+            backlog,
+        }
+    }
+
+    /// Worker `i`'s beat.
+    pub fn beat(&self, worker: usize) -> &Beat {
+        &self.beats[worker.min(self.beats.len() - 1)]
+    }
+
+    fn millis(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_millis()).unwrap_or(u64::MAX - 1)
+    }
+
+    /// Each worker the watchdog has found stuck, and for how long.
+    fn stuck_times(&self) -> Vec<(usize, Duration)> {
+        let now = self.millis(Instant::now());
+        self.beats
+            .iter()
+            .enumerate()
+            .filter_map(|(worker, beat)| {
+                let since = beat.stuck_since.load(Relaxed).checked_sub(1)?;
+                Some((worker, Duration::from_millis(now.saturating_sub(since))))
+            })
+            .collect()
+    }
+
+    /// The workers the watchdog has found stuck, and where they are.
+    pub fn stuck(&self, shared: &Shared) -> Vec<StuckWorker> {
+        self.stuck_times()
+            .into_iter()
+            .map(|(worker, stuck_for)| StuckWorker {
+                worker,
+                stuck_for,
+                place: place(shared, self.beat(worker)),
+            })
+            .collect()
+    }
+
+    /// Why the process is not ready: a worker is stuck. (The probes are
+    /// open to anyone: where it is stuck is for status and the log.)
+    pub fn not_ready(&self) -> Option<String> {
+        let stuck = self.stuck_times();
+        let (worker, time) = stuck.first()?;
+        Some(format!(
+            "{} of {} worker(s) stuck in app code (worker {worker} for {} s)",
+            stuck.len(),
+            self.beats.len(),
+            time.as_secs(),
+        ))
+    }
+
+    /// Why the process is unhealthy: a worker stuck past `unhealthy_after`,
+    /// or every worker stuck.
+    pub fn unhealthy(&self) -> Option<String> {
+        let stuck = self.stuck_times();
+        if !stuck.is_empty() && stuck.len() == self.beats.len() {
+            return Some("every worker is stuck in app code".to_string());
+        }
+        let (worker, time) = stuck.into_iter().max_by_key(|(_, t)| *t)?;
+        (time >= self.unhealthy_after).then(|| {
+            format!(
+                "worker {worker} stuck in app code for {} s (unhealthy_after {} s)",
+                time.as_secs(),
+                self.unhealthy_after.as_secs_f32(),
+            )
+        })
+    }
+}
+
+/// Where a worker is: its app (by slot in the mount table) and path.
+fn place(shared: &Shared, beat: &Beat) -> String {
+    let Some((slot, path)) = (0..3).find_map(|_| beat.spot.read()) else {
+        return "app code (changing)".to_string();
+    };
+    match slot {
+        IN_HOST => "host code".to_string(),
+        IN_TIMER => "a timer callback".to_string(),
+        slot => {
+            let apps = shared.apps.load();
+            let name = apps
+                .mounts
+                .apps()
+                .iter()
+                .find(|a| a.slot == slot)
+                .map_or("?", |a| a.name.as_str())
+                .to_string();
+            format!("app {name} {path}")
+        }
+    }
+}
+
+/// What the watchdog remembers of one worker between samples.
+#[derive(Clone, Copy)]
+struct Seen {
+    state: u64,
+    since: Instant,
+    stuck: bool,
+}
+
+/// How often the beats are sampled: a tenth of the stuck bound, between
+/// 10 ms and 100 ms.
+fn tick(stuck_after: Duration) -> Duration {
+    (stuck_after / 10).clamp(Duration::from_millis(10), Duration::from_millis(100))
+}
+
+/// Starts the watchdog thread.
+pub fn spawn(shared: Arc<Shared>) -> Result<(), String> {
+    std::thread::Builder::new()
+        .name("stoa-watchdog".into())
+        .spawn(move || watch(&shared))
+        .map(|_| ())
+        .map_err(|e| format!("cannot start the watchdog: {e}"))
+}
+
+fn watch(shared: &Shared) {
+    let board = &shared.watch;
+    let start = Instant::now();
+    let mut seen: Vec<Seen> = board
+        .beats
+        .iter()
+        .map(|b| Seen {
+            state: b.state.load(Relaxed),
+            since: start,
+            stuck: false,
+        })
+        .collect();
+    let mut forced_at = None;
+    loop {
+        std::thread::sleep(tick(board.stuck_after));
+        let now = Instant::now();
+        for (worker, (beat, seen)) in board.beats.iter().zip(&mut seen).enumerate() {
+            sample(shared, worker, beat, seen, now);
+        }
+        if let Some(pool) = &shared.pool {
+            pool.report_overruns(now);
+        }
+        if shared.control.forced() {
+            let at = *forced_at.get_or_insert(now);
+            if now.duration_since(at) >= FORCE_GRACE {
+                give_up(shared);
+            }
+        }
+    }
+}
+
+/// Compares one worker's beat with the last sample: a worker that has not
+/// turned (and is not waiting) for `stuck_after` is reported and evicted.
+fn sample(shared: &Shared, worker: usize, beat: &Beat, seen: &mut Seen, now: Instant) {
+    let board = &shared.watch;
+    let state = beat.state.load(Relaxed);
+    if state & 1 == 1 || state != seen.state {
+        if seen.stuck {
+            log::warn!(
+                "worker {worker} turned again after {:.1} s stuck",
+                now.duration_since(seen.since).as_secs_f32()
+            );
+            beat.stuck_since.store(0, Relaxed);
+        }
+        *seen = Seen {
+            state,
+            since: now,
+            stuck: false,
+        };
+        return;
+    }
+    if seen.stuck || now.duration_since(seen.since) < board.stuck_after {
+        return;
+    }
+    seen.stuck = true;
+    beat.stuck_since
+        .store(board.millis(seen.since) + 1, Relaxed);
+    let evicted = beat.evict();
+    log::error!(
+        "worker {worker} stuck: its loop has not turned for {:.1} s (stuck_after {} s), in {}; {}",
+        now.duration_since(seen.since).as_secs_f32(),
+        board.stuck_after.as_secs_f32(),
+        place(shared, beat),
+        if evicted {
+            "its listener leaves the accept group, new clients go to the other workers"
+        } else {
+            "it has no listener to take away"
+        }
+    );
+}
+
+/// The graceful timeout has passed and a worker is still running: log
+/// where every busy worker is, and end the process.
+fn give_up(shared: &Shared) -> ! {
+    let busy: Vec<String> = shared
+        .watch
+        .beats
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| b.state.load(Relaxed) & 1 == 0)
+        .map(|(i, b)| format!("worker {i} in {}", place(shared, b)))
+        .collect();
+    log::error!(
+        "graceful timeout passed and {} still running ({}); exiting",
+        if busy.len() == 1 {
+            "a worker is"
+        } else {
+            "workers are"
+        },
+        busy.join(", ")
+    );
+    std::process::exit(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spot_keeps_the_slot_and_path() {
+        let spot = Spot::new();
+        assert_eq!(spot.read(), Some((IN_HOST, String::new())));
+        spot.enter(3, "/_stuck/spin");
+        assert_eq!(spot.read(), Some((3, "/_stuck/spin".to_string())));
+        spot.enter(4, "/a");
+        assert_eq!(spot.read(), Some((4, "/a".to_string())));
+        spot.enter(5, "/8-bytes");
+        assert_eq!(spot.read(), Some((5, "/8-bytes".to_string())));
+        spot.leave();
+        assert_eq!(spot.read().map(|(s, _)| s), Some(IN_HOST));
+    }
+
+    #[test]
+    fn spot_truncates_a_long_path() {
+        let spot = Spot::new();
+        let long = "x".repeat(PATH_BYTES + 10);
+        spot.enter(1, &long);
+        let (_, path) = spot.read().unwrap();
+        assert_eq!(path, format!("{}...", &long[..PATH_BYTES]));
+    }
+
+    #[test]
+    fn beat_counts_turns_and_waits() {
+        let beat = Beat::new();
+        let first = beat.state.load(Relaxed);
+        beat.turned();
+        let busy = beat.state.load(Relaxed);
+        assert_eq!(busy & 1, 0);
+        assert_ne!(busy, first);
+        beat.waiting();
+        assert_eq!(beat.state.load(Relaxed), busy | 1);
+        beat.turned();
+        assert!(beat.state.load(Relaxed) > busy);
+    }
+
+    #[test]
+    fn tick_is_bounded() {
+        assert_eq!(tick(Duration::from_secs(5)), Duration::from_millis(100));
+        assert_eq!(tick(Duration::from_millis(50)), Duration::from_millis(10));
+    }
+}

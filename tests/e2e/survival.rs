@@ -1,0 +1,252 @@
+//! Survival: a handler that never returns on the event loop is reported by
+//! the watchdog (app and path), its worker leaves the accept group so new
+//! clients are served by the others, ready and then health turn 503, and
+//! SIGTERM still ends the process after the graceful timeout (also when the
+//! app is stuck in a timer callback); a worker that turns again rejoins. On the blocking pool, a job whose deadline passed
+//! while it waited is dropped unrun, and an app whose handlers never return
+//! holds only its share of the threads.
+
+use crate::client::get;
+use crate::harness::{wait_until, Server, TempDir, STOA};
+use crate::operations::{metrics, status, try_get};
+use rustix::process::Signal;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+matrix!(
+    stuck_worker_leaves_the_accept_group,
+    stuck_worker_turns_unhealthy,
+    stuck_single_worker_still_exits,
+    worker_that_turns_again_rejoins,
+    expired_blocking_job_never_runs,
+    one_app_holds_only_its_share_of_the_pool,
+    bad_survival_flags_are_refused,
+);
+
+const HEALTH: &str = "/.well-known/stoa/health";
+const READY: &str = "/.well-known/stoa/ready";
+
+/// Starts `stoa` with the stuck plugin (and `apps`), sends `path` on a
+/// connection of its own, and waits for the watchdog to report it stuck in
+/// the stuck app's `path` (without its query).
+fn stick(
+    poller: &str,
+    apps: &[&str],
+    args: &[&str],
+    path: &str,
+) -> (Server, crate::client::Client) {
+    let place = path.split('?').next().unwrap_or(path);
+    stick_in(poller, (apps, args), path, place)
+}
+
+/// `stick`, with the place the watchdog names (after "in app stuck ").
+fn stick_in(
+    poller: &str,
+    (apps, args): (&[&str], &[&str]),
+    path: &str,
+    place: &str,
+) -> (Server, crate::client::Client) {
+    let mut all = vec!["stuck"];
+    all.extend_from_slice(apps);
+    let server = Server::start(poller, &all, args);
+    let mut client = server.connect();
+    client.send(&get(path));
+    let place = format!("in app stuck {place}");
+    assert!(
+        server.wait_log(&["stuck: its loop has not turned", &place]),
+        "no watchdog line naming the app and path; log:\n{}",
+        server.log()
+    );
+    (server, client)
+}
+
+/// Sends SIGTERM and returns how long the process took to exit.
+fn terminate(server: &mut Server) -> Duration {
+    let sent = Instant::now();
+    server.signal(Signal::TERM);
+    let exited = server.wait_exit(Duration::from_secs(15));
+    assert!(exited.is_some(), "still running 15 s after SIGTERM");
+    sent.elapsed()
+}
+
+fn stuck_worker_leaves_the_accept_group(poller: &str) {
+    let args = [
+        "--workers",
+        "2",
+        "--stuck-after",
+        "1",
+        "--graceful-timeout",
+        "2",
+    ];
+    let (mut server, _spin) = stick(poller, &["article"], &args, "/_stuck/spin");
+    let failed: Vec<String> = (0..40)
+        .filter_map(|i| match try_get(server.port, "/article") {
+            Ok(200) => None,
+            other => Some(format!("request {i}: {other:?}")),
+        })
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} of 40 failed: {failed:?}",
+        failed.len()
+    );
+    assert_eq!(try_get(server.port, HEALTH), Ok(200));
+    assert_eq!(try_get(server.port, READY), Ok(503));
+    let took = terminate(&mut server);
+    assert!(
+        took < Duration::from_secs(8),
+        "exited {took:?} after SIGTERM"
+    );
+    assert!(server.log_contains("graceful timeout passed"));
+}
+
+fn stuck_worker_turns_unhealthy(poller: &str) {
+    let args = [
+        "--workers",
+        "2",
+        "--stuck-after",
+        "1",
+        "--unhealthy-after",
+        "2",
+    ];
+    let (server, _spin) = stick(poller, &[], &args, "/_stuck/spin");
+    let stuck = &status(server.port)["stuck_workers"];
+    assert_eq!(stuck.as_array().map(Vec::len), Some(1), "{stuck}");
+    assert_eq!(stuck[0]["in"], "app stuck /_stuck/spin");
+    let flagged: f64 = (0..2)
+        .map(|w| metrics(server.port)[&format!("stoa_worker_stuck{{worker=\"{w}\"}}")])
+        .sum();
+    assert_eq!(flagged, 1.0);
+    assert!(
+        wait_until(Duration::from_secs(10), || try_get(server.port, HEALTH)
+            == Ok(503)),
+        "health never turned 503"
+    );
+}
+
+fn stuck_single_worker_still_exits(poller: &str) {
+    let args = [
+        "--workers",
+        "1",
+        "--stuck-after",
+        "1",
+        "--graceful-timeout",
+        "2",
+    ];
+    // Stuck in a timer callback, which the watchdog knows as the app's own.
+    let timer = "(timer callback)";
+    let (mut server, _spin) = stick_in(poller, (&[], &args), "/_stuck/timer", timer);
+    // Its listener is gone: a new client is refused at once, not left waiting.
+    let refused = try_get(server.port, HEALTH);
+    assert!(
+        refused.as_ref().is_err_and(|e| e.starts_with("connect")),
+        "{refused:?}"
+    );
+    let took = terminate(&mut server);
+    assert!(
+        took < Duration::from_secs(8),
+        "exited {took:?} after SIGTERM"
+    );
+    assert!(server.wait_log(&["graceful timeout passed", "app stuck (timer callback)"]));
+}
+
+fn worker_that_turns_again_rejoins(poller: &str) {
+    let args = ["--workers", "1", "--stuck-after", "1"];
+    let (server, mut spin) = stick(poller, &[], &args, "/_stuck/spin?ms=2500");
+    let answer = spin.read_response();
+    assert_eq!((answer.status, answer.text()), (200, "spun\n"));
+    assert!(
+        server.wait_log(&["rejoined the accept group"]),
+        "{}",
+        server.log()
+    );
+    // The watchdog notices at its next look (a tenth of --stuck-after).
+    let ready = || try_get(server.port, READY) == Ok(200);
+    assert!(wait_until(Duration::from_secs(5), ready), "not ready again");
+    assert_eq!(try_get(server.port, "/_stuck/ok"), Ok(200));
+}
+
+fn expired_blocking_job_never_runs(poller: &str) {
+    let args = ["--app-timeout", "1", "--blocking-threads", "1"];
+    let server = Server::start(poller, &["stuck"], &args);
+    let mut first = server.connect();
+    first.send(&get("/_stuck/block-ms?ms=2000"));
+    assert!(server.wait_log(&["stuck: /block-ms started"]));
+    // Queued behind the first: its deadline passes before the thread is free.
+    let second = server.connect().request(&get("/_stuck/block-ms?ms=10"));
+    assert_eq!(second.status, 504);
+    // The first overran its deadline too (504), and is logged while it runs.
+    assert_eq!(first.read_response().status, 504);
+    assert!(server.wait_log(&["app stuck /_stuck/block-ms is running", "past its deadline"]));
+    assert!(
+        server.wait_log(&["dropped a blocking job of app stuck /_stuck/block-ms"]),
+        "{}",
+        server.log()
+    );
+    assert_eq!(
+        server.get("/_stuck/started").text(),
+        "1",
+        "the expired job ran"
+    );
+}
+
+fn one_app_holds_only_its_share_of_the_pool(poller: &str) {
+    let args = ["--blocking-threads", "4"];
+    let server = Server::start(poller, &["stuck", "demo"], &args);
+    let _blocked: Vec<_> = (0..4)
+        .map(|_| {
+            let mut c = server.connect();
+            c.send(&get("/_stuck/block"));
+            c
+        })
+        .collect();
+    // All four are with the pool: running (started) or waiting (queued).
+    let started = || server.get("/_stuck/started").text().parse::<u64>().unwrap();
+    let queued = || {
+        status(server.port)["blocking_pool"]["queued"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(wait_until(Duration::from_secs(5), || started() + queued() == 4));
+    let demo = server.get("/demo/syncsleep-handler/?seconds=0");
+    assert_eq!(demo.status, 200, "{demo:?}");
+    assert_eq!(started(), 2);
+    let pool = &status(server.port)["blocking_pool"]["apps"]["stuck"];
+    assert_eq!(
+        (&pool["busy"], &pool["queued"]),
+        (&2.into(), &2.into()),
+        "{pool}"
+    );
+    assert_eq!(
+        metrics(server.port)["stoa_blocking_busy{app=\"stuck\"}"],
+        2.0
+    );
+}
+
+/// The new bounds are refused, naming the flag, when they make no sense.
+fn bad_survival_flags_are_refused(poller: &str) {
+    let dir = TempDir::new("survival-flags");
+    for (flags, named) in [
+        (
+            ["--stuck-after", "5", "--unhealthy-after", "2"],
+            "--unhealthy-after",
+        ),
+        (
+            ["--blocking-share", "0", "--workers", "1"],
+            "--blocking-share",
+        ),
+        (["--stuck-after", "0", "--workers", "1"], "--stuck-after"),
+    ] {
+        let out = Command::new(STOA)
+            .args(["--bind", "127.0.0.1:0", "--poller", poller, "--apps"])
+            .arg(dir.path())
+            .args(flags)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run stoa");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flags:?} accepted");
+        assert!(stderr.contains(named), "{flags:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{flags:?} started");
+    }
+}
