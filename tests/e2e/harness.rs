@@ -291,6 +291,11 @@ impl Server {
         Server::start(poller, SAMPLE_APPS, &[])
     }
 
+    /// The server's process id (for reading its `/proc` entries).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// A new keep-alive connection.
     pub fn connect(&self) -> Client {
         Client::connect(self.port)

@@ -10,6 +10,7 @@ mod plugins;
 
 mod article;
 mod async_apps;
+mod backpressure;
 mod capacity;
 mod cli;
 mod environ;

@@ -8,7 +8,8 @@ use super::parse::{parse_head, BodyKind, Head};
 use super::{ConnParams, HttpError};
 use std::io::{self, Read};
 
-/// First read buffer size; it grows (doubling) up to the connection's cap.
+/// First read buffer size; it grows (doubling) up to what the current
+/// request needs (its head, up to `max_head`, then its body).
 pub const READ_CHUNK: usize = 16 * 1024;
 
 /// Outcome of reading from the source.
@@ -20,6 +21,9 @@ pub enum ReadState {
     Closed,
     /// The read failed (a reset connection).
     Failed,
+    /// The buffer holds what the current request needs; more bytes may be
+    /// waiting in the socket (read them once the request is served).
+    Full,
 }
 
 /// Spare read and write buffers of one event loop. Buffers belong to busy
@@ -77,9 +81,10 @@ pub struct RequestReader {
 }
 
 impl RequestReader {
-    /// Reads until `WouldBlock`, EOF, or the buffer cap. A short read ends
-    /// it early (the socket is drained) unless `to_end` asks to go on to
-    /// the end of stream.
+    /// Reads until `WouldBlock`, EOF, or the buffer holds what the current
+    /// request needs (`Full`: bytes past it stay in the socket). A short
+    /// read ends it early (the socket is drained) unless `to_end` asks to
+    /// go on to the end of stream.
     pub fn fill(
         &mut self,
         src: &mut impl Read,
@@ -87,7 +92,7 @@ impl RequestReader {
         to_end: bool,
         pool: &mut BufPool,
     ) -> ReadState {
-        let cap = params.max_head + params.max_body + READ_CHUNK;
+        let need = self.need(params);
         if self.buf.is_empty() {
             self.buf = pool.take_read();
         }
@@ -96,17 +101,20 @@ impl RequestReader {
                 self.start = 0;
                 self.end = 0;
             }
+            if self.end - self.start >= need {
+                return ReadState::Full;
+            }
             if self.end == self.buf.len() {
                 if self.start > 0 {
                     self.buf.copy_within(self.start..self.end, 0);
                     self.end -= self.start;
                     self.start = 0;
-                } else if self.buf.len() < cap {
-                    let grown = (self.buf.len() * 2).clamp(READ_CHUNK, cap);
-                    self.buf.resize(grown, 0);
+                } else if self.head.is_none() && holds_head(&self.buf[..self.end]) {
+                    // A whole head is here: parse it before reading on.
+                    return ReadState::Full;
                 } else {
-                    // Full of one request that the parser has not refused yet.
-                    return ReadState::Open;
+                    let grown = (self.buf.len() * 2).clamp(READ_CHUNK, need);
+                    self.buf.resize(grown, 0);
                 }
             }
             let space = self.buf.len() - self.end;
@@ -129,6 +137,27 @@ impl RequestReader {
                 }
             }
         }
+    }
+
+    /// How many bytes from `start` the current request may occupy: up to
+    /// just past `max_head` while its head is unparsed (so an overlong head
+    /// is refused), then the head with its body (the chunked decoder drains
+    /// the buffer as it goes, so a window suffices).
+    fn need(&self, params: &ConnParams) -> usize {
+        let need = match &self.head {
+            None => params.max_head + 1,
+            Some(head) => match head.body {
+                BodyKind::None => head.len,
+                BodyKind::Length(n) => head.len.saturating_add(n),
+                BodyKind::Chunked => head.len + READ_CHUNK,
+            },
+        };
+        need.max(READ_CHUNK)
+    }
+
+    /// Bytes read and not yet consumed.
+    pub fn buffered(&self) -> usize {
+        self.end - self.start
     }
 
     /// True if no bytes of a next request are buffered.
@@ -236,6 +265,14 @@ impl RequestReader {
         self.head = None;
         self.start = self.end;
     }
+}
+
+/// True if `bytes` hold the end of a request head (an empty line).
+fn holds_head(bytes: &[u8]) -> bool {
+    bytes
+        .iter()
+        .enumerate()
+        .any(|(i, &b)| b == b'\n' && matches!(&bytes[i + 1..], [b'\n', ..] | [b'\r', b'\n', ..]))
 }
 
 #[cfg(test)]

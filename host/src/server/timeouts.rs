@@ -36,7 +36,7 @@ impl Server {
                     if let Some(conn) = self.conns.get_mut(key) {
                         conn.fail(&error, self.date.get());
                     }
-                    self.settle(token);
+                    self.pump(token);
                 }
                 Deadline::App => self.app_timed_out(token),
             }
@@ -72,7 +72,7 @@ impl Server {
             token,
             host_response(504, "the app did not answer within app_timeout"),
         );
-        self.settle(token);
+        self.pump(token);
     }
 }
 
