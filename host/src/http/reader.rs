@@ -315,25 +315,40 @@ mod tests {
                 data: &input[from..to],
             };
             from = to;
-            reader.fill(&mut src, params, false, &mut BufPool::default());
-            while reader.next_request(params)? {
-                let (head, buf, body) = reader.parts().expect("a ready request has parts");
-                let text = |r: &std::ops::Range<usize>| {
-                    String::from_utf8_lossy(&buf[r.clone()]).into_owned()
-                };
-                seen.push((
-                    text(&head.method),
-                    text(&head.target),
-                    head.headers
-                        .iter()
-                        .map(|(n, v)| (text(n), buf[v.clone()].to_vec()))
-                        .collect(),
-                    body.to_vec(),
-                ));
-                reader.consume();
+            // A full buffer leaves bytes in the source: serve, then read on.
+            loop {
+                let left = src.data.len();
+                let state = reader.fill(&mut src, params, false, &mut BufPool::default());
+                let mut served = false;
+                while reader.next_request(params)? {
+                    take(&mut reader, &mut seen);
+                    served = true;
+                }
+                if state != ReadState::Full || (src.data.len() == left && !served) {
+                    break;
+                }
             }
         }
         Ok(seen)
+    }
+
+    /// Records the ready request and consumes it.
+    fn take(reader: &mut RequestReader, seen: &mut Vec<Seen>) {
+        {
+            let (head, buf, body) = reader.parts().expect("a ready request has parts");
+            let text =
+                |r: &std::ops::Range<usize>| String::from_utf8_lossy(&buf[r.clone()]).into_owned();
+            seen.push((
+                text(&head.method),
+                text(&head.target),
+                head.headers
+                    .iter()
+                    .map(|(n, v)| (text(n), buf[v.clone()].to_vec()))
+                    .collect(),
+                body.to_vec(),
+            ));
+        }
+        reader.consume();
     }
 
     const PIPELINE: &[u8] = b"GET /a?x=1 HTTP/1.1\r\nHost: h\r\nX-Odd: \xe9t\xe9\r\n\r\n\
@@ -349,6 +364,12 @@ GET /d HTTP/1.0\r\n\r\n";
         assert_eq!(seen[1].3, b"hello");
         assert_eq!(seen[2].3, b"Wikipedia");
         assert_eq!(seen[0].2[1].1, b"\xe9t\xe9");
+        // A pipeline longer than the read buffer is read in turns.
+        let long = PIPELINE.repeat(500);
+        assert!(long.len() > 4 * READ_CHUNK);
+        let again = run(&long, &[], &ConnParams::default()).unwrap();
+        assert_eq!(again.len(), 4 * 500);
+        assert_eq!(again[4 * 499 + 2].3, b"Wikipedia");
     }
 
     #[test]
@@ -373,6 +394,41 @@ GET /d HTTP/1.0\r\n\r\n";
             false,
             &mut BufPool::default(),
         );
+        assert!(r.next_request(&params).unwrap());
+    }
+
+    #[test]
+    fn reads_no_further_than_the_current_request_needs() {
+        let params = ConnParams::default();
+        let mut pool = BufPool::default();
+        // Thousands of pipelined requests: one buffer's worth is read, the
+        // rest stays in the source until these are served.
+        let many = b"GET /x HTTP/1.1\r\nHost: h\r\n\r\n".repeat(10_000);
+        let mut src = Trickle { data: &many };
+        let mut r = RequestReader::default();
+        assert_eq!(r.fill(&mut src, &params, false, &mut pool), ReadState::Full);
+        assert_eq!(r.buffered(), READ_CHUNK);
+        assert_eq!(src.data.len(), many.len() - READ_CHUNK);
+        // A body is read whole, and nothing past it.
+        let body = vec![b'b'; 100_000];
+        let head = format!(
+            "POST /b HTTP/1.1\r\nHost: h\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        let mut input = head.clone().into_bytes();
+        input.extend_from_slice(&body);
+        input.extend_from_slice(&many);
+        let mut src = Trickle { data: &input };
+        let mut r = RequestReader::default();
+        assert_eq!(r.fill(&mut src, &params, false, &mut pool), ReadState::Full);
+        assert!(!r.next_request(&params).unwrap());
+        assert_eq!(r.fill(&mut src, &params, false, &mut pool), ReadState::Full);
+        assert_eq!(r.buffered(), head.len() + body.len());
+        assert!(r.next_request(&params).unwrap());
+        assert_eq!(r.parts().unwrap().2, &body[..]);
+        // Once it is consumed, reading goes on.
+        r.consume();
+        assert_eq!(r.fill(&mut src, &params, false, &mut pool), ReadState::Full);
         assert!(r.next_request(&params).unwrap());
     }
 
