@@ -170,10 +170,11 @@ impl Conn {
         self.reader.consume();
     }
 
-    /// Queues a response for the pending request and moves to the next phase.
+    /// Queues a response for the pending request (a large body is taken
+    /// out of it, not copied) and moves to the next phase.
     pub fn push_response(
         &mut self,
-        response: Response,
+        response: &mut Response,
         head_only: bool,
         persist: Persist,
         date: &str,
@@ -192,9 +193,9 @@ impl Conn {
         log::debug!("{}: {error}", self.peer);
         self.reader.abandon();
         self.pending = None;
-        let response = host_response(error.status(), &error.to_string());
+        let mut response = host_response(error.status(), &error.to_string());
         self.out
-            .push_response(response, false, Persist::Close, date);
+            .push_response(&mut response, false, Persist::Close, date);
         self.phase = Phase::Closing;
     }
 

@@ -45,17 +45,18 @@ pub struct Output {
 }
 
 impl Output {
-    /// Queues a response: its head (and a small body) into the buffer, a
-    /// large body as it is. `head_only` answers HEAD (no body).
+    /// Queues a response: its head (and a small body) into the buffer; a
+    /// large body is taken out of `resp` and queued as it is. `head_only`
+    /// answers HEAD (no body).
     pub fn push_response(
         &mut self,
-        mut resp: Response,
+        resp: &mut Response,
         head_only: bool,
         persist: Persist,
         date: &str,
     ) {
         let buf = self.buf_mut();
-        if !write_head(buf, &resp, head_only, persist, date) || resp.body.is_empty() {
+        if !write_head(buf, resp, head_only, persist, date) || resp.body.is_empty() {
             return;
         }
         if resp.body.len() < SPLICE_MIN {
@@ -82,8 +83,11 @@ impl Output {
 
     /// Bytes still to write.
     pub fn len(&self) -> usize {
-        let bodies: usize = self.bodies.iter().map(|b| b.body.len() - b.sent).sum();
-        self.buf.len() - self.pos + bodies
+        let queued = self.buf.len() - self.pos;
+        if self.bodies.is_empty() {
+            return queued;
+        }
+        queued + self.bodies.iter().map(|b| b.body.len() - b.sent).sum::<usize>()
     }
 
     /// Writes until everything is out or the writer would block; true if
@@ -101,7 +105,11 @@ impl Output {
             match result {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
-                    self.advance(n);
+                    if self.bodies.is_empty() {
+                        self.pos += n;
+                    } else {
+                        self.advance(n);
+                    }
                     wrote = true;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(wrote),
@@ -250,8 +258,8 @@ mod tests {
         let big = Response::new(200).with_body(body(3 * SPLICE_MIN + 7));
         let small = Response::text(200, "after");
         let mut out = Output::default();
-        out.push_response(big.clone(), false, Persist::KeepAlive, DATE);
-        out.push_response(small.clone(), false, Persist::KeepAlive, DATE);
+        out.push_response(&mut big.clone(), false, Persist::KeepAlive, DATE);
+        out.push_response(&mut small.clone(), false, Persist::KeepAlive, DATE);
         // The large body is not in the coalescing buffer.
         assert!(out.buf.len() < SPLICE_MIN);
         let want = expected(&[
@@ -278,7 +286,7 @@ mod tests {
         let mut out = Output::default();
         let r = Response::text(200, "ok");
         for _ in 0..100 {
-            out.push_response(r.clone(), false, Persist::KeepAlive, DATE);
+            out.push_response(&mut r.clone(), false, Persist::KeepAlive, DATE);
         }
         let mut sink = Sink {
             room: usize::MAX,
@@ -296,7 +304,7 @@ mod tests {
     fn head_of_a_large_body_sends_no_body() {
         let big = Response::new(200).with_body(body(2 * SPLICE_MIN));
         let mut out = Output::default();
-        out.push_response(big.clone(), true, Persist::KeepAlive, DATE);
+        out.push_response(&mut big.clone(), true, Persist::KeepAlive, DATE);
         assert!(out.bodies.is_empty());
         let mut sink = Sink {
             room: usize::MAX,
@@ -312,7 +320,7 @@ mod tests {
     fn connection_close_comes_with_the_large_body_it_ends() {
         let big = Response::new(200).with_body(body(SPLICE_MIN));
         let mut out = Output::default();
-        out.push_response(big.clone(), false, Persist::Close, DATE);
+        out.push_response(&mut big.clone(), false, Persist::Close, DATE);
         let mut sink = Sink {
             room: usize::MAX,
             ..Sink::default()
@@ -332,7 +340,7 @@ mod tests {
             .collect();
         let mut out = Output::default();
         for r in &answers {
-            out.push_response(r.clone(), false, Persist::KeepAlive, DATE);
+            out.push_response(&mut r.clone(), false, Persist::KeepAlive, DATE);
         }
         let mut sink = Sink {
             room: usize::MAX,

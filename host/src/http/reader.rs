@@ -92,7 +92,6 @@ impl RequestReader {
         to_end: bool,
         pool: &mut BufPool,
     ) -> ReadState {
-        let need = self.need(params);
         if self.buf.is_empty() {
             self.buf = pool.take_read();
         }
@@ -101,7 +100,9 @@ impl RequestReader {
                 self.start = 0;
                 self.end = 0;
             }
-            if self.end - self.start >= need {
+            // `need` is at least READ_CHUNK: most fills never ask.
+            let buffered = self.end - self.start;
+            if buffered >= READ_CHUNK && buffered >= self.need(params) {
                 return ReadState::Full;
             }
             if self.end == self.buf.len() {
@@ -113,7 +114,7 @@ impl RequestReader {
                     // A whole head is here: parse it before reading on.
                     return ReadState::Full;
                 } else {
-                    let grown = (self.buf.len() * 2).clamp(READ_CHUNK, need);
+                    let grown = (self.buf.len() * 2).clamp(READ_CHUNK, self.need(params));
                     self.buf.resize(grown, 0);
                 }
             }

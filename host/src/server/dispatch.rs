@@ -116,7 +116,7 @@ impl Server {
     }
 
     /// Queues the pending request's answer on the connection's output.
-    pub(super) fn finish(&mut self, token: Token, response: Response) {
+    pub(super) fn finish(&mut self, token: Token, mut response: Response) {
         let Some(conn) = self.conns.get_mut(token.0) else {
             return;
         };
@@ -130,9 +130,9 @@ impl Server {
             .app(pending.slot)
             .record(response.status, pending.started.elapsed());
         let (status, body_len) = (response.status, response.body.len());
-        // The body is queued as it is (a large one is not copied).
+        // A large body is moved to the output as it is, not copied.
         conn.push_response(
-            response,
+            &mut response,
             pending.head_only,
             pending.persist,
             self.date.get(),
