@@ -39,7 +39,9 @@ fn peak_rss_kib(server: &Server) -> u64 {
 }
 
 fn start(poller: &str) -> Server {
-    let server = Server::start(poller, &["misbehave"], &[]);
+    // Past 1,000 requests per connection, so only the half-closed client's
+    // connection is closed by the host.
+    let server = Server::start(poller, &["misbehave"], &["--max-requests-per-conn", "5000"]);
     // Warm up the route, so the idle figure includes the first request's
     // one-time costs.
     let r = server.get("/_test/100k?n=0");
@@ -57,6 +59,14 @@ fn unread_pipelined_answers_keep_memory_bounded(poller: &str) {
                 .flat_map(|i| request("GET", &format!("/_test/100k?n={c}.{i}"), &[]))
                 .collect();
             client.send(&batch);
+            if c == 0 {
+                // This one has said all it will say: it still gets every
+                // answer, then the host's close.
+                client
+                    .stream()
+                    .shutdown(std::net::Shutdown::Write)
+                    .expect("shut down the write half");
+            }
             client
         })
         .collect();
@@ -81,6 +91,7 @@ fn unread_pipelined_answers_keep_memory_bounded(poller: &str) {
             );
         }
     }
+    clients[0].assert_closed();
     assert!(
         peak - idle <= PIPELINE_GROWTH_KIB,
         "peak RSS rose by {} KiB (from {idle} KiB) while {CONNS} clients left \

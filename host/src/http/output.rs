@@ -87,7 +87,12 @@ impl Output {
         if self.bodies.is_empty() {
             return queued;
         }
-        queued + self.bodies.iter().map(|b| b.body.len() - b.sent).sum::<usize>()
+        queued
+            + self
+                .bodies
+                .iter()
+                .map(|b| b.body.len() - b.sent)
+                .sum::<usize>()
     }
 
     /// Writes until everything is out or the writer would block; true if
