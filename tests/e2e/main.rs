@@ -11,6 +11,7 @@ mod plugins;
 mod apps_dir;
 mod article;
 mod async_apps;
+mod backpressure;
 mod capacity;
 mod cli;
 mod environ;

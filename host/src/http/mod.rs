@@ -1,8 +1,10 @@
 //! HTTP/1.1 on the wire: request heads (`parse`), chunked bodies
-//! (`chunked`), response bytes and the cached `Date` (`response`). All
-//! limits live in one `ConnParams`; all errors map to a status in one place.
+//! (`chunked`), response bytes and the cached `Date` (`response`), the
+//! bytes waiting for the socket (`output`). All limits live in one
+//! `ConnParams`; all errors map to a status in one place.
 
 pub mod chunked;
+pub mod output;
 pub mod parse;
 pub mod reader;
 pub mod response;

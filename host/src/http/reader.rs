@@ -8,7 +8,8 @@ use super::parse::{parse_head, BodyKind, Head};
 use super::{ConnParams, HttpError};
 use std::io::{self, Read};
 
-/// First read buffer size; it grows (doubling) up to the connection's cap.
+/// First read buffer size; it grows (doubling) up to what the current
+/// request needs (its head, up to `max_head`, then its body).
 pub const READ_CHUNK: usize = 16 * 1024;
 
 /// Outcome of reading from the source.
@@ -20,6 +21,9 @@ pub enum ReadState {
     Closed,
     /// The read failed (a reset connection).
     Failed,
+    /// The buffer holds what the current request needs; more bytes may be
+    /// waiting in the socket (read them once the request is served).
+    Full,
 }
 
 /// Spare read and write buffers of one event loop. Buffers belong to busy
@@ -77,9 +81,10 @@ pub struct RequestReader {
 }
 
 impl RequestReader {
-    /// Reads until `WouldBlock`, EOF, or the buffer cap. A short read ends
-    /// it early (the socket is drained) unless `to_end` asks to go on to
-    /// the end of stream.
+    /// Reads until `WouldBlock`, EOF, or the buffer holds what the current
+    /// request needs (`Full`: bytes past it stay in the socket). A short
+    /// read ends it early (the socket is drained) unless `to_end` asks to
+    /// go on to the end of stream.
     pub fn fill(
         &mut self,
         src: &mut impl Read,
@@ -87,7 +92,6 @@ impl RequestReader {
         to_end: bool,
         pool: &mut BufPool,
     ) -> ReadState {
-        let cap = params.max_head + params.max_body + READ_CHUNK;
         if self.buf.is_empty() {
             self.buf = pool.take_read();
         }
@@ -96,17 +100,22 @@ impl RequestReader {
                 self.start = 0;
                 self.end = 0;
             }
+            // `need` is at least READ_CHUNK: most fills never ask.
+            let buffered = self.end - self.start;
+            if buffered >= READ_CHUNK && buffered >= self.need(params) {
+                return ReadState::Full;
+            }
             if self.end == self.buf.len() {
                 if self.start > 0 {
                     self.buf.copy_within(self.start..self.end, 0);
                     self.end -= self.start;
                     self.start = 0;
-                } else if self.buf.len() < cap {
-                    let grown = (self.buf.len() * 2).clamp(READ_CHUNK, cap);
-                    self.buf.resize(grown, 0);
+                } else if self.head.is_none() && holds_head(&self.buf[..self.end]) {
+                    // A whole head is here: parse it before reading on.
+                    return ReadState::Full;
                 } else {
-                    // Full of one request that the parser has not refused yet.
-                    return ReadState::Open;
+                    let grown = (self.buf.len() * 2).clamp(READ_CHUNK, self.need(params));
+                    self.buf.resize(grown, 0);
                 }
             }
             let space = self.buf.len() - self.end;
@@ -129,6 +138,27 @@ impl RequestReader {
                 }
             }
         }
+    }
+
+    /// How many bytes from `start` the current request may occupy: up to
+    /// just past `max_head` while its head is unparsed (so an overlong head
+    /// is refused), then the head with its body (the chunked decoder drains
+    /// the buffer as it goes, so a window suffices).
+    fn need(&self, params: &ConnParams) -> usize {
+        let need = match &self.head {
+            None => params.max_head + 1,
+            Some(head) => match head.body {
+                BodyKind::None => head.len,
+                BodyKind::Length(n) => head.len.saturating_add(n),
+                BodyKind::Chunked => head.len + READ_CHUNK,
+            },
+        };
+        need.max(READ_CHUNK)
+    }
+
+    /// Bytes read and not yet consumed.
+    pub fn buffered(&self) -> usize {
+        self.end - self.start
     }
 
     /// True if no bytes of a next request are buffered.
@@ -238,6 +268,14 @@ impl RequestReader {
     }
 }
 
+/// True if `bytes` hold the end of a request head (an empty line).
+fn holds_head(bytes: &[u8]) -> bool {
+    bytes
+        .iter()
+        .enumerate()
+        .any(|(i, &b)| b == b'\n' && matches!(&bytes[i + 1..], [b'\n', ..] | [b'\r', b'\n', ..]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,25 +316,40 @@ mod tests {
                 data: &input[from..to],
             };
             from = to;
-            reader.fill(&mut src, params, false, &mut BufPool::default());
-            while reader.next_request(params)? {
-                let (head, buf, body) = reader.parts().expect("a ready request has parts");
-                let text = |r: &std::ops::Range<usize>| {
-                    String::from_utf8_lossy(&buf[r.clone()]).into_owned()
-                };
-                seen.push((
-                    text(&head.method),
-                    text(&head.target),
-                    head.headers
-                        .iter()
-                        .map(|(n, v)| (text(n), buf[v.clone()].to_vec()))
-                        .collect(),
-                    body.to_vec(),
-                ));
-                reader.consume();
+            // A full buffer leaves bytes in the source: serve, then read on.
+            loop {
+                let left = src.data.len();
+                let state = reader.fill(&mut src, params, false, &mut BufPool::default());
+                let mut served = false;
+                while reader.next_request(params)? {
+                    take(&mut reader, &mut seen);
+                    served = true;
+                }
+                if state != ReadState::Full || (src.data.len() == left && !served) {
+                    break;
+                }
             }
         }
         Ok(seen)
+    }
+
+    /// Records the ready request and consumes it.
+    fn take(reader: &mut RequestReader, seen: &mut Vec<Seen>) {
+        {
+            let (head, buf, body) = reader.parts().expect("a ready request has parts");
+            let text =
+                |r: &std::ops::Range<usize>| String::from_utf8_lossy(&buf[r.clone()]).into_owned();
+            seen.push((
+                text(&head.method),
+                text(&head.target),
+                head.headers
+                    .iter()
+                    .map(|(n, v)| (text(n), buf[v.clone()].to_vec()))
+                    .collect(),
+                body.to_vec(),
+            ));
+        }
+        reader.consume();
     }
 
     const PIPELINE: &[u8] = b"GET /a?x=1 HTTP/1.1\r\nHost: h\r\nX-Odd: \xe9t\xe9\r\n\r\n\
@@ -312,6 +365,12 @@ GET /d HTTP/1.0\r\n\r\n";
         assert_eq!(seen[1].3, b"hello");
         assert_eq!(seen[2].3, b"Wikipedia");
         assert_eq!(seen[0].2[1].1, b"\xe9t\xe9");
+        // A pipeline longer than the read buffer is read in turns.
+        let long = PIPELINE.repeat(500);
+        assert!(long.len() > 4 * READ_CHUNK);
+        let again = run(&long, &[], &ConnParams::default()).unwrap();
+        assert_eq!(again.len(), 4 * 500);
+        assert_eq!(again[4 * 499 + 2].3, b"Wikipedia");
     }
 
     #[test]
@@ -336,6 +395,41 @@ GET /d HTTP/1.0\r\n\r\n";
             false,
             &mut BufPool::default(),
         );
+        assert!(r.next_request(&params).unwrap());
+    }
+
+    #[test]
+    fn reads_no_further_than_the_current_request_needs() {
+        let params = ConnParams::default();
+        let mut pool = BufPool::default();
+        // Thousands of pipelined requests: one buffer's worth is read, the
+        // rest stays in the source until these are served.
+        let many = b"GET /x HTTP/1.1\r\nHost: h\r\n\r\n".repeat(10_000);
+        let mut src = Trickle { data: &many };
+        let mut r = RequestReader::default();
+        assert_eq!(r.fill(&mut src, &params, false, &mut pool), ReadState::Full);
+        assert_eq!(r.buffered(), READ_CHUNK);
+        assert_eq!(src.data.len(), many.len() - READ_CHUNK);
+        // A body is read whole, and nothing past it.
+        let body = vec![b'b'; 100_000];
+        let head = format!(
+            "POST /b HTTP/1.1\r\nHost: h\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        let mut input = head.clone().into_bytes();
+        input.extend_from_slice(&body);
+        input.extend_from_slice(&many);
+        let mut src = Trickle { data: &input };
+        let mut r = RequestReader::default();
+        assert_eq!(r.fill(&mut src, &params, false, &mut pool), ReadState::Full);
+        assert!(!r.next_request(&params).unwrap());
+        assert_eq!(r.fill(&mut src, &params, false, &mut pool), ReadState::Full);
+        assert_eq!(r.buffered(), head.len() + body.len());
+        assert!(r.next_request(&params).unwrap());
+        assert_eq!(r.parts().unwrap().2, &body[..]);
+        // Once it is consumed, reading goes on.
+        r.consume();
+        assert_eq!(r.fill(&mut src, &params, false, &mut pool), ReadState::Full);
         assert!(r.next_request(&params).unwrap());
     }
 

@@ -116,8 +116,8 @@ fn bodiless(status: u16) -> bool {
     status < 200 || status == 204 || status == 304
 }
 
-/// Appends one serialised response to `out`. `head_only` answers HEAD:
-/// the headers (with the body's length) but no body.
+/// Appends one serialised response to `out`, body included. `head_only`
+/// answers HEAD: the headers (with the body's length) but no body.
 pub fn write_response(
     out: &mut Vec<u8>,
     resp: &Response,
@@ -125,6 +125,20 @@ pub fn write_response(
     persist: Persist,
     date: &str,
 ) {
+    if write_head(out, resp, head_only, persist, date) {
+        out.extend_from_slice(&resp.body);
+    }
+}
+
+/// Appends the status line and headers of a response to `out`; true if its
+/// body goes out after them (not for HEAD, nor for a status without a body).
+pub fn write_head(
+    out: &mut Vec<u8>,
+    resp: &Response,
+    head_only: bool,
+    persist: Persist,
+    date: &str,
+) -> bool {
     // Only final statuses are written here (the interim 100 Continue is
     // written by the connection itself).
     let status = if (200..600).contains(&resp.status) {
@@ -170,9 +184,7 @@ pub fn write_response(
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
-    if !head_only && !bodiless(status) {
-        out.extend_from_slice(&resp.body);
-    }
+    !head_only && !bodiless(status)
 }
 
 /// A short plain-text response from the host itself (errors, 404).

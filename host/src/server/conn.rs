@@ -4,17 +4,30 @@
 //! `Dispatched` (one request is with an app; pipelined bytes wait in the
 //! buffer so answers stay in order), `Closing` (flush, then close). The
 //! buffer is read and written until `WouldBlock` whatever the backend.
+//!
+//! Backpressure: while more than `OUTPUT_BOUND` bytes wait for the socket,
+//! the connection neither reads nor parses further requests (the kernel's
+//! buffer and the TCP window hold what the client sends meanwhile); the
+//! read buffer holds no more than the current request needs. Readiness is
+//! remembered (`read_ready`), so reading resumes without a new edge.
 
+use crate::http::output::Output;
 use crate::http::parse::Head;
 pub use crate::http::reader::ReadState;
 use crate::http::reader::{BufPool, RequestReader};
-use crate::http::response::{host_response, write_response, Persist};
+use crate::http::response::{host_response, Persist};
 use crate::http::{ConnParams, HttpError};
 use crate::poller::Interest;
 use mio::net::TcpStream;
-use std::io::{self, Write};
+use std::io;
 use std::time::Instant;
 use stoa_app_api::Response;
+
+/// Output waiting for the socket above which a connection stops reading
+/// and dispatching: a batch of hundreds of small pipelined answers still
+/// goes out in one write, while a client that does not read costs at most
+/// this plus one answer.
+pub const OUTPUT_BOUND: usize = 64 * 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
@@ -22,15 +35,6 @@ pub enum Phase {
     Dispatched,
     Closing,
 }
-
-thread_local! {
-    /// Spare write buffers of this thread's event loop.
-    static SPARE_WRITE: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Spare write buffers kept per loop, and the largest kept.
-const MAX_SPARES: usize = 256;
-const MAX_SPARE_WRITE: usize = 64 * 1024;
 
 /// Which timeout a connection is under (see `ConnParams`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,11 +77,15 @@ pub struct Conn {
     pub stream: TcpStream,
     pub peer: std::sync::Arc<str>,
     pub reader: RequestReader,
-    wbuf: Vec<u8>,
-    wpos: usize,
+    out: Output,
     pub phase: Phase,
     pub pending: Option<Pending>,
     pub read_closed: bool,
+    /// The socket may hold bytes not read yet (set by readiness, cleared
+    /// by a read that drained it).
+    read_ready: bool,
+    /// The peer has hung up: read on to the end of stream.
+    peer_hup: bool,
     pub served: u32,
     /// The interest last registered with the poller.
     pub interest: Interest,
@@ -92,11 +100,12 @@ impl Conn {
             stream,
             peer,
             reader: RequestReader::default(),
-            wbuf: Vec::new(),
-            wpos: 0,
+            out: Output::default(),
             phase: Phase::Reading,
             pending: None,
             read_closed: false,
+            read_ready: false,
+            peer_hup: false,
             served: 0,
             interest: Interest::READABLE,
             deadline: None,
@@ -104,15 +113,39 @@ impl Conn {
         }
     }
 
-    /// Reads until `WouldBlock`, EOF, or the buffer cap; `to_end` keeps
-    /// reading after a short read (the peer has closed).
-    pub fn fill(&mut self, params: &ConnParams, to_end: bool, pool: &mut BufPool) -> ReadState {
+    /// Records readiness reported by the poller (or assumed: `readable`
+    /// after an app's answer, as bytes may have come meanwhile).
+    pub fn note_ready(&mut self, readable: bool, hup: bool) {
+        self.read_ready |= readable || hup;
+        self.peer_hup |= hup;
+    }
+
+    /// True if the connection should read now: it is between requests or
+    /// receiving one, bytes may be waiting, and its output is not over the
+    /// bound.
+    pub fn read_due(&self) -> bool {
+        self.read_ready && !self.read_closed && self.phase == Phase::Reading && !self.output_full()
+    }
+
+    /// Reads until `WouldBlock`, EOF, or the read buffer holds what the
+    /// current request needs; after a hang-up, on to the end of stream.
+    pub fn fill(&mut self, params: &ConnParams, pool: &mut BufPool) -> ReadState {
         if self.read_closed {
             return ReadState::Closed;
         }
-        let state = self.reader.fill(&mut self.stream, params, to_end, pool);
-        self.read_closed = state != ReadState::Open;
+        let state = self
+            .reader
+            .fill(&mut self.stream, params, self.peer_hup, pool);
+        self.read_closed = matches!(state, ReadState::Closed | ReadState::Failed);
+        self.read_ready = state == ReadState::Full;
         state
+    }
+
+    /// Reads (see `fill`); true if any byte came.
+    pub fn read_some(&mut self, params: &ConnParams, pool: &mut BufPool) -> bool {
+        let before = self.reader.buffered();
+        self.fill(params, pool);
+        self.reader.buffered() > before
     }
 
     /// True if no request bytes are buffered.
@@ -124,8 +157,7 @@ impl Conn {
     pub fn next_request(&mut self, params: &ConnParams) -> Result<bool, HttpError> {
         let ready = self.reader.next_request(params)?;
         if self.reader.take_continue() {
-            self.out()
-                .extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+            self.out.push_bytes(b"HTTP/1.1 100 Continue\r\n\r\n");
         }
         Ok(ready)
     }
@@ -140,15 +172,16 @@ impl Conn {
         self.reader.consume();
     }
 
-    /// Queues a response for the pending request and moves to the next phase.
+    /// Queues a response for the pending request (a large body is taken
+    /// out of it, not copied) and moves to the next phase.
     pub fn push_response(
         &mut self,
-        response: &Response,
+        response: &mut Response,
         head_only: bool,
         persist: Persist,
         date: &str,
     ) {
-        write_response(self.out(), response, head_only, persist, date);
+        self.out.push_response(response, head_only, persist, date);
         self.served += 1;
         self.phase = if persist == Persist::Close {
             Phase::Closing
@@ -162,23 +195,13 @@ impl Conn {
         log::debug!("{}: {error}", self.peer);
         self.reader.abandon();
         self.pending = None;
-        let response = host_response(error.status(), &error.to_string());
-        write_response(self.out(), &response, false, Persist::Close, date);
+        let mut response = host_response(error.status(), &error.to_string());
+        self.out
+            .push_response(&mut response, false, Persist::Close, date);
         self.phase = Phase::Closing;
     }
 
-    /// The write buffer, taken from the loop's spares if the connection has
-    /// none.
-    fn out(&mut self) -> &mut Vec<u8> {
-        if self.wbuf.capacity() == 0 {
-            self.wbuf = SPARE_WRITE
-                .with(|spares| spares.borrow_mut().pop())
-                .unwrap_or_default();
-        }
-        &mut self.wbuf
-    }
-
-    /// Gives the read buffer back when nothing is buffered (the write
+    /// Gives the read buffer back when nothing is buffered (the output
     /// buffer goes back as soon as it is flushed).
     pub fn release_buffers(&mut self, pool: &mut BufPool) {
         if self.phase == Phase::Reading && !self.has_output() {
@@ -188,43 +211,24 @@ impl Conn {
 
     /// True while output is waiting for the socket.
     pub fn has_output(&self) -> bool {
-        self.wpos < self.wbuf.len()
+        !self.out.is_empty()
     }
 
-    /// Writes until the buffer is empty or the socket would block.
+    /// True while the output waiting is at or over `OUTPUT_BOUND`: no
+    /// further request is read or dispatched.
+    pub fn output_full(&self) -> bool {
+        self.has_output() && self.out.len() >= OUTPUT_BOUND
+    }
+
+    /// Writes until the output is empty or the socket would block.
     pub fn flush(&mut self) -> io::Result<()> {
-        while self.wpos < self.wbuf.len() {
-            match self.stream.write(&self.wbuf[self.wpos..]) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => {
-                    self.wpos += n;
-                    self.write_progress = true;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        // All sent: the buffer goes back to the loop's spares, so an idle
-        // connection holds none.
-        self.wpos = 0;
-        let buf = std::mem::take(&mut self.wbuf);
-        if buf.capacity() > 0 && buf.capacity() <= MAX_SPARE_WRITE {
-            SPARE_WRITE.with(|spares| {
-                let mut spares = spares.borrow_mut();
-                if spares.len() < MAX_SPARES {
-                    let mut buf = buf;
-                    buf.clear();
-                    spares.push(buf);
-                }
-            });
-        }
+        self.write_progress |= self.out.flush(&mut self.stream)?;
         Ok(())
     }
 
     /// The interest this connection needs now.
     pub fn wanted_interest(&self) -> Interest {
-        let read = self.phase == Phase::Reading && !self.read_closed;
+        let read = self.phase == Phase::Reading && !self.read_closed && !self.output_full();
         match (read, self.has_output()) {
             (true, true) => Interest::BOTH,
             (true, false) => Interest::READABLE,

@@ -1,6 +1,6 @@
 //! Dispatching one parsed request: the host's endpoints, then the mount
 //! table; the app runs inline on the loop or, when it says it blocks, on the
-//! blocking pool. The answer is written into the connection's buffer.
+//! blocking pool. The answer is queued on the connection's output.
 
 use super::timeouts::APP_TIMEOUT_MESSAGE;
 use super::Server;
@@ -122,7 +122,7 @@ impl Server {
         }
     }
 
-    /// Writes the pending request's answer into the connection's buffer.
+    /// Queues the pending request's answer on the connection's output.
     pub(super) fn finish(&mut self, token: Token, response: Response) {
         let Some(conn) = self.conns.get_mut(token.0) else {
             return;
@@ -133,12 +133,14 @@ impl Server {
         if self.shared.control.draining() {
             pending.persist = Persist::Close;
         }
-        let response = final_status(response, pending.slot);
+        let mut response = final_status(response, pending.slot);
         self.shared.stats[self.worker]
             .app(pending.slot)
             .record(response.status, pending.started.elapsed());
+        let (status, body_len) = (response.status, response.body.len());
+        // A large body is moved to the output as it is, not copied.
         conn.push_response(
-            &response,
+            &mut response,
             pending.head_only,
             pending.persist,
             self.date.get(),
@@ -147,20 +149,15 @@ impl Server {
             log.write(
                 &info.client,
                 &info.request_line,
-                response.status,
-                if pending.head_only {
-                    0
-                } else {
-                    response.body.len()
-                },
+                status,
+                if pending.head_only { 0 } else { body_len },
                 &info.referer,
                 &info.user_agent,
             );
         }
         log::trace!(
-            "request {} answered {} in {:?}",
+            "request {} answered {status} in {:?}",
             pending.id,
-            response.status,
             pending.started.elapsed()
         );
     }

@@ -108,10 +108,10 @@ impl Server {
     pub fn run(&mut self) -> io::Result<()> {
         let shared = self.shared.clone();
         let _finished = Finished(shared.watch.beat(self.worker));
-        self.serve()
+        self.run_loop()
     }
 
-    fn serve(&mut self) -> io::Result<()> {
+    fn run_loop(&mut self) -> io::Result<()> {
         Inbox::enter(&self.queue);
         loop {
             if self.shared.control.draining() {
@@ -290,46 +290,91 @@ impl Server {
         let Some(conn) = self.conns.get_mut(token.0) else {
             return;
         };
-        if conn.phase == Phase::Dispatched {
-            // The peer finished sending (a half-close still wants its
-            // answer) or failed; only a failed socket is given up on.
-            if ev.hup && conn.fill(params, true, &mut self.bufs) == ReadState::Failed {
-                log::debug!("{} failed while its request was pending", conn.peer);
-                self.close(token);
-                return;
-            }
-        } else if ev.readable || ev.hup {
-            // On a hang-up, read to the end: an edge-triggered backend
-            // reports it only once.
-            conn.fill(params, ev.hup, &mut self.bufs);
+        // Readiness is remembered: a connection that may not read now (its
+        // output is over the bound, or a request is with an app) reads
+        // when it may, without waiting for another edge.
+        conn.note_ready(ev.readable, ev.hup);
+        // The peer finished sending (a half-close still wants its answer)
+        // or failed; only a failed socket is given up on.
+        if conn.phase == Phase::Dispatched
+            && ev.hup
+            && conn.fill(params, &mut self.bufs) == ReadState::Failed
+        {
+            log::debug!("{} failed while its request was pending", conn.peer);
+            self.close(token);
+            return;
         }
         self.pump(token);
     }
 
-    /// Serves every complete request in the buffer, then writes.
+    /// Serves the connection: reads while it may, answers every complete
+    /// request in the buffer, writes. While its output is over
+    /// `OUTPUT_BOUND` it stops reading and dispatching, and goes on once a
+    /// write has brought it under (a batch of small answers is still
+    /// written once).
     fn pump(&mut self, token: Token) {
         loop {
             let params = &self.shared.params;
             let Some(conn) = self.conns.get_mut(token.0) else {
                 return;
             };
-            if conn.phase != Phase::Reading {
+            let was_full = conn.output_full();
+            let read = conn.read_due() && conn.read_some(params, &mut self.bufs);
+            let (served, held_back) = self.serve(token);
+            let Some(conn) = self.conns.get_mut(token.0) else {
+                return;
+            };
+            if let Err(e) = conn.flush() {
+                log::debug!("write to {} failed: {e}", conn.peer);
+                self.close(token);
+                return;
+            }
+            // Go on while this round did something and more can be done
+            // now: requests the bound held back, or bytes left in the
+            // socket. Output still over the bound waits for writability
+            // (the write stopped at `WouldBlock`, so it will be reported).
+            let more = held_back || conn.read_due();
+            if !more
+                || !(read || served > 0 || was_full)
+                || conn.output_full()
+                || conn.phase != Phase::Reading
+            {
                 break;
             }
+        }
+        self.settle(token);
+    }
+
+    /// Dispatches the complete requests in the buffer, in order, until one
+    /// is deferred, more bytes are needed, or the output is over the bound;
+    /// returns how many were dispatched, and whether the bound stopped it.
+    fn serve(&mut self, token: Token) -> (usize, bool) {
+        let mut served = 0;
+        loop {
+            let params = &self.shared.params;
+            let Some(conn) = self.conns.get_mut(token.0) else {
+                return (served, false);
+            };
+            if conn.phase != Phase::Reading {
+                return (served, false);
+            }
+            if conn.output_full() {
+                return (served, true);
+            }
             match conn.next_request(params) {
-                Ok(false) => break,
+                Ok(false) => return (served, false),
                 Ok(true) => {
+                    served += 1;
                     if !self.dispatch(token) {
-                        break;
+                        return (served, false);
                     }
                 }
                 Err(e) => {
                     conn.fail(&e, self.date.get());
-                    break;
+                    return (served, false);
                 }
             }
         }
-        self.settle(token);
     }
 
     fn apply_inbox(&mut self) {
@@ -353,23 +398,19 @@ impl Server {
             self.finish(c.token, c.response);
             if let Some(conn) = self.conns.get_mut(c.token.0) {
                 // Bytes may have arrived while the app worked.
-                conn.fill(&self.shared.params, false, &mut self.bufs);
+                conn.note_ready(true, false);
             }
             self.pump(c.token);
         }
         self.inbox = inbox;
     }
 
-    /// Flushes output, closes a finished connection, or updates its interest.
+    /// After `pump` has written: closes a finished connection, or updates
+    /// its deadline and interest.
     fn settle(&mut self, token: Token) {
         let Some(conn) = self.conns.get_mut(token.0) else {
             return;
         };
-        if let Err(e) = conn.flush() {
-            log::debug!("write to {} failed: {e}", conn.peer);
-            self.close(token);
-            return;
-        }
         if conn.finished() {
             self.close(token);
             return;

@@ -39,7 +39,7 @@ impl Server {
                     if let Some(conn) = self.conns.get_mut(key) {
                         conn.fail(&error, self.date.get());
                     }
-                    self.settle(token);
+                    self.pump(token);
                 }
                 Deadline::App => self.app_timed_out(token),
             }
@@ -72,7 +72,7 @@ impl Server {
             self.shared.params.app_timeout.as_secs_f32()
         );
         self.finish(token, host_response(504, APP_TIMEOUT_MESSAGE));
-        self.settle(token);
+        self.pump(token);
     }
 }
 

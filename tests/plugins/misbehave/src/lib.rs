@@ -11,13 +11,24 @@
 //! - `/timer-panic` hands its responder to a host timer (`call_later`,
 //!   10 ms) whose callback panics, so the responder is dropped unanswered;
 //! - `/status?N` answers with status `N` whatever it is (100, 101, 0, 700...),
-//!   with the body "status N".
+//!   with the body "status N";
+//! - `/100k?n=MARK` answers a 100 KiB body that starts with `MARK:` and is
+//!   `.` after it, so pipelined answers can be told apart and counted;
+//! - `/64m` answers a 64 MiB body of `x` (every page written, so it counts
+//!   in the host's RSS), to see how many copies of a large body the host
+//!   holds.
 
 use std::time::Duration;
 use stoa_app_api::{App, Request, Responder, Response};
 
 /// Size of the `/big` body.
 pub const BIG: usize = 4 << 20;
+
+/// Size of the `/100k` body.
+pub const HUNDRED_K: usize = 100 << 10;
+
+/// Size of the `/64m` body.
+pub const HUGE: usize = 64 << 20;
 
 struct Misbehave;
 
@@ -53,6 +64,13 @@ impl App for Misbehave {
                 let body: Vec<u8> = (0..BIG).map(|i| (i % 251) as u8).collect();
                 responder.respond(Response::new(200).with_body(body));
             }
+            "/100k" => {
+                let mut body =
+                    format!("{}:", request.query_param("n").unwrap_or_default()).into_bytes();
+                body.resize(HUNDRED_K, b'.');
+                responder.respond(Response::new(200).with_body(body));
+            }
+            "/64m" => responder.respond(Response::new(200).with_body(vec![b'x'; HUGE])),
             "/ok" => responder.respond(Response::text(200, "ok")),
             "/status" => {
                 let code = request.query.as_str().parse().unwrap_or(0);

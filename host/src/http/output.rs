@@ -1,0 +1,362 @@
+//! A connection's pending output, free of sockets: response heads and small
+//! bodies coalesced in one buffer (a batch of pipelined answers goes out in
+//! one `write`), and large bodies kept in the app's own buffer, spliced in
+//! at their place and written with `writev` instead of being copied, so a
+//! large body is held once.
+
+use super::response::{write_head, Persist};
+use abi_stable::std_types::RVec;
+use std::collections::VecDeque;
+use std::io::{self, IoSlice, Write};
+use stoa_app_api::Response;
+
+/// Bodies at least this long are written from the app's buffer; shorter
+/// ones are copied next to their head (one write for many small answers).
+pub const SPLICE_MIN: usize = 16 * 1024;
+
+/// Most slices handed to one `writev`.
+const MAX_SLICES: usize = 16;
+
+thread_local! {
+    /// Spare coalescing buffers of this thread's event loop.
+    static SPARE_WRITE: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Spare buffers kept per loop, and the largest kept.
+const MAX_SPARES: usize = 256;
+const MAX_SPARE_WRITE: usize = 64 * 1024;
+
+/// A large body, to be written after `buf[..at]`.
+struct Spliced {
+    at: usize,
+    body: RVec<u8>,
+    /// Bytes of `body` already written.
+    sent: usize,
+}
+
+/// Bytes waiting for the socket, in order: `buf[pos..]` with the queued
+/// bodies spliced in at their offsets.
+#[derive(Default)]
+pub struct Output {
+    buf: Vec<u8>,
+    /// Bytes of `buf` already written; never past the first body's `at`.
+    pos: usize,
+    bodies: VecDeque<Spliced>,
+}
+
+impl Output {
+    /// Queues a response: its head (and a small body) into the buffer; a
+    /// large body is taken out of `resp` and queued as it is. `head_only`
+    /// answers HEAD (no body).
+    pub fn push_response(
+        &mut self,
+        resp: &mut Response,
+        head_only: bool,
+        persist: Persist,
+        date: &str,
+    ) {
+        let buf = self.buf_mut();
+        if !write_head(buf, resp, head_only, persist, date) || resp.body.is_empty() {
+            return;
+        }
+        if resp.body.len() < SPLICE_MIN {
+            buf.extend_from_slice(&resp.body);
+        } else {
+            let at = buf.len();
+            self.bodies.push_back(Spliced {
+                at,
+                body: std::mem::take(&mut resp.body),
+                sent: 0,
+            });
+        }
+    }
+
+    /// Queues bytes the host writes itself (`100 Continue`).
+    pub fn push_bytes(&mut self, bytes: &[u8]) {
+        self.buf_mut().extend_from_slice(bytes);
+    }
+
+    /// True when everything queued has been written.
+    pub fn is_empty(&self) -> bool {
+        self.pos == self.buf.len() && self.bodies.is_empty()
+    }
+
+    /// Bytes still to write.
+    pub fn len(&self) -> usize {
+        let queued = self.buf.len() - self.pos;
+        if self.bodies.is_empty() {
+            return queued;
+        }
+        queued
+            + self
+                .bodies
+                .iter()
+                .map(|b| b.body.len() - b.sent)
+                .sum::<usize>()
+    }
+
+    /// Writes until everything is out or the writer would block; true if
+    /// any byte was written.
+    pub fn flush(&mut self, w: &mut impl Write) -> io::Result<bool> {
+        let mut wrote = false;
+        while !self.is_empty() {
+            let result = if self.bodies.is_empty() {
+                w.write(&self.buf[self.pos..])
+            } else {
+                let mut slices = [IoSlice::new(&[]); MAX_SLICES];
+                let n = self.slices(&mut slices);
+                w.write_vectored(&slices[..n])
+            };
+            match result {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    if self.bodies.is_empty() {
+                        self.pos += n;
+                    } else {
+                        self.advance(n);
+                    }
+                    wrote = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(wrote),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.recycle();
+        Ok(wrote)
+    }
+
+    /// The buffer, taken from the loop's spares if there is none.
+    fn buf_mut(&mut self) -> &mut Vec<u8> {
+        if self.buf.capacity() == 0 {
+            self.buf = SPARE_WRITE
+                .with(|spares| spares.borrow_mut().pop())
+                .unwrap_or_default();
+        }
+        &mut self.buf
+    }
+
+    /// The unwritten bytes as slices, in order, as many as fit.
+    fn slices<'a>(&'a self, out: &mut [IoSlice<'a>; MAX_SLICES]) -> usize {
+        let mut n = 0;
+        let mut pos = self.pos;
+        for b in &self.bodies {
+            if n + 2 > MAX_SLICES {
+                return n;
+            }
+            if pos < b.at {
+                out[n] = IoSlice::new(&self.buf[pos..b.at]);
+                n += 1;
+            }
+            out[n] = IoSlice::new(&b.body[b.sent..]);
+            n += 1;
+            pos = b.at;
+        }
+        if n < MAX_SLICES && pos < self.buf.len() {
+            out[n] = IoSlice::new(&self.buf[pos..]);
+            n += 1;
+        }
+        n
+    }
+
+    /// Marks `n` more bytes written; a body written to its end is dropped
+    /// (the app's buffer is freed as soon as it is sent).
+    fn advance(&mut self, mut n: usize) {
+        while n > 0 {
+            match self.bodies.front_mut() {
+                Some(b) if self.pos == b.at => {
+                    let take = n.min(b.body.len() - b.sent);
+                    b.sent += take;
+                    n -= take;
+                    if b.sent == b.body.len() {
+                        self.bodies.pop_front();
+                    }
+                }
+                front => {
+                    let end = front.map_or(self.buf.len(), |b| b.at);
+                    let take = n.min(end - self.pos);
+                    if take == 0 {
+                        // The writer claims more than it was given.
+                        return;
+                    }
+                    self.pos += take;
+                    n -= take;
+                }
+            }
+        }
+    }
+
+    /// All sent: the buffer goes back to the loop's spares, so an idle
+    /// connection holds none.
+    fn recycle(&mut self) {
+        self.pos = 0;
+        let mut buf = std::mem::take(&mut self.buf);
+        if buf.capacity() > 0 && buf.capacity() <= MAX_SPARE_WRITE {
+            SPARE_WRITE.with(|spares| {
+                let mut spares = spares.borrow_mut();
+                if spares.len() < MAX_SPARES {
+                    buf.clear();
+                    spares.push(buf);
+                }
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DATE: &str = "Mon, 30 Nov 2026 06:00:00 GMT";
+
+    /// A socket stand-in: accepts at most `room` bytes, then would block
+    /// until more room is given; counts the calls that wrote.
+    #[derive(Default)]
+    struct Sink {
+        got: Vec<u8>,
+        room: usize,
+        writes: usize,
+    }
+
+    impl Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.write_vectored(&[IoSlice::new(buf)])
+        }
+
+        fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+            if self.room == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let mut n = 0;
+            for b in bufs {
+                let take = b.len().min(self.room - n);
+                self.got.extend_from_slice(&b[..take]);
+                n += take;
+            }
+            self.room -= n;
+            self.writes += 1;
+            Ok(n)
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A body of `len` bytes, byte `i` being `i % 251`.
+    fn body(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i % 251) as u8).collect()
+    }
+
+    /// The bytes `write_response` gives for the same answer: what goes out
+    /// must not depend on how it is queued.
+    fn expected(answers: &[(&Response, bool, Persist)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (resp, head_only, persist) in answers {
+            super::super::response::write_response(&mut out, resp, *head_only, *persist, DATE);
+        }
+        out
+    }
+
+    #[test]
+    fn a_write_that_blocks_midway_through_a_large_body_resumes_in_order() {
+        let big = Response::new(200).with_body(body(3 * SPLICE_MIN + 7));
+        let small = Response::text(200, "after");
+        let mut out = Output::default();
+        out.push_response(&mut big.clone(), false, Persist::KeepAlive, DATE);
+        out.push_response(&mut small.clone(), false, Persist::KeepAlive, DATE);
+        // The large body is not in the coalescing buffer.
+        assert!(out.buf.len() < SPLICE_MIN);
+        let want = expected(&[
+            (&big, false, Persist::KeepAlive),
+            (&small, false, Persist::KeepAlive),
+        ]);
+        assert_eq!(out.len(), want.len());
+        let mut sink = Sink::default();
+        // Room for the head and part of the body, then for odd amounts.
+        for room in [100, SPLICE_MIN, 0, 5, 2 * SPLICE_MIN, usize::MAX / 2] {
+            sink.room = room;
+            let before = out.len();
+            let wrote = out.flush(&mut sink).unwrap();
+            assert_eq!(wrote, room > 0);
+            assert_eq!(out.len(), before - (before.min(room)));
+            assert_eq!(&sink.got[..], &want[..sink.got.len()]);
+        }
+        assert!(out.is_empty());
+        assert_eq!(sink.got, want);
+    }
+
+    #[test]
+    fn small_answers_are_coalesced_into_one_write() {
+        let mut out = Output::default();
+        let r = Response::text(200, "ok");
+        for _ in 0..100 {
+            out.push_response(&mut r.clone(), false, Persist::KeepAlive, DATE);
+        }
+        let mut sink = Sink {
+            room: usize::MAX,
+            ..Sink::default()
+        };
+        out.flush(&mut sink).unwrap();
+        assert_eq!(sink.writes, 1);
+        assert_eq!(
+            sink.got,
+            expected(&[(&r, false, Persist::KeepAlive)]).repeat(100)
+        );
+    }
+
+    #[test]
+    fn head_of_a_large_body_sends_no_body() {
+        let big = Response::new(200).with_body(body(2 * SPLICE_MIN));
+        let mut out = Output::default();
+        out.push_response(&mut big.clone(), true, Persist::KeepAlive, DATE);
+        assert!(out.bodies.is_empty());
+        let mut sink = Sink {
+            room: usize::MAX,
+            ..Sink::default()
+        };
+        out.flush(&mut sink).unwrap();
+        let text = String::from_utf8(sink.got).unwrap();
+        assert!(text.contains(&format!("Content-Length: {}\r\n", 2 * SPLICE_MIN)));
+        assert!(text.ends_with("\r\n\r\n"));
+    }
+
+    #[test]
+    fn connection_close_comes_with_the_large_body_it_ends() {
+        let big = Response::new(200).with_body(body(SPLICE_MIN));
+        let mut out = Output::default();
+        out.push_response(&mut big.clone(), false, Persist::Close, DATE);
+        let mut sink = Sink {
+            room: usize::MAX,
+            ..Sink::default()
+        };
+        out.flush(&mut sink).unwrap();
+        assert!(out.is_empty());
+        let want = expected(&[(&big, false, Persist::Close)]);
+        assert_eq!(sink.got, want);
+        let head_end = want.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+        assert!(String::from_utf8_lossy(&want[..head_end]).contains("Connection: close"));
+    }
+
+    #[test]
+    fn many_large_bodies_go_out_in_order_past_the_slice_limit() {
+        let answers: Vec<Response> = (0..3 * MAX_SLICES)
+            .map(|i| Response::new(200).with_body(body(SPLICE_MIN + i)))
+            .collect();
+        let mut out = Output::default();
+        for r in &answers {
+            out.push_response(&mut r.clone(), false, Persist::KeepAlive, DATE);
+        }
+        let mut sink = Sink {
+            room: usize::MAX,
+            ..Sink::default()
+        };
+        out.flush(&mut sink).unwrap();
+        let want: Vec<_> = answers
+            .iter()
+            .map(|r| (r, false, Persist::KeepAlive))
+            .collect();
+        assert_eq!(sink.got, expected(&want));
+        assert!(sink.writes > 1);
+    }
+}
