@@ -3,6 +3,7 @@
 //! bytes waiting for the socket (`output`). All limits live in one
 //! `ConnParams`; all errors map to a status in one place.
 
+pub mod answer;
 pub mod chunked;
 pub mod output;
 pub mod parse;

@@ -187,14 +187,6 @@ pub fn write_head(
     !head_only && !bodiless(status)
 }
 
-/// A short plain-text response from the host itself (errors, 404).
-pub fn host_response(status: u16, message: &str) -> Response {
-    Response::text(
-        status,
-        &format!("{} {}: {message}\n", status, reason(status)),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,7 @@
 //! The host's own endpoints under `/.well-known/stoa/`, answered before
 //! any mount: health, readiness, status (JSON) and metrics (Prometheus).
 
-use crate::http::response::host_response;
+use crate::http::answer::HostAnswer;
 use crate::netfilter::peer_ip;
 use crate::registry::mapped_bytes;
 use crate::shared::Shared;
@@ -20,27 +20,25 @@ pub fn answer(shared: &Shared, path: &str, peer: &str) -> Option<Response> {
     let name = path.strip_prefix(PREFIX)?;
     let response = match name {
         "health" => match shared.watch.unhealthy() {
-            Some(why) => host_response(503, &why),
+            Some(why) => HostAnswer::Stuck(why).response(),
             None => Response::text(200, "ok\n"),
         },
-        "ready" if shared.control.draining() => host_response(503, "draining"),
-        "ready" if shared.apps.load().mounts.apps().is_empty() => {
-            host_response(503, "no app is loaded")
-        }
+        "ready" if shared.control.draining() => HostAnswer::Draining.response(),
+        "ready" if shared.apps.load().mounts.apps().is_empty() => HostAnswer::NoApps.response(),
         "ready" => match shared.watch.not_ready() {
-            Some(why) => host_response(503, &why),
+            Some(why) => HostAnswer::Stuck(why).response(),
             None => Response::text(200, "ready\n"),
         },
         "status" | "metrics"
             if !peer_ip(peer).is_some_and(|ip| shared.status_allow.contains(ip)) =>
         {
-            host_response(403, "status is not open to this address (status_allow)")
+            HostAnswer::StatusForbidden.response()
         }
         "status" => Response::json(200, status_json(shared).as_bytes()),
         "metrics" => Response::new(200)
             .with_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
             .with_body(metrics_text(shared)),
-        _ => host_response(404, "no such host endpoint"),
+        _ => HostAnswer::NoEndpoint.response(),
     };
     Some(response)
 }

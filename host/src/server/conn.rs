@@ -15,7 +15,8 @@ use crate::http::output::Output;
 use crate::http::parse::Head;
 pub use crate::http::reader::ReadState;
 use crate::http::reader::{BufPool, RequestReader};
-use crate::http::response::{host_response, Persist};
+use crate::http::answer::HostAnswer;
+use crate::http::response::Persist;
 use crate::http::{ConnParams, HttpError};
 use crate::poller::Interest;
 use mio::net::TcpStream;
@@ -195,7 +196,7 @@ impl Conn {
         log::debug!("{}: {error}", self.peer);
         self.reader.abandon();
         self.pending = None;
-        let mut response = host_response(error.status(), &error.to_string());
+        let mut response = HostAnswer::Http(error.clone()).response();
         self.out
             .push_response(&mut response, false, Persist::Close, date);
         self.phase = Phase::Closing;

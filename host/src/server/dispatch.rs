@@ -2,12 +2,12 @@
 //! table; the app runs inline on the loop or, when it says it blocks, on the
 //! blocking pool. The answer is queued on the connection's output.
 
-use super::timeouts::APP_TIMEOUT_MESSAGE;
 use super::Server;
 use crate::admin;
 use crate::conn::{AccessInfo, Pending, Phase};
 use crate::http::parse::Head;
-use crate::http::response::{host_response, Persist};
+use crate::http::answer::HostAnswer;
+use crate::http::response::Persist;
 use crate::loader::LoadedApp;
 use crate::netfilter::{forwarded_client, peer_ip};
 use crate::poller::Token;
@@ -68,7 +68,7 @@ impl Server {
 
         let answered = match (host_answer, route) {
             (Some(response), _) => Some(response),
-            (None, None) => Some(host_response(404, "no app is mounted at this path")),
+            (None, None) => Some(HostAnswer::NoMount.response()),
             (None, Some((app, split))) => {
                 let Some((head, buf, body)) = conn.request_parts() else {
                     return false;
@@ -176,7 +176,7 @@ fn final_status(response: Response, slot: Option<usize>) -> Response {
         "app {app} answered status {}, which is not a final HTTP status (200-599); sending 500",
         response.status
     );
-    host_response(500, "the app answered an invalid status")
+    HostAnswer::InvalidStatus.response()
 }
 
 /// Tornado's blocking log threshold: app code should never hold the loop.
@@ -235,7 +235,7 @@ fn submit_blocking(
         if run {
             owned.with_view(|request| run_app.handle(request, responder));
         } else {
-            responder.respond(host_response(504, APP_TIMEOUT_MESSAGE));
+            responder.respond(HostAnswer::AppTimeout.response());
         }
     });
     match pool.submit(Job::request(app.clone(), path.into(), deadline, work)) {
@@ -244,13 +244,11 @@ fn submit_blocking(
             // Dropping the job drops its responder, whose answer (a 500) is
             // ignored: this 503 answers the request first.
             drop(job);
-            let message = match why {
-                Refused::QueueFull => "the blocking pool is full (blocking_queue)",
-                Refused::ShareFull => {
-                    "this app's share of the blocking pool is full (blocking_queue x blocking_share)"
-                }
-            };
-            Some(host_response(503, message).with_header("Retry-After", "1"))
+            Some(match why {
+                Refused::QueueFull => HostAnswer::PoolFull,
+                Refused::ShareFull => HostAnswer::AppShareFull,
+            }
+            .response())
         }
     }
 }

@@ -16,7 +16,8 @@ pub mod timers;
 
 use crate::conn::{Conn, Phase, ReadState};
 use crate::http::reader::BufPool;
-use crate::http::response::{host_response, DateCache, Persist};
+use crate::http::answer::HostAnswer;
+use crate::http::response::{DateCache, Persist};
 use crate::poller::{Event, Interest, Poller, Token, WAKER};
 use crate::responder::{Inbox, InboxItems};
 use crate::shared::Shared;
@@ -446,8 +447,7 @@ impl Server {
 fn refuse(mut stream: mio::net::TcpStream, date: &DateCache) {
     use std::io::Write;
     let mut out = Vec::new();
-    let resp = host_response(503, "connection limit reached (max_connections)")
-        .with_header("Retry-After", "1");
+    let resp = HostAnswer::AtCapacity.response();
     crate::http::response::write_response(&mut out, &resp, false, Persist::Close, date.get());
     let _ = stream.write(&out);
 }

@@ -7,7 +7,7 @@
 //! so an answer for a connection that has gone (or whose slab key was
 //! reused) is dropped safely.
 
-use crate::http::response::host_response;
+use crate::http::answer::HostAnswer;
 pub use crate::inbox::{Completion, Inbox, InboxItems};
 use crate::poller::Token;
 use abi_stable::sabi_trait::TD_Opaque;
@@ -91,7 +91,7 @@ impl Drop for HostResponder {
         if !self.answered {
             self.answered = true;
             log::debug!("request {} dropped its responder unanswered", self.id);
-            self.deliver(host_response(500, "the app did not answer"));
+            self.deliver(HostAnswer::AppFailed.response());
         }
     }
 }

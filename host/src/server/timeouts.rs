@@ -5,13 +5,11 @@
 
 use super::Server;
 use crate::conn::Deadline;
-use crate::http::response::{host_response, Persist};
+use crate::http::answer::HostAnswer;
+use crate::http::response::Persist;
 use crate::http::{ConnParams, HttpError};
 use crate::poller::Token;
 use std::time::{Duration, Instant};
-
-/// The body of the 504 a request gets when its app has not answered in time.
-pub(super) const APP_TIMEOUT_MESSAGE: &str = "the app did not answer within app_timeout";
 
 impl Server {
     /// Applies every connection deadline that has passed.
@@ -71,7 +69,7 @@ impl Server {
             pending.path.as_deref().unwrap_or("a request"),
             self.shared.params.app_timeout.as_secs_f32()
         );
-        self.finish(token, host_response(504, APP_TIMEOUT_MESSAGE));
+        self.finish(token, HostAnswer::AppTimeout.response());
         self.pump(token);
     }
 }

@@ -1,0 +1,121 @@
+//! Every answer the host gives itself, in one place: its status, its body
+//! text (which names the limit or setting behind it) and its headers.
+//! Apps' answers never pass through here.
+
+use super::response::reason;
+use super::HttpError;
+use std::borrow::Cow;
+use stoa_app_api::Response;
+
+/// An answer from the host, not from an app.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostAnswer {
+    /// No mount matches the path (404).
+    NoMount,
+    /// `/.well-known/stoa/<x>` that is not an endpoint (404).
+    NoEndpoint,
+    /// Status or metrics asked for from outside `--status-allow` (403).
+    StatusForbidden,
+    /// The app dropped its responder unanswered, or panicked (500).
+    AppFailed,
+    /// The app answered a status outside 200-599 (500).
+    InvalidStatus,
+    /// The blocking pool's queue is full (503).
+    PoolFull,
+    /// The app's share of the blocking pool and of its queue is taken (503).
+    AppShareFull,
+    /// The connection cap is reached and a connection could not be watched
+    /// (503).
+    AtCapacity,
+    /// Readiness while draining (503).
+    Draining,
+    /// Readiness with no app loaded (503).
+    NoApps,
+    /// Readiness or health while workers are stuck (503), with the reason.
+    Stuck(String),
+    /// The app did not answer within `app_timeout` (504).
+    AppTimeout,
+    /// A request that could not be read (400, 408, 413, 414, 417, 431, 501,
+    /// 505).
+    Http(HttpError),
+}
+
+impl HostAnswer {
+    /// The status code.
+    pub fn status(&self) -> u16 {
+        match self {
+            HostAnswer::NoMount | HostAnswer::NoEndpoint => 404,
+            HostAnswer::StatusForbidden => 403,
+            HostAnswer::AppFailed | HostAnswer::InvalidStatus => 500,
+            HostAnswer::PoolFull
+            | HostAnswer::AppShareFull
+            | HostAnswer::AtCapacity
+            | HostAnswer::Draining
+            | HostAnswer::NoApps
+            | HostAnswer::Stuck(_) => 503,
+            HostAnswer::AppTimeout => 504,
+            HostAnswer::Http(e) => e.status(),
+        }
+    }
+
+    /// What the body says, after the status line's words.
+    pub fn text(&self) -> Cow<'_, str> {
+        Cow::Borrowed(match self {
+            HostAnswer::NoMount => "no app is mounted at this path",
+            HostAnswer::NoEndpoint => "no such host endpoint",
+            HostAnswer::StatusForbidden => "status is not open to this address (status_allow)",
+            HostAnswer::AppFailed => "the app did not answer",
+            HostAnswer::InvalidStatus => "the app answered an invalid status",
+            HostAnswer::PoolFull => "the blocking pool is full (blocking_queue)",
+            HostAnswer::AppShareFull => {
+                "this app's share of the blocking pool is full (blocking_queue x blocking_share)"
+            }
+            HostAnswer::AtCapacity => "connection limit reached (max_connections)",
+            HostAnswer::Draining => "draining",
+            HostAnswer::NoApps => "no app is loaded",
+            HostAnswer::AppTimeout => "the app did not answer within app_timeout",
+            HostAnswer::Stuck(why) => return Cow::Borrowed(why.as_str()),
+            HostAnswer::Http(e) => return Cow::Owned(e.to_string()),
+        })
+    }
+
+    /// The response: `STATUS Reason: text` as plain text, with
+    /// `Retry-After` where waiting helps (the 503s of a full pool or cap).
+    pub fn response(&self) -> Response {
+        let status = self.status();
+        let body = format!("{status} {}: {}\n", reason(status), self.text());
+        let response = Response::text(status, &body);
+        match self {
+            HostAnswer::PoolFull | HostAnswer::AppShareFull | HostAnswer::AtCapacity => {
+                response.with_header("Retry-After", "1")
+            }
+            _ => response,
+        }
+    }
+}
+
+impl From<HttpError> for HostAnswer {
+    fn from(e: HttpError) -> Self {
+        HostAnswer::Http(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_answer_names_its_status_and_reason() {
+        let r = HostAnswer::PoolFull.response();
+        assert_eq!(r.status, 503);
+        assert_eq!(
+            std::str::from_utf8(&r.body).unwrap(),
+            "503 Service Unavailable: the blocking pool is full (blocking_queue)\n"
+        );
+        assert!(r.headers.iter().any(|h| h.name.as_str() == "Retry-After"));
+        let r = HostAnswer::Http(HttpError::UriTooLong).response();
+        assert_eq!(r.status, 414);
+        assert!(std::str::from_utf8(&r.body).unwrap().contains("max_request_line"));
+        assert_eq!(HostAnswer::NoMount.response().headers.len(), 1);
+    }
+}
