@@ -168,7 +168,8 @@ fn metrics_text(shared: &Shared) -> String {
         "# TYPE stoa_draining gauge\nstoa_draining {}",
         u8::from(shared.control.draining())
     );
-    let per_worker: [(&str, &str, fn(&WorkerStats) -> u64); 3] = [
+    type Field = fn(&WorkerStats) -> u64;
+    let per_worker: [(&str, &str, Field); 3] = [
         ("stoa_connections_open", "gauge", WorkerStats::open),
         ("stoa_connections_accepted_total", "counter", |w| {
             w.accepted.load(Relaxed)

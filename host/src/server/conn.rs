@@ -1,9 +1,13 @@
-//! One client connection: its socket, buffers and state machine.
+//! One client connection: its stream, buffers and protocol state. The
+//! connection owns its state machine; the loop asks it what to do next and
+//! tells it what happened, through methods that say the intent.
 //!
 //! Phases: `Reading` (parsing the next request from the read buffer),
-//! `Dispatched` (one request is with an app; pipelined bytes wait in the
-//! buffer so answers stay in order), `Closing` (flush, then close). The
-//! buffer is read and written until `WouldBlock` whatever the backend.
+//! `Dispatched` (one request is with an app; pipelined bytes wait so answers
+//! stay in order, and no request byte is read meanwhile), `Closing` (flush,
+//! then close). The stream is read and written until `WouldBlock` whatever
+//! the backend. Whether the connection stays open after an answer is
+//! decided in one place, `persistence`.
 //!
 //! Backpressure: while more than `OUTPUT_BOUND` bytes wait for the socket,
 //! the connection neither reads nor parses further requests (the kernel's
@@ -19,8 +23,8 @@ use crate::http::answer::HostAnswer;
 use crate::http::response::Persist;
 use crate::http::{ConnParams, HttpError};
 use crate::poller::Interest;
-use mio::net::TcpStream;
-use std::io;
+use std::io::{self, Read, Write};
+use std::sync::Arc;
 use std::time::Instant;
 use stoa_app_api::Response;
 
@@ -31,7 +35,7 @@ use stoa_app_api::Response;
 pub const OUTPUT_BOUND: usize = 64 * 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
+enum Phase {
     Reading,
     Dispatched,
     Closing,
@@ -55,7 +59,7 @@ pub enum Deadline {
 /// What the access log needs of a request, kept only when it is on.
 pub struct AccessInfo {
     /// The client as resolved through trusted proxies.
-    pub client: std::sync::Arc<str>,
+    pub client: Arc<str>,
     pub request_line: String,
     pub referer: String,
     pub user_agent: String,
@@ -65,38 +69,41 @@ pub struct AccessInfo {
 pub struct Pending {
     pub id: u64,
     pub head_only: bool,
-    pub persist: Persist,
     pub started: Instant,
     /// The app's counters slot; `None` for the host's own answers.
     pub slot: Option<usize>,
     /// The path, kept for jobs on the blocking pool (for the hung-job log).
     pub path: Option<Box<str>>,
     pub access: Option<Box<AccessInfo>>,
+    /// What the request's head asked for (version, `Connection`).
+    keep_alive: bool,
+    version_minor: u8,
 }
 
-pub struct Conn {
-    pub stream: TcpStream,
-    pub peer: std::sync::Arc<str>,
-    pub reader: RequestReader,
+/// One client connection over a stream (a socket, or a test's buffer).
+pub struct Conn<S> {
+    stream: S,
+    peer: Arc<str>,
+    reader: RequestReader,
     out: Output,
-    pub phase: Phase,
-    pub pending: Option<Pending>,
-    pub read_closed: bool,
-    /// The socket may hold bytes not read yet (set by readiness, cleared
+    phase: Phase,
+    pending: Option<Pending>,
+    read_closed: bool,
+    /// The stream may hold bytes not read yet (set by readiness, cleared
     /// by a read that drained it).
     read_ready: bool,
     /// The peer has hung up: read on to the end of stream.
     peer_hup: bool,
-    pub served: u32,
+    served: u32,
     /// The interest last registered with the poller.
-    pub interest: Interest,
+    interest: Interest,
     /// When the current timeout expires, and which one it is.
-    pub deadline: Option<(Instant, Deadline)>,
+    deadline: Option<(Instant, Deadline)>,
     write_progress: bool,
 }
 
-impl Conn {
-    pub fn new(stream: TcpStream, peer: std::sync::Arc<str>) -> Self {
+impl<S> Conn<S> {
+    pub fn new(stream: S, peer: Arc<str>) -> Self {
         Conn {
             stream,
             peer,
@@ -114,6 +121,15 @@ impl Conn {
         }
     }
 
+    pub fn stream(&self) -> &S {
+        &self.stream
+    }
+
+    /// The peer's address, as `ip:port`.
+    pub fn peer(&self) -> &Arc<str> {
+        &self.peer
+    }
+
     /// Records readiness reported by the poller (or assumed: `readable`
     /// after an app's answer, as bytes may have come meanwhile).
     pub fn note_ready(&mut self, readable: bool, hup: bool) {
@@ -125,42 +141,34 @@ impl Conn {
     /// receiving one, bytes may be waiting, and its output is not over the
     /// bound.
     pub fn read_due(&self) -> bool {
-        self.read_ready && !self.read_closed && self.phase == Phase::Reading && !self.output_full()
+        self.read_ready && !self.read_closed && self.may_take_requests()
     }
 
-    /// Reads until `WouldBlock`, EOF, or the read buffer holds what the
-    /// current request needs; after a hang-up, on to the end of stream.
-    pub fn fill(&mut self, params: &ConnParams, pool: &mut BufPool) -> ReadState {
-        if self.read_closed {
-            return ReadState::Closed;
-        }
-        let state = self
-            .reader
-            .fill(&mut self.stream, params, self.peer_hup, pool);
-        self.read_closed = matches!(state, ReadState::Closed | ReadState::Failed);
-        self.read_ready = state == ReadState::Full;
-        state
+    /// True while the connection may read and parse requests: no request
+    /// is with an app, it is not closing, and its output is under the bound.
+    pub fn may_take_requests(&self) -> bool {
+        self.phase == Phase::Reading && !self.output_full()
     }
 
-    /// Reads (see `fill`); true if any byte came.
-    pub fn read_some(&mut self, params: &ConnParams, pool: &mut BufPool) -> bool {
-        let before = self.reader.buffered();
-        self.fill(params, pool);
-        self.reader.buffered() > before
+    /// True while a request is with an app.
+    pub fn is_dispatched(&self) -> bool {
+        self.phase == Phase::Dispatched
     }
 
-    /// True if no request bytes are buffered.
-    pub fn buffer_empty(&self) -> bool {
-        self.reader.is_empty()
+    /// True between requests with nothing buffered either way (what a
+    /// drain closes at once).
+    pub fn is_idle(&self) -> bool {
+        self.phase == Phase::Reading && self.reader.is_empty() && !self.has_output()
     }
 
-    /// Parses the next request; see `RequestReader::next_request`.
-    pub fn next_request(&mut self, params: &ConnParams) -> Result<bool, HttpError> {
-        let ready = self.reader.next_request(params)?;
-        if self.reader.take_continue() {
-            self.out.push_bytes(b"HTTP/1.1 100 Continue\r\n\r\n");
-        }
-        Ok(ready)
+    /// True if request `id` is the one this connection waits on.
+    pub fn waits_for(&self, id: u64) -> bool {
+        self.phase == Phase::Dispatched && self.pending.as_ref().is_some_and(|p| p.id == id)
+    }
+
+    /// The request with an app, if any.
+    pub fn pending(&self) -> Option<&Pending> {
+        self.pending.as_ref()
     }
 
     /// The ready request's head, bytes and body.
@@ -168,49 +176,57 @@ impl Conn {
         self.reader.parts()
     }
 
-    /// Drops the dispatched request's bytes from the read buffer.
-    pub fn consume_request(&mut self) {
+    /// The ready request has gone to an app (`slot`; `None` for the host's
+    /// own answers): the connection now waits for its answer, reading
+    /// nothing meanwhile, and the request's bytes leave the buffer. HEAD
+    /// and the keep-alive wishes are taken from its head; `path` is kept
+    /// for jobs on the blocking pool.
+    pub fn begin_dispatch(
+        &mut self,
+        id: u64,
+        slot: Option<usize>,
+        path: Option<Box<str>>,
+        access: Option<Box<AccessInfo>>,
+    ) {
+        let (head_only, keep_alive, version_minor) = match self.reader.parts() {
+            Some((head, buf, _)) => (
+                &buf[head.method.clone()] == b"HEAD",
+                head.keep_alive,
+                head.version_minor,
+            ),
+            None => (false, false, 1),
+        };
+        self.pending = Some(Pending {
+            id,
+            head_only,
+            started: Instant::now(),
+            slot,
+            path,
+            access,
+            keep_alive,
+            version_minor,
+        });
+        self.phase = Phase::Dispatched;
         self.reader.consume();
     }
 
-    /// Queues a response for the pending request (a large body is taken
-    /// out of it, not copied) and moves to the next phase.
-    pub fn push_response(
-        &mut self,
-        response: &mut Response,
-        head_only: bool,
-        persist: Persist,
-        date: &str,
-    ) {
-        self.out.push_response(response, head_only, persist, date);
-        self.served += 1;
-        self.phase = if persist == Persist::Close {
-            Phase::Closing
-        } else {
-            Phase::Reading
-        };
-    }
-
-    /// Answers a request that could not be read, then closes.
-    pub fn fail(&mut self, error: &HttpError, date: &str) {
-        log::debug!("{}: {error}", self.peer);
-        self.reader.abandon();
-        self.pending = None;
-        let mut response = HostAnswer::Http(error.clone()).response();
-        self.out
-            .push_response(&mut response, false, Persist::Close, date);
-        self.phase = Phase::Closing;
-    }
-
-    /// Gives the read buffer back when nothing is buffered (the output
-    /// buffer goes back as soon as it is flushed).
-    pub fn release_buffers(&mut self, pool: &mut BufPool) {
-        if self.phase == Phase::Reading && !self.has_output() {
-            self.reader.release(pool);
+    /// Whether the connection stays open after answering `pending`: the one
+    /// place keep-alive is decided. It does when the request asked for it
+    /// (HTTP/1.1 unless `Connection: close`; HTTP/1.0 with `keep-alive`),
+    /// this is not the last request `max_requests_per_conn` allows, and
+    /// the host does not want it closed (draining, a timed-out app).
+    fn persistence(&self, pending: &Pending, params: &ConnParams, close: bool) -> Persist {
+        let keep = pending.keep_alive
+            && !close
+            && self.served + 1 < params.max_requests_per_conn;
+        match (keep, pending.version_minor) {
+            (false, _) => Persist::Close,
+            (true, 0) => Persist::KeepAlive10,
+            (true, _) => Persist::KeepAlive,
         }
     }
 
-    /// True while output is waiting for the socket.
+    /// True while output is waiting for the stream.
     pub fn has_output(&self) -> bool {
         !self.out.is_empty()
     }
@@ -221,15 +237,9 @@ impl Conn {
         self.has_output() && self.out.len() >= OUTPUT_BOUND
     }
 
-    /// Writes until the output is empty or the socket would block.
-    pub fn flush(&mut self) -> io::Result<()> {
-        self.write_progress |= self.out.flush(&mut self.stream)?;
-        Ok(())
-    }
-
     /// The interest this connection needs now.
-    pub fn wanted_interest(&self) -> Interest {
-        let read = self.phase == Phase::Reading && !self.read_closed && !self.output_full();
+    fn wanted_interest(&self) -> Interest {
+        let read = self.may_take_requests() && !self.read_closed;
         match (read, self.has_output()) {
             (true, true) => Interest::BOTH,
             (true, false) => Interest::READABLE,
@@ -239,6 +249,21 @@ impl Conn {
             // answer's write finds the peer gone).
             (false, false) => Interest::NONE,
         }
+    }
+
+    /// The interest to register if it changed since last time (and records
+    /// it as registered).
+    pub fn interest_change(&mut self) -> Option<Interest> {
+        let wanted = self.wanted_interest();
+        (wanted != self.interest).then(|| {
+            self.interest = wanted;
+            wanted
+        })
+    }
+
+    /// The current timeout and its kind.
+    pub fn deadline(&self) -> Option<(Instant, Deadline)> {
+        self.deadline
     }
 
     /// Picks the timeout for the connection's state. The head timeout runs
@@ -275,6 +300,14 @@ impl Conn {
         }
     }
 
+    /// Gives the read buffer back when nothing is buffered (the output
+    /// buffer goes back as soon as it is flushed).
+    pub fn release_buffers(&mut self, pool: &mut BufPool) {
+        if self.phase == Phase::Reading && !self.has_output() {
+            self.reader.release(pool);
+        }
+    }
+
     /// True once the connection has nothing left to do and should close.
     pub fn finished(&self) -> bool {
         !self.has_output()
@@ -285,3 +318,81 @@ impl Conn {
             }
     }
 }
+
+impl<S: Read + Write> Conn<S> {
+    /// Reads until `WouldBlock`, EOF, or the read buffer holds what the
+    /// current request needs; after a hang-up, on to the end of stream.
+    fn fill(&mut self, params: &ConnParams, pool: &mut BufPool) -> ReadState {
+        if self.read_closed {
+            return ReadState::Closed;
+        }
+        let state = self
+            .reader
+            .fill(&mut self.stream, params, self.peer_hup, pool);
+        self.read_closed = matches!(state, ReadState::Closed | ReadState::Failed);
+        self.read_ready = state == ReadState::Full;
+        state
+    }
+
+    /// Reads (see `fill`); true if any byte came.
+    pub fn read_some(&mut self, params: &ConnParams, pool: &mut BufPool) -> bool {
+        let before = self.reader.buffered();
+        self.fill(params, pool);
+        self.reader.buffered() > before
+    }
+
+    /// Parses the next request; true when one is ready to dispatch. An
+    /// `Expect: 100-continue` is answered here when the body will be read.
+    pub fn next_request(&mut self, params: &ConnParams) -> Result<bool, HttpError> {
+        let ready = self.reader.next_request(params)?;
+        if self.reader.take_continue() {
+            self.out.push_bytes(b"HTTP/1.1 100 Continue\r\n\r\n");
+        }
+        Ok(ready)
+    }
+
+    /// Queues the answer to the request with the app (a large body is
+    /// taken out of `response`, not copied) and moves on: to the next
+    /// request, or to closing. `close` asks for the connection to close
+    /// after it whatever the request wanted. Returns the request answered.
+    pub fn answer(
+        &mut self,
+        response: &mut Response,
+        date: &str,
+        params: &ConnParams,
+        close: bool,
+    ) -> Option<Pending> {
+        let pending = self.pending.take()?;
+        let persist = self.persistence(&pending, params, close);
+        self.out
+            .push_response(response, pending.head_only, persist, date);
+        self.served += 1;
+        self.phase = if persist == Persist::Close {
+            Phase::Closing
+        } else {
+            Phase::Reading
+        };
+        Some(pending)
+    }
+
+    /// Answers a request that could not be read, then closes.
+    pub fn fail(&mut self, error: &HttpError, date: &str) {
+        log::debug!("{}: {error}", self.peer);
+        self.reader.abandon();
+        self.pending = None;
+        let mut response = HostAnswer::Http(error.clone()).response();
+        self.out
+            .push_response(&mut response, false, Persist::Close, date);
+        self.phase = Phase::Closing;
+    }
+
+    /// Writes until the output is empty or the stream would block.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.write_progress |= self.out.flush(&mut self.stream)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "conn_tests.rs"]
+mod tests;

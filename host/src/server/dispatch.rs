@@ -2,12 +2,11 @@
 //! table; the app runs inline on the loop or, when it says it blocks, on the
 //! blocking pool. The answer is queued on the connection's output.
 
-use super::Server;
+use super::conn::{AccessInfo, Conn};
 use crate::admin;
-use crate::conn::{AccessInfo, Pending, Phase};
+use crate::inbox::Inbox;
 use crate::http::parse::Head;
 use crate::http::answer::HostAnswer;
-use crate::http::response::Persist;
 use crate::loader::LoadedApp;
 use crate::netfilter::{forwarded_client, peer_ip};
 use crate::poller::Token;
@@ -15,28 +14,63 @@ use crate::request::{path_and_query, text, with_view, Meta, OwnedRequest};
 use crate::responder::{begin_inline, end_inline, responder};
 use crate::services::{Job, Pool, Refused};
 use crate::shared::Shared;
+use std::io::{Read, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use stoa_app_api::Response;
 
-impl Server {
-    /// Hands the ready request to its app; true if it was answered at once.
-    pub(super) fn dispatch(&mut self, token: Token) -> bool {
+/// Hands parsed requests to the host's endpoints or to their apps, and
+/// queues their answers on the connection. One per loop.
+pub(super) struct Dispatcher {
+    /// The loop's worker index (its counters, its heartbeat).
+    worker: usize,
+    shared: Arc<Shared>,
+    /// The loop's inbox, where deferred answers come back.
+    queue: Arc<Inbox>,
+    next_id: u64,
+    server_name: Arc<str>,
+    server_port: u16,
+}
+
+impl Dispatcher {
+    pub(super) fn new(
+        worker: usize,
+        shared: Arc<Shared>,
+        queue: Arc<Inbox>,
+        local: std::net::SocketAddr,
+    ) -> Self {
+        Dispatcher {
+            worker,
+            shared,
+            queue,
+            next_id: 1,
+            server_name: local.ip().to_string().into(),
+            server_port: local.port(),
+        }
+    }
+
+    /// Hands the request ready on `conn` (reported as `token`) to the
+    /// host's endpoints or its app; returns the answer if it was given at
+    /// once. Either way the connection then waits for it.
+    pub(super) fn dispatch<S: Read + Write>(
+        &mut self,
+        conn: &mut Conn<S>,
+        token: Token,
+    ) -> Option<Response> {
         let id = self.next_id;
         self.next_id += 1;
-        let shared = self.shared.clone();
-        let Some(conn) = self.conns.get_mut(token.0) else {
-            return false;
-        };
-        let Some((head, buf, _)) = conn.request_parts() else {
-            return false;
-        };
+        let shared = &*self.shared;
+        let (head, buf, body) = conn.request_parts()?;
         let (path, _) = path_and_query(head, buf);
         // The client the request speaks for: the peer, or the one a trusted
         // proxy names. Status rules, apps and the access log all see it.
-        let (client, scheme) = client_of(&shared, head, buf, &conn.peer);
+        let (client, scheme) = client_of(shared, head, buf, conn.peer());
+        let access = shared
+            .access_log
+            .as_ref()
+            .map(|_| Box::new(access_info(head, buf, &client)));
         let host_answer = if path.starts_with(admin::PREFIX) {
-            admin::answer(&shared, path, &client)
+            admin::answer(shared, path, &client)
         } else {
             None
         };
@@ -45,42 +79,18 @@ impl Server {
             Some(_) => None,
             None => apps.mounts.resolve(path),
         };
-        let keep = head.keep_alive
-            && conn.served + 1 < shared.params.max_requests_per_conn
-            && !shared.control.draining();
-        conn.pending = Some(Pending {
-            id,
-            head_only: text(buf, &head.method) == "HEAD",
-            persist: match (keep, head.version_minor) {
-                (false, _) => Persist::Close,
-                (true, 0) => Persist::KeepAlive10,
-                (true, _) => Persist::KeepAlive,
-            },
-            started: Instant::now(),
-            slot: route.map(|(app, _)| app.slot),
-            path: None,
-            access: shared
-                .access_log
-                .as_ref()
-                .map(|_| Box::new(access_info(head, buf, &client))),
-        });
-        conn.phase = Phase::Dispatched;
-
-        let answered = match (host_answer, route) {
-            (Some(response), _) => Some(response),
-            (None, None) => Some(HostAnswer::NoMount.response()),
+        let slot = route.map(|(app, _)| app.slot);
+        let (answer, blocking_path) = match (host_answer, route) {
+            (Some(response), _) => (Some(response), None),
+            (None, None) => (Some(HostAnswer::NoMount.response()), None),
             (None, Some((app, split))) => {
-                let Some((head, buf, body)) = conn.request_parts() else {
-                    return false;
-                };
-                let (path, _) = path_and_query(head, buf);
                 let meta = Meta {
                     server_name: self.server_name.clone(),
                     server_port: self.server_port,
                     peer: client,
                     scheme,
                 };
-                let (answer, blocking_path) = with_view(head, buf, body, split, &meta, |request| {
+                with_view(head, buf, body, split, &meta, |request| {
                     match shared.pool.as_ref().filter(|_| app.blocks(request)) {
                         Some(pool) => {
                             let owned = OwnedRequest::copy(head, buf, body, split, &meta);
@@ -105,46 +115,36 @@ impl Server {
                             (inline, None)
                         }
                     }
-                });
-                if let Some(pending) = conn.pending.as_mut() {
-                    pending.path = blocking_path;
-                }
-                answer
+                })
             }
         };
-        conn.consume_request();
-        match answered {
-            Some(response) => {
-                self.finish(token, response);
-                true
-            }
-            None => false,
-        }
+        conn.begin_dispatch(id, slot, blocking_path, access);
+        answer
     }
 
-    /// Queues the pending request's answer on the connection's output.
-    pub(super) fn finish(&mut self, token: Token, response: Response) {
-        let Some(conn) = self.conns.get_mut(token.0) else {
+    /// Queues `response` as the answer to the request `conn` waits on,
+    /// counts it and writes its access-log line. `close` closes the
+    /// connection after it (a timed-out app); so does draining.
+    pub(super) fn finish<S: Read + Write>(
+        &self,
+        conn: &mut Conn<S>,
+        response: Response,
+        date: &str,
+        close: bool,
+    ) {
+        let Some(slot) = conn.pending().map(|p| p.slot) else {
             return;
         };
-        let Some(mut pending) = conn.pending.take() else {
+        let mut response = final_status(response, slot);
+        let (status, body_len) = (response.status, response.body.len());
+        let close = close || self.shared.control.draining();
+        // A large body is moved to the output as it is, not copied.
+        let Some(pending) = conn.answer(&mut response, date, &self.shared.params, close) else {
             return;
         };
-        if self.shared.control.draining() {
-            pending.persist = Persist::Close;
-        }
-        let mut response = final_status(response, pending.slot);
         self.shared.stats[self.worker]
             .app(pending.slot)
-            .record(response.status, pending.started.elapsed());
-        let (status, body_len) = (response.status, response.body.len());
-        // A large body is moved to the output as it is, not copied.
-        conn.push_response(
-            &mut response,
-            pending.head_only,
-            pending.persist,
-            self.date.get(),
-        );
+            .record(status, pending.started.elapsed());
         if let (Some(log), Some(info)) = (&self.shared.access_log, &pending.access) {
             log.write(
                 &info.client,

@@ -1,51 +1,48 @@
 //! The event loop: one poller, one listener, a slab of connections, and the
 //! completion queue that deferred answers come back through.
 //!
-//! Each turn: wait for readiness, accept until `WouldBlock`, serve ready
-//! connections, then apply completions from other threads. An error closes
-//! its connection, never the loop. Dispatching a request to its app is in
-//! `dispatch.rs`, the connection timeouts in `timeouts.rs`.
+//! Each turn: apply completions and due timers, wait for readiness, accept
+//! until `WouldBlock`, serve ready connections, sweep deadlines. An error
+//! closes its connection, never the loop. The loop moves bytes and
+//! readiness; each connection decides its own protocol steps (`conn`), the
+//! `Dispatcher` hands requests to apps (`dispatch`), the `Acceptor` owns
+//! the listener (`acceptor`).
 
+mod acceptor;
 pub mod conn;
 mod dispatch;
-mod rejoin;
 pub mod request;
 pub mod responder;
-mod timeouts;
 pub mod timers;
 
-use crate::conn::{Conn, Phase, ReadState};
-use crate::http::reader::BufPool;
 use crate::http::answer::HostAnswer;
-use crate::http::response::{DateCache, Persist};
+use crate::http::reader::BufPool;
+use crate::http::response::{write_response, DateCache, Persist};
+use crate::http::{ConnParams, HttpError};
+use crate::inbox::{Inbox, InboxItems};
+use crate::ops::watchdog::{Beat, Finished};
 use crate::poller::{Event, Interest, Poller, Token, WAKER};
-use crate::responder::{Inbox, InboxItems};
 use crate::shared::Shared;
-use crate::stats::WorkerStats;
-use crate::timers::Timers;
-use crate::watchdog::{Beat, Finished};
-use dispatch::warn_if_blocked;
-use mio::net::TcpListener;
+use acceptor::{Acceptor, LISTENER};
+use conn::{Conn, Deadline};
+use dispatch::{warn_if_blocked, Dispatcher};
+use mio::net::{TcpListener, TcpStream};
 use slab::Slab;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
-use timeouts::sweep_interval;
-
-/// The listener's token.
-const LISTENER: Token = Token(usize::MAX - 1);
+use timers::Timers;
 
 /// One event loop.
 pub struct Server {
     /// This worker's index (its counters in `Shared::stats`).
     worker: usize,
     poller: Box<dyn Poller>,
-    /// `None` once draining has closed it.
-    listener: Option<TcpListener>,
-    accepting: bool,
-    conns: Slab<Conn>,
+    acceptor: Acceptor,
+    conns: Slab<Conn<TcpStream>>,
+    dispatcher: Dispatcher,
     shared: Arc<Shared>,
     queue: Arc<Inbox>,
     events: Vec<Event>,
@@ -54,12 +51,9 @@ pub struct Server {
     /// Spare read buffers for connections that have bytes to read.
     bufs: BufPool,
     date: DateCache,
-    next_id: u64,
     /// When connection deadlines are next checked.
     next_sweep: Instant,
     sweep_every: Duration,
-    server_name: Arc<str>,
-    server_port: u16,
 }
 
 impl Server {
@@ -72,15 +66,15 @@ impl Server {
         shared: Arc<Shared>,
         queue: Arc<Inbox>,
     ) -> io::Result<Self> {
-        poller.register(listener.as_raw_fd(), LISTENER, Interest::READABLE)?;
         let local = listener.local_addr()?;
-        let sweep_every = sweep_interval(&shared.params);
+        let acceptor = Acceptor::new(listener, &mut *poller)?;
         Ok(Server {
             worker,
             poller,
-            listener: Some(listener),
-            accepting: true,
+            acceptor,
             conns: Slab::with_capacity(1024),
+            dispatcher: Dispatcher::new(worker, shared.clone(), queue.clone(), local),
+            sweep_every: sweep_interval(&shared.params),
             shared,
             queue,
             events: Vec::with_capacity(1024),
@@ -88,16 +82,8 @@ impl Server {
             timers: Timers::default(),
             bufs: BufPool::default(),
             date: DateCache::new(),
-            next_id: 1,
             next_sweep: Instant::now(),
-            sweep_every,
-            server_name: local.ip().to_string().into(),
-            server_port: local.port(),
         })
-    }
-
-    fn stats(&self) -> &WorkerStats {
-        &self.shared.stats[self.worker]
     }
 
     /// This worker's heartbeat for the watchdog.
@@ -109,10 +95,6 @@ impl Server {
     pub fn run(&mut self) -> io::Result<()> {
         let shared = self.shared.clone();
         let _finished = Finished(shared.watch.beat(self.worker));
-        self.run_loop()
-    }
-
-    fn run_loop(&mut self) -> io::Result<()> {
         Inbox::enter(&self.queue);
         loop {
             if self.shared.control.draining() {
@@ -135,14 +117,10 @@ impl Server {
     /// Stops accepting and closes idle connections, once; busy ones close
     /// after their current response (it carries `Connection: close`).
     fn drain(&mut self) {
-        let Some(listener) = self.listener.take() else {
+        if !self.acceptor.close(&mut *self.poller) {
             return;
-        };
-        self.beat().release_listener();
-        if self.accepting {
-            let _ = self.poller.deregister(listener.as_raw_fd());
         }
-        self.accepting = false;
+        self.beat().release_listener();
         log::info!(
             "worker {}: draining {} connection(s)",
             self.worker,
@@ -151,7 +129,7 @@ impl Server {
         let idle: Vec<usize> = self
             .conns
             .iter()
-            .filter(|(_, c)| c.phase == Phase::Reading && c.buffer_empty() && !c.has_output())
+            .filter(|(_, c)| c.is_idle())
             .map(|(k, _)| k)
             .collect();
         for key in idle {
@@ -179,8 +157,18 @@ impl Server {
         self.beat().waiting();
         self.poller.wait(&mut events, timeout)?;
         self.beat().turned();
-        if self.beat().evicted() {
-            self.rejoin();
+        if self.beat().evicted() && !self.shared.control.draining() {
+            let watch = &self.shared.watch;
+            let beat = watch.beat(self.worker);
+            let again = self.acceptor.rejoin(
+                &mut *self.poller,
+                (watch.addr, watch.backlog),
+                beat,
+                self.worker,
+            );
+            if again {
+                self.accept();
+            }
         }
         self.date.refresh(SystemTime::now());
         for ev in &events {
@@ -211,83 +199,54 @@ impl Server {
     }
 
     fn accept(&mut self) {
-        while self.accepting {
+        loop {
             if self.conns.len() >= self.shared.max_connections {
-                self.pause_accepting();
+                self.acceptor.pause(&mut *self.poller);
+                log::debug!("at {} connections: accepts paused", self.conns.len());
                 return;
             }
-            let Some(listener) = &self.listener else {
+            let Some(accepted) = self.acceptor.accept() else {
                 return;
             };
-            match listener.accept() {
-                Ok((stream, addr)) => {
-                    if let Err(e) = stream.set_nodelay(true) {
-                        log::debug!("TCP_NODELAY on {addr}: {e}");
-                    }
-                    let entry = self.conns.vacant_entry();
-                    let token = Token(entry.key());
-                    if let Err(e) =
-                        self.poller
-                            .register(stream.as_raw_fd(), token, Interest::READABLE)
-                    {
-                        log::warn!("cannot watch connection from {addr}: {e}; answering 503");
-                        refuse(stream, &self.date);
-                        continue;
-                    }
-                    let conn = entry.insert(Conn::new(stream, addr.to_string().into()));
-                    // A client that never sends a byte is still timed out.
-                    conn.update_deadline(&self.shared.params);
-                    self.shared.stats[self.worker]
-                        .accepted
-                        .fetch_add(1, Relaxed);
-                    log::trace!("accepted {addr} as {}", token.0);
-                }
+            match accepted {
+                Ok((stream, addr)) => self.admit(stream, addr),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     // EMFILE and friends: wait for a connection to close.
                     log::warn!("accept failed: {e}; pausing accepts until a connection closes");
-                    self.pause_accepting();
+                    self.acceptor.pause(&mut *self.poller);
                     return;
                 }
             }
         }
     }
 
-    fn pause_accepting(&mut self) {
-        let Some(listener) = &self.listener else {
-            return;
-        };
-        if self.accepting {
-            self.accepting = false;
-            if let Err(e) = self.poller.deregister(listener.as_raw_fd()) {
-                log::warn!("cannot pause the listener: {e}");
-            }
-            log::debug!("at {} connections: accepts paused", self.conns.len());
+    /// Watches a new connection (503 if it cannot be watched).
+    fn admit(&mut self, stream: TcpStream, addr: std::net::SocketAddr) {
+        if let Err(e) = stream.set_nodelay(true) {
+            log::debug!("TCP_NODELAY on {addr}: {e}");
         }
-    }
-
-    fn resume_accepting(&mut self) {
-        let Some(listener) = &self.listener else {
+        let entry = self.conns.vacant_entry();
+        let token = Token(entry.key());
+        if let Err(e) = self
+            .poller
+            .register(stream.as_raw_fd(), token, Interest::READABLE)
+        {
+            log::warn!("cannot watch connection from {addr}: {e}; answering 503");
+            refuse(stream, &self.date);
             return;
-        };
-        if !self.accepting && self.conns.len() < self.shared.max_connections {
-            match self
-                .poller
-                .register(listener.as_raw_fd(), LISTENER, Interest::READABLE)
-            {
-                Ok(()) => {
-                    self.accepting = true;
-                    // Connections may have queued in the backlog meanwhile.
-                    self.accept();
-                }
-                Err(e) => log::warn!("cannot resume the listener: {e}"),
-            }
         }
+        let conn = entry.insert(Conn::new(stream, addr.to_string().into()));
+        // A client that never sends a byte is still timed out.
+        conn.update_deadline(&self.shared.params);
+        self.shared.stats[self.worker]
+            .accepted
+            .fetch_add(1, Relaxed);
+        log::trace!("accepted {addr} as {}", token.0);
     }
 
     fn on_event(&mut self, token: Token, ev: &Event) {
-        let params = &self.shared.params;
         let Some(conn) = self.conns.get_mut(token.0) else {
             return;
         };
@@ -295,14 +254,15 @@ impl Server {
         // output is over the bound, or a request is with an app) reads
         // when it may, without waiting for another edge.
         conn.note_ready(ev.readable, ev.hup);
-        // The peer finished sending (a half-close still wants its answer)
-        // or failed; only a failed socket is given up on.
-        if conn.phase == Phase::Dispatched
-            && ev.hup
-            && conn.fill(params, &mut self.bufs) == ReadState::Failed
-        {
-            log::debug!("{} failed while its request was pending", conn.peer);
-            self.close(token);
+        // While a request is with the app, no request byte is read; a
+        // hang-up is looked at only for a socket error (a reset): then the
+        // slot is freed now and the late answer dropped. A half-close still
+        // gets its answer; elsewhere the answer's write finds the peer gone.
+        if ev.hup && conn.is_dispatched() {
+            if let Ok(Some(e)) = conn.stream().take_error() {
+                log::debug!("{} failed while its request was pending: {e}", conn.peer());
+                self.close(token);
+            }
             return;
         }
         self.pump(token);
@@ -326,7 +286,7 @@ impl Server {
                 return;
             };
             if let Err(e) = conn.flush() {
-                log::debug!("write to {} failed: {e}", conn.peer);
+                log::debug!("write to {} failed: {e}", conn.peer());
                 self.close(token);
                 return;
             }
@@ -335,11 +295,7 @@ impl Server {
             // socket. Output still over the bound waits for writability
             // (the write stopped at `WouldBlock`, so it will be reported).
             let more = held_back || conn.read_due();
-            if !more
-                || !(read || served > 0 || was_full)
-                || conn.output_full()
-                || conn.phase != Phase::Reading
-            {
+            if !more || !(read || served > 0 || was_full) || !conn.may_take_requests() {
                 break;
             }
         }
@@ -351,23 +307,23 @@ impl Server {
     /// returns how many were dispatched, and whether the bound stopped it.
     fn serve(&mut self, token: Token) -> (usize, bool) {
         let mut served = 0;
+        let Some(conn) = self.conns.get_mut(token.0) else {
+            return (served, false);
+        };
         loop {
-            let params = &self.shared.params;
-            let Some(conn) = self.conns.get_mut(token.0) else {
-                return (served, false);
-            };
-            if conn.phase != Phase::Reading {
-                return (served, false);
+            if !conn.may_take_requests() {
+                return (served, conn.output_full());
             }
-            if conn.output_full() {
-                return (served, true);
-            }
-            match conn.next_request(params) {
+            match conn.next_request(&self.shared.params) {
                 Ok(false) => return (served, false),
                 Ok(true) => {
                     served += 1;
-                    if !self.dispatch(token) {
-                        return (served, false);
+                    match self.dispatcher.dispatch(conn, token) {
+                        Some(response) => {
+                            self.dispatcher
+                                .finish(conn, response, self.date.get(), false)
+                        }
+                        None => return (served, false),
                     }
                 }
                 Err(e) => {
@@ -385,22 +341,18 @@ impl Server {
             self.timers.add(at, app, task);
         }
         for c in inbox.completions.drain(..) {
-            let live = self.conns.get(c.token.0).is_some_and(|conn| {
-                conn.phase == Phase::Dispatched
-                    && conn.pending.as_ref().is_some_and(|p| p.id == c.id)
-            });
-            if !live {
+            let Some(conn) = self.conns.get_mut(c.token.0).filter(|conn| conn.waits_for(c.id))
+            else {
                 log::debug!(
                     "dropping the answer to request {}: its connection is gone",
                     c.id
                 );
                 continue;
-            }
-            self.finish(c.token, c.response);
-            if let Some(conn) = self.conns.get_mut(c.token.0) {
-                // Bytes may have arrived while the app worked.
-                conn.note_ready(true, false);
-            }
+            };
+            self.dispatcher
+                .finish(conn, c.response, self.date.get(), false);
+            // Bytes may have arrived while the app worked.
+            conn.note_ready(true, false);
             self.pump(c.token);
         }
         self.inbox = inbox;
@@ -418,14 +370,10 @@ impl Server {
         }
         conn.update_deadline(&self.shared.params);
         conn.release_buffers(&mut self.bufs);
-        let wanted = conn.wanted_interest();
-        if wanted != conn.interest {
-            conn.interest = wanted;
-            if let Err(e) = self
-                .poller
-                .reregister(conn.stream.as_raw_fd(), token, wanted)
-            {
-                log::warn!("cannot update interest for {}: {e}", conn.peer);
+        if let Some(wanted) = conn.interest_change() {
+            let fd = conn.stream().as_raw_fd();
+            if let Err(e) = self.poller.reregister(fd, token, wanted) {
+                log::warn!("cannot update interest for {}: {e}", conn.peer());
                 self.close(token);
             }
         }
@@ -433,21 +381,87 @@ impl Server {
 
     fn close(&mut self, token: Token) {
         if let Some(conn) = self.conns.try_remove(token.0) {
-            if let Err(e) = self.poller.deregister(conn.stream.as_raw_fd()) {
-                log::debug!("deregister {}: {e}", conn.peer);
+            if let Err(e) = self.poller.deregister(conn.stream().as_raw_fd()) {
+                log::debug!("deregister {}: {e}", conn.peer());
             }
-            self.stats().closed.fetch_add(1, Relaxed);
-            log::debug!("closed {} ({} open)", conn.peer, self.conns.len());
+            self.shared.stats[self.worker]
+                .closed
+                .fetch_add(1, Relaxed);
+            log::debug!("closed {} ({} open)", conn.peer(), self.conns.len());
         }
-        self.resume_accepting();
+        if self.conns.len() < self.shared.max_connections
+            && !self.acceptor.is_accepting()
+            && self.acceptor.resume(&mut *self.poller)
+        {
+            // Connections may have queued in the backlog meanwhile.
+            self.accept();
+        }
+    }
+
+    /// Applies every connection deadline that has passed (a sweep over the
+    /// slab is cheaper than a timer per connection): 408 for a stalled head
+    /// or body, 504 for an app that did not answer, and a quiet close for
+    /// an idle or stuck connection.
+    fn sweep(&mut self, now: Instant) {
+        let expired: Vec<(usize, Deadline)> = self
+            .conns
+            .iter()
+            .filter_map(|(k, c)| c.deadline().filter(|(at, _)| *at <= now).map(|(_, d)| (k, d)))
+            .collect();
+        for (key, deadline) in expired {
+            let token = Token(key);
+            let Some(conn) = self.conns.get_mut(key) else {
+                continue;
+            };
+            match deadline {
+                Deadline::Idle | Deadline::Send => {
+                    log::debug!("{}: {deadline:?} timeout, closing", conn.peer());
+                    self.close(token);
+                    continue;
+                }
+                Deadline::Head => conn.fail(&HttpError::HeadTimeout, self.date.get()),
+                Deadline::Body => conn.fail(&HttpError::BodyTimeout, self.date.get()),
+                Deadline::App => {
+                    if let Some(pending) = conn.pending() {
+                        log::warn!(
+                            "app {} did not answer {} within app_timeout ({} s); answering 504",
+                            pending.slot.map_or_else(|| "?".into(), crate::loader::slot_name),
+                            pending.path.as_deref().unwrap_or("a request"),
+                            self.shared.params.app_timeout.as_secs_f32()
+                        );
+                    }
+                    let answer = HostAnswer::AppTimeout.response();
+                    self.dispatcher
+                        .finish(conn, answer, self.date.get(), true);
+                }
+            }
+            self.pump(token);
+        }
     }
 }
 
+/// How often deadlines are checked: a tenth of the shortest timeout,
+/// between 10 ms and 1 s.
+fn sweep_interval(p: &ConnParams) -> Duration {
+    [
+        p.head_timeout,
+        p.body_timeout,
+        p.send_timeout,
+        p.keep_alive_timeout,
+        p.app_timeout,
+    ]
+    .into_iter()
+    .min()
+    .unwrap_or(Duration::from_secs(1))
+    .div_f32(10.0)
+    .clamp(Duration::from_millis(10), Duration::from_secs(1))
+}
+
 /// Answers 503 to a connection that cannot be served, best effort, and closes it.
-fn refuse(mut stream: mio::net::TcpStream, date: &DateCache) {
+fn refuse(mut stream: TcpStream, date: &DateCache) {
     use std::io::Write;
     let mut out = Vec::new();
     let resp = HostAnswer::AtCapacity.response();
-    crate::http::response::write_response(&mut out, &resp, false, Persist::Close, date.get());
+    write_response(&mut out, &resp, false, Persist::Close, date.get());
     let _ = stream.write(&out);
 }
