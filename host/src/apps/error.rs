@@ -219,3 +219,76 @@ pub enum Distrust {
     #[error("cannot follow the symlink: {0}")]
     DanglingLink(String),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The texts the e2e suite and operators match on stay as they were.
+    #[test]
+    fn refusal_lines_keep_their_words() {
+        let abi = LibraryRefusal::AbiLayout {
+            first: None,
+            api: "0.1.0".into(),
+        };
+        assert_eq!(
+            abi.to_string(),
+            "incompatible app ABI: type layouts differ from stoa-app-api 0.1.0 \
+             (layout report at --log-level debug)"
+        );
+        let cap = LoadError::GenerationCap {
+            app: "hot".into(),
+            count: 2,
+            max: 2,
+        };
+        assert_eq!(
+            cap.to_string(),
+            "replace refused: app hot already has 2 generations in memory \
+             (--max-generations 2); restart stoa to load a new version"
+        );
+        let crash = LoadError::Crashed {
+            signal: 6,
+            name: "SIGABRT",
+        };
+        assert_eq!(
+            crash.to_string(),
+            "crashed while loading: signal 6 (SIGABRT)"
+        );
+        let owner = LoadError::from(Distrust::ForeignOwner {
+            what: "the file",
+            uid: 65534,
+            euid: 0,
+        });
+        assert_eq!(
+            owner.to_string(),
+            "the file is owned by uid 65534, neither the server's user (uid 0) nor root"
+        );
+    }
+
+    #[test]
+    fn the_first_difference_is_named_on_the_abi_line() {
+        let abi = LibraryRefusal::AbiLayout {
+            first: Some(AbiMismatch {
+                ty: "Request".into(),
+                field: Some("path".into()),
+                what: "incompatible type size: expected 16, found 24".into(),
+            }),
+            api: "0.1.0".into(),
+        };
+        assert_eq!(
+            abi.to_string(),
+            "incompatible app ABI: type Request field `path` differs from stoa-app-api 0.1.0 \
+             (incompatible type size: expected 16, found 24; layout report at --log-level debug)"
+        );
+    }
+
+    #[test]
+    fn the_loaders_words_name_the_operators_file() {
+        let opened = Path::new("/proc/self/fd/0");
+        let refusal = LibraryRefusal::NotLoadable("/proc/self/fd/0: invalid ELF header".into());
+        assert_eq!(
+            refusal.naming(opened, Path::new("/apps/x.so")).to_string(),
+            "not a loadable shared library (/apps/x.so: invalid ELF header)"
+        );
+    }
+}

@@ -60,9 +60,9 @@ pub struct Refusal {
 }
 
 /// Loads one plugin and checks its ABI and mount (its constructor is run
-/// later by `LoadedApp::init`). `copy` is
-/// the file opened, `file` the one the operator sees (both in messages and
-/// in status); `taken` are the apps already mounted or being constructed.
+/// later by `LoadedApp::init`). `copy` is the file opened, `file` the one
+/// the operator sees (both in messages and in status); `taken` are the apps
+/// already mounted or being constructed.
 pub fn load_file(
     copy: &Path,
     file: &Path,

@@ -161,3 +161,37 @@ pub fn child_main(path: Option<OsString>) -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apps::error::LibraryRefusal;
+
+    fn exited(code: i32) -> ExitStatus {
+        ExitStatus::from_raw(code << 8)
+    }
+
+    #[test]
+    fn the_childs_refusal_becomes_the_hosts() {
+        let answer = serde_json::to_string(&LibraryRefusal::NotStoaApp).unwrap();
+        let report = format!("{answer}\nsymbol not found");
+        let (opened, shown) = (Path::new("/proc/self/fd/0"), Path::new("/apps/x.so"));
+        match verdict(exited(3), &report, opened, shown) {
+            Err(LoadError::Library(LibraryRefusal::NotStoaApp)) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_unreadable_answer_is_a_crash() {
+        let (opened, shown) = (Path::new("/proc/self/fd/0"), Path::new("/apps/x.so"));
+        let text = verdict(exited(3), "not json\n", opened, shown)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            text,
+            "crashed while loading: the load probe exited with status 3"
+        );
+        assert!(verdict(exited(0), "", opened, shown).is_ok());
+    }
+}
