@@ -105,7 +105,13 @@ fn bad_files_are_refused_one_line_each(poller: &str) {
 fn incompatible_abi_is_refused(poller: &str) {
     let server = Server::start(poller, &["wrong-abi", "article"], &[]);
     let reason = refusal(&server, "libstoa_test_wrong_abi.so");
-    assert!(reason.contains("incompatible"), "{reason}");
+    assert!(reason.starts_with("incompatible app ABI"), "{reason}");
+    // The first difference: the type and field, what the plugin has there.
+    assert!(
+        reason.contains("type PrefixRef<'a, AppModule> field `0` differs from stoa-app-api")
+            && reason.contains("expected AppModule, found ImpostorModule"),
+        "{reason}"
+    );
     // One line at the default level: the layout report is for debug.
     assert!(!server.log().contains("Layout"), "{}", server.log());
     assert_eq!(server.get("/article").status, 200);

@@ -8,6 +8,7 @@
 //! Also the scan's health over time: a failed scan is logged once per
 //! streak of failures and once when scans succeed again, and counted.
 
+use crate::apps::error::Distrust;
 use std::fs::Metadata;
 use std::io;
 use std::os::unix::fs::MetadataExt;
@@ -47,29 +48,27 @@ pub struct Entry {
     pub path: PathBuf,
     pub stamp: Stamp,
     /// Why it may not be trusted (the file's or the directory's reason).
-    pub untrusted: Option<String>,
+    pub untrusted: Option<Distrust>,
 }
 
 /// One successful scan.
 pub struct Listing {
     /// Why the directory itself may not be trusted.
-    pub dir_untrusted: Option<String>,
+    pub dir_untrusted: Option<Distrust>,
     /// Plugin files by path.
     pub entries: Vec<Entry>,
 }
 
 /// Why a file or directory with `meta` may not be trusted; `what` names it
 /// in the reason ("the file", "the apps directory", ...).
-fn distrust(what: &str, meta: &Metadata) -> Option<String> {
+fn distrust(what: &'static str, meta: &Metadata) -> Option<Distrust> {
     let mode = meta.mode() & 0o7777;
     if mode & 0o002 != 0 {
-        return Some(format!("{what} is writable by any user (mode {mode:04o})"));
+        return Some(Distrust::WorldWritable { what, mode });
     }
     let (uid, euid) = (meta.uid(), rustix::process::geteuid().as_raw());
     if uid != euid && uid != 0 {
-        return Some(format!(
-            "{what} is owned by uid {uid}, neither the server's user (uid {euid}) nor root"
-        ));
+        return Some(Distrust::ForeignOwner { what, uid, euid });
     }
     None
 }
@@ -102,7 +101,7 @@ pub fn list(dir: &Path) -> io::Result<Listing> {
                     entries.push(Entry {
                         path,
                         stamp: Stamp::of(&own),
-                        untrusted: Some(format!("cannot follow the symlink: {e}")),
+                        untrusted: Some(Distrust::DanglingLink(e.to_string())),
                     });
                     continue;
                 }
@@ -137,7 +136,7 @@ pub struct Health {
     /// Failed scans in the current streak.
     streak: u64,
     /// The directory's last reported distrust.
-    dir_untrusted: Option<String>,
+    dir_untrusted: Option<Distrust>,
 }
 
 impl Health {
@@ -173,7 +172,7 @@ impl Health {
     }
 
     /// Logs a change of the directory's trust, once per change.
-    pub fn dir_trust(&mut self, dir: &Path, untrusted: &Option<String>, insecure: bool) {
+    pub fn dir_trust(&mut self, dir: &Path, untrusted: &Option<Distrust>, insecure: bool) {
         if *untrusted == self.dir_untrusted {
             return;
         }
@@ -213,13 +212,11 @@ mod tests {
         assert_eq!(names, [dir.join("a.so"), dir.join("b.so")]);
         assert_eq!(listing.entries[0].untrusted, None);
         assert_eq!(listing.entries[0].stamp.size, 1, "the target's stamp");
-        let dangling = listing.entries[1].untrusted.clone().unwrap_or_default();
+        let why = |e: &Entry| e.untrusted.as_ref().map(Distrust::to_string);
+        let dangling = why(&listing.entries[1]).unwrap_or_default();
         assert!(dangling.contains("cannot follow the symlink"), "{dangling}");
         mode(&dir.join("real.bin"), 0o646).unwrap();
-        let reason = list(&dir).unwrap().entries[0]
-            .untrusted
-            .clone()
-            .unwrap_or_default();
+        let reason = why(&list(&dir).unwrap().entries[0]).unwrap_or_default();
         assert!(
             reason.contains("the link's target is writable by any user (mode 0646)"),
             "{reason}"
@@ -229,11 +226,8 @@ mod tests {
         let listing = list(&dir).unwrap();
         assert!(listing
             .dir_untrusted
-            .is_some_and(|r| r.contains("mode 0777")));
-        assert!(listing.entries[0]
-            .untrusted
-            .as_deref()
-            .is_some_and(|r| r.contains("apps directory")));
+            .is_some_and(|r| r.to_string().contains("mode 0777")));
+        assert!(why(&listing.entries[0]).is_some_and(|r| r.contains("apps directory")));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -4,6 +4,7 @@
 //! onto a full disk, a stalled writer) would otherwise make the dynamic
 //! loader fault (SIGBUS) on the missing pages.
 
+use crate::apps::error::LoadError;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
@@ -18,35 +19,36 @@ const ET_DYN: u16 = 3;
 /// `e_phnum` meaning "the count is elsewhere" (not used by shared objects).
 const PN_XNUM: u16 = 0xffff;
 
-/// Checks the ELF structure of `file` (`len` bytes); the error is the
-/// one-line reason.
-pub fn check(file: &File, len: u64) -> Result<(), String> {
+/// Checks the ELF structure of `file` (`len` bytes).
+pub fn check(file: &File, len: u64) -> Result<(), LoadError> {
     let mut head = [0u8; EHDR_SIZE];
     if len < EHDR_SIZE as u64 || file.read_exact_at(&mut head, 0).is_err() {
-        return Err(format!(
-            "not a loadable shared library (an ELF header needs {EHDR_SIZE} bytes, the file has {len})"
-        ));
+        return Err(LoadError::ElfTooShort {
+            need: EHDR_SIZE,
+            len,
+        });
     }
     check_header(&head)?;
     let phoff = u64le(&head, 32);
     let phentsize = u16le(&head, 54);
     let phnum = u16le(&head, 56);
     if usize::from(phentsize) != PHDR_SIZE || phnum == PN_XNUM {
-        return Err(format!(
-            "not a loadable shared library (unsupported program headers: {phnum} of {phentsize} bytes)"
-        ));
+        return Err(LoadError::ProgramHeaders {
+            count: phnum,
+            size: phentsize,
+        });
     }
     let table = u64::from(phnum) * PHDR_SIZE as u64;
     let table_end = phoff.checked_add(table).filter(|end| *end <= len);
     let Some(_) = table_end else {
-        return Err(format!(
-            "truncated: the program headers end past byte {} but the file has {len} bytes",
-            phoff.saturating_add(table)
-        ));
+        return Err(LoadError::HeadersTruncated {
+            end: phoff.saturating_add(table),
+            len,
+        });
     };
     let mut headers = vec![0u8; table as usize];
     file.read_exact_at(&mut headers, phoff)
-        .map_err(|e| format!("cannot read the program headers: {e}"))?;
+        .map_err(LoadError::io("read the program headers"))?;
     headers
         .chunks_exact(PHDR_SIZE)
         .try_for_each(|ph| check_segment(ph, len))
@@ -54,34 +56,33 @@ pub fn check(file: &File, len: u64) -> Result<(), String> {
 
 /// The fixed part of the file header: magic, class, byte order, type and
 /// machine.
-fn check_header(head: &[u8; EHDR_SIZE]) -> Result<(), String> {
+fn check_header(head: &[u8; EHDR_SIZE]) -> Result<(), LoadError> {
     if head[..4] != *b"\x7fELF" {
-        return Err("not a loadable shared library (not an ELF file)".to_string());
+        return Err(LoadError::NotElf);
     }
     if head[4] != 2 || head[5] != 1 {
-        return Err(format!(
-            "not a loadable shared library (ELF class {} byte order {}: this host loads 64-bit little-endian)",
-            head[4], head[5]
-        ));
+        return Err(LoadError::ElfClass {
+            class: head[4],
+            order: head[5],
+        });
     }
     let kind = u16le(head, 16);
     if kind != ET_DYN {
-        return Err(format!(
-            "not a loadable shared library (ELF type {kind}, not a shared object)"
-        ));
+        return Err(LoadError::NotSharedObject { kind });
     }
     let machine = u16le(head, 18);
     match host_machine() {
-        Some(ours) if ours != machine => Err(format!(
-            "not a loadable shared library (built for ELF machine {machine}, this host is {} ({ours}))",
-            std::env::consts::ARCH
-        )),
+        Some(ours) if ours != machine => Err(LoadError::WrongMachine {
+            machine,
+            arch: std::env::consts::ARCH,
+            ours,
+        }),
         _ => Ok(()),
     }
 }
 
 /// One program header: its bytes in the file must exist.
-fn check_segment(ph: &[u8], len: u64) -> Result<(), String> {
+fn check_segment(ph: &[u8], len: u64) -> Result<(), LoadError> {
     let (kind, offset, filesz) = (u32le(ph, 0), u64le(ph, 8), u64le(ph, 32));
     if filesz == 0 {
         return Ok(());
@@ -90,14 +91,12 @@ fn check_segment(ph: &[u8], len: u64) -> Result<(), String> {
     if end <= len {
         return Ok(());
     }
-    let name = match kind {
+    let segment = match kind {
         PT_LOAD => "LOAD".to_string(),
         PT_DYNAMIC => "DYNAMIC".to_string(),
         other => format!("type {other:#x}"),
     };
-    Err(format!(
-        "truncated: {name} segment ends at byte {end} but the file has {len} bytes"
-    ))
+    Err(LoadError::SegmentTruncated { segment, end, len })
 }
 
 /// The ELF `e_machine` of this build's target, where known.
@@ -154,10 +153,11 @@ mod tests {
         b
     }
 
+    /// The check's verdict, as the refusal line.
     fn checked(bytes: &[u8]) -> Result<(), String> {
         let mut f = tempfile::tempfile().unwrap();
         f.write_all(bytes).unwrap();
-        check(&f, bytes.len() as u64)
+        check(&f, bytes.len() as u64).map_err(|e| e.to_string())
     }
 
     #[test]

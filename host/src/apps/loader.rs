@@ -3,9 +3,12 @@
 //! long and so runs off the registry's thread), and builds the mount table.
 //! A bad file is one log line and a refusal, never a crash of the host.
 
+use crate::apps::abi_report;
+use crate::apps::error::{AbiMismatch, LibraryRefusal, LoadError};
 use abi_stable::library::{lib_header_from_path, LibraryError, RootModule};
 use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::std_types::{RResult, RStr};
+use abi_stable::StableAbi;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,10 +30,13 @@ pub struct LoadedApp {
 impl LoadedApp {
     /// Runs the app's constructor (the plugin's `init`); it may take long,
     /// so the registry calls it on a thread of its own.
-    pub fn init(&self) -> Result<(), String> {
+    pub fn init(&self) -> Result<(), LoadError> {
         match (self.module.init())(host_module()) {
             RResult::ROk(()) => Ok(()),
-            RResult::RErr(e) => Err(format!("app {} failed to initialise: {e}", self.name)),
+            RResult::RErr(e) => Err(LoadError::ConstructorFailed {
+                app: self.name.clone(),
+                message: e.to_string(),
+            }),
         }
     }
 
@@ -45,32 +51,35 @@ impl LoadedApp {
     }
 }
 
-/// A plugin file that was not loaded, and why.
+/// A plugin file that was not loaded, and why (its `Display` is the
+/// one-line reason).
 #[derive(Clone, Debug)]
 pub struct Refusal {
     pub file: PathBuf,
-    pub reason: String,
+    pub reason: Arc<LoadError>,
 }
 
 /// Loads one plugin and checks its ABI and mount (its constructor is run
-/// later by `LoadedApp::init`); the error is the one-line reason. `copy` is
-/// the file opened, `file` the one the operator sees (both in messages and
-/// in status); `taken` are the apps already mounted or being constructed.
+/// later by `LoadedApp::init`). `copy` is the file opened, `file` the one
+/// the operator sees (both in messages and in status); `taken` are the apps
+/// already mounted or being constructed.
 pub fn load_file(
     copy: &Path,
     file: &Path,
     mounts: &HashMap<String, String>,
     taken: &[Arc<LoadedApp>],
-) -> Result<LoadedApp, String> {
-    let module = open_module(copy).map_err(|e| describe(file, &e))?;
+) -> Result<LoadedApp, LoadError> {
+    let module = open_module(copy).map_err(|e| describe(file, &e).naming(copy, file))?;
     let info = (module.info())();
     let name = info.name.to_string();
     let wanted = mounts
         .get(&name)
         .map(String::as_str)
         .unwrap_or(info.default_mount.as_str());
-    let mount = normalise_mount(wanted)
-        .ok_or_else(|| format!("invalid mount prefix {wanted:?} for app {name}"))?;
+    let mount = normalise_mount(wanted).ok_or_else(|| LoadError::InvalidMount {
+        app: name.clone(),
+        wanted: wanted.to_string(),
+    })?;
     mount_free(&name, wanted, &mount, taken)?;
     Ok(LoadedApp {
         slot: stats_slot(&name),
@@ -91,11 +100,28 @@ pub fn slot_name(slot: usize) -> String {
     names.get(slot).cloned().unwrap_or_else(|| "?".to_string())
 }
 
+/// Why abi_stable refused a library, with the first layout difference
+/// when its layout is not the host's.
+#[derive(Debug)]
+pub struct OpenError {
+    pub error: LibraryError,
+    first: Option<Box<AbiMismatch>>,
+}
+
 /// Maps the library at `path` and checks its ABI (abi_stable's header and
 /// layout checks), without calling the app's constructor: what the host
 /// does before `init`, and all the load probe (`probe.rs`) does.
-pub fn open_module(path: &Path) -> Result<AppModuleRef, LibraryError> {
-    lib_header_from_path(path).and_then(|header| header.init_root_module::<AppModuleRef>())
+pub fn open_module(path: &Path) -> Result<AppModuleRef, OpenError> {
+    let header = lib_header_from_path(path).map_err(|error| OpenError { error, first: None })?;
+    header.init_root_module::<AppModuleRef>().map_err(|error| {
+        let first = match &error {
+            LibraryError::AbiInstability(_) => header.layout().and_then(|found| {
+                abi_report::first_mismatch(<AppModuleRef as StableAbi>::LAYOUT, found).map(Box::new)
+            }),
+            _ => None,
+        };
+        OpenError { error, first }
+    })
 }
 
 /// Refuses `mount` (the normalised `wanted`) for app `name` if one of
@@ -105,13 +131,14 @@ pub fn mount_free(
     wanted: &str,
     mount: &str,
     taken: &[Arc<LoadedApp>],
-) -> Result<(), String> {
+) -> Result<(), LoadError> {
     match taken.iter().find(|a| a.mount == mount) {
-        Some(other) => Err(format!(
-            "app {name} wants mount prefix {wanted:?}, already taken by app {} from {}",
-            other.name,
-            other.file.display()
-        )),
+        Some(other) => Err(LoadError::MountTaken {
+            app: name.to_string(),
+            wanted: wanted.to_string(),
+            other: other.name.clone(),
+            other_file: other.file.clone(),
+        }),
         None => Ok(()),
     }
 }
@@ -128,31 +155,33 @@ fn stats_slot(name: &str) -> usize {
     }
 }
 
-/// Turns an abi_stable error into one line; the full layout report (many
-/// lines) goes to the debug log.
-pub fn describe(file: &Path, e: &LibraryError) -> String {
-    match e {
-        LibraryError::OpenError { err, .. } => format!("not a loadable shared library ({err})"),
-        LibraryError::GetSymbolError { .. } => "not a Stoa app (no abi_stable root module)".to_string(),
+/// What an abi_stable error refuses; the full layout report (many lines)
+/// goes to the debug log.
+pub fn describe(file: &Path, e: &OpenError) -> LibraryRefusal {
+    match &e.error {
+        LibraryError::OpenError { err, .. } => LibraryRefusal::NotLoadable(err.to_string()),
+        LibraryError::GetSymbolError { .. } => LibraryRefusal::NotStoaApp,
         LibraryError::IncompatibleVersionNumber {
             expected_version,
             actual_version,
             ..
-        } => format!(
-            "built against an incompatible app ABI version (plugin {actual_version}, host expects {expected_version})"
-        ),
+        } => LibraryRefusal::AbiVersion {
+            plugin: actual_version.to_string(),
+            host: expected_version.to_string(),
+        },
         LibraryError::AbiInstability(report) => {
             log::debug!("layout report for {}:\n{report}", file.display());
-            format!(
-                "incompatible app ABI: type layouts differ from stoa-app-api {} (layout report at --log-level debug)",
-                AppModuleRef::VERSION_STRINGS.version
-            )
+            LibraryRefusal::AbiLayout {
+                first: e.first.as_deref().cloned(),
+                api: AppModuleRef::VERSION_STRINGS.version.to_string(),
+            }
         }
-        LibraryError::InvalidAbiHeader(h) => format!("built with an incompatible abi_stable ({h:?})"),
+        LibraryError::InvalidAbiHeader(h) => LibraryRefusal::AbiHeader(format!("{h:?}")),
         other => {
             let text = other.to_string();
             log::debug!("load error for {}:\n{text}", file.display());
-            text.lines().next().unwrap_or("unknown load error").to_string()
+            let first = text.lines().next().unwrap_or("unknown load error");
+            LibraryRefusal::Other(first.to_string())
         }
     }
 }
@@ -236,8 +265,10 @@ mod tests {
         std::fs::write(&file, "not a library").unwrap();
         let err = load_file(&file, Path::new("shown.so"), &HashMap::new(), &[])
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(err.contains("not a loadable shared library"), "{err}");
+        assert!(err.contains("shown.so") && !err.contains("/x.so"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

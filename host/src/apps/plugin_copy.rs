@@ -17,8 +17,9 @@
 //! the directory is removed at exit (`remove_private_dir`). The hidden
 //! environment switch `STOA_PLUGIN_COPIES=dir` forces it (tests).
 
+use crate::apps::error::LoadError;
 use crate::elf_check;
-use crate::probe::{self, ProbeError, ProbeTarget};
+use crate::probe::{self, ProbeTarget};
 use rustix::fs::{MemfdFlags, SealFlags};
 use std::fs::{File, OpenOptions, Permissions};
 use std::io::{Read, Write};
@@ -94,18 +95,20 @@ impl PluginCopies {
     }
 
     /// Copies `path` and vets the copy: size bound, ELF structure, then the
-    /// load probe. The error is the one-line reason.
-    pub fn prepare(&mut self, path: &Path) -> Result<PluginCopy, String> {
+    /// load probe.
+    pub fn prepare(&mut self, path: &Path) -> Result<PluginCopy, LoadError> {
         let copy = self.copy(path)?;
         match probe::probe(copy.probe_target()?, path) {
             Ok(()) => Ok(copy),
-            Err(ProbeError::Refused(reason)) if copy.is_memfd() && mapping_refused(&reason) => {
-                self.fall_back(&reason);
+            Err(LoadError::Library(refusal))
+                if copy.is_memfd() && mapping_refused(&refusal.to_string()) =>
+            {
+                self.fall_back(&refusal.to_string());
                 let copy = self.copy(path)?;
-                probe::probe(copy.probe_target()?, path).map_err(ProbeError::into_reason)?;
+                probe::probe(copy.probe_target()?, path)?;
                 Ok(copy)
             }
-            Err(e) => Err(e.into_reason()),
+            Err(e) => Err(e),
         }
     }
 
@@ -121,25 +124,24 @@ impl PluginCopies {
 
     /// The bytes of `path`, copied into a new memfd or private file,
     /// sealed, and checked to be a whole ELF shared object.
-    fn copy(&mut self, path: &Path) -> Result<PluginCopy, String> {
+    fn copy(&mut self, path: &Path) -> Result<PluginCopy, LoadError> {
         // Non-blocking, so a FIFO in the directory cannot stall the open.
         let source = OpenOptions::new()
             .read(true)
             .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
             .open(path)
-            .map_err(|e| format!("cannot open the plugin: {e}"))?;
+            .map_err(LoadError::io("open the plugin"))?;
         let meta = source
             .metadata()
-            .map_err(|e| format!("cannot read the plugin's size: {e}"))?;
+            .map_err(LoadError::io("read the plugin's size"))?;
         if !meta.is_file() {
-            return Err("not a regular file".to_string());
+            return Err(LoadError::NotRegularFile);
         }
         if meta.len() > self.max_size {
-            return Err(format!(
-                "too large: {} bytes, over --max-plugin-size {} bytes (not copied)",
-                meta.len(),
-                self.max_size
-            ));
+            return Err(LoadError::TooLarge {
+                size: meta.len(),
+                max: self.max_size,
+            });
         }
         self.next += 1;
         let file_name = path
@@ -158,12 +160,9 @@ impl PluginCopies {
         };
         let mut bounded = source.take(self.max_size.saturating_add(1));
         let copied = std::io::copy(&mut bounded, &mut copy.file)
-            .map_err(|e| format!("cannot copy the plugin for loading: {e}"))?;
+            .map_err(LoadError::io("copy the plugin for loading"))?;
         if copied > self.max_size {
-            return Err(format!(
-                "too large: grew past --max-plugin-size {} bytes while being copied",
-                self.max_size
-            ));
+            return Err(LoadError::GrewTooLarge { max: self.max_size });
         }
         copy.len = copied;
         copy.seal()?;
@@ -172,7 +171,7 @@ impl PluginCopies {
     }
 
     /// A new file in the private directory, created exclusively.
-    fn private_file(&self, file_name: &str) -> Result<PluginCopy, String> {
+    fn private_file(&self, file_name: &str) -> Result<PluginCopy, LoadError> {
         let mut guard = PRIVATE_DIR.lock().unwrap_or_else(|p| p.into_inner());
         let dir = match guard.as_ref() {
             Some(dir) => dir.path().to_path_buf(),
@@ -186,7 +185,10 @@ impl PluginCopies {
             .mode(0o700)
             .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
             .open(&path)
-            .map_err(|e| format!("cannot create the private copy {}: {e}", path.display()))?;
+            .map_err(LoadError::io(format!(
+                "create the private copy {}",
+                path.display()
+            )))?;
         Ok(PluginCopy {
             file,
             len: 0,
@@ -194,15 +196,6 @@ impl PluginCopies {
             mapping: path.to_string_lossy().into_owned(),
             on_disk: Some(Unlink(path)),
         })
-    }
-}
-
-impl ProbeError {
-    /// The one-line reason of a refusal.
-    fn into_reason(self) -> String {
-        match self {
-            ProbeError::Refused(reason) | ProbeError::Crashed(reason) => reason,
-        }
     }
 }
 
@@ -229,31 +222,31 @@ impl PluginCopy {
 
     /// Seals a memfd against writes, growing, shrinking and more seals; a
     /// file in the private directory is flushed and made read-only.
-    fn seal(&mut self) -> Result<(), String> {
+    fn seal(&mut self) -> Result<(), LoadError> {
         self.file
             .flush()
-            .map_err(|e| format!("cannot write the private copy: {e}"))?;
+            .map_err(LoadError::io("write the private copy"))?;
         if self.is_memfd() {
             rustix::fs::fcntl_add_seals(
                 &self.file,
                 SealFlags::SEAL | SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE,
             )
-            .map_err(|e| format!("cannot seal the private copy: {e}"))
+            .map_err(|e| LoadError::io("seal the private copy")(e.into()))
         } else {
             self.file
                 .set_permissions(Permissions::from_mode(0o500))
-                .map_err(|e| format!("cannot protect the private copy: {e}"))
+                .map_err(LoadError::io("protect the private copy"))
         }
     }
 
     /// What the probe child opens: the same memfd, handed over as its
     /// stdin (so no other process needs access to ours), or the copy's path.
-    fn probe_target(&self) -> Result<ProbeTarget, String> {
+    fn probe_target(&self) -> Result<ProbeTarget, LoadError> {
         if self.is_memfd() {
             let fd: OwnedFd = self
                 .file
                 .try_clone()
-                .map_err(|e| format!("cannot share the private copy with the load probe: {e}"))?
+                .map_err(LoadError::io("share the private copy with the load probe"))?
                 .into();
             return Ok(ProbeTarget {
                 path: PathBuf::from("/proc/self/fd/0"),
@@ -293,20 +286,22 @@ fn memfd(name: &str) -> rustix::io::Result<OwnedFd> {
 /// The fallback directory: made with a random name and mode 0700 (mkdir
 /// fails if the name exists, so nothing pre-planted is used), then checked
 /// to be a real directory owned by this user with no access for others.
-fn make_private_dir() -> Result<tempfile::TempDir, String> {
+fn make_private_dir() -> Result<tempfile::TempDir, LoadError> {
     let dir = tempfile::Builder::new()
         .prefix("stoa-plugins-")
         .permissions(Permissions::from_mode(0o700))
         .tempdir()
-        .map_err(|e| format!("cannot create a private directory for plugin copies: {e}"))?;
+        .map_err(LoadError::io(
+            "create a private directory for plugin copies",
+        ))?;
     let meta = std::fs::symlink_metadata(dir.path())
-        .map_err(|e| format!("cannot check {}: {e}", dir.path().display()))?;
+        .map_err(LoadError::io(format!("check {}", dir.path().display())))?;
     let me = rustix::process::geteuid().as_raw();
     if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
-        return Err(format!(
-            "the private directory {} is not a 0700 directory owned by uid {me}",
-            dir.path().display()
-        ));
+        return Err(LoadError::UnsafePrivateDir {
+            dir: dir.path().to_path_buf(),
+            uid: me,
+        });
     }
     log::info!(
         "plugin copies go to {} (removed at exit)",

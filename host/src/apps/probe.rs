@@ -6,10 +6,12 @@
 //! only the child; the host refuses it with one line and keeps serving.
 //!
 //! Child protocol: exit 0 when the library loaded and passed the ABI check;
-//! exit 3 with the one-line reason on the first line of stdout (details
-//! after it) when it is refused like any bad plugin; anything else (a
-//! signal, another status, no exit within the time limit) is a crash.
+//! exit 3 with the refusal (a `LibraryRefusal` as JSON) on the first line
+//! of stdout (details after it) when it is refused like any bad plugin;
+//! anything else (a signal, another status, an unreadable refusal, no exit
+//! within the time limit) is a crash.
 
+use crate::apps::error::{LibraryRefusal, LoadError};
 use crate::loader::{describe, open_module};
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -31,16 +33,6 @@ const REFUSED: u8 = 3;
 /// Most bytes of the child's report kept.
 const REPORT_LIMIT: u64 = 1 << 20;
 
-/// Why a probe did not pass.
-#[derive(Debug)]
-pub enum ProbeError {
-    /// The library was refused as any bad plugin is (not a library, not a
-    /// Stoa app, another ABI): the loader's one-line reason.
-    Refused(String),
-    /// The child crashed, exited oddly, hung, or could not be started.
-    Crashed(String),
-}
-
 /// What the child opens: a path, and the descriptor to hand it as its
 /// stdin (a memfd copy is opened through `/proc/self/fd/0`).
 pub struct ProbeTarget {
@@ -48,8 +40,10 @@ pub struct ProbeTarget {
     pub stdin: Option<OwnedFd>,
 }
 
-/// Runs the probe on `target`; `shown` names the plugin in messages.
-pub fn probe(target: ProbeTarget, shown: &Path) -> Result<(), ProbeError> {
+/// Runs the probe on `target`; `shown` names the plugin in messages. The
+/// library is refused as any bad plugin is (`LoadError::Library`), or as a
+/// crash, a hang or a probe that could not run.
+pub fn probe(target: ProbeTarget, shown: &Path) -> Result<(), LoadError> {
     let started = Instant::now();
     let exe = probe_binary();
     let stdin = target.stdin.map_or_else(Stdio::null, Stdio::from);
@@ -60,11 +54,9 @@ pub fn probe(target: ProbeTarget, shown: &Path) -> Result<(), ProbeError> {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| {
-            ProbeError::Crashed(format!(
-                "cannot start the load probe {}: {e}",
-                exe.display()
-            ))
+        .map_err(|source| LoadError::ProbeFailed {
+            exe: exe.clone(),
+            source,
         })?;
     let reader = child.stdout.take().map(|out| {
         std::thread::spawn(move || {
@@ -74,47 +66,43 @@ pub fn probe(target: ProbeTarget, shown: &Path) -> Result<(), ProbeError> {
         })
     });
     let status = wait(&mut child);
-    let report = reader
-        .and_then(|r| r.join().ok())
-        .unwrap_or_default()
-        .replace(&*target.path.to_string_lossy(), &shown.to_string_lossy());
+    let report = reader.and_then(|r| r.join().ok()).unwrap_or_default();
     log::debug!(
         "load probe of {} took {} ms: {status:?}",
         shown.display(),
         started.elapsed().as_millis()
     );
     let Some(status) = status else {
-        return Err(ProbeError::Crashed(format!(
-            "hung while loading: no answer within {} s (probe killed)",
-            TIME_LIMIT.as_secs()
-        )));
+        return Err(LoadError::ProbeTimeout {
+            secs: TIME_LIMIT.as_secs(),
+        });
     };
-    verdict(status, &report, shown)
+    verdict(status, &report, &target.path, shown)
 }
 
-/// The probe's outcome from its exit status and report.
-fn verdict(status: ExitStatus, report: &str, shown: &Path) -> Result<(), ProbeError> {
+/// The probe's outcome from its exit status and report (which names the
+/// library as `opened`).
+fn verdict(status: ExitStatus, report: &str, opened: &Path, shown: &Path) -> Result<(), LoadError> {
     if status.success() {
         return Ok(());
     }
     if let Some(signal) = status.signal() {
         let name = signal_hook::low_level::signal_name(signal).unwrap_or("unknown signal");
-        return Err(ProbeError::Crashed(format!(
-            "crashed while loading: signal {signal} ({name})"
-        )));
+        return Err(LoadError::Crashed { signal, name });
     }
     let (first, details) = report.split_once('\n').unwrap_or((report, ""));
-    match status.code() {
-        Some(code) if code == i32::from(REFUSED) && !first.trim().is_empty() => {
+    let refusal = serde_json::from_str::<LibraryRefusal>(first.trim());
+    match (status.code(), refusal) {
+        (Some(code), Ok(refusal)) if code == i32::from(REFUSED) => {
             if !details.trim().is_empty() {
+                let details = details.replace(&*opened.to_string_lossy(), &shown.to_string_lossy());
                 log::debug!("load error for {}:\n{details}", shown.display());
             }
-            Err(ProbeError::Refused(first.trim().to_string()))
+            Err(refusal.naming(opened, shown).into())
         }
-        code => Err(ProbeError::Crashed(format!(
-            "crashed while loading: the load probe exited with status {}",
-            code.map_or_else(|| "unknown".to_string(), |c| c.to_string())
-        ))),
+        (code, _) => Err(LoadError::ProbeExited {
+            status: code.map_or_else(|| "unknown".to_string(), |c| c.to_string()),
+        }),
     }
 }
 
@@ -164,10 +152,46 @@ pub fn child_main(path: Option<OsString>) -> ExitCode {
     match open_module(&path) {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
+            let refusal = describe(&path, &e);
+            let line = serde_json::to_string(&refusal).unwrap_or_else(|_| "null".to_string());
             let mut out = std::io::stdout();
-            let _ = writeln!(out, "{}\n{e}", describe(&path, &e));
+            let _ = writeln!(out, "{line}\n{}", e.error);
             let _ = out.flush();
             ExitCode::from(REFUSED)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apps::error::LibraryRefusal;
+
+    fn exited(code: i32) -> ExitStatus {
+        ExitStatus::from_raw(code << 8)
+    }
+
+    #[test]
+    fn the_childs_refusal_becomes_the_hosts() {
+        let answer = serde_json::to_string(&LibraryRefusal::NotStoaApp).unwrap();
+        let report = format!("{answer}\nsymbol not found");
+        let (opened, shown) = (Path::new("/proc/self/fd/0"), Path::new("/apps/x.so"));
+        match verdict(exited(3), &report, opened, shown) {
+            Err(LoadError::Library(LibraryRefusal::NotStoaApp)) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_unreadable_answer_is_a_crash() {
+        let (opened, shown) = (Path::new("/proc/self/fd/0"), Path::new("/apps/x.so"));
+        let text = verdict(exited(3), "not json\n", opened, shown)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            text,
+            "crashed while loading: the load probe exited with status 3"
+        );
+        assert!(verdict(exited(0), "", opened, shown).is_ok());
     }
 }

@@ -14,6 +14,7 @@
 //! generations per app is capped.
 
 use crate::apps::dir::{self, Entry, Stamp};
+use crate::apps::error::{Distrust, LoadError};
 use crate::loader::{load_file, LoadedApp, MountTable, Refusal};
 use crate::plugin_copy::PluginCopies;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -84,8 +85,8 @@ struct Live {
 /// refused under (a change of trust is a reason to look again).
 struct Refused {
     stamp: Stamp,
-    reason: String,
-    untrusted: Option<String>,
+    reason: Arc<LoadError>,
+    untrusted: Option<Distrust>,
 }
 
 /// The plugin directory's loader state.
@@ -268,7 +269,7 @@ impl Registry {
         } = entry;
         if let Some(reason) = &untrusted {
             if !self.watch.insecure {
-                return self.refuse(path, stamp, reason.clone(), untrusted);
+                return self.refuse(path, stamp, reason.clone().into(), untrusted);
             }
             log::warn!(
                 "INSECURE: loading plugin {} although {reason} (--insecure-apps-dir)",
@@ -286,8 +287,8 @@ impl Registry {
         &mut self,
         path: PathBuf,
         stamp: Stamp,
-        reason: String,
-        untrusted: Option<String>,
+        reason: LoadError,
+        untrusted: Option<Distrust>,
     ) -> bool {
         let keeps = match self.live.get(&path) {
             Some(old) => format!(" (app {} {} keeps serving)", old.app.name, old.app.version),
@@ -298,14 +299,14 @@ impl Registry {
             path,
             Refused {
                 stamp,
-                reason,
+                reason: Arc::new(reason),
                 untrusted,
             },
         );
         true
     }
 
-    fn load(&mut self, path: &Path) -> Result<LoadedApp, String> {
+    fn load(&mut self, path: &Path) -> Result<LoadedApp, LoadError> {
         // The app this file held before (still mounted, or removed and now
         // back): its generations count whatever the file's history.
         let known = self
@@ -318,10 +319,7 @@ impl Registry {
         }
         let copy = self.private.prepare(path)?;
         let taken = self.taken_by_others(path);
-        // Messages name the operator's file, not the private copy.
-        let opened = copy.load_path().to_string_lossy().into_owned();
-        let result = load_file(copy.load_path(), path, &self.mounts, &taken)
-            .map_err(|e| e.replace(&opened, &path.to_string_lossy()));
+        let result = load_file(copy.load_path(), path, &self.mounts, &taken);
         let mapping = copy.finish(result.is_ok());
         let app = result?;
         // A new file with the name of an app already at the cap: it is
@@ -352,14 +350,14 @@ impl Registry {
     }
 
     /// Refuses a load of `name` once it has `max_generations` in memory.
-    fn check_cap(&self, name: &str) -> Result<(), String> {
+    fn check_cap(&self, name: &str) -> Result<(), LoadError> {
         let count = self.generations.get(name).copied().unwrap_or(0);
         if count >= self.max_generations {
-            return Err(format!(
-                "replace refused: app {name} already has {count} generations in memory \
-                 (--max-generations {}); restart stoa to load a new version",
-                self.max_generations
-            ));
+            return Err(LoadError::GenerationCap {
+                app: name.to_string(),
+                count,
+                max: self.max_generations,
+            });
         }
         Ok(())
     }

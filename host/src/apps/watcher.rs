@@ -6,6 +6,7 @@
 //! held while app code runs, so a slow or hung constructor delays only its
 //! own app.
 
+use crate::apps::error::LoadError;
 use crate::registry::{Registry, Scan};
 use crate::shared::Shared;
 use crossbeam_channel::RecvTimeoutError;
@@ -34,7 +35,7 @@ pub struct Built {
     /// Which load of the file this was (a newer load supersedes it).
     pub ticket: u64,
     pub name: String,
-    pub result: Result<(), String>,
+    pub result: Result<(), LoadError>,
 }
 
 /// Start-up: waits up to `CONSTRUCTOR_BOUND` for the constructors the first

@@ -108,7 +108,7 @@ fn status_json(shared: &Shared) -> String {
     let refused: Vec<_> = state
         .refused
         .iter()
-        .map(|r| json!({"file": r.file.display().to_string(), "reason": r.reason}))
+        .map(|r| json!({"file": r.file.display().to_string(), "reason": r.reason.to_string()}))
         .collect();
     let generations: Vec<_> = state
         .retained

@@ -5,6 +5,7 @@
 
 use super::{Live, Registry, SETTLE};
 use crate::apps::dir::{Health, Stamp};
+use crate::apps::error::{Distrust, LoadError};
 use crate::apps::watcher::{Built, Event, CONSTRUCTOR_BOUND};
 use crate::loader::{mount_free, LoadedApp};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -17,7 +18,7 @@ use std::time::Instant;
 pub(super) struct Pending {
     pub(super) app: Arc<LoadedApp>,
     pub(super) stamp: Stamp,
-    untrusted: Option<String>,
+    untrusted: Option<Distrust>,
     ticket: u64,
     started: Instant,
     /// Whether its run past `CONSTRUCTOR_BOUND` was logged.
@@ -59,7 +60,7 @@ impl Registry {
         path: PathBuf,
         stamp: Stamp,
         app: LoadedApp,
-        untrusted: Option<String>,
+        untrusted: Option<Distrust>,
     ) -> bool {
         self.watch.tickets += 1;
         let ticket = self.watch.tickets;
@@ -77,8 +78,7 @@ impl Registry {
                 }));
             });
         if let Err(e) = spawned {
-            let reason = format!("cannot start a thread for the app's constructor: {e}");
-            return self.refuse(path, stamp, reason, untrusted);
+            return self.refuse(path, stamp, LoadError::ConstructorThread(e), untrusted);
         }
         let started = Instant::now();
         let pending = Pending {
