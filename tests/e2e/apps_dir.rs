@@ -9,7 +9,7 @@
 //! shutdown.
 
 use crate::harness::{wait_until, Server, TempDir, SAMPLE_APPS};
-use crate::hot::{
+use crate::common::{
     bytes, fetch, install_atomically, path_of, status, wait_body, wait_log, HOT, HOT_WAIT,
 };
 use rustix::process::Signal;

@@ -6,11 +6,13 @@
 #[macro_use]
 mod harness;
 mod client;
+mod common;
 mod plugins;
 
 mod apps_dir;
 mod article;
 mod async_apps;
+mod balancers;
 mod capacity;
 mod cli;
 mod environ;
@@ -20,9 +22,10 @@ mod hot;
 mod limits;
 mod loader;
 mod misbehave;
-mod operations;
 mod plugin_files;
 mod protocol;
 mod rfc9112;
 mod security;
+mod status;
 mod survival;
+mod workers_and_drain;

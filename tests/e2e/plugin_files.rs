@@ -11,7 +11,7 @@
 //! a value it cannot read.
 
 use crate::harness::{plugins, wait_until, Server, TempDir, SAMPLE_APPS, STOA};
-use crate::hot::{bytes, fetch, install_atomically, path_of, status, wait_body, wait_log, HOT};
+use crate::common::{bytes, fetch, install_atomically, path_of, status, wait_body, wait_log, HOT};
 use rustix::process::Signal;
 use serde_json::Value;
 use std::collections::BTreeSet;
