@@ -1,8 +1,9 @@
 //! Helpers several test files share: the host's own endpoints (the status
-//! document, Prometheus metrics, and a one-shot `GET` that reports what went
-//! wrong instead of panicking), and the steps of a hot-plugin test (a built
-//! plugin's bytes, an atomic install, waiting for an app's answer or a log
-//! line).
+//! document, the open connections it counts, Prometheus metrics, and a
+//! one-shot `GET` that reports what went wrong instead of panicking), the
+//! `demo` app's quick answer that shows a server still serves, and the
+//! steps of a hot-plugin test (a built plugin's bytes, an atomic install,
+//! waiting for an app's answer or a log line).
 
 use crate::client::{get, request, Client, Response};
 use crate::harness::{plugins, wait_until, Server};
@@ -11,7 +12,7 @@ use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub const STATUS: &str = "/.well-known/stoa/status";
 pub const METRICS: &str = "/.well-known/stoa/metrics";
@@ -67,6 +68,35 @@ pub fn metrics(at: impl Port) -> HashMap<String, f64> {
         );
     }
     out
+}
+
+/// What `/demo/justnow/` answers.
+pub const JUSTNOW_BODY: &str = "i hope just now see you";
+
+/// Asserts `/demo/justnow/` answers on a new connection.
+pub fn assert_serves(server: &Server) {
+    let r = server.get("/demo/justnow/");
+    assert_eq!((r.status, r.text()), (200, JUSTNOW_BODY), "{r:?}");
+}
+
+/// Open connections by the status endpoint, not counting its own.
+fn open_connections(server: &Server) -> u64 {
+    let open = status(server)["connections"]["open"]
+        .as_u64()
+        .expect("connections.open in the status JSON");
+    open.saturating_sub(1)
+}
+
+/// Waits (up to 5 s) until `open_connections` is `n`; returns the last count.
+pub fn wait_for_open(server: &Server, n: u64) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let open = open_connections(server);
+        if open == n || Instant::now() >= deadline {
+            return open;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// One `GET` with `Connection: close`: the status code, or what went wrong.

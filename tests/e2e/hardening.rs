@@ -13,8 +13,8 @@ mod limits;
 mod timeouts;
 mod trailers;
 
-use crate::async_apps::JUSTNOW_BODY;
 use crate::client::{with_body, Response};
+use crate::common::JUSTNOW_BODY;
 use crate::harness::Server;
 
 /// The demo app, with these flags.

@@ -5,7 +5,7 @@
 //! version; and `Expect: 100-continue` from an HTTP/1.0 client.
 
 use super::{accepted, justnow, refused, start};
-use crate::async_apps::{assert_serves, JUSTNOW_BODY};
+use crate::common::{assert_serves, JUSTNOW_BODY};
 use std::time::Duration;
 
 matrix!(

@@ -5,8 +5,8 @@
 //! last answer, pipelined too.
 
 use super::{accepted, flags, justnow, refused, start};
-use crate::async_apps::{assert_serves, JUSTNOW_BODY};
 use crate::client::get;
+use crate::common::{assert_serves, JUSTNOW_BODY};
 
 matrix!(each_limit_has_its_status, requests_per_connection_limit);
 

@@ -5,8 +5,8 @@
 //! is cut off by the head timeout while a normal client is served.
 
 use super::{flags, justnow, start};
-use crate::async_apps::{assert_serves, wait_for_open, JUSTNOW_BODY};
 use crate::client::get;
+use crate::common::{assert_serves, wait_for_open, JUSTNOW_BODY};
 use crate::harness::Server;
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;

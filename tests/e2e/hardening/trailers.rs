@@ -3,7 +3,7 @@
 //! rules (400).
 
 use super::{accepted, justnow, refused, start};
-use crate::async_apps::assert_serves;
+use crate::common::assert_serves;
 
 matrix!(
     trailers_are_bounded,
