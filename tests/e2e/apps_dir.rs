@@ -8,10 +8,10 @@
 //! constructor delays only its own app, never hot reload, start-up or
 //! shutdown.
 
-use crate::harness::{wait_until, Server, TempDir, SAMPLE_APPS};
-use crate::hot::{
+use crate::common::{
     bytes, fetch, install_atomically, path_of, status, wait_body, wait_log, HOT, HOT_WAIT,
 };
+use crate::harness::{wait_until, Server, TempDir, SAMPLE_APPS};
 use rustix::process::Signal;
 use std::io::Write;
 use std::net::TcpStream;

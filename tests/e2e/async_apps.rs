@@ -6,6 +6,7 @@
 //! client that leaves while its timer is pending leaks nothing.
 
 use crate::client::{get, Client, Response};
+use crate::common::{assert_serves, wait_for_open, JUSTNOW_BODY};
 use crate::harness::Server;
 use std::io::ErrorKind;
 use std::time::{Duration, Instant};
@@ -22,41 +23,10 @@ matrix!(
 
 /// What the demo's sleep handlers answer (the seed's 15 bytes).
 pub const SLEEP_BODY: &str = "when i sleep 5s";
-/// What `/demo/justnow/` answers.
-pub const JUSTNOW_BODY: &str = "i hope just now see you";
 
 /// The demo app and the misbehave plugin, with these flags.
 fn start(poller: &str, args: &[&str]) -> Server {
     Server::start(poller, &["demo", "misbehave"], args)
-}
-
-/// Asserts `/demo/justnow/` answers on a new connection.
-pub fn assert_serves(server: &Server) {
-    let r = server.get("/demo/justnow/");
-    assert_eq!((r.status, r.text()), (200, JUSTNOW_BODY), "{r:?}");
-}
-
-/// Open connections by the status endpoint, not counting its own.
-pub fn open_connections(server: &Server) -> u64 {
-    let r = server.get("/.well-known/stoa/status");
-    assert_eq!(r.status, 200, "{r:?}");
-    let status: serde_json::Value = serde_json::from_slice(&r.body).expect("status JSON");
-    let open = status["connections"]["open"]
-        .as_u64()
-        .expect("connections.open in the status JSON");
-    open.saturating_sub(1)
-}
-
-/// Waits (up to 5 s) until `open_connections` is `n`; returns the last count.
-pub fn wait_for_open(server: &Server, n: u64) -> u64 {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let open = open_connections(server);
-        if open == n || Instant::now() >= deadline {
-            return open;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// True if bytes (or the end of stream) are ready on the client's socket.

@@ -1,6 +1,8 @@
 //! The end-to-end harness: starts the real `stoa` binary on
-//! `--bind 127.0.0.1:0` with a fresh apps directory, reads the port it
-//! prints, and collects its log so tests can assert on it. The plugins come
+//! `--bind 127.0.0.1:0` (or a fixed port, to start again where a stopped
+//! one listened) with a fresh apps directory, reads the port it prints, and
+//! collects its log so tests can assert on it; a test can signal the
+//! process by its pid and wait for its exit status. The plugins come
 //! from `plugins.rs`, the raw HTTP client from `client.rs`; `matrix!` runs a
 //! test once per poller backend.
 
@@ -145,6 +147,7 @@ type Prepare = Box<dyn FnOnce(&Path)>;
 /// What to start: the backend, the plugins, extra files and flags.
 pub struct Launch {
     poller: String,
+    port: u16,
     apps: Vec<String>,
     files: Vec<(String, Vec<u8>)>,
     args: Vec<String>,
@@ -160,6 +163,13 @@ impl Launch {
     /// The plugins (short names) to copy into the apps directory.
     pub fn apps(mut self, apps: &[&str]) -> Self {
         self.apps.extend(apps.iter().map(|a| a.to_string()));
+        self
+    }
+
+    /// Listens on 127.0.0.1:`port` instead of a port the system picks
+    /// (0), e.g. to start again on the port of a server that has exited.
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
         self
     }
 
@@ -251,7 +261,9 @@ impl Launch {
             }
             None => Command::new(STOA),
         };
-        cmd.args(["--bind", "127.0.0.1:0", "--apps"])
+        cmd.arg("--bind")
+            .arg(format!("127.0.0.1:{}", self.port))
+            .arg("--apps")
             .arg(&apps)
             .env_remove("STOA_POLLER")
             .envs(self.env.iter().map(|(k, v)| (k, v)));
@@ -270,6 +282,7 @@ impl Launch {
             .expect("spawn stoa");
         let stdout = Captured::collect(child.stdout.take().expect("piped stdout"));
         let log = Captured::collect(child.stderr.take().expect("piped stderr"));
+        let wanted = self.port;
         let mut server = Server {
             child,
             port: 0,
@@ -287,7 +300,7 @@ impl Launch {
             .and_then(|l| l.strip_prefix("listening on http://127.0.0.1:"))
             .and_then(|p| p.trim().parse().ok());
         match (started, port) {
-            (true, Some(port)) => {
+            (true, Some(port)) if wanted == 0 || port == wanted => {
                 server.port = port;
                 // The log is read by another thread: wait until it has
                 // caught up with the same line, so everything logged
@@ -298,7 +311,8 @@ impl Launch {
                 assert!(logged, "stoa printed its port but never logged it");
             }
             _ => panic!(
-                "stoa --poller {} did not print its port; stdout: {first:?}\nstderr:\n{}",
+                "stoa --poller {} did not print its port (asked for {wanted}); \
+                 stdout: {first:?}\nstderr:\n{}",
                 server.poller,
                 server.log.text()
             ),
@@ -323,6 +337,7 @@ impl Server {
     pub fn launch(poller: &str) -> Launch {
         Launch {
             poller: poller.to_string(),
+            port: 0,
             apps: Vec::new(),
             files: Vec::new(),
             args: Vec::new(),
@@ -360,14 +375,24 @@ impl Server {
         self.child.id()
     }
 
-    /// Sends `signal` to the server.
+    /// Sends `signal` to the server's pid only.
     pub fn signal(&self, signal: Signal) {
-        signal_child(&self.child, signal);
+        let pid = i32::try_from(self.pid())
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+            .expect("a child pid");
+        rustix::process::kill_process(pid, signal).expect("signal the server");
     }
 
     /// Waits up to `timeout` for the server to exit; its status if it did.
+    /// The exited child stays here, so the status can be asked again.
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        wait_child(&mut self.child, timeout)
+        let mut status = None;
+        wait_until(timeout, || {
+            status = self.child.try_wait().expect("try_wait");
+            status.is_some()
+        });
+        status
     }
 
     /// Everything the host has logged so far.
@@ -421,27 +446,6 @@ impl Drop for Server {
             );
         }
     }
-}
-
-/// Sends `signal` to `child`'s pid only.
-pub fn signal_child(child: &Child, signal: Signal) {
-    let pid = i32::try_from(child.id())
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-        .expect("a child pid");
-    rustix::process::kill_process(pid, signal).expect("signal the server");
-}
-
-/// Waits up to `timeout` for `child` to exit.
-pub fn wait_child(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            return Some(status);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    None
 }
 
 /// Polls `done` until it holds or `timeout` passes; returns its last value.

@@ -12,10 +12,12 @@
 //! directory (never hard-linked), so changing it never touches `target/`.
 
 use crate::client::{get, Client};
+use crate::common::{
+    bytes, fetch, install_atomically, path_of, status, wait_body, wait_log, HOT, HOT_WAIT,
+};
 use crate::harness::{plugins, wait_until, Server};
 use serde_json::Value;
 use std::io::Write;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,21 +34,6 @@ matrix!(
     max_generations_also_caps_remove_and_re_add,
 );
 
-/// How long the host may take to act on a change (it scans every second
-/// and waits for a file to settle for a second).
-pub(crate) const HOT_WAIT: Duration = Duration::from_secs(10);
-
-/// The plugin file name the `hot` app lives under in the apps directory.
-pub(crate) const HOT: &str = "libhot.so";
-
-/// The bytes of a built test plugin (short name).
-pub(crate) fn bytes(plugin: &str) -> Vec<u8> {
-    let so = plugins()
-        .get(plugin)
-        .unwrap_or_else(|| panic!("no plugin named {plugin}"));
-    std::fs::read(so).expect("read a built plugin")
-}
-
 /// A server with `article` hard-linked in, the given `(file, plugin)`
 /// pairs copied in, and the extra flags.
 fn start(poller: &str, files: &[(&str, &str)], args: &[&str]) -> Server {
@@ -57,35 +44,8 @@ fn start(poller: &str, files: &[(&str, &str)], args: &[&str]) -> Server {
     launch.start()
 }
 
-/// Writes `contents` as `dir/.NAME` and renames it to `dir/NAME`: the host
-/// ignores dotfiles, so it only ever sees the complete file.
-pub(crate) fn install_atomically(dir: &Path, name: &str, contents: &[u8]) {
-    let tmp = dir.join(format!(".{name}"));
-    std::fs::write(&tmp, contents).expect("write a temp dotfile");
-    std::fs::rename(&tmp, dir.join(name)).expect("rename it into place");
-}
-
-/// `GET path` on a new connection: status and body.
-pub(crate) fn fetch(server: &Server, path: &str) -> (u16, String) {
-    let r = server.get(path);
-    (r.status, String::from_utf8_lossy(&r.body).into_owned())
-}
-
-/// Waits until `GET path` answers 200 with `body`; fails the test if not.
-pub(crate) fn wait_body(server: &Server, path: &str, body: &str) {
-    let mut last = (0, String::new());
-    let ok = wait_until(HOT_WAIT, || {
-        last = fetch(server, path);
-        last == (200, body.to_string())
-    });
-    assert!(
-        ok,
-        "{path} did not answer 200 {body:?} within {HOT_WAIT:?}; last: {last:?}"
-    );
-}
-
 /// Waits until `GET path` answers 404.
-pub(crate) fn wait_404(server: &Server, path: &str) {
+fn wait_404(server: &Server, path: &str) {
     let mut last = (0, String::new());
     let ok = wait_until(HOT_WAIT, || {
         last = fetch(server, path);
@@ -95,28 +55,6 @@ pub(crate) fn wait_404(server: &Server, path: &str) {
         ok,
         "{path} did not become 404 within {HOT_WAIT:?}; last: {last:?}"
     );
-}
-
-/// Waits until a log line holds every needle (within `HOT_WAIT`).
-pub(crate) fn wait_log(server: &Server, needles: &[&str]) {
-    let ok = wait_until(HOT_WAIT, || !server.log_lines(needles).is_empty());
-    assert!(ok, "no log line with {needles:?} within {HOT_WAIT:?}");
-}
-
-/// The status document.
-pub(crate) fn status(server: &Server) -> Value {
-    let r = server.get("/.well-known/stoa/status");
-    assert_eq!(
-        r.status,
-        200,
-        "status: {:?}",
-        String::from_utf8_lossy(&r.body)
-    );
-    serde_json::from_slice(&r.body).expect("status is JSON")
-}
-
-pub(crate) fn path_of(server: &Server, file: &str) -> String {
-    server.apps_dir().join(file).display().to_string()
 }
 
 fn drop_in_by_rename(poller: &str) {
@@ -357,27 +295,9 @@ fn half_written_file_waits_until_complete(poller: &str) {
         .is_some_and(|r| r.is_empty()));
 }
 
-/// The pid of this server: the child of this test process whose command
-/// line names the server's (unique) apps directory.
+/// The pid of this server, for `kill`.
 fn server_pid(server: &Server) -> i32 {
-    let apps = server.apps_dir().display().to_string();
-    let me = std::process::id().to_string();
-    let pids: Vec<i32> = std::fs::read_dir("/proc")
-        .expect("read /proc")
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .filter(|pid: &i32| {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            // Field 4 (after the parenthesised name) is the parent's pid.
-            let ppid = stat
-                .rsplit_once(')')
-                .and_then(|(_, r)| r.split_whitespace().nth(1));
-            ppid == Some(me.as_str())
-                && cmdline.split(|b| *b == 0).any(|arg| arg == apps.as_bytes())
-        })
-        .collect();
-    assert_eq!(pids.len(), 1, "one stoa child with --apps {apps}: {pids:?}");
-    pids[0]
+    i32::try_from(server.pid()).expect("a pid")
 }
 
 fn sighup_rescans_with_no_watch(poller: &str) {

@@ -6,12 +6,14 @@
 #[macro_use]
 mod harness;
 mod client;
+mod common;
 mod plugins;
 
 mod apps_dir;
 mod article;
 mod async_apps;
 mod backpressure;
+mod balancers;
 mod capacity;
 mod cli;
 mod environ;
@@ -21,9 +23,10 @@ mod hot;
 mod limits;
 mod loader;
 mod misbehave;
-mod operations;
 mod plugin_files;
 mod protocol;
 mod rfc9112;
 mod security;
+mod status;
 mod survival;
+mod workers_and_drain;

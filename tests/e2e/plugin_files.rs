@@ -10,8 +10,8 @@
 //! reported in status. `--max-plugin-size` takes K/M/G suffixes and refuses
 //! a value it cannot read.
 
+use crate::common::{bytes, fetch, install_atomically, path_of, status, wait_body, wait_log, HOT};
 use crate::harness::{plugins, wait_until, Server, TempDir, SAMPLE_APPS, STOA};
-use crate::hot::{bytes, fetch, install_atomically, path_of, status, wait_body, wait_log, HOT};
 use rustix::process::Signal;
 use serde_json::Value;
 use std::collections::BTreeSet;

@@ -5,6 +5,7 @@
 //! one's.
 
 use crate::client::{get, request, Client};
+use crate::common::{METRICS, STATUS};
 use crate::harness::Server;
 use serde_json::Value;
 
@@ -13,9 +14,6 @@ matrix!(
     access_log_records_the_forwarded_client,
     app_statuses_outside_200_599_become_500,
 );
-
-const STATUS: &str = "/.well-known/stoa/status";
-const METRICS: &str = "/.well-known/stoa/metrics";
 
 fn status_with(server: &Server, path: &str, headers: &[&str]) -> u16 {
     server.connect().request(&request("GET", path, headers)).status

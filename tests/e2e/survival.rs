@@ -7,8 +7,8 @@
 //! holds only its share of the threads.
 
 use crate::client::get;
+use crate::common::{metrics, status, try_get};
 use crate::harness::{wait_until, Server, TempDir, STOA};
-use crate::operations::{metrics, status, try_get};
 use rustix::process::Signal;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

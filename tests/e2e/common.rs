@@ -1,0 +1,168 @@
+//! Helpers several test files share: the host's own endpoints (the status
+//! document, the open connections it counts, Prometheus metrics, and a
+//! one-shot `GET` that reports what went wrong instead of panicking), the
+//! `demo` app's quick answer that shows a server still serves, and the
+//! steps of a hot-plugin test (a built plugin's bytes, an atomic install,
+//! waiting for an app's answer or a log line).
+
+use crate::client::{get, request, Client, Response};
+use crate::harness::{plugins, wait_until, Server};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+pub const STATUS: &str = "/.well-known/stoa/status";
+pub const METRICS: &str = "/.well-known/stoa/metrics";
+
+/// Where a helper sends its request: a running server, or its port.
+pub trait Port {
+    fn port(&self) -> u16;
+}
+
+impl Port for u16 {
+    fn port(&self) -> u16 {
+        *self
+    }
+}
+
+impl Port for &Server {
+    fn port(&self) -> u16 {
+        self.port
+    }
+}
+
+/// `GET path` on a new connection to `at`.
+fn answer(at: impl Port, path: &str) -> Response {
+    Client::connect(at.port()).request(&get(path))
+}
+
+/// The status document.
+pub fn status(at: impl Port) -> Value {
+    let r = answer(at, STATUS);
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.header("Content-Type"), Some("application/json"));
+    serde_json::from_slice(&r.body).expect("status is JSON")
+}
+
+/// Prometheus text as `series -> value`, the series as written
+/// (`name{label="v",..}`); comments must be `# TYPE`/`# HELP`.
+pub fn metrics(at: impl Port) -> HashMap<String, f64> {
+    let r = answer(at, METRICS);
+    assert_eq!(r.status, 200, "{r:?}");
+    let kind = r.header("Content-Type").unwrap_or_default();
+    assert!(kind.starts_with("text/plain; version=0.0.4"), "{kind}");
+    let mut out = HashMap::new();
+    for line in r.text().lines().filter(|l| !l.is_empty()) {
+        if line.starts_with('#') {
+            assert!(line.starts_with("# TYPE ") || line.starts_with("# HELP "));
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').expect("`series value`");
+        let value = value.parse().unwrap_or_else(|_| panic!("{line:?}"));
+        assert!(
+            out.insert(series.to_string(), value).is_none(),
+            "twice: {line}"
+        );
+    }
+    out
+}
+
+/// What `/demo/justnow/` answers.
+pub const JUSTNOW_BODY: &str = "i hope just now see you";
+
+/// Asserts `/demo/justnow/` answers on a new connection.
+pub fn assert_serves(server: &Server) {
+    let r = server.get("/demo/justnow/");
+    assert_eq!((r.status, r.text()), (200, JUSTNOW_BODY), "{r:?}");
+}
+
+/// Open connections by the status endpoint, not counting its own.
+fn open_connections(server: &Server) -> u64 {
+    let open = status(server)["connections"]["open"]
+        .as_u64()
+        .expect("connections.open in the status JSON");
+    open.saturating_sub(1)
+}
+
+/// Waits (up to 5 s) until `open_connections` is `n`; returns the last count.
+pub fn wait_for_open(server: &Server, n: u64) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let open = open_connections(server);
+        if open == n || Instant::now() >= deadline {
+            return open;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// One `GET` with `Connection: close`: the status code, or what went wrong.
+pub fn try_get(port: u16, path: &str) -> Result<u16, String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect: {e}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    let bytes = request("GET", path, &["Connection: close"]);
+    s.write_all(&bytes).map_err(|e| format!("send: {e}"))?;
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer)
+        .map_err(|e| format!("read: {e}"))?;
+    let text = String::from_utf8_lossy(&answer);
+    let code = text.split(' ').nth(1).and_then(|c| c.parse().ok());
+    code.ok_or_else(|| format!("answer {text:?}"))
+}
+
+/// How long the host may take to act on a change (it scans every second
+/// and waits for a file to settle for a second).
+pub const HOT_WAIT: Duration = Duration::from_secs(10);
+
+/// The plugin file name the `hot` app lives under in the apps directory.
+pub const HOT: &str = "libhot.so";
+
+/// The bytes of a built test plugin (short name).
+pub fn bytes(plugin: &str) -> Vec<u8> {
+    let so = plugins()
+        .get(plugin)
+        .unwrap_or_else(|| panic!("no plugin named {plugin}"));
+    std::fs::read(so).expect("read a built plugin")
+}
+
+/// Writes `contents` as `dir/.NAME` and renames it to `dir/NAME`: the host
+/// ignores dotfiles, so it only ever sees the complete file.
+pub fn install_atomically(dir: &Path, name: &str, contents: &[u8]) {
+    let tmp = dir.join(format!(".{name}"));
+    std::fs::write(&tmp, contents).expect("write a temp dotfile");
+    std::fs::rename(&tmp, dir.join(name)).expect("rename it into place");
+}
+
+/// `GET path` on a new connection: status and body.
+pub fn fetch(server: &Server, path: &str) -> (u16, String) {
+    let r = server.get(path);
+    (r.status, String::from_utf8_lossy(&r.body).into_owned())
+}
+
+/// Waits until `GET path` answers 200 with `body`; fails the test if not.
+pub fn wait_body(server: &Server, path: &str, body: &str) {
+    let mut last = (0, String::new());
+    let ok = wait_until(HOT_WAIT, || {
+        last = fetch(server, path);
+        last == (200, body.to_string())
+    });
+    assert!(
+        ok,
+        "{path} did not answer 200 {body:?} within {HOT_WAIT:?}; last: {last:?}"
+    );
+}
+
+/// Waits until a log line holds every needle (within `HOT_WAIT`).
+pub fn wait_log(server: &Server, needles: &[&str]) {
+    let ok = wait_until(HOT_WAIT, || !server.log_lines(needles).is_empty());
+    assert!(ok, "no log line with {needles:?} within {HOT_WAIT:?}");
+}
+
+/// The path of `file` in the server's apps directory, as the log names it.
+pub fn path_of(server: &Server, file: &str) -> String {
+    server.apps_dir().join(file).display().to_string()
+}
