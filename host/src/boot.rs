@@ -2,19 +2,21 @@
 //! then the blocking pool and the apps, then one event-loop thread per
 //! worker; signals drain them.
 
+use crate::apps::plugin_copy::{self, PluginCopies};
+use crate::apps::registry::{Registry, Scan};
+use crate::apps::services;
 use crate::apps::watcher::{self, Event};
 use crate::cli::Cli;
-use crate::control::Control;
-use crate::netfilter::{parse_net, NetList};
-use crate::plugin_copy::{self, PluginCopies};
+use crate::listen;
+use crate::ops::access_log;
+use crate::ops::control::Control;
+use crate::ops::netfilter::{parse_net, NetList};
+use crate::ops::stats::WorkerStats;
+use crate::ops::watchdog::Board;
 use crate::poller::{self, Poller};
-use crate::registry::{Registry, Scan};
-use crate::responder::Inbox;
+use crate::server::responder::Inbox;
 use crate::server::Server;
 use crate::shared::Shared;
-use crate::stats::WorkerStats;
-use crate::watchdog::Board;
-use crate::{access_log, listen, services};
 use arc_swap::ArcSwap;
 use crossbeam_channel::Sender;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -173,7 +175,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
     }
     let events = registry.events();
     watcher::spawn(registry, shared.clone(), !cli.no_watch)?;
-    crate::watchdog::spawn(shared.clone())?;
+    crate::ops::watchdog::spawn(shared.clone())?;
     watch_signals(
         shared.clone(),
         events,

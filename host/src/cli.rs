@@ -78,11 +78,11 @@ pub struct Cli {
 
     /// Who may read /.well-known/stoa/status and metrics (CIDR, repeatable)
     /// [default: loopback only].
-    #[arg(long, value_parser = crate::netfilter::parse_net)]
+    #[arg(long, value_parser = crate::ops::netfilter::parse_net)]
     pub status_allow: Vec<ipnet::IpNet>,
 
     /// A proxy whose X-Forwarded-For/-Proto are believed (CIDR, repeatable).
-    #[arg(long, value_parser = crate::netfilter::parse_net)]
+    #[arg(long, value_parser = crate::ops::netfilter::parse_net)]
     pub trusted_proxy: Vec<ipnet::IpNet>,
 
     /// Library generations kept per app before a replace is refused
@@ -92,7 +92,7 @@ pub struct Cli {
 
     /// Largest plugin file loaded, in bytes or with a K/M/G suffix (e.g.
     /// 512M); a larger file is refused before it is copied.
-    #[arg(long, default_value = "1G", value_name = "SIZE", value_parser = crate::plugin_copy::parse_size)]
+    #[arg(long, default_value = "1G", value_name = "SIZE", value_parser = crate::apps::plugin_copy::parse_size)]
     pub max_plugin_size: u64,
 
     /// Do not watch the apps directory (SIGHUP still rescans it).

@@ -24,15 +24,10 @@ pub mod apps;
 pub mod boot;
 pub mod cli;
 pub mod http;
-pub mod inbox;
-pub mod listen;
-pub mod ops;
+pub(crate) mod inbox;
+pub(crate) mod listen;
+pub(crate) mod ops;
 #[allow(unsafe_code)]
-pub mod poller;
-pub mod server;
-pub mod shared;
-
-// Paths from before the wings, kept while the round's branches merge.
-pub use apps::{elf_check, loader, plugin_copy, pool, probe, registry, services};
-pub use ops::{access_log, admin, control, netfilter, stats, survival, watchdog};
-pub use server::{conn, request, responder, timers};
+pub(crate) mod poller;
+pub(crate) mod server;
+pub(crate) mod shared;

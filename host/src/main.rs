@@ -3,7 +3,8 @@
 
 use clap::Parser;
 use std::process::ExitCode;
-use stoa::{boot, cli, plugin_copy, probe};
+use stoa::apps::{plugin_copy, probe};
+use stoa::{boot, cli};
 
 fn main() -> ExitCode {
     // The hidden load-probe subcommand (probe.rs), before any flag parsing.

@@ -1,14 +1,14 @@
 //! What every worker shares: the mounted apps, the settings, the run state
 //! and the counters.
 
-use crate::access_log::AccessLog;
-use crate::control::Control;
+use crate::apps::registry::AppState;
+use crate::apps::services::Pool;
 use crate::http::ConnParams;
-use crate::netfilter::NetList;
-use crate::registry::AppState;
-use crate::services::Pool;
-use crate::stats::WorkerStats;
-use crate::watchdog::Board;
+use crate::ops::access_log::AccessLog;
+use crate::ops::control::Control;
+use crate::ops::netfilter::NetList;
+use crate::ops::stats::WorkerStats;
+use crate::ops::watchdog::Board;
 use arc_swap::ArcSwap;
 use std::sync::Arc;
 use std::time::Duration;

@@ -4,8 +4,8 @@
 
 use crate::client::{get, request, with_body, Response};
 use crate::harness::{wait_until, Server};
-use std::time::Duration;
 use std::net::Shutdown;
+use std::time::Duration;
 
 matrix!(
     hundred_requests_on_one_connection,

@@ -35,7 +35,10 @@ fn absolute_form_target_sets_the_host(poller: &str) {
         .as_array()
         .expect("headers")
         .iter()
-        .filter(|h| h[0].as_str().is_some_and(|n| n.eq_ignore_ascii_case("host")))
+        .filter(|h| {
+            h[0].as_str()
+                .is_some_and(|n| n.eq_ignore_ascii_case("host"))
+        })
         .collect();
     assert_eq!(hosts, [&json!(["Host", "a.example"])], "{v}");
     // The hello project's allowed-hosts check sees the target's host: an
@@ -91,7 +94,10 @@ fn transfer_encoding_lines_form_one_list(poller: &str) {
     };
     let r = post(&["Transfer-Encoding: gzip", "Transfer-Encoding: chunked"]);
     assert_eq!(r.status, 501, "{r:?}");
-    assert!(r.text().contains("transfer coding not implemented"), "{r:?}");
+    assert!(
+        r.text().contains("transfer coding not implemented"),
+        "{r:?}"
+    );
     let r = post(&["Transfer-Encoding: gzip, chunked"]);
     assert_eq!(r.status, 501, "{r:?}");
     let r = post(&["Transfer-Encoding: chunked", "Transfer-Encoding: chunked"]);

@@ -16,7 +16,10 @@ matrix!(
 );
 
 fn status_with(server: &Server, path: &str, headers: &[&str]) -> u16 {
-    server.connect().request(&request("GET", path, headers)).status
+    server
+        .connect()
+        .request(&request("GET", path, headers))
+        .status
 }
 
 fn status_allow_applies_to_the_forwarded_client(poller: &str) {

@@ -228,8 +228,8 @@ fn host_module() -> HostRef {
     HostModule {
         log_max_level: log::max_level() as LogLevel,
         log: host_log,
-        call_later: crate::services::call_later,
-        spawn_blocking: crate::services::spawn_blocking,
+        call_later: crate::apps::services::call_later,
+        spawn_blocking: crate::apps::services::spawn_blocking,
     }
     .leak_into_prefix()
 }

@@ -7,14 +7,14 @@
 //! `error` says why a plugin is refused (`LoadError`), `abi_report` finds
 //! the first difference in abi_stable's layout report.
 
-pub mod abi_report;
-pub mod dir;
-pub mod elf_check;
-pub mod error;
-pub mod loader;
+pub(crate) mod abi_report;
+pub(crate) mod dir;
+pub(crate) mod elf_check;
+pub(crate) mod error;
+pub(crate) mod loader;
 pub mod plugin_copy;
-pub mod pool;
+pub(crate) mod pool;
 pub mod probe;
-pub mod registry;
-pub mod services;
-pub mod watcher;
+pub(crate) mod registry;
+pub(crate) mod services;
+pub(crate) mod watcher;

@@ -17,9 +17,9 @@
 //! the directory is removed at exit (`remove_private_dir`). The hidden
 //! environment switch `STOA_PLUGIN_COPIES=dir` forces it (tests).
 
+use crate::apps::elf_check;
 use crate::apps::error::LoadError;
-use crate::elf_check;
-use crate::probe::{self, ProbeTarget};
+use crate::apps::probe::{self, ProbeTarget};
 use rustix::fs::{MemfdFlags, SealFlags};
 use std::fs::{File, OpenOptions, Permissions};
 use std::io::{Read, Write};
@@ -264,7 +264,7 @@ impl PluginCopy {
     /// number must never be reused for another library); a private file is
     /// unlinked. Returns the mapping's name for `mapped_bytes`.
     pub fn finish(self, loaded: bool) -> String {
-        if self.is_memfd() && (loaded || crate::registry::mapped_bytes(&self.mapping) > 0) {
+        if self.is_memfd() && (loaded || crate::apps::registry::mapped_bytes(&self.mapping) > 0) {
             // Deliberately never closed: see the module's notes.
             let _ = self.file.into_raw_fd();
         }

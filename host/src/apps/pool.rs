@@ -12,7 +12,7 @@
 //! One still waiting when its deadline passes is dropped, never run (its
 //! client gets 504); one that runs past it is logged with its app and path.
 
-use crate::loader::LoadedApp;
+use crate::apps::loader::LoadedApp;
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};

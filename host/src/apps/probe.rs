@@ -12,7 +12,7 @@
 //! within the time limit) is a crash.
 
 use crate::apps::error::{LibraryRefusal, LoadError};
-use crate::loader::{describe, open_module};
+use crate::apps::loader::{describe, open_module};
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;

@@ -15,8 +15,8 @@
 
 use crate::apps::dir::{self, Entry, Stamp};
 use crate::apps::error::{Distrust, LoadError};
-use crate::loader::{load_file, LoadedApp, MountTable, Refusal};
-use crate::plugin_copy::PluginCopies;
+use crate::apps::loader::{load_file, LoadedApp, MountTable, Refusal};
+use crate::apps::plugin_copy::PluginCopies;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -3,8 +3,8 @@
 //! (`spawn_blocking`, in `pool.rs`), which also runs handlers that declare
 //! they block.
 
-pub use crate::pool::{Job, Pool, Refused};
-use crate::responder::Inbox;
+pub use crate::apps::pool::{Job, Pool, Refused};
+use crate::server::responder::Inbox;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use stoa_app_api::abi::TaskBox;
@@ -24,7 +24,7 @@ pub fn install(pool: Arc<Pool>, default_inbox: Arc<Inbox>) {
 pub extern "C" fn call_later(delay_ms: u64, task: TaskBox) {
     let at = Instant::now() + Duration::from_millis(delay_ms.min(u64::from(u32::MAX)));
     match Inbox::current().or_else(|| DEFAULT_INBOX.get().cloned()) {
-        Some(inbox) => inbox.push_timer(at, crate::watchdog::current_app(), task),
+        Some(inbox) => inbox.push_timer(at, crate::ops::watchdog::current_app(), task),
         None => log::error!("call_later before the event loop exists; the task is dropped"),
     }
 }

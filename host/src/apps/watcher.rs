@@ -7,7 +7,7 @@
 //! own app.
 
 use crate::apps::error::LoadError;
-use crate::registry::{Registry, Scan};
+use crate::apps::registry::{Registry, Scan};
 use crate::shared::Shared;
 use crossbeam_channel::RecvTimeoutError;
 use std::path::PathBuf;

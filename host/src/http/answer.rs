@@ -115,7 +115,9 @@ mod tests {
         assert!(r.headers.iter().any(|h| h.name.as_str() == "Retry-After"));
         let r = HostAnswer::Http(HttpError::UriTooLong).response();
         assert_eq!(r.status, 414);
-        assert!(std::str::from_utf8(&r.body).unwrap().contains("max_request_line"));
+        assert!(std::str::from_utf8(&r.body)
+            .unwrap()
+            .contains("max_request_line"));
         assert_eq!(HostAnswer::NoMount.response().headers.len(), 1);
     }
 }

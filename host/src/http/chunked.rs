@@ -190,7 +190,10 @@ mod tests {
 
     #[test]
     fn whitespace_before_an_extension_is_allowed() {
-        for raw in [&b"5\t;a=b\r\npedia\r\n0\r\n\r\n"[..], b"5 \t ;a\r\npedia\r\n0\r\n\r\n"] {
+        for raw in [
+            &b"5\t;a=b\r\npedia\r\n0\r\n\r\n"[..],
+            b"5 \t ;a\r\npedia\r\n0\r\n\r\n",
+        ] {
             let (out, _, done) = decode_all(raw).unwrap();
             assert_eq!((out.as_slice(), done), (&b"pedia"[..], true));
         }

@@ -3,9 +3,9 @@
 //! bytes waiting for the socket (`output`). All limits live in one
 //! `ConnParams`; all errors map to a status in one place.
 
-pub mod answer;
-pub mod chunked;
-pub mod output;
+pub(crate) mod answer;
+pub(crate) mod chunked;
+pub(crate) mod output;
 pub mod parse;
 pub mod reader;
 pub mod response;

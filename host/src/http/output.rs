@@ -4,6 +4,7 @@
 //! at their place and written with `writev` instead of being copied, so a
 //! large body is held once.
 
+use super::reader::BufPool;
 use super::response::{write_head, Persist};
 use abi_stable::std_types::RVec;
 use std::collections::VecDeque;
@@ -16,15 +17,6 @@ pub const SPLICE_MIN: usize = 16 * 1024;
 
 /// Most slices handed to one `writev`.
 const MAX_SLICES: usize = 16;
-
-thread_local! {
-    /// Spare coalescing buffers of this thread's event loop.
-    static SPARE_WRITE: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Spare buffers kept per loop, and the largest kept.
-const MAX_SPARES: usize = 256;
-const MAX_SPARE_WRITE: usize = 64 * 1024;
 
 /// A large body, to be written after `buf[..at]`.
 struct Spliced {
@@ -50,12 +42,13 @@ impl Output {
     /// answers HEAD (no body).
     pub fn push_response(
         &mut self,
+        pool: &mut BufPool,
         resp: &mut Response,
         head_only: bool,
         persist: Persist,
         date: &str,
     ) {
-        let buf = self.buf_mut();
+        let buf = self.buf_mut(pool);
         if !write_head(buf, resp, head_only, persist, date) || resp.body.is_empty() {
             return;
         }
@@ -72,8 +65,8 @@ impl Output {
     }
 
     /// Queues bytes the host writes itself (`100 Continue`).
-    pub fn push_bytes(&mut self, bytes: &[u8]) {
-        self.buf_mut().extend_from_slice(bytes);
+    pub fn push_bytes(&mut self, pool: &mut BufPool, bytes: &[u8]) {
+        self.buf_mut(pool).extend_from_slice(bytes);
     }
 
     /// True when everything queued has been written.
@@ -97,7 +90,7 @@ impl Output {
 
     /// Writes until everything is out or the writer would block; true if
     /// any byte was written.
-    pub fn flush(&mut self, w: &mut impl Write) -> io::Result<bool> {
+    pub fn flush(&mut self, pool: &mut BufPool, w: &mut impl Write) -> io::Result<bool> {
         let mut wrote = false;
         while !self.is_empty() {
             let result = if self.bodies.is_empty() {
@@ -122,16 +115,14 @@ impl Output {
                 Err(e) => return Err(e),
             }
         }
-        self.recycle();
+        self.recycle(pool);
         Ok(wrote)
     }
 
     /// The buffer, taken from the loop's spares if there is none.
-    fn buf_mut(&mut self) -> &mut Vec<u8> {
+    fn buf_mut(&mut self, pool: &mut BufPool) -> &mut Vec<u8> {
         if self.buf.capacity() == 0 {
-            self.buf = SPARE_WRITE
-                .with(|spares| spares.borrow_mut().pop())
-                .unwrap_or_default();
+            self.buf = pool.take_write();
         }
         &mut self.buf
     }
@@ -188,18 +179,9 @@ impl Output {
 
     /// All sent: the buffer goes back to the loop's spares, so an idle
     /// connection holds none.
-    fn recycle(&mut self) {
+    fn recycle(&mut self, pool: &mut BufPool) {
         self.pos = 0;
-        let mut buf = std::mem::take(&mut self.buf);
-        if buf.capacity() > 0 && buf.capacity() <= MAX_SPARE_WRITE {
-            SPARE_WRITE.with(|spares| {
-                let mut spares = spares.borrow_mut();
-                if spares.len() < MAX_SPARES {
-                    buf.clear();
-                    spares.push(buf);
-                }
-            });
-        }
+        pool.give_write(std::mem::take(&mut self.buf));
     }
 }
 
@@ -259,12 +241,47 @@ mod tests {
     }
 
     #[test]
+    fn a_sent_buffer_goes_back_to_the_loops_pool_and_is_taken_again() {
+        let mut out = Output::default();
+        let mut pool = BufPool::default();
+        let mut sink = Sink {
+            room: usize::MAX,
+            ..Sink::default()
+        };
+        out.push_response(
+            &mut pool,
+            &mut Response::text(200, "a"),
+            false,
+            Persist::KeepAlive,
+            DATE,
+        );
+        assert_eq!(pool.spare_writes(), 0);
+        out.flush(&mut pool, &mut sink).unwrap();
+        assert_eq!(pool.spare_writes(), 1, "an idle output holds no buffer");
+        out.push_response(
+            &mut pool,
+            &mut Response::text(200, "b"),
+            false,
+            Persist::KeepAlive,
+            DATE,
+        );
+        assert_eq!(pool.spare_writes(), 0, "the spare is reused");
+    }
+
+    #[test]
     fn a_write_that_blocks_midway_through_a_large_body_resumes_in_order() {
         let big = Response::new(200).with_body(body(3 * SPLICE_MIN + 7));
         let small = Response::text(200, "after");
         let mut out = Output::default();
-        out.push_response(&mut big.clone(), false, Persist::KeepAlive, DATE);
-        out.push_response(&mut small.clone(), false, Persist::KeepAlive, DATE);
+        let mut pool = BufPool::default();
+        out.push_response(&mut pool, &mut big.clone(), false, Persist::KeepAlive, DATE);
+        out.push_response(
+            &mut pool,
+            &mut small.clone(),
+            false,
+            Persist::KeepAlive,
+            DATE,
+        );
         // The large body is not in the coalescing buffer.
         assert!(out.buf.len() < SPLICE_MIN);
         let want = expected(&[
@@ -277,7 +294,7 @@ mod tests {
         for room in [100, SPLICE_MIN, 0, 5, 2 * SPLICE_MIN, usize::MAX / 2] {
             sink.room = room;
             let before = out.len();
-            let wrote = out.flush(&mut sink).unwrap();
+            let wrote = out.flush(&mut pool, &mut sink).unwrap();
             assert_eq!(wrote, room > 0);
             assert_eq!(out.len(), before - (before.min(room)));
             assert_eq!(&sink.got[..], &want[..sink.got.len()]);
@@ -289,15 +306,16 @@ mod tests {
     #[test]
     fn small_answers_are_coalesced_into_one_write() {
         let mut out = Output::default();
+        let mut pool = BufPool::default();
         let r = Response::text(200, "ok");
         for _ in 0..100 {
-            out.push_response(&mut r.clone(), false, Persist::KeepAlive, DATE);
+            out.push_response(&mut pool, &mut r.clone(), false, Persist::KeepAlive, DATE);
         }
         let mut sink = Sink {
             room: usize::MAX,
             ..Sink::default()
         };
-        out.flush(&mut sink).unwrap();
+        out.flush(&mut pool, &mut sink).unwrap();
         assert_eq!(sink.writes, 1);
         assert_eq!(
             sink.got,
@@ -309,13 +327,14 @@ mod tests {
     fn head_of_a_large_body_sends_no_body() {
         let big = Response::new(200).with_body(body(2 * SPLICE_MIN));
         let mut out = Output::default();
-        out.push_response(&mut big.clone(), true, Persist::KeepAlive, DATE);
+        let mut pool = BufPool::default();
+        out.push_response(&mut pool, &mut big.clone(), true, Persist::KeepAlive, DATE);
         assert!(out.bodies.is_empty());
         let mut sink = Sink {
             room: usize::MAX,
             ..Sink::default()
         };
-        out.flush(&mut sink).unwrap();
+        out.flush(&mut pool, &mut sink).unwrap();
         let text = String::from_utf8(sink.got).unwrap();
         assert!(text.contains(&format!("Content-Length: {}\r\n", 2 * SPLICE_MIN)));
         assert!(text.ends_with("\r\n\r\n"));
@@ -325,12 +344,13 @@ mod tests {
     fn connection_close_comes_with_the_large_body_it_ends() {
         let big = Response::new(200).with_body(body(SPLICE_MIN));
         let mut out = Output::default();
-        out.push_response(&mut big.clone(), false, Persist::Close, DATE);
+        let mut pool = BufPool::default();
+        out.push_response(&mut pool, &mut big.clone(), false, Persist::Close, DATE);
         let mut sink = Sink {
             room: usize::MAX,
             ..Sink::default()
         };
-        out.flush(&mut sink).unwrap();
+        out.flush(&mut pool, &mut sink).unwrap();
         assert!(out.is_empty());
         let want = expected(&[(&big, false, Persist::Close)]);
         assert_eq!(sink.got, want);
@@ -344,14 +364,15 @@ mod tests {
             .map(|i| Response::new(200).with_body(body(SPLICE_MIN + i)))
             .collect();
         let mut out = Output::default();
+        let mut pool = BufPool::default();
         for r in &answers {
-            out.push_response(&mut r.clone(), false, Persist::KeepAlive, DATE);
+            out.push_response(&mut pool, &mut r.clone(), false, Persist::KeepAlive, DATE);
         }
         let mut sink = Sink {
             room: usize::MAX,
             ..Sink::default()
         };
-        out.flush(&mut sink).unwrap();
+        out.flush(&mut pool, &mut sink).unwrap();
         let want: Vec<_> = answers
             .iter()
             .map(|r| (r, false, Persist::KeepAlive))

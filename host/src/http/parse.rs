@@ -278,14 +278,12 @@ fn transfer_coding(codings: &[&[u8]]) -> Result<bool, HttpError> {
 /// The authority of an absolute-form target (`http://a.example:8/x` ->
 /// `a.example:8`), or `None` for other forms.
 fn absolute_authority(target: &str) -> Option<&str> {
-    let rest = ["http://", "https://"]
-        .iter()
-        .find_map(|scheme| {
-            target
-                .get(..scheme.len())
-                .filter(|p| p.eq_ignore_ascii_case(scheme))
-                .map(|_| &target[scheme.len()..])
-        })?;
+    let rest = ["http://", "https://"].iter().find_map(|scheme| {
+        target
+            .get(..scheme.len())
+            .filter(|p| p.eq_ignore_ascii_case(scheme))
+            .map(|_| &target[scheme.len()..])
+    })?;
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     Some(&rest[..end])
 }
@@ -437,7 +435,9 @@ mod tests {
         );
         assert_eq!(
             te("Transfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n").err(),
-            Some(HttpError::Framing("Transfer-Encoding does not end in chunked"))
+            Some(HttpError::Framing(
+                "Transfer-Encoding does not end in chunked"
+            ))
         );
         assert_eq!(
             te("Transfer-Encoding: chunked\r\n").unwrap().unwrap().body,
@@ -447,7 +447,10 @@ mod tests {
 
     #[test]
     fn repeated_content_length_is_400_even_when_equal() {
-        for cl in ["Content-Length: 5\r\nContent-Length: 5", "Content-Length: 5, 5"] {
+        for cl in [
+            "Content-Length: 5\r\nContent-Length: 5",
+            "Content-Length: 5, 5",
+        ] {
             let r = parse(&format!("POST / HTTP/1.1\r\nHost: x\r\n{cl}\r\n\r\n"));
             assert!(matches!(r, Err(HttpError::Framing(_))), "{cl}: {r:?}");
         }
@@ -461,8 +464,14 @@ mod tests {
         assert!(head.keep_alive);
         assert_eq!(&raw[head.target.clone()], "/a");
         assert_eq!(head.values(raw.as_bytes(), "x").next(), Some(&b"y"[..]));
-        assert_eq!(parse("GET / HTTP/2.0\r\n\r\n").err(), Some(HttpError::VersionNotSupported));
-        assert!(matches!(parse("GET / HTTP/1.x\r\n\r\n"), Err(HttpError::Malformed(_))));
+        assert_eq!(
+            parse("GET / HTTP/2.0\r\n\r\n").err(),
+            Some(HttpError::VersionNotSupported)
+        );
+        assert!(matches!(
+            parse("GET / HTTP/1.x\r\n\r\n"),
+            Err(HttpError::Malformed(_))
+        ));
     }
 
     #[test]
@@ -481,8 +490,14 @@ mod tests {
             max_head: 16 * 1024,
             ..ConnParams::default()
         };
-        let long = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(100 * 1024));
-        assert_eq!(parse_head(long.as_bytes(), &p).err(), Some(HttpError::UriTooLong));
+        let long = format!(
+            "GET /{} HTTP/1.1\r\nHost: x\r\n\r\n",
+            "a".repeat(100 * 1024)
+        );
+        assert_eq!(
+            parse_head(long.as_bytes(), &p).err(),
+            Some(HttpError::UriTooLong)
+        );
         let cut = &long.as_bytes()[..long.len() - 2];
         assert_eq!(parse_head(cut, &p).err(), Some(HttpError::UriTooLong));
     }

@@ -56,6 +56,12 @@ impl BufPool {
         }
     }
 
+    /// Spare write buffers held (for tests).
+    #[cfg(test)]
+    pub(crate) fn spare_writes(&self) -> usize {
+        self.write.len()
+    }
+
     /// Takes back a write buffer (cleared; an oversized one is freed).
     pub fn give_write(&mut self, mut buf: Vec<u8>) {
         if buf.capacity() > 0 && buf.capacity() <= 4 * READ_CHUNK && self.write.len() < POOL_MAX {

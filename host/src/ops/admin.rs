@@ -1,12 +1,12 @@
 //! The host's own endpoints under `/.well-known/stoa/`, answered before
 //! any mount: health, readiness, status (JSON) and metrics (Prometheus).
 
+use crate::apps::registry::mapped_bytes;
 use crate::http::answer::HostAnswer;
-use crate::netfilter::peer_ip;
-use crate::registry::mapped_bytes;
+use crate::ops::netfilter::peer_ip;
+use crate::ops::stats::{AppStats, WorkerStats, APP_SLOTS, LATENCY_BUCKETS};
+use crate::ops::survival;
 use crate::shared::Shared;
-use crate::stats::{AppStats, WorkerStats, APP_SLOTS, LATENCY_BUCKETS};
-use crate::survival;
 use serde_json::json;
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;

@@ -4,10 +4,10 @@
 //! that signals change (`control`), and the loop watchdog with what it
 //! reports (`watchdog`, `survival`).
 
-pub mod access_log;
-pub mod admin;
-pub mod control;
-pub mod netfilter;
-pub mod stats;
-pub mod survival;
-pub mod watchdog;
+pub(crate) mod access_log;
+pub(crate) mod admin;
+pub(crate) mod control;
+pub(crate) mod netfilter;
+pub(crate) mod stats;
+pub(crate) mod survival;
+pub(crate) mod watchdog;

@@ -1,7 +1,7 @@
 //! What status and metrics show of the host's survival machinery: stuck
 //! workers (from the watchdog) and the blocking pool's use per app.
 
-use crate::pool::{Pool, Usage};
+use crate::apps::pool::{Pool, Usage};
 use crate::shared::Shared;
 use serde_json::{json, Value};
 use std::fmt::Write;

@@ -157,7 +157,6 @@ pub(crate) mod tests {
     use std::os::unix::net::UnixStream;
     use std::time::Instant;
 
-
     /// How long a test waits for an event that should come.
     const PATIENCE: Duration = Duration::from_secs(5);
 

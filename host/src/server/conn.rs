@@ -15,11 +15,11 @@
 //! read buffer holds no more than the current request needs. Readiness is
 //! remembered (`read_ready`), so reading resumes without a new edge.
 
+use crate::http::answer::HostAnswer;
 use crate::http::output::Output;
 use crate::http::parse::Head;
 pub use crate::http::reader::ReadState;
 use crate::http::reader::{BufPool, RequestReader};
-use crate::http::answer::HostAnswer;
 use crate::http::response::Persist;
 use crate::http::{ConnParams, HttpError};
 use crate::poller::Interest;
@@ -216,9 +216,7 @@ impl<S> Conn<S> {
     /// this is not the last request `max_requests_per_conn` allows, and
     /// the host does not want it closed (draining, a timed-out app).
     fn persistence(&self, pending: &Pending, params: &ConnParams, close: bool) -> Persist {
-        let keep = pending.keep_alive
-            && !close
-            && self.served + 1 < params.max_requests_per_conn;
+        let keep = pending.keep_alive && !close && self.served + 1 < params.max_requests_per_conn;
         match (keep, pending.version_minor) {
             (false, _) => Persist::Close,
             (true, 0) => Persist::KeepAlive10,
@@ -343,10 +341,14 @@ impl<S: Read + Write> Conn<S> {
 
     /// Parses the next request; true when one is ready to dispatch. An
     /// `Expect: 100-continue` is answered here when the body will be read.
-    pub fn next_request(&mut self, params: &ConnParams) -> Result<bool, HttpError> {
+    pub fn next_request(
+        &mut self,
+        params: &ConnParams,
+        pool: &mut BufPool,
+    ) -> Result<bool, HttpError> {
         let ready = self.reader.next_request(params)?;
         if self.reader.take_continue() {
-            self.out.push_bytes(b"HTTP/1.1 100 Continue\r\n\r\n");
+            self.out.push_bytes(pool, b"HTTP/1.1 100 Continue\r\n\r\n");
         }
         Ok(ready)
     }
@@ -361,11 +363,12 @@ impl<S: Read + Write> Conn<S> {
         date: &str,
         params: &ConnParams,
         close: bool,
+        pool: &mut BufPool,
     ) -> Option<Pending> {
         let pending = self.pending.take()?;
         let persist = self.persistence(&pending, params, close);
         self.out
-            .push_response(response, pending.head_only, persist, date);
+            .push_response(pool, response, pending.head_only, persist, date);
         self.served += 1;
         self.phase = if persist == Persist::Close {
             Phase::Closing
@@ -376,19 +379,19 @@ impl<S: Read + Write> Conn<S> {
     }
 
     /// Answers a request that could not be read, then closes.
-    pub fn fail(&mut self, error: &HttpError, date: &str) {
+    pub fn fail(&mut self, error: &HttpError, date: &str, pool: &mut BufPool) {
         log::debug!("{}: {error}", self.peer);
         self.reader.abandon();
         self.pending = None;
         let mut response = HostAnswer::Http(error.clone()).response();
         self.out
-            .push_response(&mut response, false, Persist::Close, date);
+            .push_response(pool, &mut response, false, Persist::Close, date);
         self.phase = Phase::Closing;
     }
 
     /// Writes until the output is empty or the stream would block.
-    pub fn flush(&mut self) -> io::Result<()> {
-        self.write_progress |= self.out.flush(&mut self.stream)?;
+    pub fn flush(&mut self, pool: &mut BufPool) -> io::Result<()> {
+        self.write_progress |= self.out.flush(pool, &mut self.stream)?;
         Ok(())
     }
 }

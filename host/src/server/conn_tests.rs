@@ -71,23 +71,24 @@ fn serve(c: &mut Conn<Mem>, params: &ConnParams, pool: &mut BufPool) -> usize {
     let mut answered = 0;
     while c.read_due() && c.read_some(params, pool) {}
     while c.may_take_requests() {
-        match c.next_request(params) {
+        match c.next_request(params, pool) {
             Ok(true) => {
                 let (head, buf, _) = c.request_parts().expect("a ready request");
                 let path = String::from_utf8_lossy(&buf[head.target.clone()]).into_owned();
                 c.begin_dispatch(answered as u64 + 1, None, None, None);
                 let mut r = Response::text(200, &path);
-                c.answer(&mut r, DATE, params, false).expect("a pending request");
+                c.answer(&mut r, DATE, params, false, pool)
+                    .expect("a pending request");
                 answered += 1;
             }
             Ok(false) => break,
             Err(e) => {
-                c.fail(&e, DATE);
+                c.fail(&e, DATE, pool);
                 break;
             }
         }
     }
-    c.flush().expect("flush");
+    c.flush(pool).expect("flush");
     answered
 }
 
@@ -153,14 +154,16 @@ fn the_last_request_allowed_closes() {
 #[test]
 fn the_host_may_close_whatever_the_request_wanted() {
     let params = ConnParams::default();
+    let mut pool = BufPool::default();
     let mut c = conn("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
-    c.read_some(&params, &mut BufPool::default());
-    assert_eq!(c.next_request(&params), Ok(true));
+    c.read_some(&params, &mut pool);
+    assert_eq!(c.next_request(&params, &mut pool), Ok(true));
     c.begin_dispatch(1, None, None, None);
     assert!(c.is_dispatched() && !c.may_take_requests());
     let mut r = Response::text(504, "late");
-    c.answer(&mut r, DATE, &params, true).expect("pending");
-    c.flush().expect("flush");
+    c.answer(&mut r, DATE, &params, true, &mut pool)
+        .expect("pending");
+    c.flush(&mut pool).expect("flush");
     assert!(written(&c).contains("Connection: close"));
     assert!(c.finished());
 }
@@ -168,7 +171,10 @@ fn the_host_may_close_whatever_the_request_wanted() {
 #[test]
 fn head_gets_the_length_but_no_body() {
     let mut c = conn("HEAD /x HTTP/1.1\r\nHost: x\r\n\r\n");
-    assert_eq!(serve(&mut c, &ConnParams::default(), &mut BufPool::default()), 1);
+    assert_eq!(
+        serve(&mut c, &ConnParams::default(), &mut BufPool::default()),
+        1
+    );
     let out = written(&c);
     assert!(out.contains("Content-Length: 2\r\n"), "{out}");
     assert!(out.ends_with("\r\n\r\n"), "{out}");
@@ -181,16 +187,18 @@ fn a_half_closed_client_still_gets_its_answer() {
     let mut c = conn("GET /late HTTP/1.1\r\nHost: x\r\n\r\n");
     c.stream.eof = true;
     c.read_some(&params, &mut pool);
-    assert_eq!(c.next_request(&params), Ok(true));
+    assert_eq!(c.next_request(&params, &mut pool), Ok(true));
     c.begin_dispatch(7, Some(0), None, None);
     // The end of stream came with the request: the connection waits for
     // the app's answer instead of closing.
     assert!(c.waits_for(7) && !c.finished());
     assert_eq!(c.interest_change(), Some(Interest::NONE));
     let mut r = Response::text(200, "done");
-    let pending = c.answer(&mut r, DATE, &params, false).expect("pending");
+    let pending = c
+        .answer(&mut r, DATE, &params, false, &mut pool)
+        .expect("pending");
     assert_eq!((pending.id, pending.slot), (7, Some(0)));
-    c.flush().expect("flush");
+    c.flush(&mut pool).expect("flush");
     assert!(written(&c).ends_with("done"));
     // The loop reads again after an answer: the end of stream is found.
     c.note_ready(true, false);
@@ -202,16 +210,17 @@ fn a_half_closed_client_still_gets_its_answer() {
 #[test]
 fn a_write_that_blocks_midway_resumes() {
     let params = ConnParams::default();
+    let mut pool = BufPool::default();
     let mut c = conn("GET /0123456789 HTTP/1.1\r\nHost: x\r\n\r\n");
     c.stream.window = 10;
-    assert_eq!(serve(&mut c, &params, &mut BufPool::default()), 1);
+    assert_eq!(serve(&mut c, &params, &mut pool), 1);
     assert_eq!(c.stream().written.len(), 10);
     assert!(c.has_output());
     assert_eq!(c.interest_change(), Some(Interest::BOTH));
     c.update_deadline(&params);
     assert_eq!(c.deadline().map(|(_, d)| d), Some(Deadline::Send));
     c.stream.window = usize::MAX;
-    c.flush().expect("flush");
+    c.flush(&mut pool).expect("flush");
     assert!(!c.has_output());
     assert!(written(&c).ends_with("/0123456789"));
     assert_eq!(c.interest_change(), Some(Interest::READABLE));
@@ -220,7 +229,10 @@ fn a_write_that_blocks_midway_resumes() {
 #[test]
 fn a_framing_error_is_answered_and_closes() {
     let mut c = conn("GET / HTTP/1.1\r\n\r\n");
-    assert_eq!(serve(&mut c, &ConnParams::default(), &mut BufPool::default()), 0);
+    assert_eq!(
+        serve(&mut c, &ConnParams::default(), &mut BufPool::default()),
+        0
+    );
     assert!(written(&c).starts_with("HTTP/1.1 400 Bad Request"));
     assert!(c.finished());
 }

@@ -3,16 +3,17 @@
 //! blocking pool. The answer is queued on the connection's output.
 
 use super::conn::{AccessInfo, Conn};
-use crate::admin;
-use crate::inbox::Inbox;
-use crate::http::parse::Head;
+use crate::apps::loader::LoadedApp;
+use crate::apps::services::{Job, Pool, Refused};
 use crate::http::answer::HostAnswer;
-use crate::loader::LoadedApp;
-use crate::netfilter::{forwarded_client, peer_ip};
+use crate::http::parse::Head;
+use crate::http::reader::BufPool;
+use crate::inbox::Inbox;
+use crate::ops::admin;
+use crate::ops::netfilter::{forwarded_client, peer_ip};
 use crate::poller::Token;
-use crate::request::{path_and_query, text, with_view, Meta, OwnedRequest};
-use crate::responder::{begin_inline, end_inline, responder};
-use crate::services::{Job, Pool, Refused};
+use crate::server::request::{path_and_query, text, with_view, Meta, OwnedRequest};
+use crate::server::responder::{begin_inline, end_inline, responder};
 use crate::shared::Shared;
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -131,6 +132,7 @@ impl Dispatcher {
         response: Response,
         date: &str,
         close: bool,
+        pool: &mut BufPool,
     ) {
         let Some(slot) = conn.pending().map(|p| p.slot) else {
             return;
@@ -139,7 +141,8 @@ impl Dispatcher {
         let (status, body_len) = (response.status, response.body.len());
         let close = close || self.shared.control.draining();
         // A large body is moved to the output as it is, not copied.
-        let Some(pending) = conn.answer(&mut response, date, &self.shared.params, close) else {
+        let Some(pending) = conn.answer(&mut response, date, &self.shared.params, close, pool)
+        else {
             return;
         };
         self.shared.stats[self.worker]
@@ -171,7 +174,7 @@ fn final_status(response: Response, slot: Option<usize>) -> Response {
     if (200..=599).contains(&response.status) {
         return response;
     }
-    let app = slot.map_or_else(|| "(host)".to_string(), crate::loader::slot_name);
+    let app = slot.map_or_else(|| "(host)".to_string(), crate::apps::loader::slot_name);
     log::error!(
         "app {app} answered status {}, which is not a final HTTP status (200-599); sending 500",
         response.status
@@ -244,11 +247,13 @@ fn submit_blocking(
             // Dropping the job drops its responder, whose answer (a 500) is
             // ignored: this 503 answers the request first.
             drop(job);
-            Some(match why {
-                Refused::QueueFull => HostAnswer::PoolFull,
-                Refused::ShareFull => HostAnswer::AppShareFull,
-            }
-            .response())
+            Some(
+                match why {
+                    Refused::QueueFull => HostAnswer::PoolFull,
+                    Refused::ShareFull => HostAnswer::AppShareFull,
+                }
+                .response(),
+            )
         }
     }
 }

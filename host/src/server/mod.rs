@@ -9,11 +9,11 @@
 //! the listener (`acceptor`).
 
 mod acceptor;
-pub mod conn;
+pub(crate) mod conn;
 mod dispatch;
-pub mod request;
-pub mod responder;
-pub mod timers;
+pub(crate) mod request;
+pub(crate) mod responder;
+pub(crate) mod timers;
 
 use crate::http::answer::HostAnswer;
 use crate::http::reader::BufPool;
@@ -285,7 +285,7 @@ impl Server {
             let Some(conn) = self.conns.get_mut(token.0) else {
                 return;
             };
-            if let Err(e) = conn.flush() {
+            if let Err(e) = conn.flush(&mut self.bufs) {
                 log::debug!("write to {} failed: {e}", conn.peer());
                 self.close(token);
                 return;
@@ -314,20 +314,23 @@ impl Server {
             if !conn.may_take_requests() {
                 return (served, conn.output_full());
             }
-            match conn.next_request(&self.shared.params) {
+            match conn.next_request(&self.shared.params, &mut self.bufs) {
                 Ok(false) => return (served, false),
                 Ok(true) => {
                     served += 1;
                     match self.dispatcher.dispatch(conn, token) {
-                        Some(response) => {
-                            self.dispatcher
-                                .finish(conn, response, self.date.get(), false)
-                        }
+                        Some(response) => self.dispatcher.finish(
+                            conn,
+                            response,
+                            self.date.get(),
+                            false,
+                            &mut self.bufs,
+                        ),
                         None => return (served, false),
                     }
                 }
                 Err(e) => {
-                    conn.fail(&e, self.date.get());
+                    conn.fail(&e, self.date.get(), &mut self.bufs);
                     return (served, false);
                 }
             }
@@ -341,7 +344,10 @@ impl Server {
             self.timers.add(at, app, task);
         }
         for c in inbox.completions.drain(..) {
-            let Some(conn) = self.conns.get_mut(c.token.0).filter(|conn| conn.waits_for(c.id))
+            let Some(conn) = self
+                .conns
+                .get_mut(c.token.0)
+                .filter(|conn| conn.waits_for(c.id))
             else {
                 log::debug!(
                     "dropping the answer to request {}: its connection is gone",
@@ -350,7 +356,7 @@ impl Server {
                 continue;
             };
             self.dispatcher
-                .finish(conn, c.response, self.date.get(), false);
+                .finish(conn, c.response, self.date.get(), false, &mut self.bufs);
             // Bytes may have arrived while the app worked.
             conn.note_ready(true, false);
             self.pump(c.token);
@@ -384,9 +390,7 @@ impl Server {
             if let Err(e) = self.poller.deregister(conn.stream().as_raw_fd()) {
                 log::debug!("deregister {}: {e}", conn.peer());
             }
-            self.shared.stats[self.worker]
-                .closed
-                .fetch_add(1, Relaxed);
+            self.shared.stats[self.worker].closed.fetch_add(1, Relaxed);
             log::debug!("closed {} ({} open)", conn.peer(), self.conns.len());
         }
         if self.conns.len() < self.shared.max_connections
@@ -406,7 +410,11 @@ impl Server {
         let expired: Vec<(usize, Deadline)> = self
             .conns
             .iter()
-            .filter_map(|(k, c)| c.deadline().filter(|(at, _)| *at <= now).map(|(_, d)| (k, d)))
+            .filter_map(|(k, c)| {
+                c.deadline()
+                    .filter(|(at, _)| *at <= now)
+                    .map(|(_, d)| (k, d))
+            })
             .collect();
         for (key, deadline) in expired {
             let token = Token(key);
@@ -419,20 +427,26 @@ impl Server {
                     self.close(token);
                     continue;
                 }
-                Deadline::Head => conn.fail(&HttpError::HeadTimeout, self.date.get()),
-                Deadline::Body => conn.fail(&HttpError::BodyTimeout, self.date.get()),
+                Deadline::Head => {
+                    conn.fail(&HttpError::HeadTimeout, self.date.get(), &mut self.bufs)
+                }
+                Deadline::Body => {
+                    conn.fail(&HttpError::BodyTimeout, self.date.get(), &mut self.bufs)
+                }
                 Deadline::App => {
                     if let Some(pending) = conn.pending() {
                         log::warn!(
                             "app {} did not answer {} within app_timeout ({} s); answering 504",
-                            pending.slot.map_or_else(|| "?".into(), crate::loader::slot_name),
+                            pending
+                                .slot
+                                .map_or_else(|| "?".into(), crate::apps::loader::slot_name),
                             pending.path.as_deref().unwrap_or("a request"),
                             self.shared.params.app_timeout.as_secs_f32()
                         );
                     }
                     let answer = HostAnswer::AppTimeout.response();
                     self.dispatcher
-                        .finish(conn, answer, self.date.get(), true);
+                        .finish(conn, answer, self.date.get(), true, &mut self.bufs);
                 }
             }
             self.pump(token);

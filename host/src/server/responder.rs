@@ -8,7 +8,7 @@
 //! reused) is dropped safely.
 
 use crate::http::answer::HostAnswer;
-pub use crate::inbox::{Completion, Inbox, InboxItems};
+pub use crate::inbox::{Completion, Inbox};
 use crate::poller::Token;
 use abi_stable::sabi_trait::TD_Opaque;
 use std::cell::RefCell;

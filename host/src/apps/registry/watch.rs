@@ -6,8 +6,8 @@
 use super::{Live, Registry, SETTLE};
 use crate::apps::dir::{Health, Stamp};
 use crate::apps::error::{Distrust, LoadError};
+use crate::apps::loader::{mount_free, LoadedApp};
 use crate::apps::watcher::{Built, Event, CONSTRUCTOR_BOUND};
-use crate::loader::{mount_free, LoadedApp};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
