@@ -9,6 +9,7 @@ extern "C" fn abort_on_load() {
 }
 
 /// The initialiser entry the dynamic loader calls.
+#[cfg(not(test))]
 #[used]
 #[link_section = ".init_array"]
 static ABORT_ON_LOAD: extern "C" fn() = abort_on_load;
