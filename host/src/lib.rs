@@ -1,15 +1,20 @@
-//! Stoa's host. The folders are the architecture; arrows run one way
-//! (`server` -> `apps`/`ops` -> `shared`/`inbox`; everything -> `http`/`poller`):
+//! Stoa's host. The folders are the architecture. `boot` builds everything;
+//! `server` uses `apps`, `ops`, `shared` and `inbox`; every wing uses `http`
+//! and `poller`, which use nothing above them. `apps` and `ops` touch in three
+//! places only: the apps thread publishes into `shared`, the watchdog names
+//! the app a stuck loop is in, and status reads the registry and the pool.
 //!
 //! - `boot`, `cli`, `listen`: flags -> listeners, pollers, workers, signals.
 //! - `server/`: the event loop, one connection's state machine (`conn`),
 //!   dispatching a request to its app, the request view, timeouts, timers and
 //!   the host's side of the responder.
-//! - `http/`: bytes on the wire (parse, chunked, reader, response): no
+//! - `http/`: bytes on the wire (parse, chunked, reader, output, response,
+//!   the host's own answers): no
 //!   sockets, unit- and fuzz-tested.
 //! - `poller/`: the readiness trait and one file per backend; the only home
 //!   of `unsafe`.
-//! - `apps/`: plugins over time (loader, registry, services).
+//! - `apps/`: plugins over time (private copy, ELF check, load probe, loader,
+//!   registry and its watcher thread, services, the blocking pool).
 //! - `ops/`: what operators see and steer (endpoints, stats, access log,
 //!   address rules, run state).
 //! - `shared`, `inbox`: what every worker shares; the loop's completion inbox.

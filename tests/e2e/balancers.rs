@@ -2,7 +2,8 @@
 //! front of two instances spreads load and loses no request through a
 //! rolling restart (each instance stopped with SIGTERM and started again on
 //! its port), and the `deploy/` configs pass `nginx -t` and `haproxy -c`.
-//! A test whose tool is not installed says SKIPPED and passes. Every load
+//! A test whose tool is not installed fails, naming the tool and how to
+//! install it (`.ci/run` installs both). Every load
 //! loop is bounded in requests and time; only 127.0.0.1 is used.
 
 use crate::common::{status, try_get};
@@ -16,13 +17,18 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// An installed tool (`nginx`, `haproxy`): /usr/sbin first, then `PATH`.
-fn tool(name: &str) -> Option<PathBuf> {
+/// A missing tool fails the test: these tests must not pass unrun.
+fn tool(name: &str) -> PathBuf {
     let sbin = Path::new("/usr/sbin").join(name);
     if sbin.exists() {
-        return Some(sbin);
+        return sbin;
     }
     let found = Command::new(name).arg("-v").output().is_ok();
-    found.then(|| PathBuf::from(name))
+    assert!(
+        found,
+        "{name} is not installed: `apt-get install -y {name}` (.ci/run installs it)"
+    );
+    PathBuf::from(name)
 }
 
 /// The workspace's `deploy/` directory.
@@ -61,10 +67,7 @@ impl Drop for Nginx {
 
 #[test]
 fn nginx_in_front_of_two_instances_loses_nothing_in_a_rolling_restart() {
-    let Some(nginx) = tool("nginx") else {
-        eprintln!("SKIPPED: nginx is not installed (.ci/run installs it with apt-get)");
-        return;
-    };
+    let nginx = tool("nginx");
     let args = ["--workers", "2", "--graceful-timeout", "10", "--no-watch"];
     let instance = |port| {
         let launch = Server::launch("epoll").port(port).apps(&["article"]);
@@ -204,10 +207,7 @@ fn nginx_in_front_of_two_instances_loses_nothing_in_a_rolling_restart() {
 
 #[test]
 fn deploy_nginx_conf_passes_nginx_t() {
-    let Some(nginx) = tool("nginx") else {
-        eprintln!("SKIPPED: nginx is not installed (.ci/run installs it with apt-get)");
-        return;
-    };
+    let nginx = tool("nginx");
     let (_dir, prefix) = nginx_prefix("nginx-t");
     let conf = deploy("nginx.conf")
         .canonicalize()
@@ -226,10 +226,7 @@ fn deploy_nginx_conf_passes_nginx_t() {
 
 #[test]
 fn deploy_haproxy_cfg_passes_haproxy_c() {
-    let Some(haproxy) = tool("haproxy") else {
-        eprintln!("SKIPPED: haproxy is not installed (.ci/run installs it with apt-get)");
-        return;
-    };
+    let haproxy = tool("haproxy");
     let out = Command::new(haproxy)
         .arg("-c")
         .arg("-f")

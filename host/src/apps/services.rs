@@ -4,7 +4,7 @@
 //! they block.
 
 pub use crate::apps::pool::{Job, Pool, Refused};
-use crate::server::responder::Inbox;
+use crate::inbox::Inbox;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use stoa_app_api::abi::TaskBox;
