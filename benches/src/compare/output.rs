@@ -32,7 +32,7 @@ pub fn markdown(points: &[Point]) -> String {
                 ms(m.map(|r| r.report.percentile_ms(100.0))),
                 p.errors(),
                 complete(p),
-                opt(m.and_then(cpu_us_per_req), 1),
+                opt(m.and_then(cpu_us_per_req), 2),
                 opt(p.peak_rss_kib.map(|k| k as f64 / 1024.0), 1),
             );
         }
@@ -133,8 +133,8 @@ pub fn csv(points: &[Point]) -> String {
             out,
             ",{},{},{},{},{},{},{},{}",
             complete(p),
-            opt(m.and_then(|r| r.cpu).map(|c| c.as_secs_f64() * 1000.0), 0),
-            opt(m.and_then(cpu_us_per_req), 2),
+            opt(m.and_then(|r| r.cpu).map(|c| c.as_secs_f64() * 1000.0), 3),
+            opt(m.and_then(cpu_us_per_req), 3),
             p.peak_rss_kib.map(|k| k.to_string()).unwrap_or_default(),
             p.rss_before_kib.map(|k| k.to_string()).unwrap_or_default(),
             p.rss_idle_kib.map(|k| k.to_string()).unwrap_or_default(),
