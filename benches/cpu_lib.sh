@@ -1,0 +1,91 @@
+# Helpers sourced by benches/ab_cpu.sh and benches/peers/cpu_vs_peers.sh:
+# start a server pinned to CPU 0, load it from CPU 1 with stoa-bench, read
+# the server's CPU time. The caller sets TMP (a scratch dir), BENCH
+# (stoa-bench), N (requests per point); WARMUP and MAX_TIME are optional.
+
+# need FILE-OR-COMMAND HINT: exit 1 with a message when it is missing.
+need() {
+    if [[ $1 == */* ]]; then [ -e "$1" ] && return 0; fi
+    command -v "$1" >/dev/null 2>&1 && return 0
+    echo "$(basename "$0"): missing $1 ($2)" >&2
+    exit 1
+}
+
+TICK=$(getconf CLK_TCK)
+
+# cpu_ns PID: the process's CPU time so far, ns: the sum of the first field
+# of /proc/PID/task/*/schedstat (live threads), else utime + stime in ticks.
+cpu_ns() {
+    local total=0 f v
+    if [ -r "/proc/$1/schedstat" ]; then
+        for f in /proc/"$1"/task/*/schedstat; do
+            { read -r v _ <"$f"; } 2>/dev/null && total=$((total + v))
+        done
+        echo "$total"
+    else
+        awk -v hz="$TICK" '{ sub(/.*\) /, ""); printf "%.0f\n", ($12 + $13) * 1e9 / hz }' "/proc/$1/stat"
+    fi
+}
+
+# start_server CMD...: starts CMD on CPU 0 and waits (10 s at most) for its
+# "listening on http://127.0.0.1:PORT" line; sets SERVER_PID, SERVER_PORT.
+start_server() {
+    taskset -c 0 "$@" >"$TMP/server.out" 2>"$TMP/server.err" &
+    SERVER_PID=$! SERVER_PORT=""
+    for _ in $(seq 100); do
+        SERVER_PORT=$(sed -n 's/^listening on http:\/\/127.0.0.1://p' "$TMP/server.out")
+        [ -n "$SERVER_PORT" ] && return 0
+        kill -0 "$SERVER_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "$1 did not start:" >&2
+    cat "$TMP/server.err" >&2
+    exit 1
+}
+
+# start_stoa BINARY POLLER: one worker, the apps copied into $TMP/apps.
+start_stoa() {
+    start_server "$1" --bind 127.0.0.1:0 --apps "$TMP/apps" --poller "$2" \
+        --workers 1 --log-level warn
+}
+
+stop_server() {
+    kill -TERM "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+}
+
+# measure URL CONC PID...: a warm-up, then N keep-alive requests from
+# stoa-bench on CPU 1 (one thread, CONC connections). Prints the PIDs' CPU
+# time per answered request in µs, req/s, then each PID's own µs/request.
+measure() {
+    local url=$1 conc=$2 pid before=() after=() i=0
+    shift 2
+    local load=(taskset -c 1 "$BENCH" load -k -t 1 -c "$conc" --max-time "${MAX_TIME:-120s}")
+    "${load[@]}" -n "${WARMUP:-20000}" "$url" >/dev/null
+    for pid in "$@"; do before+=("$(cpu_ns "$pid")"); done
+    "${load[@]}" -n "$N" "$url" >"$TMP/load"
+    for pid in "$@"; do after+=("$(cpu_ns "$pid")"); done
+    if grep -q 'incomplete' "$TMP/load" || grep '^errors:' "$TMP/load" | grep -qE ' [1-9]'; then
+        echo "$url c=$conc:" >&2
+        grep -E '^(stopped by|complete|errors):' "$TMP/load" >&2
+    fi
+    local done rps
+    done=$(awk '/^complete:/ { print $2 }' "$TMP/load")
+    rps=$(awk '/^requests\/s:/ { print $2 }' "$TMP/load")
+    [ "${done:-0}" -gt 0 ] || { echo "$url: no request answered" >&2; exit 1; }
+    local deltas=()
+    for pid in "$@"; do
+        deltas+=($((after[i] - before[i])))
+        i=$((i + 1))
+    done
+    awk -v n="$done" -v rps="$rps" -v d="${deltas[*]}" 'BEGIN {
+        k = split(d, v, " "); t = 0
+        for (j = 1; j <= k; j++) t += v[j]
+        printf "%.3f %.0f", t / n / 1e3, rps
+        if (k > 1) for (j = 1; j <= k; j++) printf " %.3f", v[j] / n / 1e3
+        printf "\n"
+    }'
+}
+
+# median: of the numbers on stdin, one a line.
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
