@@ -6,6 +6,7 @@ use crate::apps::plugin_copy::{self, PluginCopies};
 use crate::apps::registry::{Registry, Scan};
 use crate::apps::services;
 use crate::apps::watcher::{self, Event};
+use crate::checks;
 use crate::cli::Cli;
 use crate::listen;
 use crate::ops::access_log;
@@ -27,30 +28,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// File descriptors kept free under FD_SETSIZE for stdio, the pollers'
-/// wakers, the listeners, log files and a plugin being copied and probed.
-const RESERVED_FDS: usize = 24;
-
-/// The process-wide connection cap: the operator's, bounded by the
-/// backend's descriptor limit (select shares FD_SETSIZE across workers).
-/// `plugin_fds` are the descriptors plugin generations keep open (one
-/// memfd each: `--max-generations` x the plugin files at start-up).
-fn connection_cap(
-    fd_limit: Option<usize>,
-    requested: Option<usize>,
-    workers: usize,
-    plugin_fds: usize,
-) -> usize {
-    let backend_cap = fd_limit.map(|l| l.saturating_sub(RESERVED_FDS + 3 * workers + plugin_fds));
-    match (requested, backend_cap) {
-        (Some(n), Some(cap)) => n.min(cap),
-        (Some(n), None) => n,
-        (None, Some(cap)) => cap,
-        (None, None) => 10_000,
-    }
-    .max(1)
-}
-
 pub fn run(cli: Cli) -> Result<(), String> {
     match listen::raise_fd_limit() {
         Ok(n) => log::info!("file descriptor limit (RLIMIT_NOFILE) = {n}"),
@@ -58,15 +35,18 @@ pub fn run(cli: Cli) -> Result<(), String> {
     }
     let workers = cli
         .workers
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .max(1);
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let pollers: Vec<Box<dyn Poller>> = (0..workers)
         .map(|_| poller::create_by_flag(&cli.poller))
         .collect::<Result<_, _>>()?;
     let poller_name = pollers[0].name();
     let fd_limit = pollers[0].features().fd_limit;
-    let plugin_fds = cli.max_generations.max(1) as usize * plugin_copy::plugin_files(&cli.apps);
-    let max_connections = connection_cap(fd_limit, cli.max_connections, workers, plugin_fds);
+    let budget = checks::FdBudget {
+        fd_limit,
+        workers,
+        plugin_fds: cli.max_generations as usize * plugin_copy::plugin_files(&cli.apps),
+    };
+    let max_connections = checks::connection_cap(cli.max_connections, &budget, poller_name)?;
     match fd_limit {
         Some(limit) => {
             log::info!("poller={poller_name} fd_cap={max_connections} (FD_SETSIZE={limit})")
@@ -74,6 +54,9 @@ pub fn run(cli: Cli) -> Result<(), String> {
         None => log::info!("poller={poller_name} fd_cap={max_connections}"),
     }
     let backlog = cli.backlog.unwrap_or_else(listen::somaxconn);
+    if !cli.reuse_port {
+        checks::address_is_free(cli.bind)?;
+    }
     let first =
         listen::bind(cli.bind, backlog).map_err(|e| format!("cannot bind {}: {e}", cli.bind))?;
     let local = first
@@ -116,6 +99,10 @@ pub fn run(cli: Cli) -> Result<(), String> {
     registry.scan(Scan::Startup);
     watcher::await_constructors(&mut registry);
     let state = registry.state();
+    checks::mounts_name_loaded_apps(&cli.mounts, &state)?;
+    if cli.strict_plugins {
+        checks::no_refused_plugins(&state)?;
+    }
     if state.mounts.apps().is_empty() {
         log::warn!(
             "no app loaded from {}; every request will get 404",
@@ -139,7 +126,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
         access_log,
         max_connections: max_connections.div_ceil(workers),
         pool: (!cli.blocking_on_loop).then_some(pool),
-        loop_block_warn: Duration::from_millis(cli.loop_block_warn),
+        loop_block_warn: cli.loop_block_warn,
         control: Control::default(),
         watch,
         stats: (0..workers).map(|_| WorkerStats::default()).collect(),
@@ -176,11 +163,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
     let events = registry.events();
     watcher::spawn(registry, shared.clone(), !cli.no_watch)?;
     crate::ops::watchdog::spawn(shared.clone())?;
-    watch_signals(
-        shared.clone(),
-        events,
-        Duration::from_secs(cli.graceful_timeout),
-    )?;
+    watch_signals(shared.clone(), events, cli.graceful_timeout)?;
 
     let handles: Vec<_> = servers
         .into_iter()
@@ -219,16 +202,15 @@ pub fn run(cli: Cli) -> Result<(), String> {
 fn watchdog(cli: &Cli, workers: usize, addr: SocketAddr, backlog: i32) -> Result<Board, String> {
     if cli.unhealthy_after < cli.stuck_after {
         return Err(format!(
-            "--unhealthy-after ({} s) must be at least --stuck-after ({} s)",
-            cli.unhealthy_after, cli.stuck_after
+            "--unhealthy-after ({:?}) must be at least --stuck-after ({:?}): use --unhealthy-after {}",
+            cli.unhealthy_after,
+            cli.stuck_after,
+            humantime::format_duration(cli.stuck_after)
         ));
     }
-    let bounds = (
-        Duration::from_secs_f64(cli.stuck_after),
-        Duration::from_secs_f64(cli.unhealthy_after),
-    );
+    let bounds = (cli.stuck_after, cli.unhealthy_after);
     log::info!(
-        "watchdog: a loop is stuck after {} s without turning, the process unhealthy after {} s",
+        "watchdog: a loop is stuck after {:?} without turning, the process unhealthy after {:?}",
         cli.stuck_after,
         cli.unhealthy_after
     );
@@ -262,8 +244,8 @@ fn watch_signals(
                     std::process::exit(1);
                 }
                 log::info!(
-                    "signal {signal}: draining (graceful timeout {} s)",
-                    graceful.as_secs()
+                    "signal {signal}: draining (graceful timeout {:?})",
+                    graceful
                 );
                 shared.control.drain();
                 let shared = shared.clone();

@@ -27,6 +27,7 @@
 
 pub mod apps;
 pub mod boot;
+pub(crate) mod checks;
 pub mod cli;
 pub mod http;
 pub(crate) mod inbox;

@@ -24,7 +24,13 @@ fn start(poller: &str, args: &[&str]) -> Server {
 
 /// Sends `bytes` on a new connection and asserts the refusal: `status`, a
 /// body containing `needle`, `Connection: close`, then the close.
-fn refused(server: &Server, what: &str, bytes: &[u8], status: u16, needle: &str) -> Response {
+pub(crate) fn refused(
+    server: &Server,
+    what: &str,
+    bytes: &[u8],
+    status: u16,
+    needle: &str,
+) -> Response {
     let mut c = server.connect();
     let r = c.request(bytes);
     assert_eq!(r.status, status, "{what}: {r:?}");
@@ -38,13 +44,13 @@ fn refused(server: &Server, what: &str, bytes: &[u8], status: u16, needle: &str)
 }
 
 /// Asserts a request is served (`/demo/justnow/` answers any method).
-fn accepted(server: &Server, what: &str, bytes: &[u8]) {
+pub(crate) fn accepted(server: &Server, what: &str, bytes: &[u8]) {
     let r = server.connect().request(bytes);
     assert_eq!((r.status, r.text()), (200, JUSTNOW_BODY), "{what}: {r:?}");
 }
 
 /// A request to `/demo/justnow/` with these extra header lines and body.
-fn justnow(method: &str, headers: &[&str], body: &[u8]) -> Vec<u8> {
+pub(crate) fn justnow(method: &str, headers: &[&str], body: &[u8]) -> Vec<u8> {
     with_body(method, "/demo/justnow/", headers, body)
 }
 

@@ -148,6 +148,7 @@ type Prepare = Box<dyn FnOnce(&Path)>;
 pub struct Launch {
     poller: String,
     port: u16,
+    bind: Option<String>,
     apps: Vec<String>,
     files: Vec<(String, Vec<u8>)>,
     args: Vec<String>,
@@ -170,6 +171,13 @@ impl Launch {
     /// (0), e.g. to start again on the port of a server that has exited.
     pub fn port(mut self, port: u16) -> Self {
         self.port = port;
+        self
+    }
+
+    /// Listens on this `--bind` value as given (it must resolve to
+    /// 127.0.0.1) instead of 127.0.0.1:`port`.
+    pub fn bind(mut self, addr: &str) -> Self {
+        self.bind = Some(addr.to_string());
         self
     }
 
@@ -225,6 +233,39 @@ impl Launch {
 
     /// Starts the binary and waits for its `listening on` line.
     pub fn start(self) -> Server {
+        let wanted = self.port;
+        let mut server = self.spawn();
+        server.await_listening(wanted);
+        server
+    }
+
+    /// Runs the binary expecting it to refuse to start: waits for its exit
+    /// and returns the status and the log (stderr). Panics if it serves.
+    pub fn refused(self) -> (ExitStatus, String) {
+        let mut server = self.spawn();
+        let status = server.wait_exit(START_TIMEOUT);
+        let stdout = server.stdout.text();
+        assert!(
+            !stdout.contains("listening on"),
+            "it started: {stdout}\n{}",
+            server.log.text()
+        );
+        let status = status.unwrap_or_else(|| panic!("still running: {}", server.log.text()));
+        assert!(
+            !status.success(),
+            "exit status {status}: {}",
+            server.log.text()
+        );
+        // The log reader may lag the exit by a moment.
+        let log = server.log.clone();
+        log.wait(Duration::from_secs(2), |t| {
+            t.contains("ERROR") || t.contains("error")
+        });
+        (status, log.text())
+    }
+
+    /// Fills the apps directory and spawns the binary.
+    fn spawn(self) -> Server {
         let dir = TempDir::new(&self.poller);
         let apps = dir.path().join("apps");
         std::fs::create_dir(&apps).expect("create the apps dir");
@@ -261,8 +302,9 @@ impl Launch {
             }
             None => Command::new(STOA),
         };
+        let bind = (self.bind.clone()).unwrap_or_else(|| format!("127.0.0.1:{}", self.port));
         cmd.arg("--bind")
-            .arg(format!("127.0.0.1:{}", self.port))
+            .arg(bind)
             .arg("--apps")
             .arg(&apps)
             .env_remove("STOA_POLLER")
@@ -282,8 +324,7 @@ impl Launch {
             .expect("spawn stoa");
         let stdout = Captured::collect(child.stdout.take().expect("piped stdout"));
         let log = Captured::collect(child.stderr.take().expect("piped stderr"));
-        let wanted = self.port;
-        let mut server = Server {
+        Server {
             child,
             port: 0,
             poller: self.poller,
@@ -291,7 +332,15 @@ impl Launch {
             log,
             access_log,
             dir,
-        };
+        }
+    }
+}
+
+impl Server {
+    /// Waits for the `listening on` line (on `wanted`, unless 0) and for
+    /// the log to catch up with it.
+    fn await_listening(&mut self, wanted: u16) {
+        let server = self;
         let started = server.stdout.wait(START_TIMEOUT, |t| t.contains('\n'));
         let first = server.stdout.text();
         let port = first
@@ -317,7 +366,6 @@ impl Launch {
                 server.log.text()
             ),
         }
-        server
     }
 }
 
@@ -338,6 +386,7 @@ impl Server {
         Launch {
             poller: poller.to_string(),
             port: 0,
+            bind: None,
             apps: Vec::new(),
             files: Vec::new(),
             args: Vec::new(),

@@ -23,6 +23,7 @@ mod hot;
 mod limits;
 mod loader;
 mod misbehave;
+mod operator;
 mod plugin_files;
 mod protocol;
 mod rfc9112;

@@ -357,43 +357,9 @@ fn sanitise(name: &str) -> String {
     out
 }
 
-/// Parses a size: plain bytes, or with a K, M or G suffix (powers of 1024),
-/// e.g. `512M`.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (digits, unit) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => (&t[..i], c.to_ascii_uppercase()),
-        _ => (t, 'B'),
-    };
-    let shift = match unit {
-        'B' => 0,
-        'K' => 10,
-        'M' => 20,
-        'G' => 30,
-        _ => return Err(format!("expected bytes or a K/M/G suffix, got {s:?}")),
-    };
-    match digits.parse::<u64>() {
-        Ok(n) if n > 0 && n.leading_zeros() >= shift => Ok(n << shift),
-        _ => Err(format!(
-            "expected a positive size in bytes or with a K/M/G suffix (e.g. 512M), got {s:?}"
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_parse_with_suffixes() {
-        assert_eq!(parse_size("1048576"), Ok(1 << 20));
-        assert_eq!(parse_size("512M"), Ok(512 << 20));
-        assert_eq!(parse_size("1G"), Ok(1 << 30));
-        assert_eq!(parse_size("64k"), Ok(64 << 10));
-        for bad in ["", "0", "-1", "12X", "M", "1.5G", "99999999999G"] {
-            assert!(parse_size(bad).is_err(), "{bad:?}");
-        }
-    }
 
     #[test]
     fn memfd_names_are_printable() {

@@ -1,0 +1,272 @@
+//! Command-line flags (clap). Every flag also reads `STOA_<NAME>` from the
+//! environment (a flag given on the command line wins). Values take units:
+//! see `values`.
+
+mod values;
+
+use crate::http::parse::HEADER_ARRAY;
+use crate::http::ConnParams;
+use clap::builder::RangedU64ValueParser;
+use clap::Parser;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+pub use values::{parse_bind, parse_millis, parse_secs, parse_size, parse_size_usize};
+
+/// The app ABI this host accepts: the `stoa-app-api` version plugins are
+/// checked against (any 0.1.x build loads).
+pub fn abi_version() -> String {
+    use abi_stable::library::RootModule;
+    let v = <stoa_app_api::abi::AppModuleRef as RootModule>::VERSION_STRINGS;
+    format!("stoa-app-api {}", v.version)
+}
+
+fn long_version() -> &'static str {
+    let text = format!(
+        "{} (accepts app plugins built against {})",
+        env!("CARGO_PKG_VERSION"),
+        abi_version()
+    );
+    Box::leak(text.into_boxed_str())
+}
+
+const SERVING: &str = "Serving";
+const APPS: &str = "Apps";
+const LIMITS: &str = "Limits (sizes take K, M, G: 8KiB, 1M)";
+const TIMEOUTS: &str =
+    "Timeouts (durations take ms, s, m, h: 500ms, 30s, 2m; a bare number is seconds)";
+const OPERATIONS: &str = "Operations";
+const LOGGING: &str = "Logging";
+
+/// Stoa: a non-blocking HTTP/1.1 gateway container for native app plugins.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "stoa", version = long_version(), about,
+          after_help = "Every flag can also be set in the environment as STOA_<FLAG> (e.g. \
+                        STOA_MAX_BODY=1M); the command line wins over the environment, \
+                        which wins over the defaults.")]
+pub struct Cli {
+    /// Address to listen on: HOST:PORT, [IPv6]:PORT, :PORT or PORT (all
+    /// IPv4 addresses); port 0 picks a free port.
+    #[arg(long, env = "STOA_BIND", default_value = "127.0.0.1:8000", value_parser = parse_bind,
+          help_heading = SERVING)]
+    pub bind: SocketAddr,
+
+    /// Share the address with other processes that listen on it with this
+    /// flag too (rolling restarts); without it, an address in use is an error.
+    #[arg(long, env = "STOA_REUSE_PORT", help_heading = SERVING)]
+    pub reuse_port: bool,
+
+    /// Readiness backend: auto (epoll, then poll, then select), epoll, poll or select.
+    #[arg(long, env = "STOA_POLLER", default_value = "auto", help_heading = SERVING)]
+    pub poller: String,
+
+    /// Event-loop threads, each with its own poller and SO_REUSEPORT
+    /// listener [default: the number of CPUs].
+    #[arg(long, env = "STOA_WORKERS", value_name = "N", help_heading = SERVING,
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..=1024))]
+    pub workers: Option<usize>,
+
+    /// Most connections served at once (all workers); past it, new clients
+    /// wait in the backlog. More than the backend can hold is an error
+    /// [default: 10000; select: FD_SETSIZE minus reserved descriptors].
+    #[arg(long, env = "STOA_MAX_CONNECTIONS", value_name = "N", help_heading = SERVING,
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_connections: Option<usize>,
+
+    /// Listen backlog [default: the kernel's somaxconn].
+    #[arg(long, env = "STOA_BACKLOG", value_name = "N", help_heading = SERVING,
+          value_parser = clap::value_parser!(i32).range(1..))]
+    pub backlog: Option<i32>,
+
+    /// Directory of app plugins (`*.so`), loaded in name order at start-up.
+    #[arg(long, env = "STOA_APPS", value_name = "DIR", default_value = "apps", help_heading = APPS)]
+    pub apps: PathBuf,
+
+    /// Mount an app at another prefix than its default: NAME=PREFIX
+    /// (repeatable); NAME must be an app loaded at start-up.
+    #[arg(long = "mount", env = "STOA_MOUNT", value_name = "NAME=PREFIX", value_parser = parse_mount,
+          value_delimiter = ',', help_heading = APPS)]
+    pub mounts: Vec<(String, String)>,
+
+    /// Exit with status 1 when a plugin file is refused at start-up
+    /// (for CI and deploy pipelines); without it, refusals are logged.
+    #[arg(long, env = "STOA_STRICT_PLUGINS", help_heading = APPS)]
+    pub strict_plugins: bool,
+
+    /// Library generations kept per app before a replace is refused
+    /// (libraries are never unloaded).
+    #[arg(long, env = "STOA_MAX_GENERATIONS", value_name = "N", default_value_t = 16,
+          value_parser = clap::value_parser!(u32).range(1..=1024), help_heading = APPS)]
+    pub max_generations: u32,
+
+    /// Largest plugin file loaded; a larger file is refused before it is copied.
+    #[arg(long, env = "STOA_MAX_PLUGIN_SIZE", default_value = "1G", value_name = "SIZE",
+          value_parser = parse_size, help_heading = APPS)]
+    pub max_plugin_size: u64,
+
+    /// Do not watch the apps directory (SIGHUP still rescans it).
+    #[arg(long, env = "STOA_NO_WATCH", help_heading = APPS)]
+    pub no_watch: bool,
+
+    /// Load plugins even from an apps directory or files that any user can
+    /// write or that another user owns (a loud warning instead of a
+    /// refusal; for development only).
+    #[arg(long, env = "STOA_INSECURE_APPS_DIR", help_heading = APPS)]
+    pub insecure_apps_dir: bool,
+
+    /// Threads of the blocking pool that runs handlers declared blocking.
+    #[arg(long, env = "STOA_BLOCKING_THREADS", value_name = "N", default_value_t = 64,
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..=4096), help_heading = APPS)]
+    pub blocking_threads: usize,
+
+    /// Requests that may wait for a blocking thread; past it they get 503.
+    #[arg(long, env = "STOA_BLOCKING_QUEUE", value_name = "N", default_value_t = 1024,
+          value_parser = RangedU64ValueParser::<usize>::new(), help_heading = APPS)]
+    pub blocking_queue: usize,
+
+    /// Percent of the blocking threads, and of its queue, one app may hold
+    /// (at least one thread); its further jobs wait, or get 503 past its
+    /// share of the queue.
+    #[arg(long, env = "STOA_BLOCKING_SHARE", value_name = "PERCENT", default_value_t = 50,
+          value_parser = clap::value_parser!(u8).range(1..=100), help_heading = APPS)]
+    pub blocking_share: u8,
+
+    /// Run handlers declared blocking on the event loop itself (Tornado's
+    /// behaviour, for comparison): the loop stalls while they run.
+    #[arg(long, env = "STOA_BLOCKING_ON_LOOP", help_heading = APPS)]
+    pub blocking_on_loop: bool,
+
+    /// Longest request-target (414 past it).
+    #[arg(long, env = "STOA_MAX_REQUEST_LINE", value_name = "SIZE", default_value = "8K",
+          value_parser = parse_size_usize, help_heading = LIMITS)]
+    pub max_request_line: usize,
+
+    /// Longest single header field value (431).
+    #[arg(long, env = "STOA_MAX_HEADER_FIELD", value_name = "SIZE", default_value = "8K",
+          value_parser = parse_size_usize, help_heading = LIMITS)]
+    pub max_header_field: usize,
+
+    /// Most header fields in a request (431).
+    #[arg(long, env = "STOA_MAX_HEADERS", value_name = "N", default_value_t = 100,
+          value_parser = clap::value_parser!(u16).range(1..=HEADER_ARRAY as i64), help_heading = LIMITS)]
+    pub max_headers: u16,
+
+    /// Largest request head (431).
+    #[arg(long, env = "STOA_MAX_HEAD", value_name = "SIZE", default_value = "64K",
+          value_parser = parse_size_usize, help_heading = LIMITS)]
+    pub max_head: usize,
+
+    /// Largest request body (413).
+    #[arg(long, env = "STOA_MAX_BODY", value_name = "SIZE", default_value = "8M",
+          value_parser = parse_size_usize, help_heading = LIMITS)]
+    pub max_body: usize,
+
+    /// Requests on one keep-alive connection before it is closed.
+    #[arg(long, env = "STOA_MAX_REQUESTS_PER_CONN", value_name = "N", default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(1..), help_heading = LIMITS)]
+    pub max_requests_per_conn: u32,
+
+    /// Time to receive a whole request head (408; slowloris).
+    #[arg(long, env = "STOA_HEAD_TIMEOUT", value_name = "DURATION", default_value = "30s",
+          value_parser = parse_secs, help_heading = TIMEOUTS)]
+    pub head_timeout: Duration,
+
+    /// Time a request body may stall between reads (408).
+    #[arg(long, env = "STOA_BODY_TIMEOUT", value_name = "DURATION", default_value = "30s",
+          value_parser = parse_secs, help_heading = TIMEOUTS)]
+    pub body_timeout: Duration,
+
+    /// Time a response may make no sending progress (then closed).
+    #[arg(long, env = "STOA_SEND_TIMEOUT", value_name = "DURATION", default_value = "30s",
+          value_parser = parse_secs, help_heading = TIMEOUTS)]
+    pub send_timeout: Duration,
+
+    /// Time an idle keep-alive connection is kept.
+    #[arg(long, env = "STOA_KEEP_ALIVE_TIMEOUT", value_name = "DURATION", default_value = "30s",
+          value_parser = parse_secs, help_heading = TIMEOUTS)]
+    pub keep_alive_timeout: Duration,
+
+    /// Time an app has to answer before its client gets 504.
+    #[arg(long, env = "STOA_APP_TIMEOUT", value_name = "DURATION", default_value = "30s",
+          value_parser = parse_secs, help_heading = TIMEOUTS)]
+    pub app_timeout: Duration,
+
+    /// Time to let in-flight requests finish after SIGTERM/SIGINT; the
+    /// process then ends even if a worker is stuck in app code.
+    #[arg(long, env = "STOA_GRACEFUL_TIMEOUT", value_name = "DURATION", default_value = "30s",
+          value_parser = parse_secs, help_heading = TIMEOUTS)]
+    pub graceful_timeout: Duration,
+
+    /// Time an event loop may go without turning (app code that does not
+    /// return) before it is reported stuck: /ready answers 503 and its
+    /// listener leaves the accept group.
+    #[arg(long, env = "STOA_STUCK_AFTER", value_name = "DURATION", default_value = "5s",
+          value_parser = parse_secs, help_heading = TIMEOUTS)]
+    pub stuck_after: Duration,
+
+    /// Time a worker may stay stuck before /health answers 503 (at once
+    /// when every worker is stuck); at least --stuck-after.
+    #[arg(long, env = "STOA_UNHEALTHY_AFTER", value_name = "DURATION", default_value = "30s",
+          value_parser = parse_secs, help_heading = TIMEOUTS)]
+    pub unhealthy_after: Duration,
+
+    /// Warn when app code holds the event loop longer than this (a bare
+    /// number is milliseconds).
+    #[arg(long, env = "STOA_LOOP_BLOCK_WARN", value_name = "DURATION", default_value = "100ms",
+          value_parser = parse_millis, help_heading = TIMEOUTS)]
+    pub loop_block_warn: Duration,
+
+    /// Who may read /.well-known/stoa/status and metrics (CIDR, repeatable)
+    /// [default: loopback only].
+    #[arg(long, env = "STOA_STATUS_ALLOW", value_name = "CIDR", value_delimiter = ',',
+          value_parser = crate::ops::netfilter::parse_net, help_heading = OPERATIONS)]
+    pub status_allow: Vec<ipnet::IpNet>,
+
+    /// A proxy whose X-Forwarded-For/-Proto are believed (CIDR, repeatable).
+    #[arg(long, env = "STOA_TRUSTED_PROXY", value_name = "CIDR", value_delimiter = ',',
+          value_parser = crate::ops::netfilter::parse_net, help_heading = OPERATIONS)]
+    pub trusted_proxy: Vec<ipnet::IpNet>,
+
+    /// Log level: error, warn, info, debug or trace.
+    #[arg(long, env = "STOA_LOG_LEVEL", value_name = "LEVEL", default_value = "info",
+          value_parser = parse_level, help_heading = LOGGING)]
+    pub log_level: log::LevelFilter,
+
+    /// Access log in combined format: a file path, or `-` for standard output.
+    #[arg(long, env = "STOA_ACCESS_LOG", value_name = "PATH|-", help_heading = LOGGING)]
+    pub access_log: Option<String>,
+}
+
+fn parse_level(s: &str) -> Result<log::LevelFilter, String> {
+    s.parse().map_err(|_| {
+        format!("unknown log level {s:?}: use error, warn, info, debug or trace (or off)")
+    })
+}
+
+impl Cli {
+    /// The per-connection limits and timeouts from the flags.
+    pub fn conn_params(&self) -> ConnParams {
+        ConnParams {
+            max_request_line: self.max_request_line,
+            max_header_field: self.max_header_field,
+            max_headers: usize::from(self.max_headers),
+            max_head: self.max_head,
+            max_body: self.max_body,
+            max_requests_per_conn: self.max_requests_per_conn,
+            head_timeout: self.head_timeout,
+            body_timeout: self.body_timeout,
+            send_timeout: self.send_timeout,
+            keep_alive_timeout: self.keep_alive_timeout,
+            app_timeout: self.app_timeout,
+        }
+    }
+}
+
+fn parse_mount(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, prefix)) if !name.is_empty() && prefix.starts_with('/') => {
+            Ok((name.to_string(), prefix.to_string()))
+        }
+        _ => Err(format!("expected NAME=/prefix, got {s:?}")),
+    }
+}

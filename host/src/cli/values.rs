@@ -1,0 +1,175 @@
+//! Values people type: sizes with units, durations with units, listen
+//! addresses in the forms nginx and gunicorn accept. Every refusal names
+//! what was given and shows a valid form.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+/// A size: bytes, or with a binary unit `K`/`KB`/`KiB`, `M`/`MB`/`MiB`,
+/// `G`/`GB`/`GiB` (any case; every unit is a power of 1024, as in nginx).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = (&t[..split], t[split..].trim());
+    let shift = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        _ => {
+            return Err(format!(
+                "unknown size unit {unit:?} in {s:?}: use bytes or K, M, G (KiB, MiB, GiB), e.g. 8KiB or 1M"
+            ))
+        }
+    };
+    match digits.parse::<u64>() {
+        Ok(n) if n > 0 && n.leading_zeros() >= shift => Ok(n << shift),
+        Ok(0) => Err(format!("{s:?} is zero: give a positive size, e.g. 1M")),
+        _ => Err(format!(
+            "expected a positive size in bytes or with a unit (8KiB, 1M, 1GiB), got {s:?}"
+        )),
+    }
+}
+
+/// A size that must fit in memory (`usize`).
+pub fn parse_size_usize(s: &str) -> Result<usize, String> {
+    let n = parse_size(s)?;
+    usize::try_from(n).map_err(|_| format!("{s:?} is larger than this machine can address"))
+}
+
+/// Longest duration any timeout takes: one day.
+const MAX_DURATION: Duration = Duration::from_secs(86_400);
+
+/// A duration: `500ms`, `30s`, `2m`, `1h`, `1m30s` (humantime), or a bare
+/// number in `bare_unit` (seconds for timeouts).
+fn parse_duration_in(s: &str, bare_unit: Duration, bare_name: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let d = match t.parse::<f64>() {
+        Ok(n) if n.is_finite() && n > 0.0 => bare_unit.mul_f64(n.min(MAX_DURATION.as_secs_f64() * 1e3)),
+        Ok(_) => return Err(format!("{s:?} is not a positive duration: e.g. 500ms, 30s or 2m")),
+        Err(_) => humantime::parse_duration(t).map_err(|e| {
+            format!("cannot read {s:?} as a duration ({e}): use a number of {bare_name} or a unit, e.g. 500ms, 30s, 2m")
+        })?,
+    };
+    if d.is_zero() {
+        return Err(format!(
+            "{s:?} is zero: give a positive duration, e.g. 500ms"
+        ));
+    }
+    if d > MAX_DURATION {
+        return Err(format!("{s:?} is over the longest allowed, 24h"));
+    }
+    Ok(d)
+}
+
+/// A duration; a bare number is seconds (`30`, `0.5`).
+pub fn parse_secs(s: &str) -> Result<Duration, String> {
+    parse_duration_in(s, Duration::from_secs(1), "seconds")
+}
+
+/// A duration; a bare number is milliseconds (`100`).
+pub fn parse_millis(s: &str) -> Result<Duration, String> {
+    parse_duration_in(s, Duration::from_millis(1), "milliseconds")
+}
+
+/// A TCP listen address: `HOST:PORT`, `IP:PORT`, `[IPv6]:PORT`, `:PORT`
+/// (every IPv4 address, as gunicorn reads it) or a bare `PORT` (the same,
+/// as nginx's `listen 8000`). A host name is resolved and its first
+/// address, IPv4 first, is used (`localhost:8000` is 127.0.0.1:8000).
+pub fn parse_bind(s: &str) -> Result<SocketAddr, String> {
+    let t = s.trim();
+    if let Some(unix) = t.strip_prefix("unix:") {
+        return Err(format!(
+            "--bind {s:?}: Unix sockets ({unix}) are not supported yet; give HOST:PORT, e.g. 127.0.0.1:8000"
+        ));
+    }
+    if let Ok(addr) = t.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let port_only = t.strip_prefix(':').unwrap_or(t);
+    if !port_only.is_empty() && port_only.bytes().all(|b| b.is_ascii_digit()) {
+        let port = port_only
+            .parse::<u16>()
+            .map_err(|_| format!("--bind {s:?}: the port must be 0-65535"))?;
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port));
+    }
+    let Some((host, port)) = t.rsplit_once(':') else {
+        return Err(format!(
+            "--bind {s:?}: expected HOST:PORT, :PORT or PORT, e.g. 127.0.0.1:8000"
+        ));
+    };
+    let port = port
+        .parse::<u16>()
+        .map_err(|_| format!("--bind {s:?}: the port {port:?} must be a number 0-65535"))?;
+    let addrs: Vec<SocketAddr> = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("--bind {s:?}: cannot resolve {host:?}: {e}"))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or_else(|| addrs.first())
+        .copied()
+        .ok_or_else(|| format!("--bind {s:?}: {host:?} has no address"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_take_units() {
+        assert_eq!(parse_size("1048576"), Ok(1 << 20));
+        assert_eq!(parse_size("8KiB"), Ok(8 << 10));
+        assert_eq!(parse_size("8k"), Ok(8 << 10));
+        assert_eq!(parse_size("1M"), Ok(1 << 20));
+        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_size("1 MB"), Ok(1 << 20));
+        assert_eq!(parse_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("2gib"), Ok(2 << 30));
+        for bad in ["", "0", "M", "1T", "-1", "1.5M", "99999999999G", "1 Mbit"] {
+            let e = parse_size(bad).expect_err(bad);
+            assert!(e.contains(&format!("{bad:?}")), "{e}");
+        }
+    }
+
+    #[test]
+    fn durations_take_units_and_bare_numbers() {
+        assert_eq!(parse_secs("30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_secs("0.5"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_secs("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_secs("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_secs("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_secs("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_millis("100"), Ok(Duration::from_millis(100)));
+        assert_eq!(parse_millis("1s"), Ok(Duration::from_secs(1)));
+        for bad in ["0", "0s", "-1", "ten", "25h", "NaN", "1e400"] {
+            let e = parse_secs(bad).expect_err(bad);
+            assert!(e.contains(&format!("{bad:?}")), "{e}");
+        }
+    }
+
+    #[test]
+    fn bind_takes_the_forms_people_type() {
+        let v4 = |a: [u8; 4], p| SocketAddr::from((a, p));
+        assert_eq!(parse_bind("127.0.0.1:8000"), Ok(v4([127, 0, 0, 1], 8000)));
+        assert_eq!(parse_bind(":8000"), Ok(v4([0, 0, 0, 0], 8000)));
+        assert_eq!(parse_bind("8000"), Ok(v4([0, 0, 0, 0], 8000)));
+        assert_eq!(parse_bind("localhost:8000"), Ok(v4([127, 0, 0, 1], 8000)));
+        assert_eq!(
+            parse_bind("[::1]:8000"),
+            Ok("[::1]:8000".parse().expect("v6"))
+        );
+        for bad in [
+            ":99999",
+            "host",
+            "localhost:http",
+            "unix:/run/stoa.sock",
+            "",
+        ] {
+            let e = parse_bind(bad).expect_err(bad);
+            assert!(e.contains(&format!("{bad:?}")), "{e}");
+        }
+    }
+}

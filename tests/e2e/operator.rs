@@ -1,0 +1,224 @@
+//! No silent surprises for an operator: an address another server listens
+//! on, a mount for an app that is not there, a refused plugin under
+//! `--strict-plugins`, a zero or oversized value are errors that name the
+//! flag; sizes and durations take units, `--bind` takes the forms people
+//! type, every flag reads `STOA_<NAME>` and the flag wins over it.
+
+use crate::hardening::{accepted, justnow, refused};
+use crate::harness::{Server, STOA};
+use std::process::{Command, Stdio};
+
+matrix!(
+    a_used_address_is_refused_unless_reuse_port,
+    a_mount_for_a_missing_app_is_refused_with_a_suggestion,
+    strict_plugins_exits_on_a_refused_file,
+    sizes_and_durations_take_units,
+    flags_read_the_environment_and_the_flag_wins,
+    bind_takes_a_host_name,
+);
+
+fn a_used_address_is_refused_unless_reuse_port(poller: &str) {
+    let first = Server::start(poller, &["article"], &[]);
+    let (_, log) = Server::launch(poller)
+        .port(first.port)
+        .apps(&["article"])
+        .refused();
+    assert!(
+        log.contains(&format!(
+            "cannot bind 127.0.0.1:{}: address already in use",
+            first.port
+        )) && log.contains("--reuse-port"),
+        "{log}"
+    );
+    // On purpose, with the flag, it shares the port; the first serves on.
+    let second = Server::launch(poller)
+        .port(first.port)
+        .apps(&["article"])
+        .args(&["--reuse-port"])
+        .start();
+    assert_eq!(second.port, first.port);
+    assert_eq!(first.get("/article").status, 200);
+}
+
+fn a_mount_for_a_missing_app_is_refused_with_a_suggestion(poller: &str) {
+    let typo = Server::launch(poller)
+        .apps(&["article", "demo"])
+        .args(&["--mount", "artcle=/a"])
+        .refused()
+        .1;
+    assert!(
+        typo.contains(r#"--mount artcle=/a: no app named "artcle" (did you mean "article"?); loaded: article, demo"#),
+        "{typo}"
+    );
+    let missing = Server::launch(poller)
+        .apps(&["article"])
+        .args(&["--mount", "nosuch=/x"])
+        .refused()
+        .1;
+    assert!(
+        missing.contains(r#"--mount nosuch=/x: no app named "nosuch"; loaded: article"#),
+        "{missing}"
+    );
+}
+
+fn strict_plugins_exits_on_a_refused_file(poller: &str) {
+    let launch = || {
+        Server::launch(poller)
+            .apps(&["article"])
+            .file("broken.so", b"not a library")
+    };
+    let (_, log) = launch().args(&["--strict-plugins"]).refused();
+    assert!(
+        log.contains("--strict-plugins: 1 plugin file(s) refused at start-up")
+            && log.contains("broken.so: not a loadable shared library"),
+        "{log}"
+    );
+    // Without the flag the refusal is logged and the rest serves.
+    let server = launch().start();
+    assert_eq!(server.get("/article").status, 200);
+}
+
+fn sizes_and_durations_take_units(poller: &str) {
+    let server = Server::launch(poller)
+        .apps(&["demo"])
+        .args(&[
+            "--max-body",
+            "1K",
+            "--max-head",
+            "16KiB",
+            "--head-timeout",
+            "2s",
+            "--graceful-timeout",
+            "10s",
+            "--loop-block-warn",
+            "250ms",
+        ])
+        .start();
+    let body = vec![b'b'; 1024];
+    accepted(
+        &server,
+        "a 1 KiB body",
+        &justnow("POST", &["Content-Length: 1024"], &body),
+    );
+    let over = justnow("POST", &["Content-Length: 1025"], b"");
+    refused(&server, "1025 bytes", &over, 413, "max_body");
+}
+
+fn flags_read_the_environment_and_the_flag_wins(poller: &str) {
+    let body = vec![b'b'; 2000];
+    let post = justnow("POST", &["Content-Length: 2000"], &body);
+    let from_env = Server::launch(poller)
+        .apps(&["demo"])
+        .env("STOA_MAX_BODY", "1K")
+        .start();
+    refused(
+        &from_env,
+        "2000 bytes over STOA_MAX_BODY=1K",
+        &post,
+        413,
+        "max_body",
+    );
+    let flag_wins = Server::launch(poller)
+        .apps(&["demo"])
+        .env("STOA_MAX_BODY", "1K")
+        .args(&["--max-body", "4K"])
+        .start();
+    accepted(&flag_wins, "2000 bytes under --max-body 4K", &post);
+}
+
+fn bind_takes_a_host_name(poller: &str) {
+    let server = Server::launch(poller)
+        .apps(&["article"])
+        .bind("localhost:0")
+        .start();
+    assert_eq!(server.get("/article").status, 200);
+}
+
+/// Runs `stoa ARGS` with no apps, expecting a refusal before it serves;
+/// returns its stderr.
+fn refused_flags(args: &[&str]) -> String {
+    let dir = crate::harness::TempDir::new("flags");
+    let bind: &[&str] = if args.contains(&"--bind") {
+        &[]
+    } else {
+        &["--bind", "127.0.0.1:0"]
+    };
+    let out = Command::new(STOA)
+        .args(bind)
+        .arg("--apps")
+        .arg(dir.path())
+        .args(args)
+        .env_remove("STOA_POLLER")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run stoa");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{args:?} accepted: {stdout}");
+    assert!(!stdout.contains("listening on"), "{args:?} started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn zero_and_oversized_values_are_refused_naming_the_flag() {
+    let cases: [(&[&str], &[&str]); 7] = [
+        (&["--workers", "0"], &["--workers", "1..=1024"]),
+        (
+            &["--poller", "select", "--max-connections", "5000"],
+            &[
+                "--max-connections 5000",
+                "select",
+                "at most",
+                "use --max-connections",
+            ],
+        ),
+        (&["--max-body", "1Q"], &["--max-body", "\"1Q\"", "KiB"]),
+        (
+            &["--graceful-timeout", "ten"],
+            &["--graceful-timeout", "\"ten\"", "30s"],
+        ),
+        (
+            &["--log-level", "loud"],
+            &["\"loud\"", "error, warn, info, debug or trace"],
+        ),
+        (
+            &["--bind", "unix:/tmp/x.sock"],
+            &["--bind", "not supported yet"],
+        ),
+        (&["--max-headers", "0"], &["--max-headers"]),
+    ];
+    for (args, needles) in cases {
+        let stderr = refused_flags(args);
+        for needle in needles {
+            assert!(
+                stderr.contains(needle),
+                "{args:?}: {needle:?} not in {stderr}"
+            );
+        }
+    }
+}
+
+#[test]
+fn version_names_the_app_abi_and_help_has_headings() {
+    let run = |arg: &str| {
+        let out = Command::new(STOA).arg(arg).output().expect("run stoa");
+        assert!(out.status.success(), "{arg}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let version = run("--version");
+    assert!(
+        version.starts_with("stoa 0.") && version.contains("stoa-app-api 0."),
+        "{version}"
+    );
+    let help = run("--help");
+    for heading in [
+        "Serving:",
+        "Apps:",
+        "Limits",
+        "Timeouts",
+        "Operations:",
+        "Logging:",
+    ] {
+        assert!(help.contains(heading), "{heading} not in {help}");
+    }
+    assert!(help.contains("STOA_<FLAG>"), "{help}");
+}
