@@ -91,15 +91,9 @@ pub fn run(cli: Cli) -> Result<(), String> {
         );
     }
 
-    let mounts: HashMap<String, String> = cli.mounts.iter().cloned().collect();
-    let copies = PluginCopies::from_env(cli.max_plugin_size)?;
-    let mut registry = Registry::new(&cli.apps, mounts, cli.max_generations, copies)
-        .map_err(|e| format!("cannot read the apps directory {}: {e}", cli.apps.display()))?;
-    registry.set_insecure(cli.insecure_apps_dir);
-    registry.scan(Scan::Startup);
-    watcher::await_constructors(&mut registry);
+    let registry = load_apps(&cli)?;
     let state = registry.state();
-    checks::mounts_name_loaded_apps(&cli.mounts, &state)?;
+    checks::mounts_name_loaded_apps(&cli, &state)?;
     if cli.strict_plugins {
         checks::no_refused_plugins(&state)?;
     }
@@ -196,6 +190,24 @@ pub fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// The registry with every plugin of the apps directory loaded and
+/// constructed (constructors bounded, see `watcher::await_constructors`).
+pub(crate) fn load_apps(cli: &Cli) -> Result<Registry, String> {
+    let mounts: HashMap<String, String> = cli.mounts.iter().cloned().collect();
+    let copies = PluginCopies::from_env(cli.max_plugin_size)?;
+    let mut registry = Registry::new(&cli.apps, mounts, cli.max_generations, copies)
+        .map_err(|e| format!("cannot read the apps directory {}: {e}", cli.apps.display()))?;
+    registry.set_insecure(cli.insecure_apps_dir);
+    registry.scan(Scan::Startup);
+    watcher::await_constructors(&mut registry);
+    Ok(registry)
+}
+
+/// `stoa check`: see `checks::check`.
+pub fn check(cli: Cli) -> Result<(), String> {
+    checks::check(&cli)
 }
 
 /// The watchdog's board, from `--stuck-after` and `--unhealthy-after`.

@@ -4,6 +4,7 @@
 //! not there, a refused plugin under `--strict-plugins`.
 
 use crate::apps::registry::AppState;
+use crate::cli::Cli;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::SocketAddr;
@@ -71,12 +72,10 @@ pub fn address_is_free(addr: SocketAddr) -> Result<(), String> {
     }
 }
 
-/// Every `--mount NAME=PREFIX` must name an app loaded (or still being
-/// constructed) at start-up; a typo gets the nearest name.
-pub fn mounts_name_loaded_apps(
-    mounts: &[(String, String)],
-    state: &AppState,
-) -> Result<(), String> {
+/// Every `--mount NAME=PREFIX` and `[apps.NAME]` table must name an app
+/// loaded (or still being constructed) at start-up, unless the table says
+/// `optional = true`; a typo gets the nearest name.
+pub fn mounts_name_loaded_apps(cli: &Cli, state: &AppState) -> Result<(), String> {
     let mut known: Vec<&str> = state
         .mounts
         .apps()
@@ -85,10 +84,20 @@ pub fn mounts_name_loaded_apps(
         .collect();
     known.extend(state.constructing.iter().map(|c| c.app.as_str()));
     known.sort_unstable();
-    let problems: Vec<String> = mounts
+    let optional = |name: &str| cli.app_sections.get(name).is_some_and(|s| s.optional);
+    let named = cli
+        .mounts
         .iter()
-        .filter(|(name, _)| !known.contains(&name.as_str()))
-        .map(|(name, prefix)| {
+        .map(|(name, prefix)| (name.as_str(), format!("--mount {name}={prefix}")))
+        .chain(
+            cli.app_sections
+                .keys()
+                .filter(|name| !cli.mounts.iter().any(|(n, _)| n == *name))
+                .map(|name| (name.as_str(), format!("[apps.{name}]"))),
+        );
+    let problems: Vec<String> = named
+        .filter(|(name, _)| !known.contains(name) && !optional(name))
+        .map(|(name, what)| {
             let hint = nearest(name, &known)
                 .map(|n| format!(" (did you mean {n:?}?)"))
                 .unwrap_or_default();
@@ -97,7 +106,11 @@ pub fn mounts_name_loaded_apps(
             } else {
                 format!("loaded: {}", known.join(", "))
             };
-            format!("--mount {name}={prefix}: no app named {name:?}{hint}; {loaded}")
+            let what = match cli.app_sections.get(name).and_then(|s| s.mount.as_deref()) {
+                Some(prefix) => format!("[apps.{name}] mount = {prefix:?}"),
+                None => what,
+            };
+            format!("{what}: no app named {name:?}{hint}; {loaded}")
         })
         .collect();
     if problems.is_empty() {
@@ -108,7 +121,7 @@ pub fn mounts_name_loaded_apps(
 }
 
 /// The known name closest to `name`, if it is close enough to be a typo.
-fn nearest<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
+pub(crate) fn nearest<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
     known
         .iter()
         .map(|k| (strsim::damerau_levenshtein(name, k), *k))
@@ -117,22 +130,100 @@ fn nearest<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
         .map(|(_, k)| k)
 }
 
-/// Under `--strict-plugins`, any plugin file refused at start-up is an
-/// error listing each file and its reason.
-pub fn no_refused_plugins(state: &AppState) -> Result<(), String> {
-    if state.refused.is_empty() {
-        return Ok(());
-    }
-    let lines: Vec<String> = state
+/// One line per plugin file refused: the file and the reason.
+fn refusal_lines(state: &AppState) -> Vec<String> {
+    state
         .refused
         .iter()
         .map(|r| format!("refused plugin {}: {}", r.file.display(), r.reason))
-        .collect();
+        .collect()
+}
+
+/// Under `--strict-plugins`, any plugin file refused at start-up is an
+/// error listing each file and its reason.
+pub fn no_refused_plugins(state: &AppState) -> Result<(), String> {
+    let lines = refusal_lines(state);
+    if lines.is_empty() {
+        return Ok(());
+    }
     Err(format!(
         "--strict-plugins: {} plugin file(s) refused at start-up:\n{}",
         lines.len(),
         lines.join("\n")
     ))
+}
+
+/// `stoa check`: the configuration as the server would take it, every
+/// plugin loaded through the real loader (constructors run, nothing is
+/// served), the mounts resolved; prints the effective configuration, the
+/// mount table and one line per problem. Err when there is any problem.
+pub fn check(cli: &Cli) -> Result<(), String> {
+    let mut problems = Vec::new();
+    let mut note = |r: Result<(), String>| {
+        if let Err(e) = r {
+            problems.extend(e.lines().map(str::to_string));
+        }
+    };
+    let config = cli
+        .config
+        .as_ref()
+        .map_or_else(|| "none".to_string(), |p| p.display().to_string());
+    println!("# configuration file: {config}");
+    println!("{}", cli.effective_config);
+    match crate::poller::create_by_flag(&cli.poller) {
+        Ok(poller) => {
+            let budget = FdBudget {
+                fd_limit: poller.features().fd_limit,
+                workers: cli.workers.unwrap_or(1),
+                plugin_fds: cli.max_generations as usize
+                    * crate::apps::plugin_copy::plugin_files(&cli.apps),
+            };
+            note(connection_cap(cli.max_connections, &budget, poller.name()).map(|_| ()));
+        }
+        Err(e) => note(Err(e)),
+    }
+    if !cli.reuse_port {
+        note(address_is_free(cli.bind));
+    }
+    if cli.unhealthy_after < cli.stuck_after {
+        note(Err(format!(
+            "--unhealthy-after ({:?}) must be at least --stuck-after ({:?})",
+            cli.unhealthy_after, cli.stuck_after
+        )));
+    }
+    match crate::boot::load_apps(cli) {
+        Ok(registry) => {
+            let state = registry.state();
+            println!("# mounts");
+            for app in state.mounts.apps() {
+                let mount = if app.mount.is_empty() {
+                    "/"
+                } else {
+                    &app.mount
+                };
+                println!(
+                    "{mount} -> {} {} ({})",
+                    app.name,
+                    app.version,
+                    app.file.display()
+                );
+            }
+            for line in refusal_lines(&state) {
+                note(Err(line));
+            }
+            note(mounts_name_loaded_apps(cli, &state));
+        }
+        Err(e) => note(Err(e)),
+    }
+    for p in &problems {
+        println!("problem: {p}");
+    }
+    if problems.is_empty() {
+        println!("stoa check: the configuration is OK");
+        Ok(())
+    } else {
+        Err(format!("stoa check: {} problem(s)", problems.len()))
+    }
 }
 
 #[cfg(test)]

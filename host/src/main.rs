@@ -1,7 +1,6 @@
 //! The `stoa` binary: flags, logging, then `boot` does the rest.
 #![deny(unsafe_code)]
 
-use clap::Parser;
 use std::process::ExitCode;
 use stoa::apps::{plugin_copy, probe};
 use stoa::{boot, cli};
@@ -12,12 +11,32 @@ fn main() -> ExitCode {
     if args.next().is_some_and(|a| a == probe::SUBCOMMAND) {
         return probe::child_main(args.next());
     }
-    let cli = cli::Cli::parse();
+    // `stoa check ...` is `stoa --check-config ...`, the nginx -t habit.
+    let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv.get(1).is_some_and(|a| a == "check") {
+        argv[1] = "--check-config".into();
+    }
+    let cli = match cli::load(argv) {
+        Ok(cli) => cli,
+        Err(cli::LoadError::Args(e)) => e.exit(),
+        Err(cli::LoadError::File(e)) => {
+            eprintln!("stoa: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if cli.print_config {
+        print!("{}", cli.effective_config);
+        return ExitCode::SUCCESS;
+    }
     if let Err(e) = setup_logging(cli.log_level) {
         eprintln!("stoa: cannot set up logging: {e}");
         return ExitCode::FAILURE;
     }
-    let result = boot::run(cli);
+    let result = if cli.check_config {
+        boot::check(cli)
+    } else {
+        boot::run(cli)
+    };
     plugin_copy::remove_private_dir();
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -16,6 +16,7 @@ mod backpressure;
 mod balancers;
 mod capacity;
 mod cli;
+mod config;
 mod environ;
 mod hardening;
 mod hello;

@@ -2,12 +2,14 @@
 //! environment (a flag given on the command line wins). Values take units:
 //! see `values`.
 
+mod config;
 mod values;
 
 use crate::http::parse::HEADER_ARRAY;
 use crate::http::ConnParams;
 use clap::builder::RangedU64ValueParser;
 use clap::Parser;
+pub use config::{load, AppSection, LoadError};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -30,6 +32,7 @@ fn long_version() -> &'static str {
     Box::leak(text.into_boxed_str())
 }
 
+const CONFIGURATION: &str = "Configuration";
 const SERVING: &str = "Serving";
 const APPS: &str = "Apps";
 const LIMITS: &str = "Limits (sizes take K, M, G: 8KiB, 1M)";
@@ -42,9 +45,33 @@ const LOGGING: &str = "Logging";
 #[derive(Parser, Debug, Clone)]
 #[command(name = "stoa", version = long_version(), about,
           after_help = "Every flag can also be set in the environment as STOA_<FLAG> (e.g. \
-                        STOA_MAX_BODY=1M); the command line wins over the environment, \
-                        which wins over the defaults.")]
+                        STOA_MAX_BODY=1M) and in the --config file as a key (max_body = \"1M\"); \
+                        precedence: command line > environment > file > defaults.")]
 pub struct Cli {
+    /// A TOML configuration file: keys are the flags' names with `_`
+    /// (`max_body = "1M"`, `apps_dir` for --apps) and `[apps.NAME]` tables
+    /// (`mount`, `optional`); flags and STOA_* win over it.
+    #[arg(long, env = "STOA_CONFIG", value_name = "FILE", help_heading = CONFIGURATION)]
+    pub config: Option<PathBuf>,
+
+    /// Check the configuration and exit: load every plugin through the real
+    /// loader, resolve the mounts, print the effective configuration and the
+    /// mount table, one line per problem; exit 0 or 1 (also `stoa check`).
+    #[arg(long, help_heading = CONFIGURATION)]
+    pub check_config: bool,
+
+    /// Print the effective configuration as TOML (loads back unchanged) and exit.
+    #[arg(long, help_heading = CONFIGURATION)]
+    pub print_config: bool,
+
+    /// The `[apps.NAME]` tables of the configuration file.
+    #[arg(skip)]
+    pub app_sections: std::collections::BTreeMap<String, AppSection>,
+
+    /// The effective configuration as TOML (for --print-config and check).
+    #[arg(skip)]
+    pub effective_config: String,
+
     /// Address to listen on: HOST:PORT, [IPv6]:PORT, :PORT or PORT (all
     /// IPv4 addresses); port 0 picks a free port.
     #[arg(long, env = "STOA_BIND", default_value = "127.0.0.1:8000", value_parser = parse_bind,

@@ -1,0 +1,281 @@
+//! The configuration file (`--config FILE`, `STOA_CONFIG`): TOML whose keys
+//! are the flags' long names with `_` for `-` (`max_body = "1M"`), plus
+//! `apps_dir` for `--apps` and one `[apps.NAME]` table per app (`mount`,
+//! `optional`). A file value goes through the same parser as the flag, so
+//! it is honoured or refused the same way; precedence is command line >
+//! environment > file > defaults. `--print-config` writes the effective
+//! configuration back as TOML that loads unchanged.
+
+use super::Cli;
+use clap::parser::ValueSource;
+use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+
+/// Flags that steer this run rather than configure the server.
+const NOT_KEYS: [&str; 5] = ["help", "version", "config", "check_config", "print_config"];
+
+/// The key for `--apps`: `[apps.NAME]` tables take the name `apps`.
+const APPS_DIR_KEY: &str = "apps_dir";
+
+/// The flags a file stands for, and its app tables.
+type FileArgs = (Vec<String>, BTreeMap<String, AppSection>);
+
+/// One `[apps.NAME]` table.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AppSection {
+    /// Where to mount the app instead of its own prefix.
+    pub mount: Option<String>,
+    /// The app may be absent at start-up (it may arrive by hot drop).
+    pub optional: bool,
+}
+
+/// Why the command line or the file could not be taken.
+pub enum LoadError {
+    /// A clap error (including `--help` and `--version`): clap prints it.
+    Args(clap::Error),
+    /// The configuration file: its path, and one line per problem.
+    File(String),
+}
+
+/// Parses the command line, the environment and the configuration file.
+pub fn load(args: Vec<OsString>) -> Result<Cli, LoadError> {
+    let first = Cli::command()
+        .try_get_matches_from(&args)
+        .map_err(LoadError::Args)?;
+    let Some(path) = first.get_one::<std::path::PathBuf>("config").cloned() else {
+        let mut cli = Cli::from_arg_matches(&first).map_err(LoadError::Args)?;
+        cli.effective_config = render(&first, &cli);
+        return Ok(cli);
+    };
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| LoadError::File(format!("cannot read --config {}: {e}", path.display())))?;
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e| LoadError::File(format!("--config {}: {e}", path.display())))?;
+    let (extra, sections) = file_args(&table, &first).map_err(|problems| {
+        LoadError::File(format!(
+            "--config {}:\n{}",
+            path.display(),
+            problems.join("\n")
+        ))
+    })?;
+    let mut all = args;
+    all.extend(extra.into_iter().map(OsString::from));
+    let matches = Cli::command()
+        .try_get_matches_from(&all)
+        .map_err(|e| LoadError::File(format!("--config {}: {}", path.display(), e.render())))?;
+    let mut cli = Cli::from_arg_matches(&matches).map_err(LoadError::Args)?;
+    cli.app_sections = sections;
+    cli.effective_config = render(&matches, &cli);
+    Ok(cli)
+}
+
+/// The flags each file key stands for (skipping those the command line or
+/// the environment set), and the `[apps.NAME]` tables.
+fn file_args(
+    table: &toml::Table,
+    given: &ArgMatches,
+) -> Result<FileArgs, Vec<String>> {
+    let keys = flag_keys();
+    let mut args = Vec::new();
+    let mut sections = BTreeMap::new();
+    let mut problems = Vec::new();
+    for (key, value) in table {
+        if key == "apps" {
+            match app_sections(value) {
+                Ok(s) => sections = s,
+                Err(mut p) => problems.append(&mut p),
+            }
+            continue;
+        }
+        let Some((long, id, is_switch)) = keys.get(key.as_str()) else {
+            let names: Vec<&str> = keys.keys().copied().chain(["apps"]).collect();
+            let hint = crate::checks::nearest(key, &names)
+                .map(|n| format!(" (did you mean `{n}`?)"))
+                .unwrap_or_default();
+            problems.push(format!("unknown key `{key}`{hint}"));
+            continue;
+        };
+        if matches!(
+            given.value_source(id),
+            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+        ) {
+            continue;
+        }
+        match flag_values(long, *is_switch, value) {
+            Ok(mut a) => args.append(&mut a),
+            Err(e) => problems.push(format!("`{key}`: {e}")),
+        }
+    }
+    // A `[apps.NAME] mount` is a `--mount NAME=PREFIX` unless one was given.
+    let given_mounts: Vec<String> = given
+        .get_many::<(String, String)>("mounts")
+        .map(|m| m.map(|(n, _)| n.clone()).collect())
+        .unwrap_or_default();
+    for (name, section) in &sections {
+        if let Some(prefix) = section
+            .mount
+            .as_ref()
+            .filter(|_| !given_mounts.contains(name))
+        {
+            args.push(format!("--mount={name}={prefix}"));
+        }
+    }
+    if problems.is_empty() {
+        Ok((args, sections))
+    } else {
+        Err(problems)
+    }
+}
+
+/// Key -> (long flag, argument id, whether it is an on/off switch).
+fn flag_keys() -> BTreeMap<&'static str, (String, String, bool)> {
+    let mut keys = BTreeMap::new();
+    for arg in Cli::command().get_arguments() {
+        let id = arg.get_id().as_str().to_string();
+        let Some(long) = arg.get_long() else { continue };
+        if NOT_KEYS.contains(&id.as_str()) {
+            continue;
+        }
+        let key: &'static str = if long == "apps" {
+            APPS_DIR_KEY
+        } else {
+            Box::leak(long.replace('-', "_").into_boxed_str())
+        };
+        let switch = matches!(arg.get_action(), ArgAction::SetTrue);
+        keys.insert(key, (long.to_string(), id, switch));
+    }
+    keys
+}
+
+/// The command-line form of one file value.
+fn flag_values(long: &str, switch: bool, value: &toml::Value) -> Result<Vec<String>, String> {
+    use toml::Value;
+    if switch {
+        return match value {
+            Value::Boolean(true) => Ok(vec![format!("--{long}")]),
+            Value::Boolean(false) => Ok(Vec::new()),
+            other => Err(format!("expected true or false, got {other}")),
+        };
+    }
+    let one = |v: &Value| match v {
+        Value::String(s) => Ok(format!("--{long}={s}")),
+        Value::Integer(i) => Ok(format!("--{long}={i}")),
+        Value::Float(f) => Ok(format!("--{long}={f}")),
+        other => Err(format!("expected a string or a number, got {other}")),
+    };
+    match value {
+        Value::Array(items) => items.iter().map(one).collect(),
+        v => Ok(vec![one(v)?]),
+    }
+}
+
+/// The `[apps.NAME]` tables.
+fn app_sections(value: &toml::Value) -> Result<BTreeMap<String, AppSection>, Vec<String>> {
+    let Some(apps) = value.as_table() else {
+        return Err(vec![format!(
+            "`apps` must be tables of apps ([apps.NAME]); the apps directory is `{APPS_DIR_KEY}`"
+        )]);
+    };
+    let mut sections = BTreeMap::new();
+    let mut problems = Vec::new();
+    for (name, table) in apps {
+        let Some(table) = table.as_table() else {
+            problems.push(format!("`apps.{name}` must be a table ([apps.{name}])"));
+            continue;
+        };
+        let mut section = AppSection::default();
+        for (key, v) in table {
+            match (key.as_str(), v) {
+                ("mount", toml::Value::String(p)) if p.starts_with('/') => {
+                    section.mount = Some(p.clone())
+                }
+                ("mount", other) => problems.push(format!(
+                    "`apps.{name}.mount`: expected a prefix starting with /, got {other}"
+                )),
+                ("optional", toml::Value::Boolean(b)) => section.optional = *b,
+                ("optional", other) => problems.push(format!(
+                    "`apps.{name}.optional`: expected true or false, got {other}"
+                )),
+                (other, _) => {
+                    let hint = crate::checks::nearest(other, &["mount", "optional"])
+                        .map(|n| format!(" (did you mean `{n}`?)"))
+                        .unwrap_or_default();
+                    problems.push(format!(
+                        "unknown key `apps.{name}.{other}`{hint}: an app's table takes mount and optional"
+                    ));
+                }
+            }
+        }
+        sections.insert(name.clone(), section);
+    }
+    if problems.is_empty() {
+        Ok(sections)
+    } else {
+        Err(problems)
+    }
+}
+
+/// The effective configuration as TOML: every key with its value as
+/// given (or its default), and the app tables, so it loads back the same.
+fn render(matches: &ArgMatches, cli: &Cli) -> String {
+    let mut table = toml::Table::new();
+    for (key, (_, id, switch)) in flag_keys() {
+        if switch {
+            table.insert(key.into(), toml::Value::Boolean(matches.get_flag(&id)));
+            continue;
+        }
+        let Some(raw) = matches.get_raw(&id) else {
+            continue;
+        };
+        let values: Vec<toml::Value> = raw
+            .map(|v| v.to_string_lossy().into_owned())
+            .filter(|v| key != "mount" || !from_app_table(v, cli))
+            .map(|v| typed(&v))
+            .collect();
+        let multiple = Cli::command()
+            .get_arguments()
+            .find(|a| a.get_id() == id.as_str())
+            .is_some_and(|a| matches!(a.get_action(), ArgAction::Append));
+        let value = match (multiple, values.len()) {
+            (true, _) => toml::Value::Array(values),
+            (false, 1) => values
+                .into_iter()
+                .next()
+                .unwrap_or(toml::Value::Boolean(false)),
+            (false, _) => continue,
+        };
+        table.insert(key.into(), value);
+    }
+    let mut apps = toml::Table::new();
+    for (name, section) in &cli.app_sections {
+        let mut t = toml::Table::new();
+        if let Some(m) = &section.mount {
+            t.insert("mount".into(), toml::Value::String(m.clone()));
+        }
+        t.insert("optional".into(), toml::Value::Boolean(section.optional));
+        apps.insert(name.clone(), toml::Value::Table(t));
+    }
+    if !apps.is_empty() {
+        table.insert("apps".into(), toml::Value::Table(apps));
+    }
+    toml::to_string(&table).unwrap_or_else(|e| format!("# cannot print the configuration: {e}\n"))
+}
+
+/// True if `--mount NAME=PREFIX` is what an `[apps.NAME] mount` says (it
+/// is printed there, not twice).
+fn from_app_table(mount: &str, cli: &Cli) -> bool {
+    mount.split_once('=').is_some_and(|(name, prefix)| {
+        cli.app_sections
+            .get(name)
+            .is_some_and(|s| s.mount.as_deref() == Some(prefix))
+    })
+}
+
+/// A raw flag value as TOML: a whole number as an integer, else a string.
+fn typed(raw: &str) -> toml::Value {
+    raw.parse::<i64>()
+        .map(toml::Value::Integer)
+        .unwrap_or_else(|_| toml::Value::String(raw.to_string()))
+}

@@ -1,0 +1,227 @@
+//! The configuration file: values honoured with the precedence flags >
+//! environment > file > defaults; `[apps.NAME]` tables (mount, optional);
+//! unknown keys and typo'd app names refused with the nearest valid one;
+//! `--print-config` round-trips; `stoa check` loads the real plugins and
+//! exits 0 or 1 with one line per problem; the committed example loads.
+
+use crate::hardening::{accepted, justnow, refused};
+use crate::harness::{Server, TempDir, STOA};
+use crate::plugins::plugins;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+matrix!(
+    file_values_are_honoured_and_flags_and_environment_win,
+    app_tables_mount_apps_and_optional_ones_may_be_absent,
+);
+
+/// A temp dir holding `stoa.toml` with `text` and an `apps/` directory
+/// with these plugins.
+struct Setup {
+    dir: TempDir,
+}
+
+impl Setup {
+    fn new(text: &str, apps: &[&str]) -> Self {
+        let dir = TempDir::new("config");
+        std::fs::write(dir.path().join("stoa.toml"), text).expect("write stoa.toml");
+        let to = dir.path().join("apps");
+        std::fs::create_dir(&to).expect("apps dir");
+        for name in apps {
+            let so = &plugins()[name];
+            let file = to.join(so.file_name().expect("file name"));
+            if std::fs::hard_link(so, &file).is_err() {
+                std::fs::copy(so, &file).expect("copy a plugin");
+            }
+        }
+        Setup { dir }
+    }
+
+    fn config(&self) -> PathBuf {
+        self.dir.path().join("stoa.toml")
+    }
+
+    fn apps(&self) -> PathBuf {
+        self.dir.path().join("apps")
+    }
+
+    /// Runs `stoa ARGS --config stoa.toml --apps apps/` to its end.
+    fn run(&self, args: &[&str]) -> Output {
+        run(&self.config(), &self.apps(), args)
+    }
+}
+
+fn run(config: &Path, apps: &Path, args: &[&str]) -> Output {
+    Command::new(STOA)
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .arg("--apps")
+        .arg(apps)
+        .args(["--bind", "127.0.0.1:0", "--log-level", "warn"])
+        .env_remove("STOA_POLLER")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run stoa")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn file_values_are_honoured_and_flags_and_environment_win(poller: &str) {
+    let setup = Setup::new("max_body = \"1K\"\nhead_timeout = \"5s\"\n", &[]);
+    let config = setup.config();
+    let config = config.to_str().expect("utf-8 path");
+    let launch = || {
+        Server::launch(poller)
+            .apps(&["demo"])
+            .args(&["--config", config])
+    };
+    let body = vec![b'b'; 2000];
+    let post = justnow("POST", &["Content-Length: 2000"], &body);
+    let from_file = launch().start();
+    refused(&from_file, "over max_body = 1K", &post, 413, "max_body");
+    let env_wins = launch().env("STOA_MAX_BODY", "4K").start();
+    accepted(&env_wins, "STOA_MAX_BODY=4K over the file", &post);
+    let flag_wins = launch()
+        .env("STOA_MAX_BODY", "1K")
+        .args(&["--max-body", "4K"])
+        .start();
+    accepted(&flag_wins, "--max-body 4K over both", &post);
+}
+
+fn app_tables_mount_apps_and_optional_ones_may_be_absent(poller: &str) {
+    let setup = Setup::new(
+        "[apps.article]\nmount = \"/news\"\n\n[apps.hello-project]\noptional = true\n",
+        &[],
+    );
+    let config = setup.config();
+    let server = Server::launch(poller)
+        .apps(&["article"])
+        .args(&["--config", config.to_str().expect("utf-8 path")])
+        .start();
+    assert_eq!(server.get("/news").status, 200);
+    assert_eq!(server.get("/article").status, 404);
+}
+
+#[test]
+fn unknown_keys_and_bad_values_are_refused_naming_the_key() {
+    for (toml, needles) in [
+        (
+            "max_bdy = \"1M\"\n",
+            &["unknown key `max_bdy` (did you mean `max_body`?)"][..],
+        ),
+        ("max_body = \"1Q\"\n", &["--max-body", "\"1Q\""][..]),
+        (
+            "no_watch = \"yes\"\n",
+            &["`no_watch`: expected true or false"][..],
+        ),
+        (
+            "[apps.article]\nmout = \"/a\"\n",
+            &["`apps.article.mout` (did you mean `mount`?)"][..],
+        ),
+        (
+            "apps = \"/srv/apps\"\n",
+            &["the apps directory is `apps_dir`"][..],
+        ),
+        ("max_body = \n", &["stoa.toml"][..]),
+    ] {
+        let setup = Setup::new(toml, &[]);
+        let out = setup.run(&[]);
+        let stderr = text(&out.stderr);
+        assert!(!out.status.success(), "{toml:?} accepted");
+        for needle in needles {
+            assert!(
+                stderr.contains(needle),
+                "{toml:?}: {needle:?} not in {stderr}"
+            );
+        }
+    }
+}
+
+#[test]
+fn print_config_loads_back_unchanged() {
+    let setup = Setup::new(
+        "max_body = \"1M\"\nworkers = 2\nstatus_allow = [\"10.0.0.0/8\"]\n\
+         [apps.article]\nmount = \"/news\"\n",
+        &[],
+    );
+    let first = setup.run(&["--print-config"]);
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let printed = text(&first.stdout);
+    for line in [
+        "max_body = \"1M\"",
+        "workers = 2",
+        "[apps.article]",
+        "mount = \"/news\"",
+    ] {
+        assert!(printed.contains(line), "{line} not in {printed}");
+    }
+    let again = TempDir::new("config-again");
+    let file = again.path().join("printed.toml");
+    std::fs::write(&file, &printed).expect("write the printed config");
+    let second = run(&file, &setup.apps(), &["--print-config"]);
+    assert_eq!(text(&second.stdout), printed);
+}
+
+#[test]
+fn check_passes_a_good_configuration_and_prints_the_mounts() {
+    let setup = Setup::new("[apps.article]\nmount = \"/news\"\n", &["article", "demo"]);
+    let out = setup.run(&["check"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("/news -> article 0.1.0"), "{stdout}");
+    assert!(stdout.contains("/demo -> demo 0.1.0"), "{stdout}");
+    assert!(stdout.contains("max_body = \"8M\""), "{stdout}");
+    assert!(
+        stdout.contains("stoa check: the configuration is OK"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn check_reports_each_problem_on_a_line_and_fails() {
+    let setup = Setup::new("[apps.artcle]\nmount = \"/a\"\n", &["article"]);
+    std::fs::write(setup.apps().join("broken.so"), b"not a library").expect("write");
+    let out = setup.run(&["check"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let problems: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("problem: "))
+        .collect();
+    assert_eq!(problems.len(), 2, "{stdout}");
+    assert!(
+        problems.iter().any(|p| p.contains(
+            r#"[apps.artcle] mount = "/a": no app named "artcle" (did you mean "article"?)"#
+        )),
+        "{stdout}"
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("broken.so: not a loadable shared library")),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn the_committed_example_checks_clean_with_the_sample_apps() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy/stoa.toml")
+        .canonicalize()
+        .expect("deploy/stoa.toml");
+    let setup = Setup::new("", &["hello-project", "article", "environ", "demo"]);
+    let out = run(&example, &setup.apps(), &["check"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    for mount in [
+        "/ -> hello-project",
+        "/article -> article",
+        "/_environ -> environ",
+        "/demo -> demo",
+    ] {
+        assert!(stdout.contains(mount), "{mount} not in {stdout}");
+    }
+}
