@@ -21,7 +21,6 @@ use crate::shared::Shared;
 use arc_swap::ArcSwap;
 use crossbeam_channel::Sender;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-use socket2::SockRef;
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -55,20 +54,17 @@ pub fn run(cli: Cli) -> Result<(), String> {
     }
     let backlog = cli.backlog.unwrap_or_else(listen::somaxconn);
     if !cli.reuse_port {
-        checks::address_is_free(cli.bind)?;
+        for b in cli
+            .bind
+            .iter()
+            .filter(|b| matches!(b, crate::cli::Bind::Tcp(_)))
+        {
+            checks::address_is_free(b)?;
+        }
     }
-    let first =
-        listen::bind(cli.bind, backlog).map_err(|e| format!("cannot bind {}: {e}", cli.bind))?;
-    let local = first
-        .local_addr()
-        .map_err(|e| format!("listener address: {e}"))?;
-    let mut listeners = vec![first];
-    for _ in 1..workers {
-        listeners
-            .push(listen::bind(local, backlog).map_err(|e| format!("cannot bind {local}: {e}"))?);
-    }
+    let bound = listen::bind_all(&cli.bind, workers, backlog, cli.unix_mode)?;
     log::info!("workers={workers} backlog={backlog}");
-    let watch = watchdog(&cli, workers, local, backlog)?;
+    let watch = watchdog(&cli, workers, bound.tcp_addrs.clone(), backlog)?;
 
     // Timers and the pool must exist before apps are initialised.
     let inboxes: Vec<Arc<Inbox>> = pollers
@@ -135,17 +131,23 @@ pub fn run(cli: Cli) -> Result<(), String> {
     );
 
     let mut servers = Vec::with_capacity(workers);
-    for (i, ((poller, listener), inbox)) in
-        pollers.into_iter().zip(listeners).zip(inboxes).enumerate()
+    let locals = bound.locals.clone();
+    for (i, ((poller, listeners), inbox)) in pollers
+        .into_iter()
+        .zip(bound.per_worker)
+        .zip(inboxes)
+        .enumerate()
     {
         shared.control.add_waker(poller.waker());
-        let dup = SockRef::from(&listener)
-            .try_clone()
-            .map_err(|e| format!("cannot duplicate the listener of worker {i}: {e}"))?;
-        shared.watch.beat(i).set_listener(dup);
         servers.push(
-            Server::new(i, poller, listener, shared.clone(), inbox)
-                .map_err(|e| format!("cannot start worker {i}: {e}"))?,
+            Server::new(
+                i,
+                poller,
+                (listeners, locals.clone()),
+                shared.clone(),
+                inbox,
+            )
+            .map_err(|e| format!("cannot start worker {i}: {e}"))?,
         );
     }
     if cli.no_watch {
@@ -171,9 +173,13 @@ pub fn run(cli: Cli) -> Result<(), String> {
         .collect::<Result<_, _>>()?;
 
     let mut stdout = std::io::stdout();
-    let _ = writeln!(stdout, "listening on http://{local}");
+    for shown in &bound.shown {
+        let _ = writeln!(stdout, "listening on {shown}");
+    }
     let _ = stdout.flush();
-    log::info!("listening on http://{local}");
+    for shown in &bound.shown {
+        log::info!("listening on {shown}");
+    }
 
     let mut failed = None;
     for (i, h) in handles.into_iter().enumerate() {
@@ -211,7 +217,12 @@ pub fn check(cli: Cli) -> Result<(), String> {
 }
 
 /// The watchdog's board, from `--stuck-after` and `--unhealthy-after`.
-fn watchdog(cli: &Cli, workers: usize, addr: SocketAddr, backlog: i32) -> Result<Board, String> {
+fn watchdog(
+    cli: &Cli,
+    workers: usize,
+    addrs: Vec<Option<SocketAddr>>,
+    backlog: i32,
+) -> Result<Board, String> {
     if cli.unhealthy_after < cli.stuck_after {
         return Err(format!(
             "--unhealthy-after ({:?}) must be at least --stuck-after ({:?}): use --unhealthy-after {}",
@@ -226,7 +237,7 @@ fn watchdog(cli: &Cli, workers: usize, addr: SocketAddr, backlog: i32) -> Result
         cli.stuck_after,
         cli.unhealthy_after
     );
-    Ok(Board::new(workers, bounds, addr, backlog))
+    Ok(Board::new(workers, bounds, addrs, backlog))
 }
 
 /// SIGTERM/SIGINT drain the workers (a second one exits at once, and the
@@ -253,6 +264,7 @@ fn watch_signals(
                 if shared.control.draining() {
                     log::warn!("second signal {signal}: exiting now");
                     plugin_copy::remove_private_dir();
+                    listen::remove_unix_sockets();
                     std::process::exit(1);
                 }
                 log::info!(

@@ -4,10 +4,9 @@
 //! not there, a refused plugin under `--strict-plugins`.
 
 use crate::apps::registry::AppState;
-use crate::cli::Cli;
+use crate::cli::{Bind, Cli};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
-use std::net::SocketAddr;
 
 /// File descriptors kept free under FD_SETSIZE for stdio, the pollers'
 /// wakers, the listeners, log files and a plugin being copied and probed.
@@ -49,14 +48,24 @@ pub fn connection_cap(
     }
 }
 
-/// Fails when another process listens on `addr`: a plain bind (without
-/// `SO_REUSEPORT`) is refused then, while the workers' own listeners, which
-/// all set `SO_REUSEPORT`, would silently share the port. Port 0 has
+/// Fails when another process listens on `bind`: for TCP, a plain bind
+/// (without `SO_REUSEPORT`) is refused then, while the workers' own
+/// listeners, which all set `SO_REUSEPORT`, would silently share the
+/// port; for a Unix socket, a server answers a connect. Port 0 has
 /// nothing to check.
-pub fn address_is_free(addr: SocketAddr) -> Result<(), String> {
-    if addr.port() == 0 {
-        return Ok(());
-    }
+pub fn address_is_free(bind: &Bind) -> Result<(), String> {
+    let addr = match bind {
+        Bind::Unix(path) => {
+            return match std::os::unix::net::UnixStream::connect(path) {
+                Ok(_) => Err(format!(
+                    "cannot bind {bind}: address already in use (another server listens there)"
+                )),
+                Err(_) => Ok(()),
+            }
+        }
+        Bind::Tcp(addr) if addr.port() == 0 => return Ok(()),
+        Bind::Tcp(addr) => *addr,
+    };
     let probe = || -> io::Result<()> {
         let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
         socket.set_reuse_address(true)?;
@@ -182,8 +191,10 @@ pub fn check(cli: &Cli) -> Result<(), String> {
         }
         Err(e) => note(Err(e)),
     }
-    if !cli.reuse_port {
-        note(address_is_free(cli.bind));
+    for bind in &cli.bind {
+        if !cli.reuse_port || matches!(bind, Bind::Unix(_)) {
+            note(address_is_free(bind));
+        }
     }
     if cli.unhealthy_after < cli.stuck_after {
         note(Err(format!(
@@ -270,12 +281,12 @@ mod tests {
     fn a_used_address_is_refused_by_name() {
         let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = taken.local_addr().expect("addr");
-        let e = address_is_free(addr).expect_err("in use");
+        let e = address_is_free(&Bind::Tcp(addr)).expect_err("in use");
         assert!(
             e.contains(&addr.to_string()) && e.contains("--reuse-port"),
             "{e}"
         );
         drop(taken);
-        assert_eq!(address_is_free(addr), Ok(()));
+        assert_eq!(address_is_free(&Bind::Tcp(addr)), Ok(()));
     }
 }

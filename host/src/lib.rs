@@ -31,7 +31,7 @@ pub(crate) mod checks;
 pub mod cli;
 pub mod http;
 pub(crate) mod inbox;
-pub(crate) mod listen;
+pub mod listen;
 pub(crate) mod ops;
 #[allow(unsafe_code)]
 pub(crate) mod poller;

@@ -1,9 +1,14 @@
-//! Start-up plumbing for the socket side: the listener (backlog, address
-//! reuse) and the process's file-descriptor limit.
+//! Start-up plumbing for the socket side: the listeners (TCP with address
+//! reuse, Unix-domain with stale-socket cleanup and a file mode) and the
+//! process's file-descriptor limit.
 
+use crate::cli::Bind;
+use crate::server::{Listener, MAX_LISTENERS};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The kernel's cap on listen backlogs; the default `--backlog`.
 pub fn somaxconn() -> i32 {
@@ -29,4 +34,136 @@ pub fn bind(addr: SocketAddr, backlog: i32) -> io::Result<mio::net::TcpListener>
 /// connections fit; returns the new soft limit.
 pub fn raise_fd_limit() -> io::Result<u64> {
     rlimit::increase_nofile_limit(u64::MAX)
+}
+
+/// The Unix socket files this process created, removed at exit.
+static CREATED_UNIX: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Binds a non-blocking Unix-domain listener at `path` with file mode
+/// `mode`. A socket file left by a server that is gone (connecting to it
+/// is refused) is removed first, as gunicorn does; one a live server
+/// listens on, or a path that is not a socket, is an error.
+pub fn bind_unix(
+    path: &Path,
+    backlog: i32,
+    mode: u32,
+) -> Result<std::os::unix::net::UnixListener, String> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let shown = path.display();
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.file_type().is_socket() {
+            return Err(format!(
+                "cannot bind unix:{shown}: it exists and is not a socket"
+            ));
+        }
+        match std::os::unix::net::UnixStream::connect(path) {
+            Ok(_) => {
+                return Err(format!(
+                "cannot bind unix:{shown}: address already in use (another server listens there)"
+            ))
+            }
+            Err(_) => {
+                log::info!("removing the stale socket unix:{shown}");
+                std::fs::remove_file(path)
+                    .map_err(|e| format!("cannot remove the stale socket unix:{shown}: {e}"))?;
+            }
+        }
+    }
+    let socket = Socket::new(Domain::UNIX, Type::STREAM, None)
+        .and_then(|s| {
+            s.bind(&socket2::SockAddr::unix(path)?)?;
+            Ok(s)
+        })
+        .map_err(|e| format!("cannot bind unix:{shown}: {e}"))?;
+    CREATED_UNIX
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(path.to_path_buf());
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| format!("cannot set mode {mode:o} on unix:{shown}: {e}"))?;
+    socket
+        .listen(backlog)
+        .and_then(|()| socket.set_nonblocking(true))
+        .map_err(|e| format!("cannot listen on unix:{shown}: {e}"))?;
+    Ok(socket.into())
+}
+
+/// Every worker's listeners, and what the rest of the host needs to know
+/// of them (in `--bind` order).
+pub struct Bound {
+    /// Worker `w`'s listeners: its own `SO_REUSEPORT` socket per TCP
+    /// address, and a duplicate of each shared Unix socket.
+    pub per_worker: Vec<Vec<Listener>>,
+    /// The server name and port apps see on each listener.
+    pub locals: Vec<(Arc<str>, u16)>,
+    /// Each listener's TCP address (`None` for a Unix socket).
+    pub tcp_addrs: Vec<Option<SocketAddr>>,
+    /// Each listener as the start-up line shows it.
+    pub shown: Vec<String>,
+}
+
+/// Binds every `--bind` address for `workers` workers.
+pub fn bind_all(
+    binds: &[Bind],
+    workers: usize,
+    backlog: i32,
+    unix_mode: u32,
+) -> Result<Bound, String> {
+    if binds.len() > MAX_LISTENERS {
+        return Err(format!(
+            "--bind given {} times: at most {MAX_LISTENERS} addresses",
+            binds.len()
+        ));
+    }
+    let mut bound = Bound {
+        per_worker: (0..workers).map(|_| Vec::new()).collect(),
+        locals: Vec::new(),
+        tcp_addrs: Vec::new(),
+        shown: Vec::new(),
+    };
+    for b in binds {
+        match b {
+            Bind::Tcp(addr) => {
+                let first = bind(*addr, backlog).map_err(|e| format!("cannot bind {addr}: {e}"))?;
+                let local = first
+                    .local_addr()
+                    .map_err(|e| format!("listener address: {e}"))?;
+                bound.per_worker[0].push(Listener::Tcp(first));
+                for w in 1..workers {
+                    let l =
+                        bind(local, backlog).map_err(|e| format!("cannot bind {local}: {e}"))?;
+                    bound.per_worker[w].push(Listener::Tcp(l));
+                }
+                bound
+                    .locals
+                    .push((local.ip().to_string().into(), local.port()));
+                bound.tcp_addrs.push(Some(local));
+                bound.shown.push(format!("http://{local}"));
+            }
+            Bind::Unix(path) => {
+                let l = bind_unix(path, backlog, unix_mode)?;
+                for listeners in &mut bound.per_worker {
+                    let dup = l
+                        .try_clone()
+                        .map_err(|e| format!("cannot share unix:{}: {e}", path.display()))?;
+                    listeners.push(Listener::Unix(mio::net::UnixListener::from_std(dup)));
+                }
+                bound.locals.push(("localhost".into(), 0));
+                bound.tcp_addrs.push(None);
+                bound.shown.push(format!("unix:{}", path.display()));
+            }
+        }
+    }
+    Ok(bound)
+}
+
+/// Removes the Unix socket files this process created (at exit, after a
+/// failed start too).
+pub fn remove_unix_sockets() {
+    let paths = std::mem::take(&mut *CREATED_UNIX.lock().unwrap_or_else(|p| p.into_inner()));
+    for path in paths {
+        if let Err(e) = std::fs::remove_file(&path) {
+            log::debug!("cannot remove unix:{}: {e}", path.display());
+        }
+    }
 }

@@ -38,6 +38,7 @@ fn main() -> ExitCode {
         boot::run(cli)
     };
     plugin_copy::remove_private_dir();
+    stoa::listen::remove_unix_sockets();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -31,4 +31,5 @@ mod rfc9112;
 mod security;
 mod status;
 mod survival;
+mod unix_socket;
 mod workers_and_drain;

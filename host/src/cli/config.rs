@@ -73,10 +73,7 @@ pub fn load(args: Vec<OsString>) -> Result<Cli, LoadError> {
 
 /// The flags each file key stands for (skipping those the command line or
 /// the environment set), and the `[apps.NAME]` tables.
-fn file_args(
-    table: &toml::Table,
-    given: &ArgMatches,
-) -> Result<FileArgs, Vec<String>> {
+fn file_args(table: &toml::Table, given: &ArgMatches) -> Result<FileArgs, Vec<String>> {
     let keys = flag_keys();
     let mut args = Vec::new();
     let mut sections = BTreeMap::new();

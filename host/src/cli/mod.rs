@@ -10,10 +10,9 @@ use crate::http::ConnParams;
 use clap::builder::RangedU64ValueParser;
 use clap::Parser;
 pub use config::{load, AppSection, LoadError};
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
-pub use values::{parse_bind, parse_millis, parse_secs, parse_size, parse_size_usize};
+pub use values::{parse_bind, parse_millis, parse_secs, parse_size, parse_size_usize, Bind};
 
 /// The app ABI this host accepts: the `stoa-app-api` version plugins are
 /// checked against (any 0.1.x build loads).
@@ -72,11 +71,17 @@ pub struct Cli {
     #[arg(skip)]
     pub effective_config: String,
 
-    /// Address to listen on: HOST:PORT, [IPv6]:PORT, :PORT or PORT (all
-    /// IPv4 addresses); port 0 picks a free port.
-    #[arg(long, env = "STOA_BIND", default_value = "127.0.0.1:8000", value_parser = parse_bind,
-          help_heading = SERVING)]
-    pub bind: SocketAddr,
+    /// Address to listen on (repeatable: listens on all): HOST:PORT,
+    /// [IPv6]:PORT, :PORT or PORT (all IPv4 addresses), or unix:PATH (a
+    /// Unix-domain socket); port 0 picks a free port.
+    #[arg(long, env = "STOA_BIND", value_name = "ADDR", default_value = "127.0.0.1:8000",
+          value_parser = parse_bind, value_delimiter = ',', help_heading = SERVING)]
+    pub bind: Vec<Bind>,
+
+    /// File mode of a Unix socket (octal): who may connect.
+    #[arg(long, env = "STOA_UNIX_MODE", value_name = "OCTAL", default_value = "660",
+          value_parser = parse_mode, help_heading = SERVING)]
+    pub unix_mode: u32,
 
     /// Share the address with other processes that listen on it with this
     /// flag too (rolling restarts); without it, an address in use is an error.
@@ -262,6 +267,15 @@ pub struct Cli {
     /// Access log in combined format: a file path, or `-` for standard output.
     #[arg(long, env = "STOA_ACCESS_LOG", value_name = "PATH|-", help_heading = LOGGING)]
     pub access_log: Option<String>,
+}
+
+fn parse_mode(s: &str) -> Result<u32, String> {
+    match u32::from_str_radix(s.trim_start_matches("0o"), 8) {
+        Ok(m) if m <= 0o777 => Ok(m),
+        _ => Err(format!(
+            "expected an octal file mode such as 660 or 666, got {s:?}"
+        )),
+    }
 }
 
 fn parse_level(s: &str) -> Result<log::LevelFilter, String> {

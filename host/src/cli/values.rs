@@ -3,6 +3,7 @@
 //! what was given and shows a valid form.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// A size: bytes, or with a binary unit `K`/`KB`/`KiB`, `M`/`MB`/`MiB`,
@@ -72,17 +73,40 @@ pub fn parse_millis(s: &str) -> Result<Duration, String> {
     parse_duration_in(s, Duration::from_millis(1), "milliseconds")
 }
 
+/// Where to listen: a TCP address or a Unix-domain socket's path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bind {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl std::fmt::Display for Bind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Bind::Tcp(a) => write!(f, "{a}"),
+            Bind::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+/// A listen address: `unix:PATH` (a Unix-domain socket), or a TCP address
+/// (see `parse_tcp`).
+pub fn parse_bind(s: &str) -> Result<Bind, String> {
+    match s.trim().strip_prefix("unix:") {
+        Some("") => Err(format!(
+            "--bind {s:?}: give the socket's path, e.g. unix:/run/stoa.sock"
+        )),
+        Some(path) => Ok(Bind::Unix(PathBuf::from(path))),
+        None => parse_tcp(s).map(Bind::Tcp),
+    }
+}
+
 /// A TCP listen address: `HOST:PORT`, `IP:PORT`, `[IPv6]:PORT`, `:PORT`
 /// (every IPv4 address, as gunicorn reads it) or a bare `PORT` (the same,
 /// as nginx's `listen 8000`). A host name is resolved and its first
 /// address, IPv4 first, is used (`localhost:8000` is 127.0.0.1:8000).
-pub fn parse_bind(s: &str) -> Result<SocketAddr, String> {
+pub fn parse_tcp(s: &str) -> Result<SocketAddr, String> {
     let t = s.trim();
-    if let Some(unix) = t.strip_prefix("unix:") {
-        return Err(format!(
-            "--bind {s:?}: Unix sockets ({unix}) are not supported yet; give HOST:PORT, e.g. 127.0.0.1:8000"
-        ));
-    }
     if let Ok(addr) = t.parse::<SocketAddr>() {
         return Ok(addr);
     }
@@ -152,22 +176,20 @@ mod tests {
 
     #[test]
     fn bind_takes_the_forms_people_type() {
-        let v4 = |a: [u8; 4], p| SocketAddr::from((a, p));
+        let v4 = |a: [u8; 4], p| Bind::Tcp(SocketAddr::from((a, p)));
         assert_eq!(parse_bind("127.0.0.1:8000"), Ok(v4([127, 0, 0, 1], 8000)));
         assert_eq!(parse_bind(":8000"), Ok(v4([0, 0, 0, 0], 8000)));
         assert_eq!(parse_bind("8000"), Ok(v4([0, 0, 0, 0], 8000)));
         assert_eq!(parse_bind("localhost:8000"), Ok(v4([127, 0, 0, 1], 8000)));
         assert_eq!(
             parse_bind("[::1]:8000"),
-            Ok("[::1]:8000".parse().expect("v6"))
+            Ok(Bind::Tcp("[::1]:8000".parse().expect("v6")))
         );
-        for bad in [
-            ":99999",
-            "host",
-            "localhost:http",
-            "unix:/run/stoa.sock",
-            "",
-        ] {
+        assert_eq!(
+            parse_bind("unix:/run/stoa.sock"),
+            Ok(Bind::Unix("/run/stoa.sock".into()))
+        );
+        for bad in [":99999", "host", "localhost:http", "unix:", ""] {
             let e = parse_bind(bad).expect_err(bad);
             assert!(e.contains(&format!("{bad:?}")), "{e}");
         }

@@ -34,8 +34,12 @@ pub fn parse_net(s: &str) -> Result<IpNet, String> {
         .map_err(|_| format!("expected an address or CIDR like 10.0.0.0/8, got {s:?}"))
 }
 
-/// The IP of `ip:port` (or `[v6]:port`).
+/// The IP of `ip:port` (or `[v6]:port`); a Unix-socket peer counts as
+/// loopback (it is on this machine).
 pub fn peer_ip(peer: &str) -> Option<IpAddr> {
+    if peer == crate::server::UNIX_PEER {
+        return Some(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
+    }
     peer.parse::<std::net::SocketAddr>().ok().map(|a| a.ip())
 }
 

@@ -133,8 +133,9 @@ pub struct Beat {
     /// Milliseconds since the board's epoch when the turn the watchdog found
     /// stuck began, plus one; 0 while the worker is not stuck.
     stuck_since: AtomicU64,
-    /// A duplicate of the worker's listener, for the watchdog to shut down.
-    listener: Mutex<Option<Socket>>,
+    /// Duplicates of the worker's TCP listeners, for the watchdog to shut
+    /// down.
+    listeners: Mutex<Vec<Socket>>,
 }
 
 impl Beat {
@@ -144,7 +145,7 @@ impl Beat {
             spot: Spot::new(),
             evicted: AtomicBool::new(false),
             stuck_since: AtomicU64::new(0),
-            listener: Mutex::new(None),
+            listeners: Mutex::new(Vec::new()),
         }
     }
 
@@ -186,30 +187,34 @@ impl Beat {
         self.evicted.load(Relaxed) && self.evicted.swap(false, Relaxed)
     }
 
-    /// Keeps a duplicate of the worker's (new) listener for the watchdog.
-    pub fn set_listener(&self, dup: Socket) {
-        *self.listener.lock().unwrap_or_else(|p| p.into_inner()) = Some(dup);
+    /// Keeps duplicates of the worker's (new) TCP listeners for the
+    /// watchdog.
+    pub fn set_listeners(&self, dups: Vec<Socket>) {
+        *self.listeners.lock().unwrap_or_else(|p| p.into_inner()) = dups;
     }
 
     /// Closes the duplicate: the worker closes its listener (draining or
     /// exiting), and the socket must not outlive it.
     pub fn release_listener(&self) {
-        self.listener
+        self.listeners
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .take();
+            .clear();
     }
 
     /// Shuts the listener down (the kernel resets its backlog and leaves
     /// it out of the `SO_REUSEPORT` group); false if there was none.
     fn evict(&self) -> bool {
-        let mut listener = self.listener.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(socket) = listener.take() else {
+        let sockets =
+            std::mem::take(&mut *self.listeners.lock().unwrap_or_else(|p| p.into_inner()));
+        if sockets.is_empty() {
             return false;
-        };
+        }
         self.evicted.store(true, Relaxed);
-        if let Err(e) = socket.shutdown(Shutdown::Both) {
-            log::warn!("cannot shut the stuck worker's listener down: {e}");
+        for socket in sockets {
+            if let Err(e) = socket.shutdown(Shutdown::Both) {
+                log::warn!("cannot shut the stuck worker's listener down: {e}");
+            }
         }
         true
     }
@@ -235,8 +240,9 @@ pub struct Board {
     pub stuck_after: Duration,
     /// A worker stuck this long makes the process unhealthy.
     pub unhealthy_after: Duration,
-    /// The address and backlog, for a worker that re-creates its listener.
-    pub addr: SocketAddr,
+    /// Each listener's TCP address (`None` for a Unix socket) and the
+    /// backlog, for a worker that re-creates its listeners.
+    pub addrs: Vec<Option<SocketAddr>>,
     pub backlog: i32,
 }
 
@@ -252,7 +258,7 @@ impl Board {
     pub fn new(
         workers: usize,
         (stuck_after, unhealthy_after): (Duration, Duration),
-        addr: SocketAddr,
+        addrs: Vec<Option<SocketAddr>>,
         backlog: i32,
     ) -> Self {
         Board {
@@ -260,7 +266,7 @@ impl Board {
             beats: (0..workers.max(1)).map(|_| Beat::new()).collect(),
             stuck_after,
             unhealthy_after,
-            addr,
+            addrs,
             backlog,
         }
     }

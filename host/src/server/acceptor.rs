@@ -1,125 +1,201 @@
-//! A loop's listener and whether it is being watched: accepts are paused
-//! at the connection cap (or on EMFILE) and resumed when a connection
-//! closes; a drain closes the listener. A worker the watchdog found stuck
-//! lost its listener (shut down, so the kernel hands new clients to the
-//! other workers): when its loop turns again, `rejoin` binds a new
-//! `SO_REUSEPORT` listener on the same address.
+//! A loop's listeners and whether they are watched: accepts are paused at
+//! the connection cap (or on EMFILE) and resumed when a connection closes;
+//! a drain closes them. A worker the watchdog found stuck lost its TCP
+//! listeners (shut down, so the kernel hands new clients to the other
+//! workers): when its loop turns again, `rejoin` binds new `SO_REUSEPORT`
+//! listeners on the same addresses. A Unix socket is one listener shared
+//! by every worker, so it is never shut down: a stuck worker just does not
+//! accept from it.
 
+use super::listener::{Listener, Stream};
 use crate::listen;
 use crate::ops::watchdog::Beat;
 use crate::poller::{Interest, Poller, Token};
-use mio::net::{TcpListener, TcpStream};
-use socket2::SockRef;
+use socket2::{SockRef, Socket};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
+use std::sync::Arc;
 
-/// The listener's token.
-pub const LISTENER: Token = Token(usize::MAX - 1);
+/// Listener `i`'s token is `Token(LISTENERS - i)`.
+const LISTENERS: usize = usize::MAX - 1;
+/// Most listeners a loop has (distinct `--bind` values).
+pub const MAX_LISTENERS: usize = 64;
 
-pub struct Acceptor {
+/// The listener index a token stands for, if it is a listener's.
+pub fn listener_of(token: Token) -> Option<usize> {
+    let i = LISTENERS.checked_sub(token.0)?;
+    (token.0 <= LISTENERS && i < MAX_LISTENERS).then_some(i)
+}
+
+fn token(i: usize) -> Token {
+    Token(LISTENERS - i)
+}
+
+struct Slot {
     /// `None` once a drain has closed it.
-    listener: Option<TcpListener>,
-    /// Whether the listener is registered with the poller.
+    listener: Option<Listener>,
     watched: bool,
 }
 
+pub struct Acceptor {
+    slots: Vec<Slot>,
+}
+
 impl Acceptor {
-    /// Registers `listener` with `poller`.
-    pub fn new(listener: TcpListener, poller: &mut dyn Poller) -> io::Result<Self> {
-        poller.register(listener.as_raw_fd(), LISTENER, Interest::READABLE)?;
-        Ok(Acceptor {
-            listener: Some(listener),
-            watched: true,
-        })
+    /// Registers every listener with `poller`.
+    pub fn new(listeners: Vec<Listener>, poller: &mut dyn Poller) -> io::Result<Self> {
+        let mut slots = Vec::with_capacity(listeners.len());
+        for (i, listener) in listeners.into_iter().enumerate() {
+            poller.register(listener.as_raw_fd(), token(i), Interest::READABLE)?;
+            slots.push(Slot {
+                listener: Some(listener),
+                watched: true,
+            });
+        }
+        Ok(Acceptor { slots })
     }
 
-    /// True while accepting (watched and not closed).
+    /// True while every open listener is watched.
     pub fn is_accepting(&self) -> bool {
-        self.watched && self.listener.is_some()
+        self.slots.iter().any(|s| s.listener.is_some())
+            && self.slots.iter().all(|s| s.watched || s.listener.is_none())
     }
 
-    /// Accepts one connection (`WouldBlock` when none waits; `None` when
-    /// not accepting).
-    pub fn accept(&self) -> Option<io::Result<(TcpStream, SocketAddr)>> {
-        self.listener
+    /// Accepts one connection from listener `i` (`WouldBlock` when none
+    /// waits; `None` when it is not accepting).
+    pub fn accept(&self, i: usize) -> Option<io::Result<(Stream, Arc<str>)>> {
+        let slot = self.slots.get(i)?;
+        slot.listener
             .as_ref()
-            .filter(|_| self.watched)
-            .map(TcpListener::accept)
+            .filter(|_| slot.watched)
+            .map(Listener::accept)
     }
 
-    /// Stops watching the listener (the kernel's backlog holds new
+    /// The listeners that are watched, to accept from after a resume.
+    pub fn watched(&self) -> Vec<usize> {
+        (0..self.slots.len())
+            .filter(|&i| self.slots[i].watched && self.slots[i].listener.is_some())
+            .collect()
+    }
+
+    /// Stops watching the listeners (the kernel's backlog holds new
     /// clients meanwhile).
     pub fn pause(&mut self, poller: &mut dyn Poller) {
-        if let (Some(listener), true) = (&self.listener, self.watched) {
-            self.watched = false;
-            if let Err(e) = poller.deregister(listener.as_raw_fd()) {
-                log::warn!("cannot pause the listener: {e}");
+        for slot in &mut self.slots {
+            if let (Some(listener), true) = (&slot.listener, slot.watched) {
+                slot.watched = false;
+                if let Err(e) = poller.deregister(listener.as_raw_fd()) {
+                    log::warn!("cannot pause a listener: {e}");
+                }
             }
         }
     }
 
-    /// Watches the listener again; true if it now is.
+    /// Watches the listeners again; true if any now is.
     pub fn resume(&mut self, poller: &mut dyn Poller) -> bool {
-        let Some(listener) = &self.listener else {
-            return false;
-        };
-        if !self.watched {
-            match poller.register(listener.as_raw_fd(), LISTENER, Interest::READABLE) {
-                Ok(()) => self.watched = true,
-                Err(e) => log::warn!("cannot resume the listener: {e}"),
+        let mut any = false;
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            let Some(listener) = &slot.listener else {
+                continue;
+            };
+            if !slot.watched {
+                match poller.register(listener.as_raw_fd(), token(i), Interest::READABLE) {
+                    Ok(()) => slot.watched = true,
+                    Err(e) => log::warn!("cannot resume a listener: {e}"),
+                }
             }
+            any |= slot.watched;
         }
-        self.watched
+        any
     }
 
-    /// Closes the listener for good (a drain); true the first time.
+    /// Closes the listeners for good (a drain); true the first time.
     pub fn close(&mut self, poller: &mut dyn Poller) -> bool {
         self.pause(poller);
-        self.listener.take().is_some()
+        let mut closed = false;
+        for slot in &mut self.slots {
+            closed |= slot.listener.take().is_some();
+        }
+        closed
     }
 
-    /// Replaces a listener the watchdog shut down with a new one on `addr`
-    /// and hands the watchdog its duplicate; true if the worker accepts
-    /// again. On failure the dead listener is kept, so a drain still finds
-    /// it.
+    /// Duplicates of the TCP listeners, for the watchdog to shut down.
+    pub fn tcp_duplicates(&self) -> io::Result<Vec<Socket>> {
+        self.slots
+            .iter()
+            .filter_map(|s| match &s.listener {
+                Some(Listener::Tcp(l)) => Some(SockRef::from(l).try_clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Replaces the TCP listeners the watchdog shut down with new ones on
+    /// the same addresses (`addrs[i]` for listener `i`; `None` for a Unix
+    /// one) and hands the watchdog their duplicates; true if the worker
+    /// accepts again. A listener that cannot be re-created is kept dead,
+    /// so a drain still finds it.
     pub fn rejoin(
         &mut self,
         poller: &mut dyn Poller,
-        (addr, backlog): (SocketAddr, i32),
+        (addrs, backlog): (&[Option<SocketAddr>], i32),
         beat: &Beat,
         worker: usize,
     ) -> bool {
-        let Some(old) = self.listener.take() else {
-            return false;
-        };
-        if self.watched {
-            let _ = poller.deregister(old.as_raw_fd());
-        }
-        self.watched = false;
-        let fresh = listen::bind(addr, backlog).and_then(|l| {
-            let dup = SockRef::from(&l).try_clone()?;
-            poller.register(l.as_raw_fd(), LISTENER, Interest::READABLE)?;
-            Ok((l, dup))
-        });
-        match fresh {
-            Ok((listener, dup)) => {
-                beat.set_listener(dup);
-                self.listener = Some(listener);
-                self.watched = true;
-                log::warn!(
-                    "worker {worker} turns again: rejoined the accept group with a new listener"
-                );
-                true
+        let mut ok = true;
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            let (Some(Listener::Tcp(old)), Some(Some(addr))) = (&slot.listener, addrs.get(i))
+            else {
+                continue;
+            };
+            if slot.watched {
+                let _ = poller.deregister(old.as_raw_fd());
             }
-            Err(e) => {
-                self.listener = Some(old);
-                log::error!(
-                    "worker {worker} cannot re-create its listener on {addr}: {e}; it serves \
-                     only the connections it has"
-                );
-                false
+            slot.watched = false;
+            let fresh = listen::bind(*addr, backlog).and_then(|l| {
+                poller.register(l.as_raw_fd(), token(i), Interest::READABLE)?;
+                Ok(l)
+            });
+            match fresh {
+                Ok(listener) => {
+                    slot.listener = Some(Listener::Tcp(listener));
+                    slot.watched = true;
+                }
+                Err(e) => {
+                    ok = false;
+                    log::error!(
+                        "worker {worker} cannot re-create its listener on {addr}: {e}; it \
+                         serves only the connections it has"
+                    );
+                }
             }
         }
+        match self.tcp_duplicates() {
+            Ok(dups) => beat.set_listeners(dups),
+            Err(e) => log::warn!("worker {worker}: cannot duplicate its listeners: {e}"),
+        }
+        if ok {
+            log::warn!("worker {worker} turns again: rejoined the accept group with new listeners");
+        }
+        ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::poller::WAKER;
+
+    #[test]
+    fn listener_tokens_do_not_meet_connections_or_the_waker() {
+        assert_eq!(listener_of(token(0)), Some(0));
+        assert_eq!(
+            listener_of(token(MAX_LISTENERS - 1)),
+            Some(MAX_LISTENERS - 1)
+        );
+        assert_eq!(listener_of(WAKER), None);
+        assert_eq!(listener_of(Token(0)), None);
+        assert_eq!(listener_of(Token(1_000_000)), None);
     }
 }

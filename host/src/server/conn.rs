@@ -84,6 +84,8 @@ pub struct Pending {
 pub struct Conn<S> {
     stream: S,
     peer: Arc<str>,
+    /// The listener it came in on (its index in the loop's acceptor).
+    via: usize,
     reader: RequestReader,
     out: Output,
     phase: Phase,
@@ -107,6 +109,7 @@ impl<S> Conn<S> {
         Conn {
             stream,
             peer,
+            via: 0,
             reader: RequestReader::default(),
             out: Output::default(),
             phase: Phase::Reading,
@@ -119,6 +122,17 @@ impl<S> Conn<S> {
             deadline: None,
             write_progress: false,
         }
+    }
+
+    /// Marks the listener the connection came in on.
+    pub fn via(mut self, listener: usize) -> Self {
+        self.via = listener;
+        self
+    }
+
+    /// The listener the connection came in on.
+    pub fn listener(&self) -> usize {
+        self.via
     }
 
     pub fn stream(&self) -> &S {

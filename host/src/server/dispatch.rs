@@ -29,8 +29,8 @@ pub(super) struct Dispatcher {
     /// The loop's inbox, where deferred answers come back.
     queue: Arc<Inbox>,
     next_id: u64,
-    server_name: Arc<str>,
-    server_port: u16,
+    /// The server name and port apps see, per listener.
+    locals: Vec<(Arc<str>, u16)>,
 }
 
 impl Dispatcher {
@@ -38,15 +38,14 @@ impl Dispatcher {
         worker: usize,
         shared: Arc<Shared>,
         queue: Arc<Inbox>,
-        local: std::net::SocketAddr,
+        locals: Vec<(Arc<str>, u16)>,
     ) -> Self {
         Dispatcher {
             worker,
             shared,
             queue,
             next_id: 1,
-            server_name: local.ip().to_string().into(),
-            server_port: local.port(),
+            locals,
         }
     }
 
@@ -85,9 +84,14 @@ impl Dispatcher {
             (Some(response), _) => (Some(response), None),
             (None, None) => (Some(HostAnswer::NoMount.response()), None),
             (None, Some((app, split))) => {
+                let (server_name, server_port) = self
+                    .locals
+                    .get(conn.listener())
+                    .cloned()
+                    .unwrap_or_else(|| ("localhost".into(), 0));
                 let meta = Meta {
-                    server_name: self.server_name.clone(),
-                    server_port: self.server_port,
+                    server_name,
+                    server_port,
                     peer: client,
                     scheme,
                 };

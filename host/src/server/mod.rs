@@ -11,6 +11,7 @@
 mod acceptor;
 pub(crate) mod conn;
 mod dispatch;
+mod listener;
 pub(crate) mod request;
 pub(crate) mod responder;
 pub(crate) mod timers;
@@ -23,10 +24,11 @@ use crate::inbox::{Inbox, InboxItems};
 use crate::ops::watchdog::{Beat, Finished};
 use crate::poller::{Event, Interest, Poller, Token, WAKER};
 use crate::shared::Shared;
-use acceptor::{Acceptor, LISTENER};
+pub use acceptor::MAX_LISTENERS;
+use acceptor::{listener_of, Acceptor};
 use conn::{Conn, Deadline};
 use dispatch::{warn_if_blocked, Dispatcher};
-use mio::net::{TcpListener, TcpStream};
+pub use listener::{Listener, Stream, UNIX_PEER};
 use slab::Slab;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -41,7 +43,7 @@ pub struct Server {
     worker: usize,
     poller: Box<dyn Poller>,
     acceptor: Acceptor,
-    conns: Slab<Conn<TcpStream>>,
+    conns: Slab<Conn<Stream>>,
     dispatcher: Dispatcher,
     shared: Arc<Shared>,
     queue: Arc<Inbox>,
@@ -57,23 +59,27 @@ pub struct Server {
 }
 
 impl Server {
-    /// Builds a loop over an already bound, non-blocking listener; `queue`
-    /// must have been made from this poller's waker.
+    /// Builds a loop over already bound, non-blocking listeners (`locals`:
+    /// the server name and port apps see on each); `queue` must have been
+    /// made from this poller's waker.
     pub fn new(
         worker: usize,
         mut poller: Box<dyn Poller>,
-        listener: TcpListener,
+        (listeners, locals): (Vec<Listener>, Vec<(Arc<str>, u16)>),
         shared: Arc<Shared>,
         queue: Arc<Inbox>,
     ) -> io::Result<Self> {
-        let local = listener.local_addr()?;
-        let acceptor = Acceptor::new(listener, &mut *poller)?;
+        let acceptor = Acceptor::new(listeners, &mut *poller)?;
+        shared
+            .watch
+            .beat(worker)
+            .set_listeners(acceptor.tcp_duplicates()?);
         Ok(Server {
             worker,
             poller,
             acceptor,
             conns: Slab::with_capacity(1024),
-            dispatcher: Dispatcher::new(worker, shared.clone(), queue.clone(), local),
+            dispatcher: Dispatcher::new(worker, shared.clone(), queue.clone(), locals),
             sweep_every: sweep_interval(&shared.params),
             shared,
             queue,
@@ -162,20 +168,24 @@ impl Server {
             let beat = watch.beat(self.worker);
             let again = self.acceptor.rejoin(
                 &mut *self.poller,
-                (watch.addr, watch.backlog),
+                (&watch.addrs, watch.backlog),
                 beat,
                 self.worker,
             );
             if again {
-                self.accept();
+                for i in self.acceptor.watched() {
+                    self.accept(i);
+                }
             }
         }
         self.date.refresh(SystemTime::now());
         for ev in &events {
             match ev.token {
-                LISTENER => self.accept(),
                 WAKER => {}
-                token => self.on_event(token, ev),
+                token => match listener_of(token) {
+                    Some(i) => self.accept(i),
+                    None => self.on_event(token, ev),
+                },
             }
         }
         self.events = events;
@@ -198,18 +208,19 @@ impl Server {
         }
     }
 
-    fn accept(&mut self) {
+    /// Accepts what waits on listener `i`, up to the connection cap.
+    fn accept(&mut self, i: usize) {
         loop {
             if self.conns.len() >= self.shared.max_connections {
                 self.acceptor.pause(&mut *self.poller);
                 log::debug!("at {} connections: accepts paused", self.conns.len());
                 return;
             }
-            let Some(accepted) = self.acceptor.accept() else {
+            let Some(accepted) = self.acceptor.accept(i) else {
                 return;
             };
             match accepted {
-                Ok((stream, addr)) => self.admit(stream, addr),
+                Ok((stream, peer)) => self.admit(stream, peer, i),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
@@ -223,8 +234,8 @@ impl Server {
     }
 
     /// Watches a new connection (503 if it cannot be watched).
-    fn admit(&mut self, stream: TcpStream, addr: std::net::SocketAddr) {
-        if let Err(e) = stream.set_nodelay(true) {
+    fn admit(&mut self, stream: Stream, addr: Arc<str>, via: usize) {
+        if let Err(e) = stream.set_nodelay() {
             log::debug!("TCP_NODELAY on {addr}: {e}");
         }
         let entry = self.conns.vacant_entry();
@@ -237,7 +248,7 @@ impl Server {
             refuse(stream, &self.date);
             return;
         }
-        let conn = entry.insert(Conn::new(stream, addr.to_string().into()));
+        let conn = entry.insert(Conn::new(stream, addr.clone()).via(via));
         // A client that never sends a byte is still timed out.
         conn.update_deadline(&self.shared.params);
         self.shared.stats[self.worker]
@@ -397,8 +408,10 @@ impl Server {
             && !self.acceptor.is_accepting()
             && self.acceptor.resume(&mut *self.poller)
         {
-            // Connections may have queued in the backlog meanwhile.
-            self.accept();
+            // Connections may have queued in the backlogs meanwhile.
+            for i in self.acceptor.watched() {
+                self.accept(i);
+            }
         }
     }
 
@@ -472,7 +485,7 @@ fn sweep_interval(p: &ConnParams) -> Duration {
 }
 
 /// Answers 503 to a connection that cannot be served, best effort, and closes it.
-fn refuse(mut stream: TcpStream, date: &DateCache) {
+fn refuse(mut stream: Stream, date: &DateCache) {
     use std::io::Write;
     let mut out = Vec::new();
     let resp = HostAnswer::AtCapacity.response();

@@ -1,0 +1,143 @@
+//! What a loop listens on and what it accepts: a TCP listener (each worker
+//! its own, `SO_REUSEPORT`) or a Unix-domain one (one socket, shared by
+//! the workers), and the connection streams they give.
+
+use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use std::io::{self, IoSlice, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
+
+/// The peer of every Unix-socket connection, as apps and logs see it (as
+/// nginx's `$remote_addr` shows it). Allow-lists treat it as loopback.
+pub const UNIX_PEER: &str = "unix:";
+
+pub enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+/// A client connection.
+pub enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Listener {
+    /// Accepts one connection and names its peer.
+    pub fn accept(&self) -> io::Result<(Stream, Arc<str>)> {
+        match self {
+            Listener::Tcp(l) => {
+                let (s, addr) = l.accept()?;
+                Ok((Stream::Tcp(s), addr.to_string().into()))
+            }
+            Listener::Unix(l) => {
+                let (s, _) = l.accept()?;
+                Ok((Stream::Unix(s), UNIX_PEER.into()))
+            }
+        }
+    }
+}
+
+impl AsRawFd for Listener {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            Listener::Tcp(l) => l.as_raw_fd(),
+            Listener::Unix(l) => l.as_raw_fd(),
+        }
+    }
+}
+
+impl Stream {
+    /// A pending socket error (a reset), if any.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        match self {
+            Stream::Tcp(s) => s.take_error(),
+            Stream::Unix(s) => s.take_error(),
+        }
+    }
+
+    /// Turns Nagle off on TCP (nothing to do on a Unix socket).
+    pub fn set_nodelay(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_nodelay(true),
+            Stream::Unix(_) => Ok(()),
+        }
+    }
+}
+
+impl AsRawFd for Stream {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Unix(s) => s.as_raw_fd(),
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(buf),
+            Stream::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write(buf),
+            Stream::Unix(s) => s.write(buf),
+        }
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write_vectored(bufs),
+            Stream::Unix(s) => s.write_vectored(bufs),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_unix_listener_accepts_a_stream_that_reads_and_writes() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("s.sock");
+        let listener = Listener::Unix(UnixListener::bind(&path).expect("bind"));
+        let mut client = std::os::unix::net::UnixStream::connect(&path).expect("connect");
+        client.write_all(b"ping").expect("write");
+        let (mut stream, peer) = loop {
+            match listener.accept() {
+                Ok(accepted) => break accepted,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => panic!("accept: {e}"),
+            }
+        };
+        assert_eq!(&*peer, UNIX_PEER);
+        stream.set_nodelay().expect("no-op on unix");
+        let mut got = [0u8; 4];
+        let mut n = 0;
+        while n < 4 {
+            match stream.read(&mut got[n..]) {
+                Ok(k) => n += k,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => panic!("read: {e}"),
+            }
+        }
+        assert_eq!(&got, b"ping");
+        assert_eq!(
+            stream
+                .write_vectored(&[IoSlice::new(b"po"), IoSlice::new(b"ng")])
+                .ok(),
+            Some(4)
+        );
+    }
+}
