@@ -12,6 +12,7 @@ use crate::listen;
 use crate::ops::access_log;
 use crate::ops::control::Control;
 use crate::ops::netfilter::{parse_net, NetList};
+use crate::ops::pid_file::PidFile;
 use crate::ops::stats::WorkerStats;
 use crate::ops::watchdog::Board;
 use crate::poller::{self, Poller};
@@ -68,6 +69,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
             .push(listen::bind(local, backlog).map_err(|e| format!("cannot bind {local}: {e}"))?);
     }
     log::info!("workers={workers} backlog={backlog}");
+    let _pid_file = cli.pid_file.as_deref().map(PidFile::claim).transpose()?;
     let watch = watchdog(&cli, workers, local, backlog)?;
 
     // Timers and the pool must exist before apps are initialised.

@@ -227,6 +227,11 @@ pub struct Cli {
           value_parser = crate::ops::netfilter::parse_net, help_heading = OPERATIONS)]
     pub trusted_proxy: Vec<ipnet::IpNet>,
 
+    /// Write the process id here once the listener is bound (removed at a
+    /// clean exit); a pid file naming a live process is an error.
+    #[arg(long, env = "STOA_PID_FILE", value_name = "PATH", help_heading = OPERATIONS)]
+    pub pid_file: Option<PathBuf>,
+
     /// Log level: error, warn, info, debug or trace.
     #[arg(long, env = "STOA_LOG_LEVEL", value_name = "LEVEL", default_value = "info",
           value_parser = parse_level, help_heading = LOGGING)]
