@@ -12,6 +12,7 @@ use crate::listen;
 use crate::ops::access_log;
 use crate::ops::control::Control;
 use crate::ops::netfilter::{parse_net, NetList};
+use crate::ops::pid_file::PidFile;
 use crate::ops::stats::WorkerStats;
 use crate::ops::watchdog::Board;
 use crate::poller::{self, Poller};
@@ -20,7 +21,7 @@ use crate::server::Server;
 use crate::shared::Shared;
 use arc_swap::ArcSwap;
 use crossbeam_channel::Sender;
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -64,6 +65,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
     }
     let bound = listen::bind_all(&cli.bind, workers, backlog, cli.unix_mode)?;
     log::info!("workers={workers} backlog={backlog}");
+    let _pid_file = cli.pid_file.as_deref().map(PidFile::claim).transpose()?;
     let watch = watchdog(&cli, workers, bound.tcp_addrs.clone(), backlog)?;
 
     // Timers and the pool must exist before apps are initialised.
@@ -101,7 +103,8 @@ pub fn run(cli: Cli) -> Result<(), String> {
     }
     let access_log = match &cli.access_log {
         Some(target) => Some(
-            access_log::AccessLog::open(target).map_err(|e| format!("access log {target}: {e}"))?,
+            access_log::AccessLog::open(target, cli.log_format)
+                .map_err(|e| format!("access log {target}: {e}"))?,
         ),
         None => None,
     };
@@ -242,13 +245,14 @@ fn watchdog(
 
 /// SIGTERM/SIGINT drain the workers (a second one exits at once, and the
 /// graceful timeout forces the rest closed); SIGHUP asks the apps thread
-/// to rescan. This thread never waits for the apps thread or app code.
+/// to rescan; SIGUSR1 reopens the access log file. This thread never waits
+/// for the apps thread or app code.
 fn watch_signals(
     shared: Arc<Shared>,
     apps: Sender<Event>,
     graceful: Duration,
 ) -> Result<(), String> {
-    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR1])
         .map_err(|e| format!("cannot install signal handlers: {e}"))?;
     std::thread::Builder::new()
         .name("stoa-signals".into())
@@ -258,6 +262,13 @@ fn watch_signals(
                     log::info!("SIGHUP: rescanning the apps directory");
                     if apps.send(Event::Rescan).is_err() {
                         log::warn!("SIGHUP ignored: the apps thread has stopped (draining)");
+                    }
+                    continue;
+                }
+                if signal == SIGUSR1 {
+                    match &shared.access_log {
+                        Some(log) => log.reopen(),
+                        None => log::info!("SIGUSR1: no access log file to reopen"),
                     }
                     continue;
                 }

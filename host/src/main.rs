@@ -3,6 +3,7 @@
 
 use std::process::ExitCode;
 use stoa::apps::{plugin_copy, probe};
+use stoa::cli::LogFormat;
 use stoa::{boot, cli};
 
 fn main() -> ExitCode {
@@ -28,7 +29,7 @@ fn main() -> ExitCode {
         print!("{}", cli.effective_config);
         return ExitCode::SUCCESS;
     }
-    if let Err(e) = setup_logging(cli.log_level) {
+    if let Err(e) = setup_logging(cli.log_level, cli.log_format) {
         eprintln!("stoa: cannot set up logging: {e}");
         return ExitCode::FAILURE;
     }
@@ -48,9 +49,11 @@ fn main() -> ExitCode {
     }
 }
 
-fn setup_logging(level: log::LevelFilter) -> Result<(), fern::InitError> {
-    fern::Dispatch::new()
-        .format(|out, message, record| {
+/// The error log on stderr: `TIME LEVEL TARGET: MESSAGE`, or one JSON
+/// object per line with `time`, `level`, `target` and `message`.
+fn setup_logging(level: log::LevelFilter, format: LogFormat) -> Result<(), fern::InitError> {
+    let dispatch = match format {
+        LogFormat::Text => fern::Dispatch::new().format(|out, message, record| {
             out.finish(format_args!(
                 "{} {:<5} {}: {}",
                 humantime::format_rfc3339_millis(std::time::SystemTime::now()),
@@ -58,9 +61,17 @@ fn setup_logging(level: log::LevelFilter) -> Result<(), fern::InitError> {
                 record.target(),
                 message
             ))
-        })
-        .level(level)
-        .chain(std::io::stderr())
-        .apply()?;
+        }),
+        LogFormat::Json => fern::Dispatch::new().format(|out, message, record| {
+            let line = serde_json::json!({
+                "time": humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+                "level": record.level().as_str(),
+                "target": record.target(),
+                "message": message.to_string(),
+            });
+            out.finish(format_args!("{line}"))
+        }),
+    };
+    dispatch.level(level).chain(std::io::stderr()).apply()?;
     Ok(())
 }

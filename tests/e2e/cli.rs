@@ -92,9 +92,22 @@ fn poller_from_the_environment(poller: &str) {
     );
 }
 
-/// Splits a combined-format line into (host, time, request line, status,
-/// size, referer, user agent).
-fn fields(line: &str) -> (String, String, String, u16, usize, String, String) {
+/// The combined-format fields of an access line, then its
+/// `app=NAME gen=N us=D` suffix.
+struct Fields {
+    host: String,
+    time: String,
+    request: String,
+    status: u16,
+    size: usize,
+    referer: String,
+    agent: String,
+    app: String,
+    generation: String,
+    micros: u64,
+}
+
+fn fields(line: &str) -> Fields {
     let (host, rest) = line.split_once(" - - [").expect("host - - [");
     let (time, rest) = rest.split_once("] \"").expect("time] \"");
     let (req, rest) = rest.split_once("\" ").expect("request\" ");
@@ -103,16 +116,27 @@ fn fields(line: &str) -> (String, String, String, u16, usize, String, String) {
     let size = parts.next().and_then(|s| s.parse().ok()).expect("size");
     let quoted: Vec<&str> = parts.next().unwrap_or_default().split('"').collect();
     assert_eq!(quoted.len(), 5, "{line}");
-    let q = |i: usize| quoted[i].to_string();
-    (
-        host.into(),
-        time.into(),
-        req.into(),
+    let suffix: Vec<&str> = quoted[4].split_whitespace().collect();
+    let word = |i: usize, key: &str| {
+        suffix
+            .get(i)
+            .and_then(|w| w.strip_prefix(key))
+            .unwrap_or_else(|| panic!("no {key} in {line}"))
+            .to_string()
+    };
+    assert_eq!(suffix.len(), 3, "{line}");
+    Fields {
+        host: host.into(),
+        time: time.into(),
+        request: req.into(),
         status,
         size,
-        q(1),
-        q(3),
-    )
+        referer: quoted[1].into(),
+        agent: quoted[3].into(),
+        app: word(0, "app="),
+        generation: word(1, "gen="),
+        micros: word(2, "us=").parse().expect("us= a number"),
+    }
 }
 
 /// `10/Oct/2000:13:55:36 +0000`.
@@ -144,8 +168,9 @@ fn access_log_has_one_combined_line_per_request(poller: &str) {
     c.send(&request("HEAD", "/hello/", &[]));
     c.read_head_response();
     c.request(&get("/_test/later"));
-    let lines = server.access_lines(5);
-    assert_eq!(lines.len(), 5, "{lines:#?}");
+    c.request(&get("/.well-known/stoa/health"));
+    let lines = server.access_lines(6);
+    assert_eq!(lines.len(), 6, "{lines:#?}");
     let expect = [
         (
             "GET /hello/ HTTP/1.1",
@@ -153,22 +178,51 @@ fn access_log_has_one_combined_line_per_request(poller: &str) {
             12,
             "http://localhost/",
             "e2e/1.0 (test)",
+            "hello-project",
         ),
-        ("GET /no/such/ HTTP/1.1", 404, not_found, "-", "-"),
-        ("POST /article?x=1 HTTP/1.1", 405, 18, "-", "-"),
-        ("HEAD /hello/ HTTP/1.1", 200, 0, "-", "-"),
-        ("GET /_test/later HTTP/1.1", 200, 18, "-", "-"),
+        // hello-project, mounted at the root, answers its own 404.
+        (
+            "GET /no/such/ HTTP/1.1",
+            404,
+            not_found,
+            "-",
+            "-",
+            "hello-project",
+        ),
+        ("POST /article?x=1 HTTP/1.1", 405, 18, "-", "-", "article"),
+        ("HEAD /hello/ HTTP/1.1", 200, 0, "-", "-", "hello-project"),
+        ("GET /_test/later HTTP/1.1", 200, 18, "-", "-", "misbehave"),
+        // The host's own answer: no app.
+        (
+            "GET /.well-known/stoa/health HTTP/1.1",
+            200,
+            3,
+            "-",
+            "-",
+            "-",
+        ),
     ];
-    for (line, (req, status, size, referer, agent)) in lines.iter().zip(expect) {
-        let (host, time, r, s, n, re, ag) = fields(line);
-        assert_eq!(host, "127.0.0.1", "{line}");
-        assert!(is_clf_time(&time), "{line}");
+    for (line, (req, status, size, referer, agent, app)) in lines.iter().zip(expect) {
+        let f = fields(line);
+        assert_eq!(f.host, "127.0.0.1", "{line}");
+        assert!(is_clf_time(&f.time), "{line}");
         assert_eq!(
-            (r.as_str(), s, n, re.as_str(), ag.as_str()),
-            (req, status, size, referer, agent),
+            (f.request.as_str(), f.status, f.size),
+            (req, status, size),
             "{line}"
         );
+        assert_eq!(
+            (f.referer.as_str(), f.agent.as_str(), f.app.as_str()),
+            (referer, agent, app),
+            "{line}"
+        );
+        // Each app is in its first library generation; no app, no generation.
+        let generation = if app == "-" { "-" } else { "1" };
+        assert_eq!(f.generation, generation, "{line}");
     }
+    // `/_test/later` answers from a thread 50 ms after the request.
+    let later = fields(&lines[4]).micros;
+    assert!((50_000..5_000_000).contains(&later), "us={later}");
 }
 
 fn access_log_to_stdout(poller: &str) {
@@ -185,6 +239,12 @@ fn access_log_to_stdout(poller: &str) {
     );
     assert!(
         lines[1].contains("\"GET /article HTTP/1.1\" 200 49 "),
+        "{out}"
+    );
+    let f = fields(lines[1]);
+    assert_eq!(
+        (f.app.as_str(), f.generation.as_str()),
+        ("article", "1"),
         "{out}"
     );
 }

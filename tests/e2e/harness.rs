@@ -474,6 +474,11 @@ impl Server {
         self.dir.path().join("apps")
     }
 
+    /// The file `--access-log` writes to (with `Launch::access_log`).
+    pub fn access_log_path(&self) -> &Path {
+        &self.access_log
+    }
+
     /// Waits until the access log has `n` lines, and returns them.
     pub fn access_lines(&self, n: usize) -> Vec<String> {
         let read = || std::fs::read_to_string(&self.access_log).unwrap_or_default();

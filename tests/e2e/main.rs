@@ -23,6 +23,7 @@ mod hello;
 mod hot;
 mod limits;
 mod loader;
+mod logs;
 mod misbehave;
 mod operator;
 mod plugin_files;

@@ -24,6 +24,9 @@ pub struct LoadedApp {
     pub file: PathBuf,
     /// Index of this app's counters (shared by every version of the app).
     pub slot: usize,
+    /// The library generation the registry assigned (1 for the first load
+    /// of the app's name, counting up with each replace).
+    pub generation: u32,
     module: AppModuleRef,
 }
 
@@ -83,6 +86,7 @@ pub fn load_file(
     mount_free(&name, wanted, &mount, taken)?;
     Ok(LoadedApp {
         slot: stats_slot(&name),
+        generation: 0,
         name,
         version: info.version.to_string(),
         mount,

@@ -321,13 +321,14 @@ impl Registry {
         let taken = self.taken_by_others(path);
         let result = load_file(copy.load_path(), path, &self.mounts, &taken);
         let mapping = copy.finish(result.is_ok());
-        let app = result?;
+        let mut app = result?;
         // A new file with the name of an app already at the cap: it is
         // mapped now (and counted), but not mounted.
         let over_cap = self.check_cap(&app.name);
         self.names.insert(path.to_path_buf(), app.name.clone());
         let generation = self.generations.entry(app.name.clone()).or_insert(0);
         *generation += 1;
+        app.generation = *generation;
         self.retained.push(Retained {
             app: app.name.clone(),
             version: app.version.clone(),

@@ -259,12 +259,23 @@ pub struct Cli {
           value_parser = crate::ops::netfilter::parse_net, help_heading = OPERATIONS)]
     pub trusted_proxy: Vec<ipnet::IpNet>,
 
+    /// Write the process id here once the listener is bound (removed at a
+    /// clean exit); a pid file naming a live process is an error.
+    #[arg(long, env = "STOA_PID_FILE", value_name = "PATH", help_heading = OPERATIONS)]
+    pub pid_file: Option<PathBuf>,
+
     /// Log level: error, warn, info, debug or trace.
     #[arg(long, env = "STOA_LOG_LEVEL", value_name = "LEVEL", default_value = "info",
           value_parser = parse_level, help_heading = LOGGING)]
     pub log_level: log::LevelFilter,
 
-    /// Access log in combined format: a file path, or `-` for standard output.
+    /// Format of the error log (stderr) and the access log: text (the
+    /// access log in combined format) or json (one object per line).
+    #[arg(long, env = "STOA_LOG_FORMAT", value_name = "FORMAT", default_value = "text",
+          value_enum, help_heading = LOGGING)]
+    pub log_format: LogFormat,
+
+    /// Access log: a file path (SIGUSR1 reopens it), or `-` for standard output.
     #[arg(long, env = "STOA_ACCESS_LOG", value_name = "PATH|-", help_heading = LOGGING)]
     pub access_log: Option<String>,
 }
@@ -276,6 +287,15 @@ fn parse_mode(s: &str) -> Result<u32, String> {
             "expected an octal file mode such as 660 or 666, got {s:?}"
         )),
     }
+}
+
+/// How log lines are written.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines; the access log in combined format.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 fn parse_level(s: &str) -> Result<log::LevelFilter, String> {

@@ -1,58 +1,160 @@
-//! The access log, in the combined log format that nginx and Apache write
-//! (`%h - - [%t] "%r" %>s %b "%{Referer}i" "%{User-Agent}i"`), times in UTC.
+//! The access log, one line per answered request. In text format the
+//! combined log format that nginx and Apache write
+//! (`%h - - [%t] "%r" %>s %b "%{Referer}i" "%{User-Agent}i"`, times in UTC)
+//! followed by `app=NAME gen=N us=D`; in JSON format one object per line.
+//! SIGUSR1 reopens the file (logrotate's convention).
 
-use std::fs::OpenOptions;
+use crate::cli::LogFormat;
+use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::path::Path;
-use std::sync::Mutex;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// What the access log needs of a request, kept only when it is on.
+pub struct AccessInfo {
+    /// The client as resolved through trusted proxies (`ADDR:PORT`).
+    pub client: Arc<str>,
+    pub method: String,
+    pub target: String,
+    /// `HTTP/1.0` or `HTTP/1.1`.
+    pub protocol: String,
+    pub referer: Option<String>,
+    pub user_agent: Option<String>,
+    /// The app that answered and its library generation; `None` for the
+    /// host's own answers (no mount, the host endpoints).
+    pub app: Option<(String, u32)>,
+}
+
+/// How a request was answered.
+pub struct Answered {
+    pub status: u16,
+    /// Body bytes sent.
+    pub bytes: usize,
+    /// From dispatch to the answer queued, in microseconds.
+    pub micros: u64,
+}
 
 /// Where access log lines go.
 pub struct AccessLog {
     out: Mutex<Box<dyn Write + Send>>,
+    /// The file, to reopen; `None` for standard output.
+    path: Option<PathBuf>,
+    format: LogFormat,
+}
+
+fn open_file(path: &Path) -> io::Result<File> {
+    OpenOptions::new().create(true).append(true).open(path)
 }
 
 impl AccessLog {
     /// `-` is standard output; anything else a file opened for appending.
-    pub fn open(target: &str) -> io::Result<Self> {
-        let out: Box<dyn Write + Send> = if target == "-" {
-            Box::new(io::stdout())
+    pub fn open(target: &str, format: LogFormat) -> io::Result<Self> {
+        let (out, path): (Box<dyn Write + Send>, _) = if target == "-" {
+            (Box::new(io::stdout()), None)
         } else {
-            Box::new(
-                OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(Path::new(target))?,
-            )
+            let path = PathBuf::from(target);
+            (Box::new(open_file(&path)?), Some(path))
         };
         Ok(AccessLog {
             out: Mutex::new(out),
+            path,
+            format,
         })
     }
 
+    /// Opens the file at the configured path again (after logrotate moved
+    /// it) and writes there from now on; on failure the old file is kept.
+    pub fn reopen(&self) {
+        let Some(path) = &self.path else {
+            log::info!("SIGUSR1: the access log is standard output; nothing to reopen");
+            return;
+        };
+        match open_file(path) {
+            Ok(file) => {
+                let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+                let _ = out.flush();
+                *out = Box::new(file);
+                drop(out);
+                log::info!("SIGUSR1: reopened the access log {}", path.display());
+            }
+            Err(e) => log::error!(
+                "SIGUSR1: cannot reopen the access log {}: {e}; still writing to the old file",
+                path.display()
+            ),
+        }
+    }
+
     /// Writes one line.
-    pub fn write(
-        &self,
-        peer: &str,
-        request_line: &str,
-        status: u16,
-        bytes: usize,
-        referer: &str,
-        user_agent: &str,
-    ) {
-        let host = peer.rsplit_once(':').map_or(peer, |(h, _)| h);
-        let line = format!(
-            "{host} - - [{}] \"{}\" {status} {bytes} \"{}\" \"{}\"\n",
-            clf_time(SystemTime::now()),
-            escape(request_line),
-            escape(referer),
-            escape(user_agent)
-        );
+    pub fn write(&self, info: &AccessInfo, answered: &Answered) {
+        let now = SystemTime::now();
+        let mut line = match self.format {
+            LogFormat::Text => text_line(info, answered, now),
+            LogFormat::Json => json_line(info, answered, now),
+        };
+        line.push('\n');
         let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
         if let Err(e) = out.write_all(line.as_bytes()).and_then(|()| out.flush()) {
             log::warn!("access log write failed: {e}");
         }
     }
+}
+
+/// The address without its port.
+fn host_of(client: &str) -> &str {
+    client.rsplit_once(':').map_or(client, |(h, _)| h)
+}
+
+/// The combined format, then `app=NAME gen=N us=D` (`-` for no app).
+fn text_line(info: &AccessInfo, answered: &Answered, now: SystemTime) -> String {
+    let request_line = format!("{} {} {}", info.method, info.target, info.protocol);
+    let (app, generation) = match &info.app {
+        Some((name, generation)) => (escape_word(name), generation.to_string()),
+        None => ("-".to_string(), "-".to_string()),
+    };
+    format!(
+        "{} - - [{}] \"{}\" {} {} \"{}\" \"{}\" app={app} gen={generation} us={}",
+        host_of(&info.client),
+        clf_time(now),
+        escape(&request_line),
+        answered.status,
+        answered.bytes,
+        escape(info.referer.as_deref().unwrap_or("-")),
+        escape(info.user_agent.as_deref().unwrap_or("-")),
+        answered.micros
+    )
+}
+
+/// One JSON object; absent headers and the app of a host answer are null.
+fn json_line(info: &AccessInfo, answered: &Answered, now: SystemTime) -> String {
+    serde_json::json!({
+        "client": host_of(&info.client),
+        "time": humantime::format_rfc3339_millis(now).to_string(),
+        "method": info.method,
+        "target": info.target,
+        "protocol": info.protocol,
+        "status": answered.status,
+        "bytes": answered.bytes,
+        "referer": info.referer,
+        "user_agent": info.user_agent,
+        "app": info.app.as_ref().map(|(name, _)| name),
+        "gen": info.app.as_ref().map(|(_, generation)| generation),
+        "us": answered.micros,
+    })
+    .to_string()
+}
+
+/// An app name as one space-free word of the text line.
+fn escape_word(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_whitespace() || c == '"' || c.is_control() {
+                '?'
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 /// Quotes and control characters would break the line format.
@@ -110,5 +212,53 @@ mod tests {
     #[test]
     fn escapes_quotes() {
         assert_eq!(escape("a\"b\n"), "a?b?");
+        assert_eq!(escape_word("my app\""), "my?app?");
+    }
+
+    fn info(app: Option<(String, u32)>) -> AccessInfo {
+        AccessInfo {
+            client: "10.0.0.1:5000".into(),
+            method: "GET".into(),
+            target: "/a?b=\"c\"".into(),
+            protocol: "HTTP/1.1".into(),
+            referer: None,
+            user_agent: Some("ua \"x\"".into()),
+            app,
+        }
+    }
+
+    fn answered(status: u16, bytes: usize, micros: u64) -> Answered {
+        Answered {
+            status,
+            bytes,
+            micros,
+        }
+    }
+
+    #[test]
+    fn text_line_appends_app_generation_and_micros() {
+        let t = UNIX_EPOCH + Duration::from_secs(971_186_136);
+        let answered = answered(200, 12, 345);
+        assert_eq!(
+            text_line(&info(Some(("hello".into(), 2))), &answered, t),
+            "10.0.0.1 - - [10/Oct/2000:13:55:36 +0000] \"GET /a?b=?c? HTTP/1.1\" 200 12 \"-\" \"ua ?x?\" app=hello gen=2 us=345"
+        );
+        assert!(text_line(&info(None), &answered, t).ends_with(" app=- gen=- us=345"));
+    }
+
+    #[test]
+    fn json_line_escapes_and_nulls() {
+        let t = UNIX_EPOCH + Duration::from_millis(971_186_136_007);
+        let answered = answered(404, 0, 9);
+        let v: serde_json::Value =
+            serde_json::from_str(&json_line(&info(None), &answered, t)).expect("JSON");
+        assert_eq!(v["time"], "2000-10-10T13:55:36.007Z");
+        assert_eq!(v["target"], "/a?b=\"c\"");
+        assert_eq!(v["user_agent"], "ua \"x\"");
+        assert!(v["referer"].is_null() && v["app"].is_null() && v["gen"].is_null());
+        assert_eq!(
+            (v["status"].as_u64(), v["us"].as_u64()),
+            (Some(404), Some(9))
+        );
     }
 }

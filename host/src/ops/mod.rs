@@ -1,5 +1,6 @@
 //! The operations wing: what an operator sees and steers. The host's own
 //! endpoints (`admin`), the counters behind them (`stats`), the access log,
+//! the pid file,
 //! address rules for status and proxies (`netfilter`), the run state
 //! that signals change (`control`), and the loop watchdog with what it
 //! reports (`watchdog`, `survival`).
@@ -8,6 +9,7 @@ pub(crate) mod access_log;
 pub(crate) mod admin;
 pub(crate) mod control;
 pub(crate) mod netfilter;
+pub(crate) mod pid_file;
 pub(crate) mod stats;
 pub(crate) mod survival;
 pub(crate) mod watchdog;

@@ -56,14 +56,7 @@ pub enum Deadline {
     Send,
 }
 
-/// What the access log needs of a request, kept only when it is on.
-pub struct AccessInfo {
-    /// The client as resolved through trusted proxies.
-    pub client: Arc<str>,
-    pub request_line: String,
-    pub referer: String,
-    pub user_agent: String,
-}
+pub use crate::ops::access_log::AccessInfo;
 
 /// The request currently with an app.
 pub struct Pending {

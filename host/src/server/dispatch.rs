@@ -9,6 +9,7 @@ use crate::http::answer::HostAnswer;
 use crate::http::parse::Head;
 use crate::http::reader::BufPool;
 use crate::inbox::Inbox;
+use crate::ops::access_log::Answered;
 use crate::ops::admin;
 use crate::ops::netfilter::{forwarded_client, peer_ip};
 use crate::poller::Token;
@@ -65,10 +66,6 @@ impl Dispatcher {
         // The client the request speaks for: the peer, or the one a trusted
         // proxy names. Status rules, apps and the access log all see it.
         let (client, scheme) = client_of(shared, head, buf, conn.peer());
-        let access = shared
-            .access_log
-            .as_ref()
-            .map(|_| Box::new(access_info(head, buf, &client)));
         let host_answer = if path.starts_with(admin::PREFIX) {
             admin::answer(shared, path, &client)
         } else {
@@ -80,6 +77,14 @@ impl Dispatcher {
             None => apps.mounts.resolve(path),
         };
         let slot = route.map(|(app, _)| app.slot);
+        let access = shared.access_log.as_ref().map(|_| {
+            Box::new(access_info(
+                head,
+                buf,
+                &client,
+                route.map(|(app, _)| &**app),
+            ))
+        });
         let (answer, blocking_path) = match (host_answer, route) {
             (Some(response), _) => (Some(response), None),
             (None, None) => (Some(HostAnswer::NoMount.response()), None),
@@ -108,23 +113,39 @@ impl Dispatcher {
                             );
                             (r, Some(Box::<str>::from(path)))
                         }
-                        None => {
-                            let started = Instant::now();
-                            let beat = shared.watch.beat(self.worker);
-                            beat.enter(app.slot, path);
-                            begin_inline(&self.queue, id);
-                            app.handle(request, responder(token, id, &self.queue));
-                            let inline = end_inline();
-                            beat.leave();
-                            warn_if_blocked(shared.loop_block_warn, started, &app.name, path);
-                            (inline, None)
-                        }
+                        None => (self.run_inline(app, path, request, (token, id)), None),
                     }
                 })
             }
         };
         conn.begin_dispatch(id, slot, blocking_path, access);
         answer
+    }
+
+    /// Runs the app's handler on this loop; its answer if given at once.
+    fn run_inline(
+        &self,
+        app: &LoadedApp,
+        path: &str,
+        request: &stoa_app_api::abi::Request<'_>,
+        (token, id): (Token, u64),
+    ) -> Option<Response> {
+        let shared = &*self.shared;
+        let started = Instant::now();
+        let beat = shared.watch.beat(self.worker);
+        beat.enter(app.slot, path);
+        begin_inline(&self.queue, id);
+        app.handle(request, responder(token, id, &self.queue));
+        let inline = end_inline();
+        beat.leave();
+        let hint = if shared.pool.is_some() {
+            "declare the route blocking with App::blocks so it runs on the pool"
+        } else {
+            "--blocking-on-loop runs even routes declared blocking here"
+        };
+        let who = format!("app {} {path}", app.name);
+        warn_if_blocked(shared.loop_block_warn, started, &who, hint);
+        inline
     }
 
     /// Queues `response` as the answer to the request `conn` waits on,
@@ -153,14 +174,12 @@ impl Dispatcher {
             .app(pending.slot)
             .record(status, pending.started.elapsed());
         if let (Some(log), Some(info)) = (&self.shared.access_log, &pending.access) {
-            log.write(
-                &info.client,
-                &info.request_line,
+            let answered = Answered {
                 status,
-                if pending.head_only { 0 } else { body_len },
-                &info.referer,
-                &info.user_agent,
-            );
+                bytes: if pending.head_only { 0 } else { body_len },
+                micros: u64::try_from(pending.started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            };
+            log.write(info, &answered);
         }
         log::trace!(
             "request {} answered {status} in {:?}",
@@ -187,11 +206,12 @@ fn final_status(response: Response, slot: Option<usize>) -> Response {
 }
 
 /// Tornado's blocking log threshold: app code should never hold the loop.
-pub(super) fn warn_if_blocked(limit: Duration, started: Instant, who: &str, path: &str) {
+/// `who` names the code, `hint` the remedy.
+pub(super) fn warn_if_blocked(limit: Duration, started: Instant, who: &str, hint: &str) {
     let held = started.elapsed();
     if held > limit {
         log::warn!(
-            "event loop blocked for {} ms by app {who} {path}",
+            "event loop blocked for {} ms by {who}; {hint}",
             held.as_millis()
         );
     }
@@ -262,21 +282,19 @@ fn submit_blocking(
     }
 }
 
-fn access_info(head: &Head, buf: &[u8], client: &Arc<str>) -> AccessInfo {
+fn access_info(head: &Head, buf: &[u8], client: &Arc<str>, app: Option<&LoadedApp>) -> AccessInfo {
     let header = |name| {
         head.values(buf, name)
             .next()
-            .map_or("-".to_string(), |v| String::from_utf8_lossy(v).into_owned())
+            .map(|v| String::from_utf8_lossy(v).into_owned())
     };
     AccessInfo {
         client: client.clone(),
-        request_line: format!(
-            "{} {} HTTP/1.{}",
-            text(buf, &head.method),
-            text(buf, &head.target),
-            head.version_minor
-        ),
+        method: text(buf, &head.method).to_string(),
+        target: text(buf, &head.target).to_string(),
+        protocol: format!("HTTP/1.{}", head.version_minor),
         referer: header("referer"),
         user_agent: header("user-agent"),
+        app: app.map(|a| (a.name.clone(), a.generation)),
     }
 }

@@ -204,7 +204,12 @@ impl Server {
             self.beat().enter_timer(app);
             task.run();
             self.beat().leave();
-            warn_if_blocked(self.shared.loop_block_warn, started, "(timer callback)", "");
+            warn_if_blocked(
+                self.shared.loop_block_warn,
+                started,
+                "a timer callback",
+                "move blocking work to Host::spawn_blocking",
+            );
         }
     }
 
