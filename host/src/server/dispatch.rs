@@ -100,7 +100,7 @@ impl Dispatcher {
                                 pool,
                                 (app, path, deadline),
                                 owned,
-                                responder(token, id, &self.queue),
+                                responder(token, id, app.slot, &self.queue),
                             );
                             (r, Some(Box::<str>::from(path)))
                         }
@@ -109,7 +109,7 @@ impl Dispatcher {
                             let beat = shared.watch.beat(self.worker);
                             beat.enter(app.slot, path);
                             begin_inline(&self.queue, id);
-                            app.handle(request, responder(token, id, &self.queue));
+                            app.handle(request, responder(token, id, app.slot, &self.queue));
                             let inline = end_inline();
                             beat.leave();
                             warn_if_blocked(shared.loop_block_warn, started, &app.name, path);
