@@ -17,7 +17,7 @@ use abi_stable::{
     prefix_type::WithMetadata,
     sabi_trait,
     sabi_types::VersionStrings,
-    std_types::{RBox, RResult, RSlice, RStr, RString, RVec},
+    std_types::{RBox, ROption, RResult, RSlice, RStr, RString, RVec},
     StableAbi,
 };
 
@@ -147,6 +147,10 @@ pub struct InitContext<'a> {
     /// as JSON text (`{}` when there is none).
     #[sabi(last_prefix_field)]
     pub settings_json: RStr<'a>,
+    /// Appended in 0.2.1: bytes the app's previous generation handed over
+    /// (state handover), if any. The host hands none over yet.
+    #[sabi(missing_field(option))]
+    pub previous_state: ROption<RSlice<'a, u8>>,
 }
 
 /// The root module every Stoa app plugin exports (see `export_app!`).
@@ -171,6 +175,20 @@ pub struct AppModule {
     /// `handle` on its blocking pool instead of the event loop.
     #[sabi(last_prefix_field)]
     pub blocks: extern "C" fn(request: &Request<'_>) -> bool,
+    /// Appended in 0.2.1: tells the app its generation was replaced and
+    /// drained (`App::retire`). Missing in plugins built against 0.2.0,
+    /// for which it is a no-op.
+    #[sabi(missing_field(option))]
+    pub retire: extern "C" fn(),
+}
+
+impl AppModuleRef {
+    /// Calls the app's `retire` hook, if the plugin has one.
+    pub fn call_retire(self) {
+        if let Some(retire) = self.retire() {
+            retire();
+        }
+    }
 }
 
 impl AppModuleRef {

@@ -23,6 +23,11 @@ pub trait App: Send + Sync + 'static {
     fn call(&self, _request: &Request<'_>) -> Response {
         Response::text(404, "Not Found")
     }
+
+    /// Called when this generation of the app has been replaced by a newer
+    /// one and has no request left: a place to flush and let go. The
+    /// default does nothing.
+    fn retire(&self) {}
 }
 
 /// Completes one request, now or later, from any thread. Dropping it

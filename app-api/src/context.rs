@@ -35,7 +35,8 @@ impl Context {
     }
 
     /// Bytes the app's previous generation handed over, if any. (The host
-    /// does not hand state over yet: this is `None` for now.)
+    /// does not hand state over yet: this is `None` for now; the slot is in
+    /// the ABI so that plugins need no rebuild when it does.)
     pub fn previous_state(&self) -> Option<&[u8]> {
         self.previous_state.as_deref()
     }

@@ -52,7 +52,11 @@ pub fn init<A: App, E: Display>(
         Ok(settings) => settings,
         Err(e) => return RResult::RErr(RString::from(e.to_string())),
     };
-    let context = Context::new(name, settings, None);
+    let previous = context
+        .previous_state()
+        .and_then(|s| s.into_option())
+        .map(|s| s.as_slice().to_vec());
+    let context = Context::new(name, settings, previous);
     match catch_unwind(AssertUnwindSafe(|| make(&context))) {
         Ok(Ok(app)) => {
             let _ = slot.set(Box::new(app));
@@ -103,6 +107,13 @@ pub fn handle(slot: &AppSlot, name: &'static str, request: &Request<'_>, raw: Re
         // The panic hook has logged the message and location; the responder
         // was dropped while unwinding and told the host the app panicked.
         log::debug!(target: name, "handler panic contained");
+    }
+}
+
+/// Calls the app's `retire` hook behind the panic firewall.
+pub fn retire(slot: &AppSlot) {
+    if let Some(app) = slot.get() {
+        let _ = catch_unwind(AssertUnwindSafe(|| app.retire()));
     }
 }
 
@@ -214,6 +225,11 @@ macro_rules! export_app {
         }
 
         #[doc(hidden)]
+        extern "C" fn __stoa_retire() {
+            $crate::export::retire(&__STOA_APP)
+        }
+
+        #[doc(hidden)]
         #[::abi_stable::export_root_module]
         pub fn __stoa_root_module() -> $crate::abi::AppModuleRef {
             use $crate::abi_stable::prefix_type::PrefixTypeTrait;
@@ -224,6 +240,7 @@ macro_rules! export_app {
                 init: __stoa_init,
                 handle: __stoa_handle,
                 blocks: __stoa_blocks,
+                retire: __stoa_retire,
             }
             .leak_into_prefix()
         }

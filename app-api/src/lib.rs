@@ -11,6 +11,7 @@
 
 pub mod abi;
 pub mod app;
+pub mod check;
 pub mod context;
 pub mod export;
 pub mod host;

@@ -8,7 +8,7 @@ use crate::apps::error::{AbiMismatch, LibraryRefusal, LoadError};
 use abi_stable::library::{lib_header_from_path, LibraryError, RootModule};
 use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::sabi_types::VersionNumber;
-use abi_stable::std_types::{RResult, RStr};
+use abi_stable::std_types::{ROption, RResult, RStr};
 use abi_stable::StableAbi;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -39,6 +39,8 @@ impl LoadedApp {
         let context = InitContext {
             host: host_module(),
             settings_json: RStr::from(&*self.settings),
+            // State handover between generations is not plumbed yet.
+            previous_state: ROption::RNone,
         };
         match self.module.construct(context) {
             RResult::ROk(()) => Ok(()),
@@ -143,8 +145,9 @@ pub fn open_module(path: &Path) -> Result<AppModuleRef, OpenError> {
         });
     }
     // The version is checked above (a stricter rule than abi_stable's own,
-    // which `init_root_module` would apply): only the layouts remain.
-    header.check_layout::<AppModuleRef>().map_err(|error| {
+    // which `init_root_module` would apply): only the layouts remain, where
+    // an earlier app-api's shorter prefix types are accepted.
+    stoa_app_api::check::root_module(header).map_err(|error| {
         let first = match &error {
             LibraryError::AbiInstability(_) => header.layout().and_then(|found| {
                 abi_report::first_mismatch(<AppModuleRef as StableAbi>::LAYOUT, found).map(Box::new)
