@@ -2,17 +2,22 @@
 //!
 //! Everything here derives `StableAbi`, so abi_stable compares the layout a
 //! plugin was compiled against with the host's at load time and refuses a
-//! mismatch instead of letting it corrupt memory. The root module and the
-//! host context are prefix types: later versions append fields below
-//! `#[sabi(last_prefix_field)]` and stay loadable by older peers.
+//! mismatch instead of letting it corrupt memory. The root module, the
+//! constructor's context, the host's services and the responder's vtable
+//! are prefix types: later versions append fields after
+//! `#[sabi(last_prefix_field)]` and stay loadable by older peers. `Request`,
+//! `Response` and `Header` are plain structs and so frozen for a whole
+//! 0.minor line (see the crate's COMPATIBILITY section).
 #![allow(non_local_definitions, clippy::unnecessary_cast)] // abi_stable's macros expand to impls inside consts and redundant casts
 
 use abi_stable::{
     declare_root_module_statics,
     library::RootModule,
-    package_version_strings, sabi_trait,
+    package_version_strings,
+    prefix_type::WithMetadata,
+    sabi_trait,
     sabi_types::VersionStrings,
-    std_types::{RBox, RResult, RSlice, RStr, RString, RVec},
+    std_types::{RBox, ROption, RResult, RSlice, RStr, RString, RVec},
     StableAbi,
 };
 
@@ -77,25 +82,23 @@ pub struct Response {
 
 /// The completion handle for one request. The host implements it; an app
 /// consumes it exactly once, now or later, from any thread. Dropping it
-/// unanswered makes the host answer 500.
+/// unanswered makes the host answer 500 ("the app did not answer").
+///
+/// Its vtable is a prefix type: new ways to answer (and new per-request
+/// host services) are appended as methods, which keeps `Request` and
+/// `Response` themselves frozen (see the crate's COMPATIBILITY section).
 #[sabi_trait]
 pub trait RawResponder: Send {
-    #[sabi(last_prefix_field)]
     fn respond(self, response: Response);
+
+    /// The app panicked while it held this responder; `message` is the
+    /// panic's. The host logs it and answers 500 "app NAME panicked".
+    #[sabi(last_prefix_field)]
+    fn panicked(self, message: RString);
 }
 
 /// The owned, type-erased responder passed through the ABI.
 pub type ResponderBox = RawResponder_TO<'static, RBox<()>>;
-
-/// What a plugin says about itself before it is initialised.
-#[repr(C)]
-#[derive(StableAbi, Clone, Debug)]
-pub struct AppInfo {
-    pub name: RString,
-    pub version: RString,
-    /// Where the app mounts unless the operator says otherwise (`--mount`).
-    pub default_mount: RString,
-}
 
 /// Log levels as they cross the ABI (`log::Level as u8`: 1 = error .. 5 = trace).
 pub type LogLevel = u8;
@@ -130,23 +133,76 @@ pub trait Task: Send {
 /// The owned, type-erased task passed through the ABI.
 pub type TaskBox = Task_TO<'static, RBox<()>>;
 
+/// What the host hands an app's constructor. A prefix type: later
+/// versions append fields after the last prefix field, and an app built
+/// against an earlier version simply does not see them.
+#[repr(C)]
+#[derive(StableAbi)]
+#[sabi(kind(Prefix(prefix_ref = InitContextRef)))]
+#[sabi(missing_field(panic))]
+pub struct InitContext<'a> {
+    /// The host's services (logging, timers, the blocking pool).
+    pub host: HostRef,
+    /// The app's `[apps.NAME] settings` table of the configuration file,
+    /// as JSON text (`{}` when there is none).
+    #[sabi(last_prefix_field)]
+    pub settings_json: RStr<'a>,
+    /// Appended in 0.2.1: bytes the app's previous generation handed over
+    /// (state handover), if any. The host hands none over yet.
+    #[sabi(missing_field(option))]
+    pub previous_state: ROption<RSlice<'a, u8>>,
+}
+
 /// The root module every Stoa app plugin exports (see `export_app!`).
 #[repr(C)]
 #[derive(StableAbi)]
 #[sabi(kind(Prefix(prefix_ref = AppModuleRef)))]
 #[sabi(missing_field(panic))]
 pub struct AppModule {
-    /// Name, version and default mount; callable before `init`.
-    pub info: extern "C" fn() -> AppInfo,
-    /// Creates the app. Called once, before any request; an `RErr` refuses
-    /// the plugin with that message.
-    pub init: extern "C" fn(host: HostRef) -> RResult<(), RString>,
+    /// The app's name (`[apps.NAME]`, `--mount NAME=...`).
+    pub name: RStr<'static>,
+    /// The app's own version (its crate's).
+    pub version: RStr<'static>,
+    /// Where the app mounts unless the operator says otherwise (`--mount`).
+    pub default_mount: RStr<'static>,
+    /// Creates the app. Called once, before any request; an `RErr` is the
+    /// app's refusal (bad settings, say): the host logs it and does not
+    /// mount the app. The context is valid only during the call.
+    pub init: extern "C" fn(context: InitContextRef<'_>) -> RResult<(), RString>,
     /// Handles one request. Must not unwind (the macro catches panics).
     pub handle: extern "C" fn(request: &Request<'_>, responder: ResponderBox),
     /// True if handling this request blocks its thread; the host then runs
     /// `handle` on its blocking pool instead of the event loop.
     #[sabi(last_prefix_field)]
     pub blocks: extern "C" fn(request: &Request<'_>) -> bool,
+    /// Appended in 0.2.1: tells the app its generation was replaced and
+    /// drained (`App::retire`). Missing in plugins built against 0.2.0,
+    /// for which it is a no-op.
+    #[sabi(missing_field(option))]
+    pub retire: extern "C" fn(),
+}
+
+impl AppModuleRef {
+    /// Calls the app's `retire` hook, if the plugin has one.
+    pub fn call_retire(self) {
+        if let Some(retire) = self.retire() {
+            retire();
+        }
+    }
+}
+
+impl AppModuleRef {
+    /// Runs the app's constructor with `context`, which lives on this
+    /// stack frame for the call only (no allocation, nothing leaked).
+    pub fn construct(self, context: InitContext<'_>) -> RResult<(), RString> {
+        let with_metadata = WithMetadata::new(context);
+        // SAFETY: `as_prefix` wants the value to outlive every use of the
+        // reference. The reference is handed to the plugin's `init` only,
+        // whose contract (above, and `export::init`) is not to keep it past
+        // the call; `with_metadata` outlives the call.
+        let context = InitContextRef(unsafe { with_metadata.as_prefix() });
+        (self.init())(context)
+    }
 }
 
 impl RootModule for AppModuleRef {

@@ -23,24 +23,45 @@ pub trait App: Send + Sync + 'static {
     fn call(&self, _request: &Request<'_>) -> Response {
         Response::text(404, "Not Found")
     }
+
+    /// Called when this generation of the app has been replaced by a newer
+    /// one and has no request left: a place to flush and let go. The
+    /// default does nothing.
+    fn retire(&self) {}
 }
 
 /// Completes one request, now or later, from any thread. Dropping it
-/// without answering makes the host answer 500.
+/// without answering makes the host answer 500 ("the app did not answer");
+/// dropping it while the thread panics tells the host the app panicked
+/// (500 "app NAME panicked", logged with the panic's message).
 pub struct Responder {
-    inner: ResponderBox,
+    inner: Option<ResponderBox>,
 }
 
 impl Responder {
     /// Wraps the host's responder (used by the export macro).
     #[doc(hidden)]
     pub fn from_raw(inner: ResponderBox) -> Self {
-        Responder { inner }
+        Responder { inner: Some(inner) }
     }
 
     /// Sends the response; consumes the responder.
-    pub fn respond(self, response: Response) {
-        self.inner.respond(response);
+    pub fn respond(mut self, response: Response) {
+        if let Some(inner) = self.inner.take() {
+            inner.respond(response);
+        }
+    }
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        let Some(inner) = self.inner.take() else {
+            return;
+        };
+        if std::thread::panicking() {
+            inner.panicked(RString::from(crate::export::last_panic()));
+        }
+        // Otherwise dropping `inner` unanswered makes the host answer 500.
     }
 }
 

@@ -3,55 +3,96 @@
 //!
 //! A panic that reaches an `extern "C"` function or an abi_stable shim
 //! aborts the whole host process, so every call into app code is wrapped in
-//! `catch_unwind`. The responder is dropped while unwinding, which makes the
-//! host answer 500.
+//! `catch_unwind`. The responder is dropped while unwinding, and tells the
+//! host so: it answers 500 "app NAME panicked".
 
-use crate::abi::{AppInfo, HostRef, LogLevel, Request, ResponderBox};
+use crate::abi::{HostRef, InitContextRef, LogLevel, Request, ResponderBox};
 use crate::app::{App, Responder};
+use crate::context::{Context, Settings};
 use abi_stable::std_types::{RResult, RStr, RString};
+use std::cell::RefCell;
+use std::fmt::Display;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 
 /// The app instance of one plugin library (one app per library).
 pub type AppSlot = OnceLock<Box<dyn App>>;
 
-/// Builds the app's self-description.
-pub fn info(name: &str, version: &str, mount: &str) -> AppInfo {
-    AppInfo {
-        name: RString::from(name),
-        version: RString::from(version),
-        default_mount: RString::from(mount),
-    }
+thread_local! {
+    /// The message of the panic this thread is unwinding from, if any, for
+    /// the responder dropped on the way (`Responder`'s `Drop`).
+    static LAST_PANIC: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
-/// Runs the plugin's constructor once, after wiring its logging to the host.
-pub fn init(
-    host: HostRef,
+/// The message of the panic this thread is unwinding from.
+pub(crate) fn last_panic() -> String {
+    LAST_PANIC
+        .try_with(|m| m.borrow().clone())
+        .unwrap_or_default()
+}
+
+/// Runs the plugin's constructor once, after wiring its logging to the
+/// host. `make` may refuse (bad settings, say): its error is the app's
+/// refusal, which the host logs naming the app. The context is read here
+/// and not kept (it is valid only during the call).
+pub fn init<A: App, E: Display>(
+    context: InitContextRef<'_>,
     name: &'static str,
     slot: &AppSlot,
-    make: impl FnOnce() -> Box<dyn App>,
+    make: impl FnOnce(&Context) -> Result<A, E>,
 ) -> RResult<(), RString> {
+    let host = context.host();
     install_logger(host, name);
     crate::host::install(host);
-    std::panic::set_hook(Box::new(move |info| {
-        let location = info
-            .location()
-            .map_or_else(String::new, |l| format!(" at {}:{}", l.file(), l.line()));
-        log::error!(target: name, "app panicked{location}: {}", panic_message(info.payload()));
-    }));
+    install_panic_hook(name);
     if slot.get().is_some() {
         return RResult::ROk(());
     }
-    match catch_unwind(AssertUnwindSafe(make)) {
-        Ok(app) => {
-            let _ = slot.set(app);
+    let settings = match Settings::from_json(context.settings_json().as_str()) {
+        Ok(settings) => settings,
+        Err(e) => return RResult::RErr(RString::from(e.to_string())),
+    };
+    let previous = context
+        .previous_state()
+        .and_then(|s| s.into_option())
+        .map(|s| s.as_slice().to_vec());
+    let context = Context::new(name, settings, previous);
+    match catch_unwind(AssertUnwindSafe(|| make(&context))) {
+        Ok(Ok(app)) => {
+            let _ = slot.set(Box::new(app));
             RResult::ROk(())
         }
+        Ok(Err(e)) => RResult::RErr(RString::from(e.to_string())),
         Err(payload) => RResult::RErr(RString::from(format!(
             "the app's constructor panicked: {}",
             panic_message(&*payload)
         ))),
     }
+}
+
+/// `init` for a constructor that cannot refuse.
+pub fn init_infallible<A: App>(
+    context: InitContextRef<'_>,
+    name: &'static str,
+    slot: &AppSlot,
+    make: impl FnOnce(&Context) -> A,
+) -> RResult<(), RString> {
+    init(context, name, slot, |c| {
+        Ok::<A, std::convert::Infallible>(make(c))
+    })
+}
+
+/// Logs a panic in app code with its location, and keeps its message for
+/// the responder that unwinding drops.
+fn install_panic_hook(name: &'static str) {
+    std::panic::set_hook(Box::new(move |info| {
+        let location = info
+            .location()
+            .map_or_else(String::new, |l| format!(" at {}:{}", l.file(), l.line()));
+        let message = panic_message(info.payload());
+        log::error!(target: name, "app panicked{location}: {message}");
+        let _ = LAST_PANIC.try_with(|m| *m.borrow_mut() = message);
+    }));
 }
 
 /// Calls the app's handler behind the panic firewall.
@@ -64,8 +105,15 @@ pub fn handle(slot: &AppSlot, name: &'static str, request: &Request<'_>, raw: Re
     let responder = Responder::from_raw(raw);
     if catch_unwind(AssertUnwindSafe(|| app.handle(request, responder))).is_err() {
         // The panic hook has logged the message and location; the responder
-        // was dropped while unwinding, so the client gets a 500.
+        // was dropped while unwinding and told the host the app panicked.
         log::debug!(target: name, "handler panic contained");
+    }
+}
+
+/// Calls the app's `retire` hook behind the panic firewall.
+pub fn retire(slot: &AppSlot) {
+    if let Some(app) = slot.get() {
+        let _ = catch_unwind(AssertUnwindSafe(|| app.retire()));
     }
 }
 
@@ -132,33 +180,35 @@ fn install_logger(host: HostRef, target: &'static str) {
 }
 
 /// Exports an `App` as a Stoa plugin. The crate must be a `cdylib` and list
-/// `abi_stable` among its dependencies.
+/// `abi_stable` among its dependencies. `new` builds the app from its
+/// [`Context`](crate::Context) (settings, handed-over state); `try_new`
+/// may refuse with an error (`Result<A, E: Display>`), which the host logs
+/// as the app's refusal and does not mount the app.
 ///
 /// ```ignore
 /// stoa_app_api::export_app! {
 ///     name: "hello",
 ///     mount: "/hello",
-///     new: || Hello,
+///     new: |_context| Hello,
 /// }
 /// ```
 #[macro_export]
 macro_rules! export_app {
     (name: $name:expr, mount: $mount:expr, new: $new:expr $(,)?) => {
+        $crate::export_app!(@module $name, $mount, init_infallible, $new);
+    };
+    (name: $name:expr, mount: $mount:expr, try_new: $new:expr $(,)?) => {
+        $crate::export_app!(@module $name, $mount, init, $new);
+    };
+    (@module $name:expr, $mount:expr, $init:ident, $new:expr) => {
         #[doc(hidden)]
         static __STOA_APP: $crate::export::AppSlot = ::std::sync::OnceLock::new();
 
         #[doc(hidden)]
-        extern "C" fn __stoa_info() -> $crate::abi::AppInfo {
-            $crate::export::info($name, env!("CARGO_PKG_VERSION"), $mount)
-        }
-
-        #[doc(hidden)]
         extern "C" fn __stoa_init(
-            host: $crate::abi::HostRef,
+            context: $crate::abi::InitContextRef,
         ) -> $crate::abi_stable::std_types::RResult<(), $crate::abi_stable::std_types::RString> {
-            $crate::export::init(host, $name, &__STOA_APP, || {
-                ::std::boxed::Box::new(($new)()) as ::std::boxed::Box<dyn $crate::App>
-            })
+            $crate::export::$init(context, $name, &__STOA_APP, $new)
         }
 
         #[doc(hidden)]
@@ -175,14 +225,22 @@ macro_rules! export_app {
         }
 
         #[doc(hidden)]
+        extern "C" fn __stoa_retire() {
+            $crate::export::retire(&__STOA_APP)
+        }
+
+        #[doc(hidden)]
         #[::abi_stable::export_root_module]
         pub fn __stoa_root_module() -> $crate::abi::AppModuleRef {
             use $crate::abi_stable::prefix_type::PrefixTypeTrait;
             $crate::abi::AppModule {
-                info: __stoa_info,
+                name: $crate::abi_stable::std_types::RStr::from_str($name),
+                version: $crate::abi_stable::std_types::RStr::from_str(env!("CARGO_PKG_VERSION")),
+                default_mount: $crate::abi_stable::std_types::RStr::from_str($mount),
                 init: __stoa_init,
                 handle: __stoa_handle,
                 blocks: __stoa_blocks,
+                retire: __stoa_retire,
             }
             .leak_into_prefix()
         }

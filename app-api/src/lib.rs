@@ -2,23 +2,32 @@
 //! plugins it loads at run time.
 //!
 //! An app is a `cdylib` that implements [`App`] and exports it with
-//! [`export_app!`]. The host checks the plugin's ABI (type layouts and this
-//! crate's version) before calling anything in it, so a plugin built against
-//! an incompatible `stoa-app-api` is refused with a message instead of
-//! crashing the host.
+//! [`export_app!`]. The host checks the plugin's ABI (this crate's version,
+//! then the type layouts) before calling anything in it, so a plugin built
+//! against an incompatible `stoa-app-api` is refused with a message naming
+//! both versions instead of crashing the host.
+//!
+#![doc = include_str!("../COMPATIBILITY.md")]
 
 pub mod abi;
 pub mod app;
+pub mod check;
+pub mod context;
 pub mod export;
 pub mod host;
 
 pub use abi::{Header, HeaderRef, Request, Response};
 pub use app::{App, Responder};
+pub use context::{Context, Settings, SettingsError};
 pub use host::{host, Host, PoolFull};
 pub use log;
 
 #[doc(hidden)]
 pub use abi_stable;
+
+/// The version of this crate a plugin is built against (and the host
+/// checks): `CARGO_PKG_VERSION` of `stoa-app-api`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The README's plugin example, compiled as a doctest so it stays true.
 #[cfg(doctest)]

@@ -6,14 +6,14 @@
 use abi_stable::library::lib_header_from_path;
 use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::{RSlice, RStr};
+use abi_stable::std_types::{ROption, RSlice, RStr, RString};
 use article::ArticleApp;
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 use std::path::PathBuf;
 use stoa_app_api::abi::{
-    AppModuleRef, HeaderRef, HostModule, HostRef, LogLevel, RawResponder, RawResponder_TO, Request,
-    TaskBox,
+    AppModuleRef, HeaderRef, HostModule, HostRef, InitContext, LogLevel, RawResponder,
+    RawResponder_TO, Request, TaskBox,
 };
 use stoa_app_api::{App, Responder, Response};
 
@@ -23,6 +23,10 @@ struct BenchResponder;
 impl RawResponder for BenchResponder {
     fn respond(self, response: Response) {
         black_box(&response);
+    }
+
+    fn panicked(self, message: RString) {
+        panic!("the article app panicked: {message}");
     }
 }
 
@@ -72,7 +76,12 @@ fn benches(c: &mut Criterion) {
     let module = lib_header_from_path(&path)
         .and_then(|h| h.init_root_module::<AppModuleRef>())
         .unwrap_or_else(|e| panic!("loading {}: {e}", path.display()));
-    if let abi_stable::std_types::RResult::RErr(e) = (module.init())(host()) {
+    let context = InitContext {
+        host: host(),
+        settings_json: RStr::from("{}"),
+        previous_state: ROption::RNone,
+    };
+    if let abi_stable::std_types::RResult::RErr(e) = module.construct(context) {
         panic!("article init: {e}");
     }
     let headers = [

@@ -209,6 +209,12 @@ pub(crate) fn load_apps(cli: &Cli) -> Result<Registry, String> {
     let mut registry = Registry::new(&cli.apps, mounts, cli.max_generations, copies)
         .map_err(|e| format!("cannot read the apps directory {}: {e}", cli.apps.display()))?;
     registry.set_insecure(cli.insecure_apps_dir);
+    registry.set_settings(
+        cli.app_sections
+            .iter()
+            .map(|(name, section)| (name.clone(), Arc::from(section.settings_json())))
+            .collect(),
+    );
     registry.scan(Scan::Startup);
     watcher::await_constructors(&mut registry);
     Ok(registry)

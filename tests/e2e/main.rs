@@ -9,6 +9,7 @@ mod client;
 mod common;
 mod plugins;
 
+mod abi;
 mod apps_dir;
 mod article;
 mod async_apps;

@@ -18,6 +18,7 @@ const PACKAGES: &[(&str, &str)] = &[
     ("misbehave", "stoa-test-misbehave"),
     ("not-stoa", "stoa-test-not-stoa"),
     ("wrong-abi", "stoa-test-wrong-abi"),
+    ("old-abi", "stoa-test-old-abi"),
     ("hot-v1", "stoa-test-hot-v1"),
     ("hot-v2", "stoa-test-hot-v2"),
     ("abort-on-load", "stoa-test-abort-on-load"),
@@ -84,5 +85,35 @@ fn build_plugins() -> HashMap<&'static str, PathBuf> {
             "cargo built no .so for {package}"
         );
     }
+    found.insert("abi-previous", build_previous(root));
     found
+}
+
+/// Builds the plugin of `tests/abi-previous` (a workspace of its own, built
+/// against a frozen earlier stoa-app-api) into `target/abi-previous`, in
+/// the test binary's profile; its `.so` path.
+fn build_previous(root: &Path) -> PathBuf {
+    let profile = if STOA.contains("/release/") {
+        "release"
+    } else {
+        "debug"
+    };
+    let target = root.join("target").join("abi-previous");
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.current_dir(root.join("tests").join("abi-previous"))
+        .arg("build")
+        .arg("--target-dir")
+        .arg(&target);
+    if profile == "release" {
+        cmd.arg("--release");
+    }
+    let out = cmd
+        .output()
+        .expect("run cargo build for tests/abi-previous");
+    assert!(
+        out.status.success(),
+        "building tests/abi-previous failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    target.join(profile).join("libstoa_test_abi_previous.so")
 }

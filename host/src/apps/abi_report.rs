@@ -10,6 +10,7 @@ use abi_stable::abi_stability::abi_checking::{
 };
 use abi_stable::type_layout::{TLFieldOrFunction, TypeLayout};
 use std::fmt::{Debug, Display};
+use stoa_app_api::check::is_shorter_prefix;
 
 /// The first difference of `found` (a plugin's root module) from
 /// `expected` (the host's); `None` if they are compatible or the report
@@ -19,7 +20,10 @@ pub fn first_mismatch(
     found: &'static TypeLayout,
 ) -> Option<AbiMismatch> {
     let report = check_layout_compatibility(expected, found).err()?;
-    let at = report.errors.iter().find(|e| !e.errs.is_empty())?;
+    let at = report
+        .errors
+        .iter()
+        .find(|e| !e.errs.is_empty() && !is_shorter_prefix(report.interface, e))?;
     let what = describe(at.errs.first()?);
     let trace = at.stack_trace.as_slice();
     let Some((last, outer)) = trace.split_last() else {

@@ -7,12 +7,15 @@ use crate::apps::abi_report;
 use crate::apps::error::{AbiMismatch, LibraryRefusal, LoadError};
 use abi_stable::library::{lib_header_from_path, LibraryError, RootModule};
 use abi_stable::prefix_type::PrefixTypeTrait;
-use abi_stable::std_types::{RResult, RStr};
+use abi_stable::sabi_types::VersionNumber;
+use abi_stable::std_types::{ROption, RResult, RStr};
 use abi_stable::StableAbi;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use stoa_app_api::abi::{AppModuleRef, HostModule, HostRef, LogLevel, Request, ResponderBox};
+use stoa_app_api::abi::{
+    AppModuleRef, HostModule, HostRef, InitContext, LogLevel, Request, ResponderBox,
+};
 
 /// One loaded app (its constructor is run by `init`).
 #[derive(Clone)]
@@ -27,6 +30,8 @@ pub struct LoadedApp {
     /// The library generation the registry assigned (1 for the first load
     /// of the app's name, counting up with each replace).
     pub generation: u32,
+    /// The app's `[apps.NAME] settings` as JSON text (`{}` when none).
+    pub settings: Arc<str>,
     module: AppModuleRef,
 }
 
@@ -34,7 +39,13 @@ impl LoadedApp {
     /// Runs the app's constructor (the plugin's `init`); it may take long,
     /// so the registry calls it on a thread of its own.
     pub fn init(&self) -> Result<(), LoadError> {
-        match (self.module.init())(host_module()) {
+        let context = InitContext {
+            host: host_module(),
+            settings_json: RStr::from(&*self.settings),
+            // State handover between generations is not plumbed yet.
+            previous_state: ROption::RNone,
+        };
+        match self.module.construct(context) {
             RResult::ROk(()) => Ok(()),
             RResult::RErr(e) => Err(LoadError::ConstructorFailed {
                 app: self.name.clone(),
@@ -73,12 +84,11 @@ pub fn load_file(
     taken: &[Arc<LoadedApp>],
 ) -> Result<LoadedApp, LoadError> {
     let module = open_module(copy).map_err(|e| describe(file, &e).naming(copy, file))?;
-    let info = (module.info())();
-    let name = info.name.to_string();
+    let name = module.name().to_string();
     let wanted = mounts
         .get(&name)
         .map(String::as_str)
-        .unwrap_or(info.default_mount.as_str());
+        .unwrap_or(module.default_mount().as_str());
     let mount = normalise_mount(wanted).ok_or_else(|| LoadError::InvalidMount {
         app: name.clone(),
         wanted: wanted.to_string(),
@@ -88,9 +98,10 @@ pub fn load_file(
         slot: stats_slot(&name),
         generation: 0,
         name,
-        version: info.version.to_string(),
+        version: module.version().to_string(),
         mount,
         file: file.to_path_buf(),
+        settings: Arc::from("{}"),
         module,
     })
 }
@@ -112,12 +123,35 @@ pub struct OpenError {
     first: Option<Box<AbiMismatch>>,
 }
 
-/// Maps the library at `path` and checks its ABI (abi_stable's header and
-/// layout checks), without calling the app's constructor: what the host
-/// does before `init`, and all the load probe (`probe.rs`) does.
+/// Maps the library at `path` and checks its ABI without calling the
+/// app's constructor: what the host does before `init`, and all the load
+/// probe (`probe.rs`) does. First the app-api version the plugin was built
+/// against (`compatible`), then abi_stable's layout check of the root
+/// module and everything it reaches.
 pub fn open_module(path: &Path) -> Result<AppModuleRef, OpenError> {
     let header = lib_header_from_path(path).map_err(|error| OpenError { error, first: None })?;
-    header.init_root_module::<AppModuleRef>().map_err(|error| {
+    let version = |strings| {
+        VersionNumber::new(strings).map_err(|e| OpenError {
+            error: LibraryError::ParseVersionError(e),
+            first: None,
+        })
+    };
+    let host = version(AppModuleRef::VERSION_STRINGS)?;
+    let plugin = version(header.version_strings())?;
+    if !compatible(host, plugin) {
+        return Err(OpenError {
+            error: LibraryError::IncompatibleVersionNumber {
+                library_name: AppModuleRef::NAME,
+                expected_version: host,
+                actual_version: plugin,
+            },
+            first: None,
+        });
+    }
+    // The version is checked above (a stricter rule than abi_stable's own,
+    // which `init_root_module` would apply): only the layouts remain, where
+    // an earlier app-api's shorter prefix types are accepted.
+    stoa_app_api::check::root_module(header).map_err(|error| {
         let first = match &error {
             LibraryError::AbiInstability(_) => header.layout().and_then(|found| {
                 abi_report::first_mismatch(<AppModuleRef as StableAbi>::LAYOUT, found).map(Box::new)
@@ -126,6 +160,20 @@ pub fn open_module(path: &Path) -> Result<AppModuleRef, OpenError> {
         };
         OpenError { error, first }
     })
+}
+
+/// Whether a host on app-api `host` loads a plugin built against app-api
+/// `plugin` (app-api's COMPATIBILITY.md): the same line (`0.y` before 1.0,
+/// the major after) and a plugin no newer than the host, whose prefix
+/// types then hold every field the plugin may read.
+pub fn compatible(host: VersionNumber, plugin: VersionNumber) -> bool {
+    let same_line = if host.major == 0 {
+        plugin.major == 0 && plugin.minor == host.minor
+    } else {
+        plugin.major == host.major
+    };
+    let key = |v: VersionNumber| (v.major, v.minor, v.patch);
+    same_line && key(plugin) <= key(host)
 }
 
 /// Refuses `mount` (the normalised `wanted`) for app `name` if one of
@@ -259,6 +307,23 @@ mod tests {
         assert_eq!(normalise_mount("/").as_deref(), Some(""));
         assert_eq!(normalise_mount("/a/").as_deref(), Some("/a"));
         assert_eq!(normalise_mount("a"), None);
+    }
+
+    #[test]
+    fn versions_are_compatible_on_one_line_up_to_the_hosts() {
+        let v = |major, minor, patch| VersionNumber {
+            major,
+            minor,
+            patch,
+        };
+        assert!(compatible(v(0, 2, 1), v(0, 2, 0)));
+        assert!(compatible(v(0, 2, 1), v(0, 2, 1)));
+        assert!(!compatible(v(0, 2, 1), v(0, 2, 2)), "a newer plugin");
+        assert!(!compatible(v(0, 2, 1), v(0, 1, 0)), "another 0.minor");
+        assert!(!compatible(v(0, 2, 1), v(0, 3, 0)));
+        assert!(compatible(v(1, 3, 0), v(1, 0, 7)));
+        assert!(!compatible(v(1, 3, 0), v(2, 0, 0)));
+        assert!(!compatible(v(1, 3, 0), v(0, 3, 0)));
     }
 
     #[test]

@@ -94,6 +94,8 @@ pub struct Registry {
     dir: PathBuf,
     private: PluginCopies,
     mounts: HashMap<String, String>,
+    /// Each app's `[apps.NAME] settings` as JSON text, by app name.
+    settings: HashMap<String, Arc<str>>,
     max_generations: u32,
     live: BTreeMap<PathBuf, Live>,
     refused: BTreeMap<PathBuf, Refused>,
@@ -118,6 +120,7 @@ impl Registry {
             dir: dir.to_path_buf(),
             private,
             mounts,
+            settings: HashMap::new(),
             max_generations: max_generations.max(1),
             live: BTreeMap::new(),
             refused: BTreeMap::new(),
@@ -127,6 +130,12 @@ impl Registry {
             names: HashMap::new(),
             watch: Watch::default(),
         })
+    }
+
+    /// The apps' settings (JSON text by app name), handed to their
+    /// constructors.
+    pub fn set_settings(&mut self, settings: HashMap<String, Arc<str>>) {
+        self.settings = settings;
     }
 
     /// Makes `--insecure-apps-dir` turn trust refusals into warnings.
@@ -322,6 +331,9 @@ impl Registry {
         let result = load_file(copy.load_path(), path, &self.mounts, &taken);
         let mapping = copy.finish(result.is_ok());
         let mut app = result?;
+        if let Some(settings) = self.settings.get(&app.name) {
+            app.settings = settings.clone();
+        }
         // A new file with the name of an app already at the cap: it is
         // mapped now (and counted), but not mounted.
         let over_cap = self.check_cap(&app.name);

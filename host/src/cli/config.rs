@@ -1,8 +1,9 @@
 //! The configuration file (`--config FILE`, `STOA_CONFIG`): TOML whose keys
 //! are the flags' long names with `_` for `-` (`max_body = "1M"`), plus
 //! `apps_dir` for `--apps` and one `[apps.NAME]` table per app (`mount`,
-//! `optional`). A file value goes through the same parser as the flag, so
-//! it is honoured or refused the same way; precedence is command line >
+//! `optional`, and the app's own `settings` table). A file value goes
+//! through the same parser as the flag, so it is honoured or refused the
+//! same way; precedence is command line >
 //! environment > file > defaults. `--print-config` writes the effective
 //! configuration back as TOML that loads unchanged.
 
@@ -22,12 +23,37 @@ const APPS_DIR_KEY: &str = "apps_dir";
 type FileArgs = (Vec<String>, BTreeMap<String, AppSection>);
 
 /// One `[apps.NAME]` table.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct AppSection {
     /// Where to mount the app instead of its own prefix.
     pub mount: Option<String>,
     /// The app may be absent at start-up (it may arrive by hot drop).
     pub optional: bool,
+    /// The app's own settings (`[apps.NAME.settings]`), free-form: handed
+    /// to its constructor as JSON.
+    pub settings: toml::Table,
+}
+
+impl AppSection {
+    /// The settings as the JSON text an app's constructor receives (TOML
+    /// dates and times become strings).
+    pub fn settings_json(&self) -> String {
+        json(&toml::Value::Table(self.settings.clone())).to_string()
+    }
+}
+
+/// A TOML value as JSON.
+fn json(value: &toml::Value) -> serde_json::Value {
+    use serde_json::Value as J;
+    match value {
+        toml::Value::String(s) => J::String(s.clone()),
+        toml::Value::Integer(i) => J::from(*i),
+        toml::Value::Float(f) => J::from(*f),
+        toml::Value::Boolean(b) => J::Bool(*b),
+        toml::Value::Datetime(d) => J::String(d.to_string()),
+        toml::Value::Array(items) => J::Array(items.iter().map(json).collect()),
+        toml::Value::Table(t) => J::Object(t.iter().map(|(k, v)| (k.clone(), json(v))).collect()),
+    }
 }
 
 /// Why the command line or the file could not be taken.
@@ -195,12 +221,17 @@ fn app_sections(value: &toml::Value) -> Result<BTreeMap<String, AppSection>, Vec
                 ("optional", other) => problems.push(format!(
                     "`apps.{name}.optional`: expected true or false, got {other}"
                 )),
+                ("settings", toml::Value::Table(t)) => section.settings = t.clone(),
+                ("settings", other) => problems.push(format!(
+                    "`apps.{name}.settings`: expected a table ([apps.{name}.settings]), got {other}"
+                )),
                 (other, _) => {
-                    let hint = crate::checks::nearest(other, &["mount", "optional"])
+                    let keys = ["mount", "optional", "settings"];
+                    let hint = crate::checks::nearest(other, &keys)
                         .map(|n| format!(" (did you mean `{n}`?)"))
                         .unwrap_or_default();
                     problems.push(format!(
-                        "unknown key `apps.{name}.{other}`{hint}: an app's table takes mount and optional"
+                        "unknown key `apps.{name}.{other}`{hint}: an app's table takes mount, optional and settings"
                     ));
                 }
             }
@@ -252,6 +283,12 @@ fn render(matches: &ArgMatches, cli: &Cli) -> String {
             t.insert("mount".into(), toml::Value::String(m.clone()));
         }
         t.insert("optional".into(), toml::Value::Boolean(section.optional));
+        if !section.settings.is_empty() {
+            t.insert(
+                "settings".into(),
+                toml::Value::Table(section.settings.clone()),
+            );
+        }
         apps.insert(name.clone(), toml::Value::Table(t));
     }
     if !apps.is_empty() {

@@ -16,8 +16,11 @@ pub enum HostAnswer {
     NoEndpoint,
     /// Status or metrics asked for from outside `--status-allow` (403).
     StatusForbidden,
-    /// The app dropped its responder unanswered, or panicked (500).
+    /// The app dropped its responder unanswered (500).
     AppFailed,
+    /// The app panicked while it held the request's responder (500), by
+    /// name.
+    AppPanicked(String),
     /// The app answered a status outside 200-599 (500).
     InvalidStatus,
     /// The blocking pool's queue is full (503).
@@ -46,7 +49,7 @@ impl HostAnswer {
         match self {
             HostAnswer::NoMount | HostAnswer::NoEndpoint => 404,
             HostAnswer::StatusForbidden => 403,
-            HostAnswer::AppFailed | HostAnswer::InvalidStatus => 500,
+            HostAnswer::AppFailed | HostAnswer::AppPanicked(_) | HostAnswer::InvalidStatus => 500,
             HostAnswer::PoolFull
             | HostAnswer::AppShareFull
             | HostAnswer::AtCapacity
@@ -75,6 +78,7 @@ impl HostAnswer {
             HostAnswer::NoApps => "no app is loaded",
             HostAnswer::AppTimeout => "the app did not answer within app_timeout",
             HostAnswer::Stuck(why) => return Cow::Borrowed(why.as_str()),
+            HostAnswer::AppPanicked(app) => return Cow::Owned(format!("app {app} panicked")),
             HostAnswer::Http(e) => return Cow::Owned(e.to_string()),
         })
     }

@@ -109,7 +109,7 @@ impl Dispatcher {
                                 pool,
                                 (app, path, deadline),
                                 owned,
-                                responder(token, id, &self.queue),
+                                responder(token, id, app.slot, &self.queue),
                             );
                             (r, Some(Box::<str>::from(path)))
                         }
@@ -135,7 +135,7 @@ impl Dispatcher {
         let beat = shared.watch.beat(self.worker);
         beat.enter(app.slot, path);
         begin_inline(&self.queue, id);
-        app.handle(request, responder(token, id, &self.queue));
+        app.handle(request, responder(token, id, app.slot, &self.queue));
         let inline = end_inline();
         beat.leave();
         let hint = if shared.pool.is_some() {
@@ -143,8 +143,8 @@ impl Dispatcher {
         } else {
             "--blocking-on-loop runs even routes declared blocking here"
         };
-        let who = format!("app {} {path}", app.name);
-        warn_if_blocked(shared.loop_block_warn, started, &who, hint);
+        let who = format_args!("app {} {path}", app.name);
+        warn_if_blocked(shared.loop_block_warn, started, who, hint);
         inline
     }
 
@@ -207,7 +207,12 @@ fn final_status(response: Response, slot: Option<usize>) -> Response {
 
 /// Tornado's blocking log threshold: app code should never hold the loop.
 /// `who` names the code, `hint` the remedy.
-pub(super) fn warn_if_blocked(limit: Duration, started: Instant, who: &str, hint: &str) {
+pub(super) fn warn_if_blocked(
+    limit: Duration,
+    started: Instant,
+    who: std::fmt::Arguments<'_>,
+    hint: &str,
+) {
     let held = started.elapsed();
     if held > limit {
         log::warn!(

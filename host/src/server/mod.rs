@@ -207,7 +207,7 @@ impl Server {
             warn_if_blocked(
                 self.shared.loop_block_warn,
                 started,
-                "a timer callback",
+                format_args!("a timer callback"),
                 "move blocking work to Host::spawn_blocking",
             );
         }

@@ -11,6 +11,7 @@ use crate::http::answer::HostAnswer;
 pub use crate::inbox::{Completion, Inbox};
 use crate::poller::Token;
 use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::std_types::RString;
 use std::cell::RefCell;
 use std::sync::Arc;
 use stoa_app_api::abi::{RawResponder, RawResponder_TO, ResponderBox};
@@ -54,6 +55,8 @@ pub fn end_inline() -> Option<Response> {
 struct HostResponder {
     token: Token,
     id: u64,
+    /// The app's counters slot, which names it.
+    slot: usize,
     queue: Arc<Inbox>,
     answered: bool,
 }
@@ -84,6 +87,16 @@ impl RawResponder for HostResponder {
         self.answered = true;
         self.deliver(response);
     }
+
+    fn panicked(mut self, message: RString) {
+        self.answered = true;
+        let app = crate::apps::loader::slot_name(self.slot);
+        log::error!(
+            "app {app} panicked: {message}; answering 500 to request {}",
+            self.id
+        );
+        self.deliver(HostAnswer::AppPanicked(app).response());
+    }
 }
 
 impl Drop for HostResponder {
@@ -96,12 +109,14 @@ impl Drop for HostResponder {
     }
 }
 
-/// Makes the responder handed to an app for request `id` on connection `token`.
-pub fn responder(token: Token, id: u64, queue: &Arc<Inbox>) -> ResponderBox {
+/// Makes the responder handed to the app of counters slot `slot` for
+/// request `id` on connection `token`.
+pub fn responder(token: Token, id: u64, slot: usize, queue: &Arc<Inbox>) -> ResponderBox {
     RawResponder_TO::from_value(
         HostResponder {
             token,
             id,
+            slot,
             queue: queue.clone(),
             answered: false,
         },

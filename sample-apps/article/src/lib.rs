@@ -50,5 +50,5 @@ impl App for ArticleApp {
 stoa_app_api::export_app! {
     name: "article",
     mount: "/article",
-    new: ArticleApp::new,
+    new: |_| ArticleApp::new(),
 }

@@ -69,7 +69,7 @@ impl App for Demo {
 stoa_app_api::export_app! {
     name: "demo",
     mount: "/demo",
-    new: || Demo,
+    new: |_| Demo,
 }
 
 #[cfg(test)]

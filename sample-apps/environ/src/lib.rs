@@ -87,7 +87,7 @@ impl App for EnvironApp {
 stoa_app_api::export_app! {
     name: "environ",
     mount: "/_environ",
-    new: EnvironApp::new,
+    new: |_| EnvironApp::new(),
 }
 
 #[cfg(test)]

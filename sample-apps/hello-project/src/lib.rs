@@ -12,7 +12,7 @@ mod tests;
 
 use middleware::Middleware;
 use minijinja::Environment;
-use stoa_app_api::{App, Request, Response};
+use stoa_app_api::{App, Context, Request, Response};
 use urls::UrlConf;
 
 /// The templates, embedded at build time (name, source).
@@ -26,6 +26,9 @@ const TEMPLATES: &[(&str, &str)] = &[
 pub struct Site {
     pub urls: UrlConf,
     pub templates: Environment<'static>,
+    /// Host names this site serves: `settings::ALLOWED_HOSTS`, or the
+    /// `allowed_hosts` setting of the host's configuration file.
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Site {
@@ -38,7 +41,15 @@ impl Site {
                 .add_template(name, source)
                 .map_err(|err| format!("template {name}: {err}"))?;
         }
-        Ok(Site { urls, templates })
+        let allowed_hosts = settings::ALLOWED_HOSTS
+            .iter()
+            .map(|h| h.to_string())
+            .collect();
+        Ok(Site {
+            urls,
+            templates,
+            allowed_hosts,
+        })
     }
 }
 
@@ -66,6 +77,28 @@ impl HelloProject {
             middleware: middleware::load(settings::MIDDLEWARE)?,
         })
     }
+
+    /// Builds the app with the host's settings for it: `allowed_hosts`
+    /// (a list of host patterns) replaces `settings::ALLOWED_HOSTS`. A
+    /// setting of the wrong type, or an empty list (which would refuse
+    /// every request), is refused: the host then does not mount the app.
+    pub fn from_context(context: &Context) -> Result<Self, String> {
+        let mut app = Self::try_new()?;
+        let hosts = context
+            .settings()
+            .get_str_list("allowed_hosts")
+            .map_err(|e| e.to_string())?;
+        match hosts {
+            Some(hosts) if hosts.is_empty() => {
+                return Err(
+                    "setting `allowed_hosts`: an empty list would refuse every request".into(),
+                )
+            }
+            Some(hosts) => app.site.allowed_hosts = hosts,
+            None => {}
+        }
+        Ok(app)
+    }
 }
 
 impl Default for HelloProject {
@@ -88,5 +121,5 @@ impl App for HelloProject {
 stoa_app_api::export_app! {
     name: "hello-project",
     mount: "/",
-    new: HelloProject::new,
+    try_new: HelloProject::from_context,
 }

@@ -58,15 +58,16 @@ pub fn security(_site: &Site, _request: &Request<'_>, next: Next<'_>) -> Respons
     response
 }
 
-/// Answers 400 unless the `Host` header names one of `ALLOWED_HOSTS`. A
-/// missing or malformed `Host` is rejected too.
-pub fn allowed_hosts(_site: &Site, request: &Request<'_>, next: Next<'_>) -> Response {
+/// Answers 400 unless the `Host` header names one of the site's allowed
+/// hosts (`ALLOWED_HOSTS` or the `allowed_hosts` setting). A missing or
+/// malformed `Host` is rejected too.
+pub fn allowed_hosts(site: &Site, request: &Request<'_>, next: Next<'_>) -> Response {
     let host = request.header("Host");
     let domain = host
         .and_then(|h| std::str::from_utf8(h).ok())
         .and_then(host_domain);
     match domain {
-        Some(domain) if is_allowed(&domain, settings::ALLOWED_HOSTS) => next(),
+        Some(domain) if is_allowed(&domain, &site.allowed_hosts) => next(),
         _ => {
             let shown = host.map(String::from_utf8_lossy);
             warn!("Invalid Host header: {shown:?}; it may need adding to ALLOWED_HOSTS");
@@ -141,9 +142,9 @@ pub fn host_domain(host: &str) -> Option<String> {
 
 /// Whether `domain` matches a pattern: exactly, `*` for any, or `.example.com`
 /// for example.com and its subdomains.
-pub fn is_allowed(domain: &str, patterns: &[&str]) -> bool {
+pub fn is_allowed(domain: &str, patterns: &[impl AsRef<str>]) -> bool {
     patterns.iter().any(|pattern| {
-        let pattern = pattern.to_ascii_lowercase();
+        let pattern = pattern.as_ref().to_ascii_lowercase();
         pattern == "*"
             || pattern == domain
             || (pattern.starts_with('.') && (domain.ends_with(&pattern) || domain == &pattern[1..]))

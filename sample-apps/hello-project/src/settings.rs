@@ -6,6 +6,8 @@ pub const DEBUG: bool = false;
 
 /// Host names this site serves (the `Host` header without its port). A
 /// leading `.` matches the domain and its subdomains; `*` matches anything.
+/// The default: the host's configuration file replaces it with
+/// `[apps.hello-project.settings] allowed_hosts = [...]`.
 pub const ALLOWED_HOSTS: &[&str] = &["localhost", "127.0.0.1", "[::1]"];
 
 /// The middleware, outermost first: the first one sees the request first

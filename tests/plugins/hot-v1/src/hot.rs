@@ -12,5 +12,5 @@ impl stoa_app_api::App for Hot {
 stoa_app_api::export_app! {
     name: "hot",
     mount: "/hot",
-    new: || Hot,
+    new: |_| Hot,
 }

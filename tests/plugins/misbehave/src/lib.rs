@@ -91,5 +91,5 @@ impl App for Misbehave {
 stoa_app_api::export_app! {
     name: "misbehave",
     mount: "/_test",
-    new: || Misbehave,
+    new: |_| Misbehave,
 }

@@ -30,5 +30,5 @@ fn new() -> Slow {
 stoa_app_api::export_app! {
     name: "slow-init",
     mount: "/slow",
-    new: new,
+    new: |_| new(),
 }

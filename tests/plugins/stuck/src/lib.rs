@@ -79,5 +79,5 @@ impl App for Stuck {
 stoa_app_api::export_app! {
     name: "stuck",
     mount: "/_stuck",
-    new: || Stuck { started: AtomicU64::new(0) },
+    new: |_| Stuck { started: AtomicU64::new(0) },
 }

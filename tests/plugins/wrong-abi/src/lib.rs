@@ -1,12 +1,13 @@
 //! Test-only plugin built against an incompatible app ABI: it exports an
 //! abi_stable root module under the same names as stoa-app-api's
-//! (`BASE_NAME`/`NAME` = "stoa_app", same version) but with another layout,
+//! (`BASE_NAME`/`NAME` = "stoa_app", the same app-api version, so the
+//! version check passes) but with another layout,
 //! a prefix struct holding one `extern "C" fn() -> u32`. The host's layout
 //! check must refuse it before calling anything in it.
 #![allow(non_local_definitions)] // abi_stable's derives expand to impls inside consts
 
 use abi_stable::{
-    declare_root_module_statics, export_root_module, library::RootModule, package_version_strings,
+    declare_root_module_statics, export_root_module, library::RootModule,
     prefix_type::PrefixTypeTrait, sabi_types::VersionStrings, StableAbi,
 };
 
@@ -25,7 +26,8 @@ impl RootModule for ImpostorModuleRef {
     declare_root_module_statics! {ImpostorModuleRef}
     const BASE_NAME: &'static str = "stoa_app";
     const NAME: &'static str = "stoa_app";
-    const VERSION_STRINGS: VersionStrings = package_version_strings!();
+    const VERSION_STRINGS: VersionStrings =
+        <stoa_app_api::abi::AppModuleRef as RootModule>::VERSION_STRINGS;
 }
 
 extern "C" fn answer() -> u32 {

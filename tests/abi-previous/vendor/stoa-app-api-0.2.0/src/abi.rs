@@ -1,0 +1,195 @@
+//! The FFI types that cross the host/plugin boundary.
+//!
+//! Everything here derives `StableAbi`, so abi_stable compares the layout a
+//! plugin was compiled against with the host's at load time and refuses a
+//! mismatch instead of letting it corrupt memory. The root module, the
+//! constructor's context, the host's services and the responder's vtable
+//! are prefix types: later versions append fields after
+//! `#[sabi(last_prefix_field)]` and stay loadable by older peers. `Request`,
+//! `Response` and `Header` are plain structs and so frozen for a whole
+//! 0.minor line (see the crate's COMPATIBILITY section).
+#![allow(non_local_definitions, clippy::unnecessary_cast)] // abi_stable's macros expand to impls inside consts and redundant casts
+
+use abi_stable::{
+    declare_root_module_statics,
+    library::RootModule,
+    package_version_strings,
+    prefix_type::WithMetadata,
+    sabi_trait,
+    sabi_types::VersionStrings,
+    std_types::{RBox, RResult, RSlice, RStr, RString, RVec},
+    StableAbi,
+};
+
+/// One request header as the host parsed it: a borrowed view into the
+/// connection's read buffer. Values are bytes (RFC 9110 allows obs-text).
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug)]
+pub struct HeaderRef<'a> {
+    pub name: RStr<'a>,
+    pub value: RSlice<'a, u8>,
+}
+
+/// The request handed to an app: WSGI's environ, typed. All fields borrow
+/// from the host's buffers and are valid only during `handle`; an app that
+/// answers later copies what it needs.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug)]
+pub struct Request<'a> {
+    /// Request method as sent (`GET`, `POST`, ...).
+    pub method: RStr<'a>,
+    /// HTTP minor version: 0 for HTTP/1.0, 1 for HTTP/1.1.
+    pub version_minor: u8,
+    /// `http` or `https` (as seen by the client, see trusted proxies).
+    pub scheme: RStr<'a>,
+    /// The address the host's listener is bound to (SERVER_NAME).
+    pub server_name: RStr<'a>,
+    /// The listener's port (SERVER_PORT).
+    pub server_port: u16,
+    /// The client's address, `ip:port` (REMOTE_ADDR).
+    pub peer: RStr<'a>,
+    /// The mount prefix that selected this app, without a trailing slash;
+    /// empty for an app mounted at `/` (SCRIPT_NAME).
+    pub script_name: RStr<'a>,
+    /// The rest of the path after the prefix, raw (not percent-decoded),
+    /// empty or starting with `/` (PATH_INFO).
+    pub path_info: RStr<'a>,
+    /// The raw query string without the `?` (QUERY_STRING).
+    pub query: RStr<'a>,
+    /// Headers in the order received.
+    pub headers: RSlice<'a, HeaderRef<'a>>,
+    /// The whole request body, already de-chunked.
+    pub body: RSlice<'a, u8>,
+}
+
+/// One response header, owned.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub name: RString,
+    pub value: RVec<u8>,
+}
+
+/// The app's answer. The host adds `Date`, `Server`, `Content-Length` and
+/// `Connection`; hop-by-hop headers set by the app are ignored.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq, Eq)]
+pub struct Response {
+    pub status: u16,
+    pub headers: RVec<Header>,
+    pub body: RVec<u8>,
+}
+
+/// The completion handle for one request. The host implements it; an app
+/// consumes it exactly once, now or later, from any thread. Dropping it
+/// unanswered makes the host answer 500 ("the app did not answer").
+///
+/// Its vtable is a prefix type: new ways to answer (and new per-request
+/// host services) are appended as methods, which keeps `Request` and
+/// `Response` themselves frozen (see the crate's COMPATIBILITY section).
+#[sabi_trait]
+pub trait RawResponder: Send {
+    fn respond(self, response: Response);
+
+    /// The app panicked while it held this responder; `message` is the
+    /// panic's. The host logs it and answers 500 "app NAME panicked".
+    #[sabi(last_prefix_field)]
+    fn panicked(self, message: RString);
+}
+
+/// The owned, type-erased responder passed through the ABI.
+pub type ResponderBox = RawResponder_TO<'static, RBox<()>>;
+
+/// Log levels as they cross the ABI (`log::Level as u8`: 1 = error .. 5 = trace).
+pub type LogLevel = u8;
+
+/// Services the host offers to a plugin, handed to `init`.
+#[repr(C)]
+#[derive(StableAbi)]
+#[sabi(kind(Prefix(prefix_ref = HostRef)))]
+#[sabi(missing_field(panic))]
+pub struct HostModule {
+    /// The most verbose level the host will print (0 = off).
+    pub log_max_level: LogLevel,
+    /// Writes one record to the host's logger.
+    pub log: extern "C" fn(level: LogLevel, target: RStr<'_>, message: RStr<'_>),
+    /// Runs `task` after `delay_ms` on an event loop thread: the loop of the
+    /// request being handled when called from a handler, blocking no thread.
+    pub call_later: extern "C" fn(delay_ms: u64, task: TaskBox),
+    /// Runs `task` on the host's bounded blocking pool; false (and the task
+    /// dropped) when the pool's queue is full.
+    #[sabi(last_prefix_field)]
+    pub spawn_blocking: extern "C" fn(task: TaskBox) -> bool,
+}
+
+/// A unit of app work the host runs later (a timer or a pool job). The
+/// app-side wrapper catches panics before they reach the host.
+#[sabi_trait]
+pub trait Task: Send {
+    #[sabi(last_prefix_field)]
+    fn run(self);
+}
+
+/// The owned, type-erased task passed through the ABI.
+pub type TaskBox = Task_TO<'static, RBox<()>>;
+
+/// What the host hands an app's constructor. A prefix type: later
+/// versions append fields after the last prefix field, and an app built
+/// against an earlier version simply does not see them.
+#[repr(C)]
+#[derive(StableAbi)]
+#[sabi(kind(Prefix(prefix_ref = InitContextRef)))]
+#[sabi(missing_field(panic))]
+pub struct InitContext<'a> {
+    /// The host's services (logging, timers, the blocking pool).
+    pub host: HostRef,
+    /// The app's `[apps.NAME] settings` table of the configuration file,
+    /// as JSON text (`{}` when there is none).
+    #[sabi(last_prefix_field)]
+    pub settings_json: RStr<'a>,
+}
+
+/// The root module every Stoa app plugin exports (see `export_app!`).
+#[repr(C)]
+#[derive(StableAbi)]
+#[sabi(kind(Prefix(prefix_ref = AppModuleRef)))]
+#[sabi(missing_field(panic))]
+pub struct AppModule {
+    /// The app's name (`[apps.NAME]`, `--mount NAME=...`).
+    pub name: RStr<'static>,
+    /// The app's own version (its crate's).
+    pub version: RStr<'static>,
+    /// Where the app mounts unless the operator says otherwise (`--mount`).
+    pub default_mount: RStr<'static>,
+    /// Creates the app. Called once, before any request; an `RErr` is the
+    /// app's refusal (bad settings, say): the host logs it and does not
+    /// mount the app. The context is valid only during the call.
+    pub init: extern "C" fn(context: InitContextRef<'_>) -> RResult<(), RString>,
+    /// Handles one request. Must not unwind (the macro catches panics).
+    pub handle: extern "C" fn(request: &Request<'_>, responder: ResponderBox),
+    /// True if handling this request blocks its thread; the host then runs
+    /// `handle` on its blocking pool instead of the event loop.
+    #[sabi(last_prefix_field)]
+    pub blocks: extern "C" fn(request: &Request<'_>) -> bool,
+}
+
+impl AppModuleRef {
+    /// Runs the app's constructor with `context`, which lives on this
+    /// stack frame for the call only (no allocation, nothing leaked).
+    pub fn construct(self, context: InitContext<'_>) -> RResult<(), RString> {
+        let with_metadata = WithMetadata::new(context);
+        // SAFETY: `as_prefix` wants the value to outlive every use of the
+        // reference. The reference is handed to the plugin's `init` only,
+        // whose contract (above, and `export::init`) is not to keep it past
+        // the call; `with_metadata` outlives the call.
+        let context = InitContextRef(unsafe { with_metadata.as_prefix() });
+        (self.init())(context)
+    }
+}
+
+impl RootModule for AppModuleRef {
+    declare_root_module_statics! {AppModuleRef}
+    const BASE_NAME: &'static str = "stoa_app";
+    const NAME: &'static str = "stoa_app";
+    const VERSION_STRINGS: VersionStrings = package_version_strings!();
+}

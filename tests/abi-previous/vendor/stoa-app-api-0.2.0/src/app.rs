@@ -1,0 +1,213 @@
+//! The plain-Rust side plugin authors write against: the `App` trait, a
+//! `Responder` that answers once, and helpers on `Request` and `Response`.
+
+use crate::abi::{Header, Request, ResponderBox, Response};
+use abi_stable::std_types::{RSlice, RStr, RString, RVec};
+
+/// A web application hosted by Stoa. Implement `call` for an app that
+/// answers at once, or `handle` for one that answers later (from a timer or
+/// another thread). Shared by every worker thread, hence `Send + Sync`.
+pub trait App: Send + Sync + 'static {
+    /// Answers a request; the default passes `call`'s result to the responder.
+    fn handle(&self, request: &Request<'_>, responder: Responder) {
+        responder.respond(self.call(request));
+    }
+
+    /// True if `handle` blocks its thread for this request (sleeps, blocking
+    /// I/O): the host then calls it on its blocking pool, off the event loop.
+    fn blocks(&self, _request: &Request<'_>) -> bool {
+        false
+    }
+
+    /// Answers a request at once. The default answers 404.
+    fn call(&self, _request: &Request<'_>) -> Response {
+        Response::text(404, "Not Found")
+    }
+}
+
+/// Completes one request, now or later, from any thread. Dropping it
+/// without answering makes the host answer 500 ("the app did not answer");
+/// dropping it while the thread panics tells the host the app panicked
+/// (500 "app NAME panicked", logged with the panic's message).
+pub struct Responder {
+    inner: Option<ResponderBox>,
+}
+
+impl Responder {
+    /// Wraps the host's responder (used by the export macro).
+    #[doc(hidden)]
+    pub fn from_raw(inner: ResponderBox) -> Self {
+        Responder { inner: Some(inner) }
+    }
+
+    /// Sends the response; consumes the responder.
+    pub fn respond(mut self, response: Response) {
+        if let Some(inner) = self.inner.take() {
+            inner.respond(response);
+        }
+    }
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        let Some(inner) = self.inner.take() else {
+            return;
+        };
+        if std::thread::panicking() {
+            inner.panicked(RString::from(crate::export::last_panic()));
+        }
+        // Otherwise dropping `inner` unanswered makes the host answer 500.
+    }
+}
+
+impl Response {
+    /// An empty response with the given status.
+    pub fn new(status: u16) -> Self {
+        Response {
+            status,
+            headers: RVec::new(),
+            body: RVec::new(),
+        }
+    }
+
+    /// A `text/plain; charset=utf-8` response.
+    pub fn text(status: u16, body: &str) -> Self {
+        Response::new(status)
+            .with_header("Content-Type", "text/plain; charset=utf-8")
+            .with_body(body.as_bytes())
+    }
+
+    /// A `text/html; charset=utf-8` response.
+    pub fn html(status: u16, body: &str) -> Self {
+        Response::new(status)
+            .with_header("Content-Type", "text/html; charset=utf-8")
+            .with_body(body.as_bytes())
+    }
+
+    /// An `application/json` response from already serialised JSON.
+    pub fn json(status: u16, body: &[u8]) -> Self {
+        Response::new(status)
+            .with_header("Content-Type", "application/json")
+            .with_body(body)
+    }
+
+    /// Appends a header.
+    pub fn with_header(mut self, name: &str, value: impl AsRef<[u8]>) -> Self {
+        self.headers.push(Header {
+            name: RString::from(name),
+            value: RVec::from(value.as_ref()),
+        });
+        self
+    }
+
+    /// Replaces the body.
+    pub fn with_body(mut self, body: impl Into<Vec<u8>>) -> Self {
+        self.body = RVec::from(body.into());
+        self
+    }
+
+    /// The first header with this name (ASCII case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers
+            .iter()
+            .find(|h| h.name.as_str().eq_ignore_ascii_case(name))
+            .map(|h| h.value.as_slice())
+    }
+}
+
+impl<'a> Request<'a> {
+    /// A request as the host would hand it for `method` on `script_name` +
+    /// `path_info` with `query`: HTTP/1.1 from 127.0.0.1:5000 to
+    /// 127.0.0.1:8000, no headers, no body. For apps' unit tests; override
+    /// fields with struct update syntax (`Request { headers, ..sample }`).
+    pub fn sample(
+        method: &'a str,
+        script_name: &'a str,
+        path_info: &'a str,
+        query: &'a str,
+    ) -> Self {
+        Request {
+            method: RStr::from(method),
+            version_minor: 1,
+            scheme: RStr::from("http"),
+            server_name: RStr::from("127.0.0.1"),
+            server_port: 8000,
+            peer: RStr::from("127.0.0.1:5000"),
+            script_name: RStr::from(script_name),
+            path_info: RStr::from(path_info),
+            query: RStr::from(query),
+            headers: RSlice::from_slice(&[]),
+            body: RSlice::from_slice(&[]),
+        }
+    }
+
+    /// The first header with this name (ASCII case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&'a [u8]> {
+        self.headers
+            .as_slice()
+            .iter()
+            .find(|h| h.name.as_str().eq_ignore_ascii_case(name))
+            .map(|h| h.value.as_slice())
+    }
+
+    /// The first header with this name, if it is valid UTF-8.
+    pub fn header_str(&self, name: &str) -> Option<&'a str> {
+        self.header(name).and_then(|v| std::str::from_utf8(v).ok())
+    }
+
+    /// The full request path: SCRIPT_NAME followed by PATH_INFO.
+    pub fn full_path(&self) -> String {
+        format!("{}{}", self.script_name, self.path_info)
+    }
+
+    /// The value of one `key=value` pair of the query string, raw.
+    pub fn query_param(&self, key: &str) -> Option<&'a str> {
+        self.query
+            .as_str()
+            .split('&')
+            .filter_map(|pair| pair.split_once('=').or(Some((pair, ""))))
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::HeaderRef;
+
+    fn request<'a>(headers: &'a [HeaderRef<'a>], query: &'a str) -> Request<'a> {
+        Request {
+            headers: RSlice::from_slice(headers),
+            ..Request::sample("GET", "/app", "/x", query)
+        }
+    }
+
+    #[test]
+    fn header_lookup_ignores_case() {
+        let h = [HeaderRef {
+            name: RStr::from("X-Thing"),
+            value: RSlice::from_slice(b"v"),
+        }];
+        let r = request(&h, "");
+        assert_eq!(r.header("x-thing"), Some(&b"v"[..]));
+        assert_eq!(r.header("other"), None);
+        assert_eq!(r.full_path(), "/app/x");
+    }
+
+    #[test]
+    fn query_param_finds_pairs_and_bare_keys() {
+        let r = request(&[], "a=1&flag&b=two");
+        assert_eq!(r.query_param("a"), Some("1"));
+        assert_eq!(r.query_param("b"), Some("two"));
+        assert_eq!(r.query_param("flag"), Some(""));
+        assert_eq!(r.query_param("c"), None);
+    }
+
+    #[test]
+    fn response_builders_set_content_type() {
+        let r = Response::json(200, b"{}");
+        assert_eq!(r.header("content-type"), Some(&b"application/json"[..]));
+        assert_eq!(r.body.as_slice(), b"{}");
+    }
+}
