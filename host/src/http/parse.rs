@@ -35,6 +35,13 @@ pub struct Head {
 }
 
 impl Head {
+    /// Gives the header offsets' allocation back for the next head.
+    pub fn into_spare(self) -> HeaderOffsets {
+        let mut headers = self.headers;
+        headers.clear();
+        headers
+    }
+
     /// The values of every header field named `name` (ASCII
     /// case-insensitive), in order; `buf` is the request the head was parsed
     /// from.
@@ -65,6 +72,20 @@ pub fn has_token(value: &[u8], token: &str) -> bool {
 /// Parses a request head from `buf` (which starts at the request).
 /// `Ok(None)` means more bytes are needed.
 pub fn parse_head(buf: &[u8], params: &ConnParams) -> Result<Option<Head>, HttpError> {
+    parse_head_reusing(buf, params, &mut Vec::new())
+}
+
+/// Header offsets of one head, the allocation kept from request to request.
+pub type HeaderOffsets = Vec<(Range<usize>, Range<usize>)>;
+
+/// `parse_head`, filling `spare`'s allocation (a connection's previous
+/// head's, given back by `Head::into_spare`) instead of a new one: a parsed
+/// head takes it, an incomplete one leaves it.
+pub fn parse_head_reusing(
+    buf: &[u8],
+    params: &ConnParams,
+    spare: &mut HeaderOffsets,
+) -> Result<Option<Head>, HttpError> {
     // Left uninitialised: httparse writes the headers it finds, and filling
     // 128 empty headers per request would cost more than the parse.
     let mut storage = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; HEADER_ARRAY];
@@ -73,7 +94,7 @@ pub fn parse_head(buf: &[u8], params: &ConnParams) -> Result<Option<Head>, HttpE
     let status = match req.parse_with_uninit_headers(buf, &mut storage[..slots]) {
         Ok(s) => s,
         Err(httparse::Error::TooManyHeaders) => return Err(HttpError::TooManyHeaders),
-        Err(httparse::Error::Version) => return parse_later_minor(buf, params),
+        Err(httparse::Error::Version) => return parse_later_minor(buf, params, spare),
         Err(httparse::Error::Token) => {
             return Err(HttpError::Malformed(
                 "invalid token in method or header name",
@@ -108,12 +129,14 @@ pub fn parse_head(buf: &[u8], params: &ConnParams) -> Result<Option<Head>, HttpE
         method: offset(buf, method.as_bytes()),
         target: offset(buf, path.as_bytes()),
         version_minor: version,
-        headers: Vec::with_capacity(req.headers.len()),
+        headers: std::mem::take(spare),
         len,
         body: BodyKind::None,
         keep_alive: version == 1,
         expect_continue: false,
     };
+    head.headers.clear();
+    head.headers.reserve(req.headers.len());
     let mut content_length: Option<usize> = None;
     // Transfer-Encoding is one list across all its field lines (RFC 9110 §5.3).
     let mut codings: Vec<&[u8]> = Vec::new();
@@ -292,7 +315,11 @@ fn absolute_authority(target: &str) -> Option<&str> {
 /// §2.5); httparse only knows 1.0 and 1.1, so the head is parsed from a copy
 /// whose version reads `HTTP/1.1` (same length: every offset still holds).
 /// Any other version is refused as before.
-fn parse_later_minor(buf: &[u8], params: &ConnParams) -> Result<Option<Head>, HttpError> {
+fn parse_later_minor(
+    buf: &[u8],
+    params: &ConnParams,
+    spare: &mut HeaderOffsets,
+) -> Result<Option<Head>, HttpError> {
     let line_end = buf.iter().position(|&b| b == b'\n').unwrap_or(buf.len());
     let line = &buf[..line_end];
     let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -301,7 +328,7 @@ fn parse_later_minor(buf: &[u8], params: &ConnParams) -> Result<Option<Head>, Ht
         [b'H', b'T', b'T', b'P', b'/', b'1', b'.', minor] if (b'2'..=b'9').contains(minor) => {
             let mut copy = buf.to_vec();
             copy[start..start + 8].copy_from_slice(b"HTTP/1.1");
-            parse_head(&copy, params)
+            parse_head_reusing(&copy, params, spare)
         }
         _ => Err(version_error(buf)),
     }
