@@ -12,7 +12,7 @@ use crate::inbox::Inbox;
 use crate::ops::admin;
 use crate::ops::netfilter::{forwarded_client, peer_ip};
 use crate::poller::Token;
-use crate::server::request::{path_and_query, text, with_view, Meta, OwnedRequest};
+use crate::server::request::{with_view, HeadText, Meta, OwnedRequest};
 use crate::server::responder::{begin_inline, end_inline, responder};
 use crate::shared::Shared;
 use std::io::{Read, Write};
@@ -62,14 +62,15 @@ impl Dispatcher {
         self.next_id += 1;
         let shared = &*self.shared;
         let (head, buf, body) = conn.request_parts()?;
-        let (path, _) = path_and_query(head, buf);
+        let parts = HeadText::new(head, buf);
+        let path = parts.path;
         // The client the request speaks for: the peer, or the one a trusted
         // proxy names. Status rules, apps and the access log all see it.
         let (client, scheme) = client_of(shared, head, buf, conn.peer());
         let access = shared
             .access_log
             .as_ref()
-            .map(|_| Box::new(access_info(head, buf, &client)));
+            .map(|_| Box::new(access_info(&parts, &client)));
         let host_answer = if path.starts_with(admin::PREFIX) {
             admin::answer(shared, path, &client)
         } else {
@@ -91,10 +92,10 @@ impl Dispatcher {
                     peer: client,
                     scheme,
                 };
-                with_view(head, buf, body, split, &meta, |request| {
+                with_view(&parts, body, split, &meta, |request| {
                     match shared.pool.as_ref().filter(|_| app.blocks(request)) {
                         Some(pool) => {
-                            let owned = OwnedRequest::copy(head, buf, body, split, &meta);
+                            let owned = OwnedRequest::copy(&parts, body, split, &meta);
                             let deadline = Instant::now() + shared.params.app_timeout;
                             let r = submit_blocking(
                                 pool,
@@ -258,7 +259,8 @@ fn submit_blocking(
     }
 }
 
-fn access_info(head: &Head, buf: &[u8], client: &Arc<str>) -> AccessInfo {
+fn access_info(parts: &HeadText<'_>, client: &Arc<str>) -> AccessInfo {
+    let (head, buf) = (parts.head, parts.buf);
     let header = |name| {
         head.values(buf, name)
             .next()
@@ -268,8 +270,8 @@ fn access_info(head: &Head, buf: &[u8], client: &Arc<str>) -> AccessInfo {
         client: client.clone(),
         request_line: format!(
             "{} {} HTTP/1.{}",
-            text(buf, &head.method),
-            text(buf, &head.target),
+            parts.get(&head.method),
+            parts.get(&head.target),
             head.version_minor
         ),
         referer: header("referer"),
