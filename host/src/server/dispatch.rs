@@ -29,6 +29,9 @@ pub(super) struct Dispatcher {
     /// The loop's inbox, where deferred answers come back.
     queue: Arc<Inbox>,
     next_id: u64,
+    /// The loop's clock: read after each wait and after each app handler
+    /// that runs on the loop, so a request costs one clock read.
+    pub(super) now: Instant,
     server_name: Arc<str>,
     server_port: u16,
 }
@@ -45,6 +48,7 @@ impl Dispatcher {
             shared,
             queue,
             next_id: 1,
+            now: Instant::now(),
             server_name: local.ip().to_string().into(),
             server_port: local.port(),
         }
@@ -60,6 +64,7 @@ impl Dispatcher {
     ) -> Option<Response> {
         let id = self.next_id;
         self.next_id += 1;
+        let started = self.now;
         let shared = &*self.shared;
         let (head, buf, body) = conn.request_parts()?;
         let parts = HeadText::new(head, buf);
@@ -96,7 +101,7 @@ impl Dispatcher {
                     match shared.pool.as_ref().filter(|_| app.blocks(request)) {
                         Some(pool) => {
                             let owned = OwnedRequest::copy(&parts, body, split, &meta);
-                            let deadline = Instant::now() + shared.params.app_timeout;
+                            let deadline = self.now + shared.params.app_timeout;
                             let r = submit_blocking(
                                 pool,
                                 (app, path, deadline),
@@ -106,21 +111,22 @@ impl Dispatcher {
                             (r, Some(Box::<str>::from(path)))
                         }
                         None => {
-                            let started = Instant::now();
                             let beat = shared.watch.beat(self.worker);
                             beat.enter(app.slot, path);
                             begin_inline(&self.queue, id);
                             app.handle(request, responder(token, id, &self.queue));
                             let inline = end_inline();
                             beat.leave();
-                            warn_if_blocked(shared.loop_block_warn, started, &app.name, path);
+                            self.now = Instant::now();
+                            let held = self.now.saturating_duration_since(started);
+                            warn_if_blocked(shared.loop_block_warn, held, &app.name, path);
                             (inline, None)
                         }
                     }
                 })
             }
         };
-        conn.begin_dispatch(id, slot, blocking_path, access);
+        conn.begin_dispatch((id, started), slot, blocking_path, access);
         answer
     }
 
@@ -148,7 +154,7 @@ impl Dispatcher {
         };
         self.shared.stats[self.worker]
             .app(pending.slot)
-            .record(status, pending.started.elapsed());
+            .record(status, self.now.saturating_duration_since(pending.started));
         if let (Some(log), Some(info)) = (&self.shared.access_log, &pending.access) {
             log.write(
                 &info.client,
@@ -162,7 +168,7 @@ impl Dispatcher {
         log::trace!(
             "request {} answered {status} in {:?}",
             pending.id,
-            pending.started.elapsed()
+            self.now.saturating_duration_since(pending.started)
         );
     }
 }
@@ -184,8 +190,7 @@ fn final_status(response: Response, slot: Option<usize>) -> Response {
 }
 
 /// Tornado's blocking log threshold: app code should never hold the loop.
-pub(super) fn warn_if_blocked(limit: Duration, started: Instant, who: &str, path: &str) {
-    let held = started.elapsed();
+pub(super) fn warn_if_blocked(limit: Duration, held: Duration, who: &str, path: &str) {
     if held > limit {
         log::warn!(
             "event loop blocked for {} ms by app {who} {path}",

@@ -148,7 +148,7 @@ impl Server {
             return Ok(());
         }
         let mut events = std::mem::take(&mut self.events);
-        let now = Instant::now();
+        let now = self.dispatcher.now;
         let mut timeout = self.timers.timeout(now);
         if !self.conns.is_empty() {
             let sweep = self.next_sweep.saturating_duration_since(now);
@@ -156,6 +156,7 @@ impl Server {
         }
         self.beat().waiting();
         self.poller.wait(&mut events, timeout)?;
+        self.dispatcher.now = Instant::now();
         self.beat().turned();
         if self.beat().evicted() && !self.shared.control.draining() {
             let watch = &self.shared.watch;
@@ -179,7 +180,7 @@ impl Server {
             }
         }
         self.events = events;
-        let now = Instant::now();
+        let now = self.dispatcher.now;
         if now >= self.next_sweep {
             self.sweep(now);
             self.next_sweep = now + self.sweep_every;
@@ -187,14 +188,19 @@ impl Server {
         Ok(())
     }
 
+    /// Runs the timers due; the loop's clock is read once first and again
+    /// after each callback.
     fn run_timers(&mut self) {
-        let now = Instant::now();
-        while let Some((task, app)) = self.timers.pop_due(now) {
-            let started = Instant::now();
+        self.dispatcher.now = Instant::now();
+        let due = self.dispatcher.now;
+        while let Some((task, app)) = self.timers.pop_due(due) {
+            let started = self.dispatcher.now;
             self.beat().enter_timer(app);
             task.run();
             self.beat().leave();
-            warn_if_blocked(self.shared.loop_block_warn, started, "(timer callback)", "");
+            self.dispatcher.now = Instant::now();
+            let held = self.dispatcher.now.saturating_duration_since(started);
+            warn_if_blocked(self.shared.loop_block_warn, held, "(timer callback)", "");
         }
     }
 
@@ -239,7 +245,7 @@ impl Server {
         }
         let conn = entry.insert(Conn::new(stream, addr.to_string().into()));
         // A client that never sends a byte is still timed out.
-        conn.update_deadline(&self.shared.params);
+        conn.update_deadline(&self.shared.params, self.dispatcher.now);
         self.shared.stats[self.worker]
             .accepted
             .fetch_add(1, Relaxed);
@@ -374,7 +380,7 @@ impl Server {
             self.close(token);
             return;
         }
-        conn.update_deadline(&self.shared.params);
+        conn.update_deadline(&self.shared.params, self.dispatcher.now);
         conn.release_buffers(&mut self.bufs);
         if let Some(wanted) = conn.interest_change() {
             let fd = conn.stream().as_raw_fd();
