@@ -20,6 +20,7 @@ use crate::http::reader::BufPool;
 use crate::http::response::{write_response, DateCache, Persist};
 use crate::http::{ConnParams, HttpError};
 use crate::inbox::{Inbox, InboxItems};
+use crate::ops::stats::bump;
 use crate::ops::watchdog::{Beat, Finished};
 use crate::poller::{Event, Interest, Poller, Token, WAKER};
 use crate::shared::Shared;
@@ -30,7 +31,6 @@ use mio::net::{TcpListener, TcpStream};
 use slab::Slab;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use timers::Timers;
@@ -246,9 +246,7 @@ impl Server {
         let conn = entry.insert(Conn::new(stream, addr.to_string().into()));
         // A client that never sends a byte is still timed out.
         conn.update_deadline(&self.shared.params, self.dispatcher.now);
-        self.shared.stats[self.worker]
-            .accepted
-            .fetch_add(1, Relaxed);
+        bump(&self.shared.stats[self.worker].accepted, 1);
         log::trace!("accepted {addr} as {}", token.0);
     }
 
@@ -396,7 +394,7 @@ impl Server {
             if let Err(e) = self.poller.deregister(conn.stream().as_raw_fd()) {
                 log::debug!("deregister {}: {e}", conn.peer());
             }
-            self.shared.stats[self.worker].closed.fetch_add(1, Relaxed);
+            bump(&self.shared.stats[self.worker].closed, 1);
             log::debug!("closed {} ({} open)", conn.peer(), self.conns.len());
         }
         if self.conns.len() < self.shared.max_connections
