@@ -115,13 +115,13 @@ fn host_owned(name: &str) -> bool {
 /// past ASCII (it would split or corrupt the head).
 fn bad_name(name: &[u8]) -> bool {
     let word = |w| any_below(w, b'!') || any_above(w, b'~') || any_byte(w, b':');
-    any_in(name, word, |b| b <= b' ' || b == b':' || b >= 0x7f)
+    any_in(name, word)
 }
 
 /// True if a header value holds CR, LF or NUL.
 fn bad_value(value: &[u8]) -> bool {
     let word = |w| any_zero(w) || any_byte(w, b'\r') || any_byte(w, b'\n');
-    any_in(value, word, |b| b == b'\r' || b == b'\n' || b == 0)
+    any_in(value, word)
 }
 
 /// A byte 1 in each lane of a word, and each lane's high bit.
@@ -147,12 +147,24 @@ fn any_above(w: u64, n: u8) -> bool {
     (w.wrapping_add(ONES * u64::from(127 - n)) | w) & HIGHS != 0
 }
 
-/// True if `byte` holds for a byte of `bytes`, tested eight bytes at a
-/// time by `word` (which must agree with it) and the tail byte by byte.
-fn any_in(bytes: &[u8], word: impl Fn(u64) -> bool, byte: impl Fn(u8) -> bool) -> bool {
+/// True if `word` holds for a byte of `bytes`, tested eight bytes at a
+/// time; the tail is tested as the last eight bytes (overlapping), or
+/// padded with `a` (which no check rejects) in a shorter slice.
+fn any_in(bytes: &[u8], word: impl Fn(u64) -> bool) -> bool {
+    let load = |c: &[u8]| u64::from_le_bytes(c.try_into().unwrap_or([b'a'; 8]));
     let mut chunks = bytes.chunks_exact(8);
-    chunks.any(|c| word(u64::from_le_bytes(c.try_into().unwrap_or_default())))
-        || chunks.remainder().iter().any(|&b| byte(b))
+    if chunks.any(|c| word(load(c))) {
+        return true;
+    }
+    match bytes.len() {
+        n if n % 8 == 0 => false,
+        n if n > 8 => word(load(&bytes[n - 8..])),
+        n => {
+            let mut padded = [b'a'; 8];
+            padded[..n].copy_from_slice(bytes);
+            word(u64::from_le_bytes(padded))
+        }
+    }
 }
 
 /// True for statuses that never carry a body (RFC 9110 §6.4.1).
