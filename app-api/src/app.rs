@@ -77,23 +77,30 @@ impl Response {
 
     /// A `text/plain; charset=utf-8` response.
     pub fn text(status: u16, body: &str) -> Self {
-        Response::new(status)
-            .with_header("Content-Type", "text/plain; charset=utf-8")
-            .with_body(body.as_bytes())
+        Response::typed(status, "text/plain; charset=utf-8", body.as_bytes())
     }
 
     /// A `text/html; charset=utf-8` response.
     pub fn html(status: u16, body: &str) -> Self {
-        Response::new(status)
-            .with_header("Content-Type", "text/html; charset=utf-8")
-            .with_body(body.as_bytes())
+        Response::typed(status, "text/html; charset=utf-8", body.as_bytes())
     }
 
     /// An `application/json` response from already serialised JSON.
     pub fn json(status: u16, body: &[u8]) -> Self {
-        Response::new(status)
-            .with_header("Content-Type", "application/json")
-            .with_body(body)
+        Response::typed(status, "application/json", body)
+    }
+
+    /// A response with a `Content-Type` and a body. The header list starts
+    /// with room for a few more (the size its first push would pick), so
+    /// it is allocated once, not grown through abi_stable's slow path.
+    fn typed(status: u16, content_type: &str, body: &[u8]) -> Self {
+        Response {
+            status,
+            headers: RVec::with_capacity(4),
+            body: RVec::new(),
+        }
+        .with_header("Content-Type", content_type)
+        .with_body(body)
     }
 
     /// Appends a header.

@@ -35,6 +35,13 @@ pub struct Head {
 }
 
 impl Head {
+    /// Gives the header offsets' allocation back for the next head.
+    pub fn into_spare(self) -> HeaderOffsets {
+        let mut headers = self.headers;
+        headers.clear();
+        headers
+    }
+
     /// The values of every header field named `name` (ASCII
     /// case-insensitive), in order; `buf` is the request the head was parsed
     /// from.
@@ -65,6 +72,20 @@ pub fn has_token(value: &[u8], token: &str) -> bool {
 /// Parses a request head from `buf` (which starts at the request).
 /// `Ok(None)` means more bytes are needed.
 pub fn parse_head(buf: &[u8], params: &ConnParams) -> Result<Option<Head>, HttpError> {
+    parse_head_reusing(buf, params, &mut Vec::new())
+}
+
+/// Header offsets of one head, the allocation kept from request to request.
+pub type HeaderOffsets = Vec<(Range<usize>, Range<usize>)>;
+
+/// `parse_head`, filling `spare`'s allocation (a connection's previous
+/// head's, given back by `Head::into_spare`) instead of a new one: a parsed
+/// head takes it, an incomplete one leaves it.
+pub fn parse_head_reusing(
+    buf: &[u8],
+    params: &ConnParams,
+    spare: &mut HeaderOffsets,
+) -> Result<Option<Head>, HttpError> {
     // Left uninitialised: httparse writes the headers it finds, and filling
     // 128 empty headers per request would cost more than the parse.
     let mut storage = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; HEADER_ARRAY];
@@ -73,7 +94,7 @@ pub fn parse_head(buf: &[u8], params: &ConnParams) -> Result<Option<Head>, HttpE
     let status = match req.parse_with_uninit_headers(buf, &mut storage[..slots]) {
         Ok(s) => s,
         Err(httparse::Error::TooManyHeaders) => return Err(HttpError::TooManyHeaders),
-        Err(httparse::Error::Version) => return parse_later_minor(buf, params),
+        Err(httparse::Error::Version) => return parse_later_minor(buf, params, spare),
         Err(httparse::Error::Token) => {
             return Err(HttpError::Malformed(
                 "invalid token in method or header name",
@@ -108,12 +129,14 @@ pub fn parse_head(buf: &[u8], params: &ConnParams) -> Result<Option<Head>, HttpE
         method: offset(buf, method.as_bytes()),
         target: offset(buf, path.as_bytes()),
         version_minor: version,
-        headers: Vec::with_capacity(req.headers.len()),
+        headers: std::mem::take(spare),
         len,
         body: BodyKind::None,
         keep_alive: version == 1,
         expect_continue: false,
     };
+    head.headers.clear();
+    head.headers.reserve(req.headers.len());
     let mut content_length: Option<usize> = None;
     // Transfer-Encoding is one list across all its field lines (RFC 9110 §5.3).
     let mut codings: Vec<&[u8]> = Vec::new();
@@ -224,11 +247,44 @@ fn version_error(buf: &[u8]) -> HttpError {
 /// literal in brackets; empty is allowed (a target without authority).
 fn valid_host(value: &[u8]) -> bool {
     let value = value.trim_ascii();
-    let allowed = |b: &u8| b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=:[]".contains(b);
-    value.iter().all(allowed)
-        && value.iter().filter(|&&b| b == b'[').count() <= 1
-        && (!value.starts_with(b"[") || value.contains(&b']'))
+    let mut seen = 0;
+    for &b in value {
+        match HOST_BYTES[usize::from(b)] {
+            NOT_HOST => return false,
+            class => seen |= class,
+        }
+    }
+    // Brackets are rare: only then are they counted.
+    seen & BRACKET == 0
+        || (value.iter().filter(|&&b| b == b'[').count() <= 1
+            && (!value.starts_with(b"[") || value.contains(&b']')))
 }
+
+/// What `HOST_BYTES` says of a byte: not allowed, allowed, a bracket.
+const NOT_HOST: u8 = 0;
+const HOST: u8 = 1;
+const BRACKET: u8 = 2;
+
+/// The bytes `valid_host` allows, as a table (one look-up per byte).
+const HOST_BYTES: [u8; 256] = {
+    let mut table = [NOT_HOST; 256];
+    let mut b = 0;
+    while b < 256 {
+        if (b as u8).is_ascii_alphanumeric() {
+            table[b] = HOST;
+        }
+        b += 1;
+    }
+    let extra = b"-._~%!$&'()*+,;=:";
+    let mut i = 0;
+    while i < extra.len() {
+        table[extra[i] as usize] = HOST;
+        i += 1;
+    }
+    table[b'[' as usize] = BRACKET;
+    table[b']' as usize] = BRACKET;
+    table
+};
 
 /// An incomplete head is still bounded: a request line without its CRLF is
 /// limited by `max_request_line` (414), the whole head by `max_head` (431).
@@ -292,7 +348,11 @@ fn absolute_authority(target: &str) -> Option<&str> {
 /// §2.5); httparse only knows 1.0 and 1.1, so the head is parsed from a copy
 /// whose version reads `HTTP/1.1` (same length: every offset still holds).
 /// Any other version is refused as before.
-fn parse_later_minor(buf: &[u8], params: &ConnParams) -> Result<Option<Head>, HttpError> {
+fn parse_later_minor(
+    buf: &[u8],
+    params: &ConnParams,
+    spare: &mut HeaderOffsets,
+) -> Result<Option<Head>, HttpError> {
     let line_end = buf.iter().position(|&b| b == b'\n').unwrap_or(buf.len());
     let line = &buf[..line_end];
     let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -301,7 +361,7 @@ fn parse_later_minor(buf: &[u8], params: &ConnParams) -> Result<Option<Head>, Ht
         [b'H', b'T', b'T', b'P', b'/', b'1', b'.', minor] if (b'2'..=b'9').contains(minor) => {
             let mut copy = buf.to_vec();
             copy[start..start + 8].copy_from_slice(b"HTTP/1.1");
-            parse_head(&copy, params)
+            parse_head_reusing(&copy, params, spare)
         }
         _ => Err(version_error(buf)),
     }
@@ -405,6 +465,24 @@ mod tests {
             parse("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"),
             Err(HttpError::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn host_byte_table_matches_the_rfc_3986_characters() {
+        for b in 0..=255u8 {
+            let rule = b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=:[]".contains(&b);
+            assert_eq!(HOST_BYTES[usize::from(b)] != NOT_HOST, rule, "byte {b}");
+        }
+        for (value, ok) in [
+            (&b"[::1]:80"[..], true),
+            (b"[::1", false),
+            (b"[[::1]]", false),
+            (b" a.b ", true),
+            (b"a]", true),
+            (b"", true),
+        ] {
+            assert_eq!(valid_host(value), ok, "{value:?}");
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! from any `Read` in tests and fuzzing.
 
 use super::chunked::ChunkedDecoder;
-use super::parse::{parse_head, BodyKind, Head};
+use super::parse::{parse_head_reusing, BodyKind, Head, HeaderOffsets};
 use super::{ConnParams, HttpError};
 use std::io::{self, Read};
 
@@ -80,6 +80,8 @@ pub struct RequestReader {
     head: Option<Head>,
     decoder: Option<ChunkedDecoder>,
     body: Vec<u8>,
+    /// The last head's header offsets, kept for the next head.
+    spare_headers: HeaderOffsets,
     continue_due: bool,
     continue_sent: bool,
     /// Bytes were read since the flag was last taken.
@@ -193,7 +195,8 @@ impl RequestReader {
             if self.start == self.end {
                 return Ok(false);
             }
-            match parse_head(&self.buf[self.start..self.end], params)? {
+            let bytes = &self.buf[self.start..self.end];
+            match parse_head_reusing(bytes, params, &mut self.spare_headers)? {
                 None => return Ok(false),
                 Some(head) => {
                     self.decoder = (head.body == BodyKind::Chunked).then(ChunkedDecoder::default);
@@ -258,6 +261,7 @@ impl RequestReader {
                 _ => 0,
             };
             self.start = (self.start + head.len + body).min(self.end);
+            self.spare_headers = head.into_spare();
         }
         self.decoder = None;
         if self.body.capacity() > READ_CHUNK {

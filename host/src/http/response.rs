@@ -111,6 +111,62 @@ fn host_owned(name: &str) -> bool {
     .any(|h| name.eq_ignore_ascii_case(h))
 }
 
+/// True if a header name holds a control byte, a space, `:` or a byte
+/// past ASCII (it would split or corrupt the head).
+fn bad_name(name: &[u8]) -> bool {
+    let word = |w| any_below(w, b'!') || any_above(w, b'~') || any_byte(w, b':');
+    any_in(name, word)
+}
+
+/// True if a header value holds CR, LF or NUL.
+fn bad_value(value: &[u8]) -> bool {
+    let word = |w| any_zero(w) || any_byte(w, b'\r') || any_byte(w, b'\n');
+    any_in(value, word)
+}
+
+/// A byte 1 in each lane of a word, and each lane's high bit.
+const ONES: u64 = u64::from_ne_bytes([1; 8]);
+const HIGHS: u64 = ONES * 0x80;
+
+// Tests on eight bytes at once (exact for "is there such a byte", from the
+// bit-twiddling classics): a zero byte, the byte `b`, a byte under `n`
+// (n <= 128), a byte over `n` (n <= 127).
+fn any_zero(w: u64) -> bool {
+    w.wrapping_sub(ONES) & !w & HIGHS != 0
+}
+
+fn any_byte(w: u64, b: u8) -> bool {
+    any_zero(w ^ (ONES * u64::from(b)))
+}
+
+fn any_below(w: u64, n: u8) -> bool {
+    w.wrapping_sub(ONES * u64::from(n)) & !w & HIGHS != 0
+}
+
+fn any_above(w: u64, n: u8) -> bool {
+    (w.wrapping_add(ONES * u64::from(127 - n)) | w) & HIGHS != 0
+}
+
+/// True if `word` holds for a byte of `bytes`, tested eight bytes at a
+/// time; the tail is tested as the last eight bytes (overlapping), or
+/// padded with `a` (which no check rejects) in a shorter slice.
+fn any_in(bytes: &[u8], word: impl Fn(u64) -> bool) -> bool {
+    let load = |c: &[u8]| u64::from_le_bytes(c.try_into().unwrap_or([b'a'; 8]));
+    let mut chunks = bytes.chunks_exact(8);
+    if chunks.any(|c| word(load(c))) {
+        return true;
+    }
+    match bytes.len() {
+        n if n % 8 == 0 => false,
+        n if n > 8 => word(load(&bytes[n - 8..])),
+        n => {
+            let mut padded = [b'a'; 8];
+            padded[..n].copy_from_slice(bytes);
+            word(u64::from_le_bytes(padded))
+        }
+    }
+}
+
 /// True for statuses that never carry a body (RFC 9110 §6.4.1).
 fn bodiless(status: u16) -> bool {
     status < 200 || status == 204 || status == 304
@@ -171,11 +227,7 @@ pub fn write_head(
     for h in resp.headers.iter() {
         let name = h.name.as_str();
         // A name or value with CR/LF would split the response: drop it.
-        if host_owned(name)
-            || name.is_empty()
-            || name.bytes().any(|b| b <= b' ' || b == b':' || b >= 0x7f)
-            || h.value.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0)
-        {
+        if host_owned(name) || name.is_empty() || bad_name(name.as_bytes()) || bad_value(&h.value) {
             continue;
         }
         out.extend_from_slice(name.as_bytes());
@@ -215,6 +267,48 @@ mod tests {
         assert!(s.contains("\r\nX-A: b\r\n"));
         assert!(s.ends_with("\r\n\r\nhi"));
         assert!(!s.contains("Connection"));
+    }
+
+    #[test]
+    fn host_owned_names_in_any_case_and_only_those() {
+        for name in [
+            "Content-Length",
+            "TRANSFER-ENCODING",
+            "connection",
+            "Date",
+            "Server",
+            "Keep-Alive",
+        ] {
+            assert!(host_owned(name), "{name}");
+        }
+        for name in ["Content-Type", "Dates", "X-Server", "Connections", ""] {
+            assert!(!host_owned(name), "{name}");
+        }
+    }
+
+    proptest::proptest! {
+        /// The word-at-a-time checks agree with the byte-by-byte rules.
+        #[test]
+        fn word_checks_agree_with_byte_rules(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40)) {
+            let name = bytes.iter().any(|&b| b <= b' ' || b == b':' || b >= 0x7f);
+            let value = bytes.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0);
+            proptest::prop_assert_eq!(bad_name(&bytes), name);
+            proptest::prop_assert_eq!(bad_value(&bytes), value);
+        }
+    }
+
+    #[test]
+    fn every_single_byte_in_every_lane_is_judged_as_bytes_are() {
+        for b in 0..=255u8 {
+            for at in 0..9 {
+                let mut bytes = *b"Abcdefghi";
+                bytes[at] = b;
+                let name = bytes.iter().any(|&b| b <= b' ' || b == b':' || b >= 0x7f);
+                let value = bytes.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0);
+                assert_eq!(bad_name(&bytes), name, "{bytes:?}");
+                assert_eq!(bad_value(&bytes), value, "{bytes:?}");
+            }
+        }
     }
 
     #[test]

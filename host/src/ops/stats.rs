@@ -1,6 +1,6 @@
 //! Counters for the status and metrics endpoints. Each worker owns its own
 //! block of atomics (no cache line is shared between loops on the hot
-//! path); readers sum them.
+//! path) and is its only writer (`bump`); readers sum them.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
@@ -20,19 +20,42 @@ pub struct AppStats {
     pub latency_sum_us: AtomicU64,
 }
 
+/// The same bounds in nanoseconds, for counting without floating point.
+const LATENCY_BOUNDS_NS: [u128; LATENCY_BUCKETS.len()] = [
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+    250_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_500_000_000,
+    10_000_000_000,
+];
+
+/// Adds to a counter that only its worker's loop writes (readers only
+/// load): a plain load and store, without a locked read-modify-write.
+pub fn bump(counter: &AtomicU64, by: u64) {
+    counter.store(counter.load(Relaxed).wrapping_add(by), Relaxed);
+}
+
 impl AppStats {
+    /// Counts one answer; called only by the worker that owns these counters.
     pub fn record(&self, status: u16, elapsed: Duration) {
         let class = usize::from(status / 100).clamp(1, 5) - 1;
-        self.by_class[class].fetch_add(1, Relaxed);
-        let secs = elapsed.as_secs_f64();
-        let bucket = LATENCY_BUCKETS
+        bump(&self.by_class[class], 1);
+        let nanos = elapsed.as_nanos();
+        let bucket = LATENCY_BOUNDS_NS
             .iter()
-            .position(|&b| secs <= b)
+            .position(|&b| nanos <= b)
             .unwrap_or(LATENCY_BUCKETS.len());
-        self.latency[bucket].fetch_add(1, Relaxed);
-        self.latency_sum_us.fetch_add(
+        bump(&self.latency[bucket], 1);
+        bump(
+            &self.latency_sum_us,
             u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
-            Relaxed,
         );
     }
 
@@ -94,6 +117,18 @@ mod tests {
         assert_eq!(s.latency[2].load(Relaxed), 1);
         assert_eq!(s.latency[LATENCY_BUCKETS.len()].load(Relaxed), 1);
         assert_eq!(s.requests(), 2);
+    }
+
+    #[test]
+    fn nanosecond_bounds_are_the_published_buckets() {
+        for (ns, secs) in LATENCY_BOUNDS_NS.iter().zip(LATENCY_BUCKETS) {
+            assert_eq!(*ns as f64 / 1e9, secs);
+        }
+        let s = AppStats::default();
+        s.record(200, Duration::from_millis(1));
+        s.record(200, Duration::from_nanos(1_000_001));
+        assert_eq!(s.latency[0].load(Relaxed), 1);
+        assert_eq!(s.latency[1].load(Relaxed), 1);
     }
 
     #[test]

@@ -184,13 +184,13 @@ impl<S> Conn<S> {
     }
 
     /// The ready request has gone to an app (`slot`; `None` for the host's
-    /// own answers): the connection now waits for its answer, reading
-    /// nothing meanwhile, and the request's bytes leave the buffer. HEAD
-    /// and the keep-alive wishes are taken from its head; `path` is kept
-    /// for jobs on the blocking pool.
+    /// own answers) at `started`: the connection now waits for its answer,
+    /// reading nothing meanwhile, and the request's bytes leave the buffer.
+    /// HEAD and the keep-alive wishes are taken from its head; `path` is
+    /// kept for jobs on the blocking pool.
     pub fn begin_dispatch(
         &mut self,
-        id: u64,
+        (id, started): (u64, Instant),
         slot: Option<usize>,
         path: Option<Box<str>>,
         access: Option<Box<AccessInfo>>,
@@ -206,7 +206,7 @@ impl<S> Conn<S> {
         self.pending = Some(Pending {
             id,
             head_only,
-            started: Instant::now(),
+            started,
             slot,
             path,
             access,
@@ -271,10 +271,11 @@ impl<S> Conn<S> {
         self.deadline
     }
 
-    /// Picks the timeout for the connection's state. The head timeout runs
-    /// from the head's first byte (trickling bytes do not extend it); the
-    /// body, send and idle timeouts restart on progress.
-    pub fn update_deadline(&mut self, params: &ConnParams) {
+    /// Picks the timeout for the connection's state, counted from `now`
+    /// (the loop's clock). The head timeout runs from the head's first byte
+    /// (trickling bytes do not extend it); the body, send and idle timeouts
+    /// restart on progress.
+    pub fn update_deadline(&mut self, params: &ConnParams, now: Instant) {
         let want = if self.has_output() {
             Deadline::Send
         } else {
@@ -301,7 +302,7 @@ impl<S> Conn<S> {
                 Deadline::App => params.app_timeout,
                 Deadline::Send => params.send_timeout,
             };
-            self.deadline = Some((Instant::now() + limit, want));
+            self.deadline = Some((now + limit, want));
         }
     }
 

@@ -75,7 +75,7 @@ fn serve(c: &mut Conn<Mem>, params: &ConnParams, pool: &mut BufPool) -> usize {
             Ok(true) => {
                 let (head, buf, _) = c.request_parts().expect("a ready request");
                 let path = String::from_utf8_lossy(&buf[head.target.clone()]).into_owned();
-                c.begin_dispatch(answered as u64 + 1, None, None, None);
+                c.begin_dispatch((answered as u64 + 1, Instant::now()), None, None, None);
                 let mut r = Response::text(200, &path);
                 c.answer(&mut r, DATE, params, false, pool)
                     .expect("a pending request");
@@ -158,7 +158,7 @@ fn the_host_may_close_whatever_the_request_wanted() {
     let mut c = conn("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
     c.read_some(&params, &mut pool);
     assert_eq!(c.next_request(&params, &mut pool), Ok(true));
-    c.begin_dispatch(1, None, None, None);
+    c.begin_dispatch((1, Instant::now()), None, None, None);
     assert!(c.is_dispatched() && !c.may_take_requests());
     let mut r = Response::text(504, "late");
     c.answer(&mut r, DATE, &params, true, &mut pool)
@@ -188,7 +188,7 @@ fn a_half_closed_client_still_gets_its_answer() {
     c.stream.eof = true;
     c.read_some(&params, &mut pool);
     assert_eq!(c.next_request(&params, &mut pool), Ok(true));
-    c.begin_dispatch(7, Some(0), None, None);
+    c.begin_dispatch((7, Instant::now()), Some(0), None, None);
     // The end of stream came with the request: the connection waits for
     // the app's answer instead of closing.
     assert!(c.waits_for(7) && !c.finished());
@@ -217,7 +217,7 @@ fn a_write_that_blocks_midway_resumes() {
     assert_eq!(c.stream().written.len(), 10);
     assert!(c.has_output());
     assert_eq!(c.interest_change(), Some(Interest::BOTH));
-    c.update_deadline(&params);
+    c.update_deadline(&params, Instant::now());
     assert_eq!(c.deadline().map(|(_, d)| d), Some(Deadline::Send));
     c.stream.window = usize::MAX;
     c.flush(&mut pool).expect("flush");

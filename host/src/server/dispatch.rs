@@ -13,7 +13,7 @@ use crate::ops::access_log::Answered;
 use crate::ops::admin;
 use crate::ops::netfilter::{forwarded_client, peer_ip};
 use crate::poller::Token;
-use crate::server::request::{path_and_query, text, with_view, Meta, OwnedRequest};
+use crate::server::request::{with_view, HeadText, Meta, OwnedRequest};
 use crate::server::responder::{begin_inline, end_inline, responder};
 use crate::shared::Shared;
 use std::io::{Read, Write};
@@ -30,6 +30,9 @@ pub(super) struct Dispatcher {
     /// The loop's inbox, where deferred answers come back.
     queue: Arc<Inbox>,
     next_id: u64,
+    /// The loop's clock: read after each wait and after each app handler
+    /// that runs on the loop, so a request costs one clock read.
+    pub(super) now: Instant,
     /// The server name and port apps see, per listener.
     locals: Vec<(Arc<str>, u16)>,
 }
@@ -46,6 +49,7 @@ impl Dispatcher {
             shared,
             queue,
             next_id: 1,
+            now: Instant::now(),
             locals,
         }
     }
@@ -60,9 +64,11 @@ impl Dispatcher {
     ) -> Option<Response> {
         let id = self.next_id;
         self.next_id += 1;
+        let started = self.now;
         let shared = &*self.shared;
         let (head, buf, body) = conn.request_parts()?;
-        let (path, _) = path_and_query(head, buf);
+        let parts = HeadText::new(head, buf);
+        let path = parts.path;
         // The client the request speaks for: the peer, or the one a trusted
         // proxy names. Status rules, apps and the access log all see it.
         let (client, scheme) = client_of(shared, head, buf, conn.peer());
@@ -77,14 +83,12 @@ impl Dispatcher {
             None => apps.mounts.resolve(path),
         };
         let slot = route.map(|(app, _)| app.slot);
-        let access = shared.access_log.as_ref().map(|_| {
-            Box::new(access_info(
-                head,
-                buf,
-                &client,
-                route.map(|(app, _)| &**app),
-            ))
-        });
+        let access = shared
+            .access_log
+            .as_ref()
+            .map(|_| Box::new(access_info(&parts, &client, route.map(|(app, _)| &**app))));
+        // The clock read after a handler that ran on the loop.
+        let mut after = None;
         let (answer, blocking_path) = match (host_answer, route) {
             (Some(response), _) => (Some(response), None),
             (None, None) => (Some(HostAnswer::NoMount.response()), None),
@@ -100,11 +104,11 @@ impl Dispatcher {
                     peer: client,
                     scheme,
                 };
-                with_view(head, buf, body, split, &meta, |request| {
+                with_view(&parts, body, split, &meta, |request| {
                     match shared.pool.as_ref().filter(|_| app.blocks(request)) {
                         Some(pool) => {
-                            let owned = OwnedRequest::copy(head, buf, body, split, &meta);
-                            let deadline = Instant::now() + shared.params.app_timeout;
+                            let owned = OwnedRequest::copy(&parts, body, split, &meta);
+                            let deadline = self.now + shared.params.app_timeout;
                             let r = submit_blocking(
                                 pool,
                                 (app, path, deadline),
@@ -113,39 +117,50 @@ impl Dispatcher {
                             );
                             (r, Some(Box::<str>::from(path)))
                         }
-                        None => (self.run_inline(app, path, request, (token, id)), None),
+                        None => {
+                            let (inline, now) =
+                                self.run_inline(app, path, request, (token, id), started);
+                            after = Some(now);
+                            (inline, None)
+                        }
                     }
                 })
             }
         };
-        conn.begin_dispatch(id, slot, blocking_path, access);
+        if let Some(now) = after {
+            self.now = now;
+        }
+        conn.begin_dispatch((id, started), slot, blocking_path, access);
         answer
     }
 
-    /// Runs the app's handler on this loop; its answer if given at once.
+    /// Runs the app's handler on this loop; its answer if given at once,
+    /// and the clock read after it.
     fn run_inline(
         &self,
         app: &LoadedApp,
         path: &str,
         request: &stoa_app_api::abi::Request<'_>,
         (token, id): (Token, u64),
-    ) -> Option<Response> {
+        started: Instant,
+    ) -> (Option<Response>, Instant) {
         let shared = &*self.shared;
-        let started = Instant::now();
         let beat = shared.watch.beat(self.worker);
         beat.enter(app.slot, path);
         begin_inline(&self.queue, id);
         app.handle(request, responder(token, id, app.slot, &self.queue));
         let inline = end_inline();
         beat.leave();
+        let now = Instant::now();
         let hint = if shared.pool.is_some() {
             "declare the route blocking with App::blocks so it runs on the pool"
         } else {
             "--blocking-on-loop runs even routes declared blocking here"
         };
+        let held = now.saturating_duration_since(started);
         let who = format_args!("app {} {path}", app.name);
-        warn_if_blocked(shared.loop_block_warn, started, who, hint);
-        inline
+        warn_if_blocked(shared.loop_block_warn, held, who, hint);
+        (inline, now)
     }
 
     /// Queues `response` as the answer to the request `conn` waits on,
@@ -172,19 +187,24 @@ impl Dispatcher {
         };
         self.shared.stats[self.worker]
             .app(pending.slot)
-            .record(status, pending.started.elapsed());
+            .record(status, self.now.saturating_duration_since(pending.started));
         if let (Some(log), Some(info)) = (&self.shared.access_log, &pending.access) {
             let answered = Answered {
                 status,
                 bytes: if pending.head_only { 0 } else { body_len },
-                micros: u64::try_from(pending.started.elapsed().as_micros()).unwrap_or(u64::MAX),
+                micros: u64::try_from(
+                    self.now
+                        .saturating_duration_since(pending.started)
+                        .as_micros(),
+                )
+                .unwrap_or(u64::MAX),
             };
             log.write(info, &answered);
         }
         log::trace!(
             "request {} answered {status} in {:?}",
             pending.id,
-            pending.started.elapsed()
+            self.now.saturating_duration_since(pending.started)
         );
     }
 }
@@ -209,11 +229,10 @@ fn final_status(response: Response, slot: Option<usize>) -> Response {
 /// `who` names the code, `hint` the remedy.
 pub(super) fn warn_if_blocked(
     limit: Duration,
-    started: Instant,
+    held: Duration,
     who: std::fmt::Arguments<'_>,
     hint: &str,
 ) {
-    let held = started.elapsed();
     if held > limit {
         log::warn!(
             "event loop blocked for {} ms by {who}; {hint}",
@@ -287,7 +306,8 @@ fn submit_blocking(
     }
 }
 
-fn access_info(head: &Head, buf: &[u8], client: &Arc<str>, app: Option<&LoadedApp>) -> AccessInfo {
+fn access_info(parts: &HeadText<'_>, client: &Arc<str>, app: Option<&LoadedApp>) -> AccessInfo {
+    let (head, buf) = (parts.head, parts.buf);
     let header = |name| {
         head.values(buf, name)
             .next()
@@ -295,8 +315,8 @@ fn access_info(head: &Head, buf: &[u8], client: &Arc<str>, app: Option<&LoadedAp
     };
     AccessInfo {
         client: client.clone(),
-        method: text(buf, &head.method).to_string(),
-        target: text(buf, &head.target).to_string(),
+        method: parts.get(&head.method).to_string(),
+        target: parts.get(&head.target).to_string(),
         protocol: format!("HTTP/1.{}", head.version_minor),
         referer: header("referer"),
         user_agent: header("user-agent"),

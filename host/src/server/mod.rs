@@ -21,6 +21,7 @@ use crate::http::reader::BufPool;
 use crate::http::response::{write_response, DateCache, Persist};
 use crate::http::{ConnParams, HttpError};
 use crate::inbox::{Inbox, InboxItems};
+use crate::ops::stats::bump;
 use crate::ops::watchdog::{Beat, Finished};
 use crate::poller::{Event, Interest, Poller, Token, WAKER};
 use crate::shared::Shared;
@@ -32,7 +33,6 @@ pub use listener::{Listener, Stream, UNIX_PEER};
 use slab::Slab;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use timers::Timers;
@@ -154,7 +154,7 @@ impl Server {
             return Ok(());
         }
         let mut events = std::mem::take(&mut self.events);
-        let now = Instant::now();
+        let now = self.dispatcher.now;
         let mut timeout = self.timers.timeout(now);
         if !self.conns.is_empty() {
             let sweep = self.next_sweep.saturating_duration_since(now);
@@ -162,6 +162,7 @@ impl Server {
         }
         self.beat().waiting();
         self.poller.wait(&mut events, timeout)?;
+        self.dispatcher.now = Instant::now();
         self.beat().turned();
         if self.beat().evicted() && !self.shared.control.draining() {
             let watch = &self.shared.watch;
@@ -189,7 +190,7 @@ impl Server {
             }
         }
         self.events = events;
-        let now = Instant::now();
+        let now = self.dispatcher.now;
         if now >= self.next_sweep {
             self.sweep(now);
             self.next_sweep = now + self.sweep_every;
@@ -197,16 +198,21 @@ impl Server {
         Ok(())
     }
 
+    /// Runs the timers due; the loop's clock is read once first and again
+    /// after each callback.
     fn run_timers(&mut self) {
-        let now = Instant::now();
-        while let Some((task, app)) = self.timers.pop_due(now) {
-            let started = Instant::now();
+        self.dispatcher.now = Instant::now();
+        let due = self.dispatcher.now;
+        while let Some((task, app)) = self.timers.pop_due(due) {
+            let started = self.dispatcher.now;
             self.beat().enter_timer(app);
             task.run();
             self.beat().leave();
+            self.dispatcher.now = Instant::now();
+            let held = self.dispatcher.now.saturating_duration_since(started);
             warn_if_blocked(
                 self.shared.loop_block_warn,
-                started,
+                held,
                 format_args!("a timer callback"),
                 "move blocking work to Host::spawn_blocking",
             );
@@ -255,10 +261,8 @@ impl Server {
         }
         let conn = entry.insert(Conn::new(stream, addr.clone()).via(via));
         // A client that never sends a byte is still timed out.
-        conn.update_deadline(&self.shared.params);
-        self.shared.stats[self.worker]
-            .accepted
-            .fetch_add(1, Relaxed);
+        conn.update_deadline(&self.shared.params, self.dispatcher.now);
+        bump(&self.shared.stats[self.worker].accepted, 1);
         log::trace!("accepted {addr} as {}", token.0);
     }
 
@@ -390,7 +394,7 @@ impl Server {
             self.close(token);
             return;
         }
-        conn.update_deadline(&self.shared.params);
+        conn.update_deadline(&self.shared.params, self.dispatcher.now);
         conn.release_buffers(&mut self.bufs);
         if let Some(wanted) = conn.interest_change() {
             let fd = conn.stream().as_raw_fd();
@@ -406,7 +410,7 @@ impl Server {
             if let Err(e) = self.poller.deregister(conn.stream().as_raw_fd()) {
                 log::debug!("deregister {}: {e}", conn.peer());
             }
-            self.shared.stats[self.worker].closed.fetch_add(1, Relaxed);
+            bump(&self.shared.stats[self.worker].closed, 1);
             log::debug!("closed {} ({} open)", conn.peer(), self.conns.len());
         }
         if self.conns.len() < self.shared.max_connections

@@ -19,7 +19,7 @@ pub struct Meta {
 
 /// A part of the head as text; httparse has checked it is a token or
 /// visible ASCII, so the fallback never shows.
-pub fn text<'a>(buf: &'a [u8], range: &Range<usize>) -> &'a str {
+fn text<'a>(buf: &'a [u8], range: &Range<usize>) -> &'a str {
     std::str::from_utf8(&buf[range.clone()]).unwrap_or("")
 }
 
@@ -33,35 +33,71 @@ pub fn origin_form(target: &str) -> &str {
     target
 }
 
-/// The request's path (for routing) and raw query.
-pub fn path_and_query<'a>(head: &Head, buf: &'a [u8]) -> (&'a str, &'a str) {
-    let target = origin_form(text(buf, &head.target));
-    target.split_once('?').unwrap_or((target, ""))
+/// The text of a parsed head, checked as UTF-8 once: its parts are then
+/// sliced from it, and its path and query split once.
+pub struct HeadText<'a> {
+    pub head: &'a Head,
+    pub buf: &'a [u8],
+    /// The whole head, when it is valid UTF-8 (it is unless a header value
+    /// carries obs-text; then each part is checked on its own).
+    whole: Option<&'a str>,
+    /// The request's path (for routing) and raw query.
+    pub path: &'a str,
+    pub query: &'a str,
+}
+
+impl<'a> HeadText<'a> {
+    pub fn new(head: &'a Head, buf: &'a [u8]) -> Self {
+        let whole = buf
+            .get(..head.len)
+            .and_then(|h| std::str::from_utf8(h).ok());
+        let mut parsed = HeadText {
+            head,
+            buf,
+            whole,
+            path: "",
+            query: "",
+        };
+        let target = origin_form(parsed.get(&head.target));
+        // A byte loop: a request path is too short for memchr to pay.
+        (parsed.path, parsed.query) = match target.bytes().position(|b| b == b'?') {
+            Some(i) => (&target[..i], &target[i + 1..]),
+            None => (target, ""),
+        };
+        parsed
+    }
+
+    /// A part of the head (method, target, a header name) as text.
+    pub fn get(&self, range: &Range<usize>) -> &'a str {
+        match self.whole {
+            // Parts are ASCII, so their bounds are character boundaries.
+            Some(whole) => whole.get(range.clone()).unwrap_or(""),
+            None => text(self.buf, range),
+        }
+    }
 }
 
 /// Calls `f` with the request's ABI view; `split` is the mount prefix's
 /// length in the path (SCRIPT_NAME | PATH_INFO).
 pub fn with_view<R>(
-    head: &Head,
-    buf: &[u8],
+    parts: &HeadText<'_>,
     body: &[u8],
     split: usize,
     meta: &Meta,
     f: impl FnOnce(&Request<'_>) -> R,
 ) -> R {
-    let (path, query) = path_and_query(head, buf);
+    let (head, buf, path) = (parts.head, parts.buf, parts.path);
     let split = split.min(path.len());
     // On the stack for typical requests: no allocation per request.
-    let headers: SmallVec<[HeaderRef<'_>; 24]> = head
-        .headers
-        .iter()
-        .map(|(n, v)| HeaderRef {
-            name: RStr::from(text(buf, n)),
+    let mut headers: SmallVec<[HeaderRef<'_>; 24]> = SmallVec::new();
+    for (n, v) in &head.headers {
+        headers.push(HeaderRef {
+            name: RStr::from(parts.get(n)),
             value: RSlice::from_slice(&buf[v.clone()]),
-        })
-        .collect();
+        });
+    }
     let request = Request {
-        method: RStr::from(text(buf, &head.method)),
+        method: RStr::from(parts.get(&head.method)),
         version_minor: head.version_minor,
         scheme: RStr::from(meta.scheme),
         server_name: RStr::from(&*meta.server_name),
@@ -69,7 +105,7 @@ pub fn with_view<R>(
         peer: RStr::from(&*meta.peer),
         script_name: RStr::from(path.get(..split).unwrap_or("")),
         path_info: RStr::from(path.get(split..).unwrap_or("")),
-        query: RStr::from(query),
+        query: RStr::from(parts.query),
         headers: RSlice::from_slice(&headers),
         body: RSlice::from_slice(body),
     };
@@ -86,7 +122,8 @@ pub struct OwnedRequest {
 }
 
 impl OwnedRequest {
-    pub fn copy(head: &Head, buf: &[u8], body: &[u8], split: usize, meta: &Meta) -> Self {
+    pub fn copy(parts: &HeadText<'_>, body: &[u8], split: usize, meta: &Meta) -> Self {
+        let (head, buf) = (parts.head, parts.buf);
         OwnedRequest {
             head: head.clone(),
             buf: buf[..head.len.min(buf.len())].to_vec(),
@@ -97,7 +134,8 @@ impl OwnedRequest {
     }
 
     pub fn with_view<R>(&self, f: impl FnOnce(&Request<'_>) -> R) -> R {
-        with_view(&self.head, &self.buf, &self.body, self.split, &self.meta, f)
+        let parts = HeadText::new(&self.head, &self.buf);
+        with_view(&parts, &self.body, self.split, &self.meta, f)
     }
 }
 
@@ -114,6 +152,23 @@ mod tests {
     }
 
     #[test]
+    fn head_text_is_the_same_with_or_without_obs_text() {
+        let params = ConnParams::default();
+        for raw in [
+            &b"GET /p/q?x=1&y HTTP/1.1\r\nHost: h\r\nX-Odd: ok\r\n\r\n"[..],
+            b"GET /p/q?x=1&y HTTP/1.1\r\nHost: h\r\nX-Odd: \xe9t\xe9\r\n\r\n",
+        ] {
+            let head = parse_head(raw, &params).unwrap().unwrap();
+            let parts = HeadText::new(&head, raw);
+            assert_eq!(parts.whole.is_some(), raw.is_ascii());
+            assert_eq!((parts.path, parts.query), ("/p/q", "x=1&y"));
+            assert_eq!(parts.get(&head.method), "GET");
+            let names: Vec<&str> = head.headers.iter().map(|(n, _)| parts.get(n)).collect();
+            assert_eq!(names, ["Host", "X-Odd"]);
+        }
+    }
+
+    #[test]
     fn owned_copy_gives_the_same_view() {
         let raw = b"POST /app/x?q=1 HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhi";
         let head = parse_head(raw, &ConnParams::default()).unwrap().unwrap();
@@ -123,7 +178,7 @@ mod tests {
             peer: "1.2.3.4:5".into(),
             scheme: "http",
         };
-        let owned = OwnedRequest::copy(&head, raw, b"hi", 4, &meta);
+        let owned = OwnedRequest::copy(&HeadText::new(&head, raw), b"hi", 4, &meta);
         owned.with_view(|r| {
             assert_eq!(r.script_name.as_str(), "/app");
             assert_eq!(r.path_info.as_str(), "/x");

@@ -39,19 +39,24 @@ pub fn run(chain: &[Middleware], site: &Site, request: &Request<'_>, view: Next<
     }
 }
 
+/// The headers `security` adds, in order, each with whether it is on.
+const SECURITY_HEADERS: [(&str, &str, bool); 3] = [
+    (
+        "X-Content-Type-Options",
+        "nosniff",
+        settings::SECURE_CONTENT_TYPE_NOSNIFF,
+    ),
+    ("X-Frame-Options", settings::X_FRAME_OPTIONS, true),
+    ("Referrer-Policy", settings::SECURE_REFERRER_POLICY, true),
+];
+
 /// Adds the security headers to whatever the inner layers answered,
 /// leaving any the view already set.
 pub fn security(_site: &Site, _request: &Request<'_>, next: Next<'_>) -> Response {
     let mut response = next();
-    let mut headers = vec![
-        ("X-Frame-Options", settings::X_FRAME_OPTIONS),
-        ("Referrer-Policy", settings::SECURE_REFERRER_POLICY),
-    ];
-    if settings::SECURE_CONTENT_TYPE_NOSNIFF {
-        headers.insert(0, ("X-Content-Type-Options", "nosniff"));
-    }
-    for (name, value) in headers {
-        if response.header(name).is_none() {
+    response.headers.reserve(SECURITY_HEADERS.len());
+    for (name, value, on) in SECURITY_HEADERS {
+        if on && response.header(name).is_none() {
             response = response.with_header(name, value);
         }
     }
@@ -65,9 +70,9 @@ pub fn allowed_hosts(site: &Site, request: &Request<'_>, next: Next<'_>) -> Resp
     let host = request.header("Host");
     let domain = host
         .and_then(|h| std::str::from_utf8(h).ok())
-        .and_then(host_domain);
+        .and_then(domain_of);
     match domain {
-        Some(domain) if is_allowed(&domain, &site.allowed_hosts) => next(),
+        Some(domain) if is_allowed(domain, &site.allowed_hosts) => next(),
         _ => {
             let shown = host.map(String::from_utf8_lossy);
             warn!("Invalid Host header: {shown:?}; it may need adding to ALLOWED_HOSTS");
@@ -112,7 +117,12 @@ fn escape_leading_slashes(path: String) -> String {
 /// The domain part of a `Host` value, lower-cased, without port or trailing
 /// dot; `None` if the value is not `name[:port]` or `[ipv6][:port]`.
 pub fn host_domain(host: &str) -> Option<String> {
-    let host = host.to_ascii_lowercase();
+    domain_of(host).map(str::to_ascii_lowercase)
+}
+
+/// `host_domain` as a part of `host`, in the case it was sent (nothing is
+/// allocated per request; `is_allowed` ignores ASCII case).
+fn domain_of(host: &str) -> Option<&str> {
     let split = if host.starts_with('[') {
         host.find(']').map(|i| i + 1)
     } else {
@@ -137,17 +147,23 @@ pub fn host_domain(host: &str) -> Option<String> {
                     .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
         }
     };
-    (port_ok && domain_ok).then(|| domain.strip_suffix('.').unwrap_or(domain).to_string())
+    (port_ok && domain_ok).then(|| domain.strip_suffix('.').unwrap_or(domain))
 }
 
-/// Whether `domain` matches a pattern: exactly, `*` for any, or `.example.com`
-/// for example.com and its subdomains.
+/// Whether `domain` matches a pattern, ignoring ASCII case: exactly, `*`
+/// for any, or `.example.com` for example.com and its subdomains.
 pub fn is_allowed(domain: &str, patterns: &[impl AsRef<str>]) -> bool {
+    let ends_with = |suffix: &str| {
+        domain.len() >= suffix.len()
+            && domain.as_bytes()[domain.len() - suffix.len()..]
+                .eq_ignore_ascii_case(suffix.as_bytes())
+    };
     patterns.iter().any(|pattern| {
-        let pattern = pattern.as_ref().to_ascii_lowercase();
+        let pattern = pattern.as_ref();
         pattern == "*"
-            || pattern == domain
-            || (pattern.starts_with('.') && (domain.ends_with(&pattern) || domain == &pattern[1..]))
+            || pattern.eq_ignore_ascii_case(domain)
+            || (pattern.starts_with('.')
+                && (ends_with(pattern) || pattern[1..].eq_ignore_ascii_case(domain)))
     })
 }
 
@@ -197,6 +213,10 @@ mod tests {
         assert!(!is_allowed("badexample.com", &patterns));
         assert!(!is_allowed("localhost.evil", &patterns));
         assert!(is_allowed("anything", &["*"]));
+        // Case does not matter on either side.
+        assert!(is_allowed("WWW.Example.COM", &[".EXAMPLE.com"]));
+        assert!(is_allowed("LocalHost", &patterns));
+        assert!(!is_allowed("BadExample.com", &patterns));
         assert!(is_allowed("[::1]", settings::ALLOWED_HOSTS));
     }
 
