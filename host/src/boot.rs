@@ -8,6 +8,7 @@ use crate::apps::services;
 use crate::apps::watcher::{self, Event};
 use crate::checks;
 use crate::cli::Cli;
+use crate::http::ConnParams;
 use crate::listen;
 use crate::ops::access_log;
 use crate::ops::control::Control;
@@ -115,7 +116,19 @@ pub fn run(cli: Cli) -> Result<(), String> {
     };
     let shared = Arc::new(Shared {
         apps: ArcSwap::from_pointee(state),
-        params: cli.conn_params(),
+        params: ConnParams {
+            max_body: cli
+                .app_sections
+                .values()
+                .filter_map(|s| s.limits.max_body)
+                .fold(cli.max_body, usize::max),
+            ..cli.conn_params()
+        },
+        app_body_limits: cli
+            .app_sections
+            .values()
+            .any(|s| s.limits.max_body.is_some())
+            .then_some(cli.max_body),
         access_log,
         max_connections: max_connections.div_ceil(workers),
         pool: (!cli.blocking_on_loop).then_some(pool),
@@ -212,7 +225,10 @@ pub(crate) fn load_apps(cli: &Cli) -> Result<Registry, String> {
     registry.set_settings(
         cli.app_sections
             .iter()
-            .map(|(name, section)| (name.clone(), Arc::from(section.settings_json())))
+            .map(|(name, section)| {
+                let settings: Arc<str> = Arc::from(section.settings_json());
+                (name.clone(), (settings, section.limits))
+            })
             .collect(),
     );
     registry.scan(Scan::Startup);

@@ -16,7 +16,12 @@ use std::time::Duration;
 pub struct Shared {
     /// The mounted apps; replaced whole when plugins change.
     pub apps: ArcSwap<AppState>,
+    /// Limits and timeouts; `params.max_body` is the largest body any app
+    /// may take (the flag, or an app's larger own `max_body`).
     pub params: ConnParams,
+    /// `--max-body`, when some app has its own `max_body`: each request's
+    /// limit is then its app's, or this.
+    pub app_body_limits: Option<usize>,
     pub access_log: Option<AccessLog>,
     /// Connection cap of each worker.
     pub max_connections: usize,

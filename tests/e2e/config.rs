@@ -4,15 +4,19 @@
 //! `--print-config` round-trips; `stoa check` loads the real plugins and
 //! exits 0 or 1 with one line per problem; the committed example loads.
 
+use crate::common::status;
 use crate::hardening::{accepted, justnow, refused};
-use crate::harness::{Server, TempDir, STOA};
+use crate::harness::{wait_until, Server, TempDir, STOA};
 use crate::plugins::plugins;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 matrix!(
     file_values_are_honoured_and_flags_and_environment_win,
     app_tables_mount_apps_and_optional_ones_may_be_absent,
+    app_tables_give_an_app_its_own_limits,
+    an_apps_own_blocking_share_bounds_its_threads,
 );
 
 /// A temp dir holding `stoa.toml` with `text` and an `apps/` directory
@@ -105,6 +109,71 @@ fn app_tables_mount_apps_and_optional_ones_may_be_absent(poller: &str) {
     assert_eq!(server.get("/article").status, 404);
 }
 
+fn app_tables_give_an_app_its_own_limits(poller: &str) {
+    let setup = Setup::new(
+        "max_body = \"1K\"\n\
+         [apps.demo]\nmax_body = \"4K\"\napp_timeout = \"1s\"\nblocking_share = 25\n",
+        &[],
+    );
+    let config = setup.config();
+    let server = Server::launch(poller)
+        .apps(&["demo", "misbehave"])
+        .args(&["--config", config.to_str().expect("utf-8 path")])
+        .start();
+    let body = vec![b'b'; 2000];
+    // demo takes up to its own 4 KiB; misbehave keeps the server-wide 1 KiB.
+    let to_demo = justnow("POST", &["Content-Length: 2000"], &body);
+    accepted(&server, "2000 bytes to demo (max_body 4K)", &to_demo);
+    let over = justnow("POST", &["Content-Length: 5000"], b"");
+    refused(&server, "5000 bytes to demo", &over, 413, "max_body");
+    let to_misbehave =
+        crate::client::with_body("POST", "/_test/ok", &["Content-Length: 2000"], &body);
+    refused(
+        &server,
+        "2000 bytes to misbehave (1K)",
+        &to_misbehave,
+        413,
+        "max_body",
+    );
+    // demo's timer route answers in 5 s: past demo's own app_timeout.
+    let r = server.get("/demo/sleep-handler/");
+    assert_eq!(r.status, 504, "{r:?}");
+    assert!(
+        server.log_contains("within app_timeout (1s)"),
+        "{}",
+        server.log()
+    );
+    // misbehave keeps the server-wide app_timeout.
+    assert_eq!(server.get("/_test/later").status, 200);
+}
+
+fn an_apps_own_blocking_share_bounds_its_threads(poller: &str) {
+    let setup = Setup::new("[apps.stuck]\nblocking_share = 25\n", &[]);
+    let config = setup.config();
+    let server = Server::launch(poller)
+        .apps(&["stuck", "demo"])
+        .args(&["--config", config.to_str().expect("utf-8 path")])
+        .args(&["--blocking-threads", "4"])
+        .start();
+    let _blocked: Vec<_> = (0..3)
+        .map(|_| {
+            let mut c = server.connect();
+            c.send(&crate::client::get("/_stuck/block"));
+            c
+        })
+        .collect();
+    let pool = || status(server.port)["blocking_pool"]["apps"]["stuck"].clone();
+    // 25% of 4 threads: one runs, the others wait (the pool-wide share
+    // would have let two run).
+    let settled = wait_until(Duration::from_secs(5), || {
+        let p = pool();
+        p["busy"] == 1 && p["queued"] == 2
+    });
+    assert!(settled, "{}", pool());
+    // Another app still gets a thread.
+    assert_eq!(server.get("/demo/syncsleep-handler/?seconds=0").status, 200);
+}
+
 #[test]
 fn unknown_keys_and_bad_values_are_refused_naming_the_key() {
     for (toml, needles) in [
@@ -144,7 +213,7 @@ fn unknown_keys_and_bad_values_are_refused_naming_the_key() {
 fn print_config_loads_back_unchanged() {
     let setup = Setup::new(
         "max_body = \"1M\"\nworkers = 2\nstatus_allow = [\"10.0.0.0/8\"]\n\
-         [apps.article]\nmount = \"/news\"\n",
+         [apps.article]\nmount = \"/news\"\napp_timeout = \"5s\"\n",
         &[],
     );
     let first = setup.run(&["--print-config"]);

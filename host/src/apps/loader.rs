@@ -17,6 +17,18 @@ use stoa_app_api::abi::{
     AppModuleRef, HostModule, HostRef, InitContext, LogLevel, Request, ResponderBox,
 };
 
+/// An app's own limits, in place of the server-wide flags (`None`: the
+/// flag's value).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AppLimits {
+    /// Largest request body (413), checked when the head arrives.
+    pub max_body: Option<usize>,
+    /// Time to answer before the client gets 504.
+    pub app_timeout: Option<std::time::Duration>,
+    /// Percent of the blocking pool's threads and queue it may hold.
+    pub blocking_share: Option<u8>,
+}
+
 /// One loaded app (its constructor is run by `init`).
 #[derive(Clone)]
 pub struct LoadedApp {
@@ -32,6 +44,8 @@ pub struct LoadedApp {
     pub generation: u32,
     /// The app's `[apps.NAME] settings` as JSON text (`{}` when none).
     pub settings: Arc<str>,
+    /// Its own limits from `[apps.NAME]` (none: the server-wide ones).
+    pub limits: AppLimits,
     module: AppModuleRef,
 }
 
@@ -102,6 +116,7 @@ pub fn load_file(
         mount,
         file: file.to_path_buf(),
         settings: Arc::from("{}"),
+        limits: AppLimits::default(),
         module,
     })
 }

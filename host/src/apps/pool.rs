@@ -77,12 +77,21 @@ pub enum Refused {
     ShareFull,
 }
 
+/// `percent` of `n`, at least one.
+fn share_of(n: usize, percent: u8) -> usize {
+    (n * usize::from(percent) / 100).max(1)
+}
+
 /// A group's waiting jobs and running count.
 struct Group {
     key: Option<usize>,
     name: String,
     waiting: VecDeque<(u64, Job)>,
     busy: usize,
+    /// Most threads, and most waiting jobs, the group may hold (its app's
+    /// own `blocking_share`, or the pool's).
+    threads_max: usize,
+    queue_max: usize,
 }
 
 /// A job a thread is running.
@@ -128,7 +137,7 @@ impl Pool {
     /// jobs; a group may hold `share_percent` of each.
     pub fn new(threads: usize, queue: usize, share_percent: u8) -> std::io::Result<Arc<Pool>> {
         let threads = threads.max(1);
-        let share = |n: usize| (n * usize::from(share_percent) / 100).max(1);
+        let share = |n: usize| share_of(n, share_percent);
         let pool = Arc::new(Pool {
             state: Mutex::new(State {
                 running: (0..threads).map(|_| None).collect(),
@@ -154,6 +163,26 @@ impl Pool {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The most threads and waiting jobs `job`'s group may hold: its app's
+    /// own `blocking_share`, else the pool's.
+    fn shares(&self, job: &Job) -> (usize, usize) {
+        let own = job
+            .what
+            .as_ref()
+            .and_then(|(app, _)| app.limits.blocking_share);
+        match own {
+            Some(percent) => (
+                share_of(self.threads, percent),
+                if self.queue == 0 {
+                    0
+                } else {
+                    share_of(self.queue, percent)
+                },
+            ),
+            None => (self.group_threads, self.group_queue),
+        }
+    }
+
     /// Queues `job`, or gives it back with the reason it is refused: it may
     /// wait when the queue and its group's share of it have room, or take a
     /// free thread at once when its group is below its thread share.
@@ -161,9 +190,11 @@ impl Pool {
         let mut state = self.lock();
         let running = state.running.iter().filter(|r| r.is_some()).count();
         let free = self.threads.saturating_sub(running + state.queued);
-        let (group_threads, group_queue) = (self.group_threads, self.group_queue);
+        let (group_threads, group_queue) = self.shares(&job);
         let queued = state.queued;
         let group = state.group(&job);
+        group.threads_max = group_threads;
+        group.queue_max = group_queue;
         let runs_now = free > 0 && group.busy + group.waiting.len() < group_threads;
         if !runs_now {
             if queued >= self.queue {
@@ -274,7 +305,7 @@ impl Pool {
             if !expired.is_empty() {
                 return (None, expired);
             }
-            if let Some(work) = state.pick(me, self.group_threads) {
+            if let Some(work) = state.pick(me) {
                 return (Some(work), expired);
             }
             let next_deadline = state
@@ -333,6 +364,8 @@ impl State {
                         .map_or_else(|| "(plugin tasks)".to_string(), |(app, _)| app.name.clone()),
                     waiting: VecDeque::new(),
                     busy: 0,
+                    threads_max: 1,
+                    queue_max: 0,
                 });
                 self.groups.len() - 1
             }
@@ -361,14 +394,14 @@ impl State {
 
     /// Takes the oldest waiting job of a group below `share` threads for
     /// thread `me`.
-    fn pick(&mut self, me: usize, share: usize) -> Option<Work> {
+    fn pick(&mut self, me: usize) -> Option<Work> {
         if !self.running.get(me).is_some_and(Option::is_none) {
             return None;
         }
         let g = self
             .groups
             .iter_mut()
-            .filter(|g| g.busy < share)
+            .filter(|g| g.busy < g.threads_max)
             .filter_map(|g| Some((g.waiting.front()?.0, g)))
             .min_by_key(|(seq, _)| *seq)
             .map(|(_, g)| g)?;

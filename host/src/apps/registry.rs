@@ -15,7 +15,7 @@
 
 use crate::apps::dir::{self, Entry, Stamp};
 use crate::apps::error::{Distrust, LoadError};
-use crate::apps::loader::{load_file, LoadedApp, MountTable, Refusal};
+use crate::apps::loader::{load_file, AppLimits, LoadedApp, MountTable, Refusal};
 use crate::apps::plugin_copy::PluginCopies;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -94,8 +94,9 @@ pub struct Registry {
     dir: PathBuf,
     private: PluginCopies,
     mounts: HashMap<String, String>,
-    /// Each app's `[apps.NAME] settings` as JSON text, by app name.
-    settings: HashMap<String, Arc<str>>,
+    /// Each app's `[apps.NAME] settings` as JSON text and its own limits,
+    /// by app name.
+    settings: HashMap<String, (Arc<str>, AppLimits)>,
     max_generations: u32,
     live: BTreeMap<PathBuf, Live>,
     refused: BTreeMap<PathBuf, Refused>,
@@ -134,7 +135,7 @@ impl Registry {
 
     /// The apps' settings (JSON text by app name), handed to their
     /// constructors.
-    pub fn set_settings(&mut self, settings: HashMap<String, Arc<str>>) {
+    pub fn set_settings(&mut self, settings: HashMap<String, (Arc<str>, AppLimits)>) {
         self.settings = settings;
     }
 
@@ -331,8 +332,9 @@ impl Registry {
         let result = load_file(copy.load_path(), path, &self.mounts, &taken);
         let mapping = copy.finish(result.is_ok());
         let mut app = result?;
-        if let Some(settings) = self.settings.get(&app.name) {
+        if let Some((settings, limits)) = self.settings.get(&app.name) {
             app.settings = settings.clone();
+            app.limits = *limits;
         }
         // A new file with the name of an app already at the cap: it is
         // mapped now (and counted), but not mounted.

@@ -7,6 +7,7 @@
 //! environment > file > defaults. `--print-config` writes the effective
 //! configuration back as TOML that loads unchanged.
 
+use super::app_table::{app_sections, AppSection};
 use super::Cli;
 use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches};
@@ -17,44 +18,10 @@ use std::ffi::OsString;
 const NOT_KEYS: [&str; 5] = ["help", "version", "config", "check_config", "print_config"];
 
 /// The key for `--apps`: `[apps.NAME]` tables take the name `apps`.
-const APPS_DIR_KEY: &str = "apps_dir";
+pub(super) const APPS_DIR_KEY: &str = "apps_dir";
 
 /// The flags a file stands for, and its app tables.
 type FileArgs = (Vec<String>, BTreeMap<String, AppSection>);
-
-/// One `[apps.NAME]` table.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct AppSection {
-    /// Where to mount the app instead of its own prefix.
-    pub mount: Option<String>,
-    /// The app may be absent at start-up (it may arrive by hot drop).
-    pub optional: bool,
-    /// The app's own settings (`[apps.NAME.settings]`), free-form: handed
-    /// to its constructor as JSON.
-    pub settings: toml::Table,
-}
-
-impl AppSection {
-    /// The settings as the JSON text an app's constructor receives (TOML
-    /// dates and times become strings).
-    pub fn settings_json(&self) -> String {
-        json(&toml::Value::Table(self.settings.clone())).to_string()
-    }
-}
-
-/// A TOML value as JSON.
-fn json(value: &toml::Value) -> serde_json::Value {
-    use serde_json::Value as J;
-    match value {
-        toml::Value::String(s) => J::String(s.clone()),
-        toml::Value::Integer(i) => J::from(*i),
-        toml::Value::Float(f) => J::from(*f),
-        toml::Value::Boolean(b) => J::Bool(*b),
-        toml::Value::Datetime(d) => J::String(d.to_string()),
-        toml::Value::Array(items) => J::Array(items.iter().map(json).collect()),
-        toml::Value::Table(t) => J::Object(t.iter().map(|(k, v)| (k.clone(), json(v))).collect()),
-    }
-}
 
 /// Why the command line or the file could not be taken.
 pub enum LoadError {
@@ -194,57 +161,6 @@ fn flag_values(long: &str, switch: bool, value: &toml::Value) -> Result<Vec<Stri
     }
 }
 
-/// The `[apps.NAME]` tables.
-fn app_sections(value: &toml::Value) -> Result<BTreeMap<String, AppSection>, Vec<String>> {
-    let Some(apps) = value.as_table() else {
-        return Err(vec![format!(
-            "`apps` must be tables of apps ([apps.NAME]); the apps directory is `{APPS_DIR_KEY}`"
-        )]);
-    };
-    let mut sections = BTreeMap::new();
-    let mut problems = Vec::new();
-    for (name, table) in apps {
-        let Some(table) = table.as_table() else {
-            problems.push(format!("`apps.{name}` must be a table ([apps.{name}])"));
-            continue;
-        };
-        let mut section = AppSection::default();
-        for (key, v) in table {
-            match (key.as_str(), v) {
-                ("mount", toml::Value::String(p)) if p.starts_with('/') => {
-                    section.mount = Some(p.clone())
-                }
-                ("mount", other) => problems.push(format!(
-                    "`apps.{name}.mount`: expected a prefix starting with /, got {other}"
-                )),
-                ("optional", toml::Value::Boolean(b)) => section.optional = *b,
-                ("optional", other) => problems.push(format!(
-                    "`apps.{name}.optional`: expected true or false, got {other}"
-                )),
-                ("settings", toml::Value::Table(t)) => section.settings = t.clone(),
-                ("settings", other) => problems.push(format!(
-                    "`apps.{name}.settings`: expected a table ([apps.{name}.settings]), got {other}"
-                )),
-                (other, _) => {
-                    let keys = ["mount", "optional", "settings"];
-                    let hint = crate::checks::nearest(other, &keys)
-                        .map(|n| format!(" (did you mean `{n}`?)"))
-                        .unwrap_or_default();
-                    problems.push(format!(
-                        "unknown key `apps.{name}.{other}`{hint}: an app's table takes mount, optional and settings"
-                    ));
-                }
-            }
-        }
-        sections.insert(name.clone(), section);
-    }
-    if problems.is_empty() {
-        Ok(sections)
-    } else {
-        Err(problems)
-    }
-}
-
 /// The effective configuration as TOML: every key with its value as
 /// given (or its default), and the app tables, so it loads back the same.
 fn render(matches: &ArgMatches, cli: &Cli) -> String {
@@ -276,21 +192,11 @@ fn render(matches: &ArgMatches, cli: &Cli) -> String {
         };
         table.insert(key.into(), value);
     }
-    let mut apps = toml::Table::new();
-    for (name, section) in &cli.app_sections {
-        let mut t = toml::Table::new();
-        if let Some(m) = &section.mount {
-            t.insert("mount".into(), toml::Value::String(m.clone()));
-        }
-        t.insert("optional".into(), toml::Value::Boolean(section.optional));
-        if !section.settings.is_empty() {
-            t.insert(
-                "settings".into(),
-                toml::Value::Table(section.settings.clone()),
-            );
-        }
-        apps.insert(name.clone(), toml::Value::Table(t));
-    }
+    let apps: toml::Table = cli
+        .app_sections
+        .iter()
+        .map(|(name, section)| (name.clone(), toml::Value::Table(section.to_toml())))
+        .collect();
     if !apps.is_empty() {
         table.insert("apps".into(), toml::Value::Table(apps));
     }

@@ -2,14 +2,16 @@
 //! environment (a flag given on the command line wins). Values take units:
 //! see `values`.
 
+mod app_table;
 mod config;
 mod values;
 
 use crate::http::parse::HEADER_ARRAY;
 use crate::http::ConnParams;
+pub use app_table::{AppLimits, AppSection};
 use clap::builder::RangedU64ValueParser;
 use clap::Parser;
-pub use config::{load, AppSection, LoadError};
+pub use config::{load, LoadError};
 use std::path::PathBuf;
 use std::time::Duration;
 pub use values::{parse_bind, parse_millis, parse_secs, parse_size, parse_size_usize, Bind};

@@ -83,6 +83,8 @@ pub struct RequestReader {
     /// The last head's header offsets, kept for the next head.
     spare_headers: HeaderOffsets,
     continue_due: bool,
+    /// This request's body limit, if not `max_body` (an app's own).
+    body_limit: Option<usize>,
     continue_sent: bool,
     /// Bytes were read since the flag was last taken.
     pub progressed: bool,
@@ -191,6 +193,17 @@ impl RequestReader {
     /// Parses the next request. `Ok(true)`: a whole request is ready (see
     /// `parts`); `Ok(false)`: more bytes are needed.
     pub fn next_request(&mut self, params: &ConnParams) -> Result<bool, HttpError> {
+        self.next_request_with(params, &|_, _| None)
+    }
+
+    /// `next_request`, with `body_limit` naming, once a head is parsed, a
+    /// body limit for this request in place of `params.max_body` (which
+    /// the parse itself holds as the ceiling): an app's own `max_body`.
+    pub fn next_request_with(
+        &mut self,
+        params: &ConnParams,
+        body_limit: &dyn Fn(&Head, &[u8]) -> Option<usize>,
+    ) -> Result<bool, HttpError> {
         if self.head.is_none() {
             if self.start == self.end {
                 return Ok(false);
@@ -199,6 +212,13 @@ impl RequestReader {
             match parse_head_reusing(bytes, params, &mut self.spare_headers)? {
                 None => return Ok(false),
                 Some(head) => {
+                    self.body_limit = body_limit(&head, bytes);
+                    if let (Some(limit), BodyKind::Length(n)) = (self.body_limit, head.body) {
+                        if n > limit {
+                            self.spare_headers = head.into_spare();
+                            return Err(HttpError::BodyTooLarge);
+                        }
+                    }
                     self.decoder = (head.body == BodyKind::Chunked).then(ChunkedDecoder::default);
                     self.body.clear();
                     self.continue_sent = false;
@@ -217,7 +237,7 @@ impl RequestReader {
                 let used = decoder.decode(
                     &self.buf[body_start..self.end],
                     &mut self.body,
-                    params.max_body,
+                    self.body_limit.unwrap_or(params.max_body),
                 )?;
                 // Drop the consumed chunk framing so it never piles up.
                 self.buf

@@ -25,7 +25,7 @@ use crate::http::{ConnParams, HttpError};
 use crate::poller::Interest;
 use std::io::{self, Read, Write};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use stoa_app_api::Response;
 
 /// Output waiting for the socket above which a connection stops reading
@@ -68,6 +68,8 @@ pub struct Pending {
     /// The path, kept for jobs on the blocking pool (for the hung-job log).
     pub path: Option<Box<str>>,
     pub access: Option<Box<AccessInfo>>,
+    /// The app's own `app_timeout`, if it has one.
+    pub timeout: Option<Duration>,
     /// What the request's head asked for (version, `Connection`).
     keep_alive: bool,
     version_minor: u8,
@@ -210,11 +212,19 @@ impl<S> Conn<S> {
             slot,
             path,
             access,
+            timeout: None,
             keep_alive,
             version_minor,
         });
         self.phase = Phase::Dispatched;
         self.reader.consume();
+    }
+
+    /// Gives the request with the app its app's own `app_timeout`.
+    pub fn set_app_timeout(&mut self, timeout: Duration) {
+        if let Some(p) = &mut self.pending {
+            p.timeout = Some(timeout);
+        }
     }
 
     /// Whether the connection stays open after answering `pending`: the one
@@ -299,7 +309,11 @@ impl<S> Conn<S> {
                 Deadline::Idle => params.keep_alive_timeout,
                 Deadline::Head => params.head_timeout,
                 Deadline::Body => params.body_timeout,
-                Deadline::App => params.app_timeout,
+                Deadline::App => self
+                    .pending
+                    .as_ref()
+                    .and_then(|p| p.timeout)
+                    .unwrap_or(params.app_timeout),
                 Deadline::Send => params.send_timeout,
             };
             self.deadline = Some((now + limit, want));
@@ -354,7 +368,18 @@ impl<S: Read + Write> Conn<S> {
         params: &ConnParams,
         pool: &mut BufPool,
     ) -> Result<bool, HttpError> {
-        let ready = self.reader.next_request(params)?;
+        self.next_request_with(params, pool, &|_, _| None)
+    }
+
+    /// `next_request`, with a body limit per request (see
+    /// `RequestReader::next_request_with`).
+    pub fn next_request_with(
+        &mut self,
+        params: &ConnParams,
+        pool: &mut BufPool,
+        body_limit: &dyn Fn(&Head, &[u8]) -> Option<usize>,
+    ) -> Result<bool, HttpError> {
+        let ready = self.reader.next_request_with(params, body_limit)?;
         if self.reader.take_continue() {
             self.out.push_bytes(pool, b"HTTP/1.1 100 Continue\r\n\r\n");
         }

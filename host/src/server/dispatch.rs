@@ -108,7 +108,9 @@ impl Dispatcher {
                     match shared.pool.as_ref().filter(|_| app.blocks(request)) {
                         Some(pool) => {
                             let owned = OwnedRequest::copy(&parts, body, split, &meta);
-                            let deadline = self.now + shared.params.app_timeout;
+                            let timeout =
+                                app.limits.app_timeout.unwrap_or(shared.params.app_timeout);
+                            let deadline = self.now + timeout;
                             let r = submit_blocking(
                                 pool,
                                 (app, path, deadline),
@@ -130,7 +132,11 @@ impl Dispatcher {
         if let Some(now) = after {
             self.now = now;
         }
+        let timeout = route.and_then(|(app, _)| app.limits.app_timeout);
         conn.begin_dispatch((id, started), slot, blocking_path, access);
+        if let Some(timeout) = timeout {
+            conn.set_app_timeout(timeout);
+        }
         answer
     }
 

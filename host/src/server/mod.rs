@@ -17,6 +17,7 @@ pub(crate) mod responder;
 pub(crate) mod timers;
 
 use crate::http::answer::HostAnswer;
+use crate::http::parse::Head;
 use crate::http::reader::BufPool;
 use crate::http::response::{write_response, DateCache, Persist};
 use crate::http::{ConnParams, HttpError};
@@ -30,6 +31,7 @@ use acceptor::{listener_of, Acceptor};
 use conn::{Conn, Deadline};
 use dispatch::{warn_if_blocked, Dispatcher};
 pub use listener::{Listener, Stream, UNIX_PEER};
+use request::HeadText;
 use slab::Slab;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -334,7 +336,19 @@ impl Server {
             if !conn.may_take_requests() {
                 return (served, conn.output_full());
             }
-            match conn.next_request(&self.shared.params, &mut self.bufs) {
+            let read = match self.shared.app_body_limits {
+                None => conn.next_request(&self.shared.params, &mut self.bufs),
+                Some(default) => {
+                    let apps = self.shared.apps.load();
+                    let limit = |head: &Head, buf: &[u8]| {
+                        let path = HeadText::new(head, buf).path;
+                        let app = apps.mounts.resolve(path).map(|(app, _)| app);
+                        Some(app.and_then(|a| a.limits.max_body).unwrap_or(default))
+                    };
+                    conn.next_request_with(&self.shared.params, &mut self.bufs, &limit)
+                }
+            };
+            match read {
                 Ok(false) => return (served, false),
                 Ok(true) => {
                     served += 1;
@@ -458,12 +472,12 @@ impl Server {
                 Deadline::App => {
                     if let Some(pending) = conn.pending() {
                         log::warn!(
-                            "app {} did not answer {} within app_timeout ({} s); answering 504",
+                            "app {} did not answer {} within app_timeout ({:?}); answering 504",
                             pending
                                 .slot
                                 .map_or_else(|| "?".into(), crate::apps::loader::slot_name),
                             pending.path.as_deref().unwrap_or("a request"),
-                            self.shared.params.app_timeout.as_secs_f32()
+                            pending.timeout.unwrap_or(self.shared.params.app_timeout)
                         );
                     }
                     let answer = HostAnswer::AppTimeout.response();
