@@ -18,8 +18,12 @@ pub struct Shared {
     pub apps: ArcSwap<AppState>,
     pub params: ConnParams,
     pub access_log: Option<AccessLog>,
-    /// Connection cap of each worker.
+    /// Connection cap of each worker: its share of `max_connections_total`.
     pub max_connections: usize,
+    /// The process-wide cap (`--max-connections`, or the default).
+    pub max_connections_total: usize,
+    /// What clients past the cap get.
+    pub overload: crate::cli::Overload,
     /// Runs handlers that declare they block; `None` runs them on the loop
     /// (`--blocking-on-loop`, Tornado's behaviour).
     pub pool: Option<Arc<Pool>>,
