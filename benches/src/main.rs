@@ -108,7 +108,7 @@ struct CompareArgs {
     #[arg(long, default_value_t = 3)]
     runs: usize,
     /// Idle keep-alive connections held open in the idle scenario (empty: skip it).
-    #[arg(long, value_delimiter = ',', default_value = "0,1000,5000")]
+    #[arg(long, value_delimiter = ',', default_value = "0,1000,5000,10000")]
     idle: Vec<usize>,
     /// Skip the idle-connections scenario.
     #[arg(long, conflicts_with = "idle_only")]
@@ -117,7 +117,7 @@ struct CompareArgs {
     #[arg(long)]
     idle_only: bool,
     /// Active connections measuring req/s in the idle scenario.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 100)]
     idle_active: usize,
     /// An externally started server to add: NAME=URL, or NAME=URL@PID for its CPU and RSS.
     #[arg(long = "peer", value_parser = Peer::parse)]
@@ -265,6 +265,27 @@ fn with_idle_keep_alive(stoa: &std::path::Path, mut args: Vec<String>) -> Vec<St
     args
 }
 
+/// Every backend serves every client: unless `--stoa-arg` sets one,
+/// stoa gets a `--max-connections` above the most clients a point opens
+/// (the sweep's highest concurrency, or the idle scenario's idle plus
+/// active ones), so no cap and no overload policy is in the way. Returns
+/// that number of clients.
+fn room_for_every_client(opts: &mut compare::Options) -> usize {
+    const FLAG: &str = "--max-connections";
+    let sweep = opts.concurrency.iter().copied().max().unwrap_or(0);
+    let idle = opts
+        .idle
+        .iter()
+        .copied()
+        .max()
+        .map_or(0, |i| i + opts.idle_active);
+    let clients = sweep.max(idle);
+    if !opts.stoa_args.iter().any(|a| a.starts_with(FLAG)) {
+        opts.stoa_args.push(format!("{FLAG}={}", clients + 64));
+    }
+    clients
+}
+
 fn run_compare(a: CompareArgs) -> Result<ExitCode, String> {
     let exe_dir = std::env::current_exe()
         .ok()
@@ -320,6 +341,8 @@ fn run_compare(a: CompareArgs) -> Result<ExitCode, String> {
         opts.idle = vec![0, 100];
         opts.settle = opts.settle.min(Duration::from_millis(50));
     }
+    let clients = room_for_every_client(&mut opts);
+    load::raise_nofile(clients as u64 + 256)?;
     let name = a
         .name
         .unwrap_or_else(|| if a.quick { "compare-quick" } else { "compare" }.into());

@@ -41,19 +41,18 @@ pub fn run(cli: Cli) -> Result<(), String> {
         .map(|_| poller::create_by_flag(&cli.poller))
         .collect::<Result<_, _>>()?;
     let poller_name = pollers[0].name();
-    let fd_limit = pollers[0].features().fd_limit;
-    let budget = checks::FdBudget {
-        fd_limit,
-        workers,
-        plugin_fds: cli.max_generations as usize * plugin_copy::plugin_files(&cli.apps),
-    };
+    let budget = checks::fd_budget(&cli, pollers[0].features().fd_limit, workers);
     let max_connections = checks::connection_cap(cli.max_connections, &budget, poller_name)?;
-    match fd_limit {
-        Some(limit) => {
-            log::info!("poller={poller_name} fd_cap={max_connections} (FD_SETSIZE={limit})")
-        }
-        None => log::info!("poller={poller_name} fd_cap={max_connections}"),
-    }
+    log::info!(
+        "poller={poller_name} fd_cap={max_connections} ({} per worker, --overload {}; \
+         RLIMIT_NOFILE={}, {} kept for the host)",
+        max_connections.div_ceil(workers),
+        cli.overload.name(),
+        budget
+            .nofile
+            .map_or_else(|| "?".to_string(), |n| n.to_string()),
+        budget.reserved()
+    );
     let backlog = cli.backlog.unwrap_or_else(listen::somaxconn);
     if !cli.reuse_port {
         for b in cli
@@ -131,6 +130,8 @@ pub fn run(cli: Cli) -> Result<(), String> {
             .then_some(cli.max_body),
         access_log,
         max_connections: max_connections.div_ceil(workers),
+        max_connections_total: max_connections,
+        overload: cli.overload,
         pool: (!cli.blocking_on_loop).then_some(pool),
         loop_block_warn: cli.loop_block_warn,
         control: Control::default(),

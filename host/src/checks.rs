@@ -8,43 +8,96 @@ use crate::cli::{Bind, Cli};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 
-/// File descriptors kept free under FD_SETSIZE for stdio, the pollers'
-/// wakers, the listeners, log files and a plugin being copied and probed.
-pub const RESERVED_FDS: usize = 24;
+/// File descriptors the host keeps for itself whatever the workers: stdio,
+/// log files, the apps directory's watch and scans, a plugin being copied
+/// and probed, and the blocking pool's work.
+pub const RESERVED_FDS: usize = 32;
 
-/// What a backend can hold and why, for the cap and its error message.
+/// File descriptors each worker keeps besides its connections and
+/// listeners: its poller and waker (3), the spare descriptor of
+/// `--overload shed`, and the shed connections it lets linger
+/// (`server::MAX_LINGERING`).
+pub const PER_WORKER_FDS: usize = 4 + crate::server::MAX_LINGERING;
+
+/// The connection cap when none is given and descriptors allow it.
+pub const DEFAULT_CAP: usize = 10_000;
+
+/// What the process can hold and why, for the cap and its error message.
 pub struct FdBudget {
-    /// The backend's descriptor limit (select's FD_SETSIZE), if any.
+    /// The backend's descriptor limit (FD_SETSIZE for select where the
+    /// system's select(2) needs it), if any.
     pub fd_limit: Option<usize>,
+    /// The process's descriptor limit (RLIMIT_NOFILE's soft value, once
+    /// raised to the hard one), if it could be read.
+    pub nofile: Option<u64>,
     pub workers: usize,
-    /// Descriptors plugin generations keep open (one memfd each:
-    /// `--max-generations` x the plugin files at start-up).
+    /// Listeners of each worker (one per `--bind`).
+    pub listeners: usize,
+    /// Descriptors plugin generations keep open: one memfd each, counted
+    /// for two generations of every plugin file at start-up (the one
+    /// served and one being replaced). Later generations come out of the
+    /// connections' room; an EMFILE that follows is met by `--overload`.
     pub plugin_fds: usize,
 }
 
-/// The process-wide connection cap: the operator's, or the backend's when
-/// none is given. Asking for more than the backend can hold is an error
-/// that names its limit and the largest valid value.
+impl FdBudget {
+    /// Descriptors the host needs besides its connections.
+    pub fn reserved(&self) -> usize {
+        RESERVED_FDS + self.workers * (PER_WORKER_FDS + self.listeners) + self.plugin_fds
+    }
+
+    /// The tightest descriptor limit and its name.
+    fn limit(&self) -> Option<(usize, &'static str)> {
+        let nofile = self
+            .nofile
+            .map(|n| (usize::try_from(n).unwrap_or(usize::MAX), "RLIMIT_NOFILE"));
+        let backend = self.fd_limit.map(|n| (n, "FD_SETSIZE"));
+        match (nofile, backend) {
+            (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// The process-wide connection cap: the operator's, or `DEFAULT_CAP` when
+/// none is given, never more than the descriptor limit leaves room for
+/// after the host's own (`FdBudget::reserved`). Asking for more than that
+/// is an error naming both numbers and the largest valid value.
 pub fn connection_cap(
     requested: Option<usize>,
     budget: &FdBudget,
     poller: &str,
 ) -> Result<usize, String> {
-    let reserved = RESERVED_FDS + 3 * budget.workers + budget.plugin_fds;
-    let backend_cap = budget
-        .fd_limit
-        .map(|limit| (limit, limit.saturating_sub(reserved).max(1)));
-    match (requested, backend_cap) {
-        (Some(n), Some((limit, cap))) if n > cap => Err(format!(
-            "--max-connections {n} is more than the {poller} backend can hold: at most {cap} \
-             (FD_SETSIZE {limit} minus {reserved} descriptors reserved for {} worker(s), \
-             listeners, logs and plugin generations); use --max-connections {cap}, or \
-             --poller poll or epoll",
+    let reserved = budget.reserved();
+    let room = budget
+        .limit()
+        .map(|(limit, name)| (limit, name, limit.saturating_sub(reserved).max(1)));
+    match (requested, room) {
+        (Some(n), Some((limit, name, cap))) if n > cap => Err(format!(
+            "--max-connections {n} is more than the descriptor limit leaves room for: at most \
+             {cap} ({name} {limit} minus {reserved} descriptors the host keeps for {} \
+             {poller} worker(s), listeners, logs and plugin generations); use \
+             --max-connections {cap}, or raise the limit (ulimit -n)",
             budget.workers
         )),
         (Some(n), _) => Ok(n),
-        (None, Some((_, cap))) => Ok(cap),
-        (None, None) => Ok(10_000),
+        (None, Some((_, _, cap))) => Ok(cap.min(DEFAULT_CAP)),
+        (None, None) => Ok(DEFAULT_CAP),
+    }
+}
+
+/// The descriptor budget of a run with these flags, `workers` workers and
+/// a backend limited to `fd_limit`.
+pub fn fd_budget(cli: &Cli, fd_limit: Option<usize>, workers: usize) -> FdBudget {
+    FdBudget {
+        fd_limit,
+        nofile: rlimit::getrlimit(rlimit::Resource::NOFILE)
+            .ok()
+            .map(|(soft, _)| soft),
+        workers,
+        listeners: cli.bind.len(),
+        plugin_fds: 2.min(cli.max_generations as usize)
+            * crate::apps::plugin_copy::plugin_files(&cli.apps),
     }
 }
 
@@ -181,12 +234,7 @@ pub fn check(cli: &Cli) -> Result<(), String> {
     println!("{}", cli.effective_config);
     match crate::poller::create_by_flag(&cli.poller) {
         Ok(poller) => {
-            let budget = FdBudget {
-                fd_limit: poller.features().fd_limit,
-                workers: cli.workers.unwrap_or(1),
-                plugin_fds: cli.max_generations as usize
-                    * crate::apps::plugin_copy::plugin_files(&cli.apps),
-            };
+            let budget = fd_budget(cli, poller.features().fd_limit, cli.workers.unwrap_or(1));
             note(connection_cap(cli.max_connections, &budget, poller.name()).map(|_| ()));
         }
         Err(e) => note(Err(e)),
@@ -241,31 +289,45 @@ pub fn check(cli: &Cli) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    fn budget(fd_limit: Option<usize>) -> FdBudget {
+    fn budget(fd_limit: Option<usize>, nofile: Option<u64>) -> FdBudget {
         FdBudget {
             fd_limit,
+            nofile,
             workers: 2,
+            listeners: 1,
             plugin_fds: 64,
         }
     }
 
     #[test]
-    fn the_cap_is_the_backends_unless_asked_and_more_is_refused() {
-        let select = budget(Some(1024));
-        assert_eq!(
-            connection_cap(None, &select, "select"),
-            Ok(1024 - 24 - 6 - 64)
-        );
-        assert_eq!(connection_cap(Some(500), &select, "select"), Ok(500));
-        let e = connection_cap(Some(5000), &select, "select").expect_err("over the cap");
+    fn the_cap_follows_the_descriptor_limit() {
+        let reserved = RESERVED_FDS + 2 * (PER_WORKER_FDS + 1) + 64;
+        assert_eq!(budget(None, None).reserved(), reserved);
+        let plenty = budget(None, Some(1 << 20));
+        assert_eq!(connection_cap(None, &plenty, "epoll"), Ok(DEFAULT_CAP));
+        assert_eq!(connection_cap(Some(50_000), &plenty, "epoll"), Ok(50_000));
+        let low = budget(None, Some(1000));
+        assert_eq!(connection_cap(None, &low, "poll"), Ok(1000 - reserved));
+        let e = connection_cap(Some(5000), &low, "poll").expect_err("over the limit");
         assert!(
-            e.contains("--max-connections 5000") && e.contains("--max-connections 930"),
+            e.contains("--max-connections 5000")
+                && e.contains("RLIMIT_NOFILE 1000")
+                && e.contains(&format!("--max-connections {}", 1000 - reserved)),
             "{e}"
         );
-        assert_eq!(connection_cap(None, &budget(None), "epoll"), Ok(10_000));
+        assert_eq!(connection_cap(Some(500), &low, "poll"), Ok(500));
+        // A backend limit below RLIMIT_NOFILE is the one that counts.
+        let capped = budget(Some(1024), Some(20_000));
+        let e = connection_cap(Some(5000), &capped, "select").expect_err("over");
+        assert!(e.contains("FD_SETSIZE 1024"), "{e}");
+        // Too few descriptors for anything still leaves one connection.
         assert_eq!(
-            connection_cap(Some(50_000), &budget(None), "epoll"),
-            Ok(50_000)
+            connection_cap(None, &budget(None, Some(10)), "epoll"),
+            Ok(1)
+        );
+        assert_eq!(
+            connection_cap(None, &budget(None, None), "epoll"),
+            Ok(DEFAULT_CAP)
         );
     }
 

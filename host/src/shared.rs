@@ -23,8 +23,12 @@ pub struct Shared {
     /// limit is then its app's, or this.
     pub app_body_limits: Option<usize>,
     pub access_log: Option<AccessLog>,
-    /// Connection cap of each worker.
+    /// Connection cap of each worker: its share of `max_connections_total`.
     pub max_connections: usize,
+    /// The process-wide cap (`--max-connections`, or the default).
+    pub max_connections_total: usize,
+    /// What clients past the cap get.
+    pub overload: crate::cli::Overload,
     /// Runs handlers that declare they block; `None` runs them on the loop
     /// (`--blocking-on-loop`, Tornado's behaviour).
     pub pool: Option<Arc<Pool>>,

@@ -2,8 +2,8 @@
 //! or plugin file any user can write (or another user owns) is refused at
 //! start-up and on a hot drop, `--insecure-apps-dir` loads it with a loud
 //! warning, a symlinked release loads and switches; a scan that fails (the
-//! directory renamed away, no descriptors left) leaves every app mounted
-//! and is logged once and counted; SIGHUP does not load a file still being
+//! directory renamed away) leaves every app mounted and is logged once and
+//! counted, and clients past the descriptor limit leave the scans room; SIGHUP does not load a file still being
 //! written but loads it once it has settled; and a slow or hung app
 //! constructor delays only its own app, never hot reload, start-up or
 //! shutdown.
@@ -27,7 +27,7 @@ matrix!(
     insecure_apps_dir_loads_with_a_warning,
     symlinked_release_loads_and_switches,
     renamed_apps_dir_keeps_the_apps,
-    descriptor_shortage_keeps_the_apps,
+    descriptor_limit_leaves_the_scans_room,
     sighup_waits_for_a_file_still_being_written,
     hung_constructor_blocks_neither_reload_nor_shutdown,
     hung_constructor_at_start_up_serves_the_others,
@@ -262,7 +262,10 @@ fn renamed_apps_dir_keeps_the_apps(poller: &str) {
     assert_one_failure_streak(&server, 2);
 }
 
-fn descriptor_shortage_keeps_the_apps(poller: &str) {
+/// Clients past what `ulimit -n` allows no longer take the descriptors
+/// the apps directory's scans need: the connection cap follows the limit
+/// (issue 15), so the scans go on and the apps stay mounted.
+fn descriptor_limit_leaves_the_scans_room(poller: &str) {
     let server = Server::launch(poller)
         .apps(SAMPLE_APPS)
         .shell("ulimit -n 100")
@@ -271,19 +274,17 @@ fn descriptor_shortage_keeps_the_apps(poller: &str) {
     let clients: Vec<TcpStream> = (0..150)
         .map(|_| TcpStream::connect(("127.0.0.1", server.port)).expect("connect"))
         .collect();
-    wait_log(&server, &["cannot read the apps directory"]);
     std::thread::sleep(Duration::from_millis(2500));
     drop(clients);
-    assert_eq!(
-        fetch(&server, "/article").0,
-        200,
-        "article unmounted by the failed scans"
+    let served = wait_until(Duration::from_secs(10), || {
+        fetch(&server, "/article").0 == 200
+    });
+    assert!(served, "{}", server.log());
+    assert!(
+        !server.log_contains("cannot read the apps directory"),
+        "{}",
+        server.log()
     );
-    assert_one_failure_streak(&server, 1);
-    let line = server
-        .log_lines(&["cannot read the apps directory"])
-        .remove(0);
-    assert!(line.contains("Too many open files"), "{line}");
 }
 
 fn sighup_waits_for_a_file_still_being_written(poller: &str) {

@@ -64,9 +64,8 @@ fn startup_prints_one_line_and_logs_the_backend(poller: &str) {
     assert_eq!(lines.len(), 1, "{}", server.log());
     assert!(lines[0].contains("INFO"), "{}", lines[0]);
     assert!(lines[0].contains("fd_cap="), "{}", lines[0]);
-    if poller == "select" {
-        assert!(lines[0].contains("FD_SETSIZE=1024"), "{}", lines[0]);
-    }
+    assert!(lines[0].contains("RLIMIT_NOFILE="), "{}", lines[0]);
+    assert!(lines[0].contains("--overload shed"), "{}", lines[0]);
 }
 
 fn poller_from_the_environment(poller: &str) {
@@ -250,7 +249,11 @@ fn access_log_to_stdout(poller: &str) {
 }
 
 fn max_connections_queues_extra_clients(poller: &str) {
-    let server = Server::start(poller, SAMPLE_APPS, &["--max-connections", "2"]);
+    let server = Server::start(
+        poller,
+        SAMPLE_APPS,
+        &["--max-connections", "2", "--overload", "queue"],
+    );
     let mut clients: Vec<Client> = (0..5).map(|_| server.connect()).collect();
     for c in clients.iter_mut() {
         c.send(&get("/hello/"));

@@ -27,6 +27,7 @@ mod loader;
 mod logs;
 mod misbehave;
 mod operator;
+mod overload;
 mod plugin_files;
 mod protocol;
 mod rfc9112;

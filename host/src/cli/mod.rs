@@ -100,12 +100,21 @@ pub struct Cli {
           value_parser = RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub workers: Option<usize>,
 
-    /// Most connections served at once (all workers); past it, new clients
-    /// wait in the backlog. More than the backend can hold is an error
-    /// [default: 10000; select: FD_SETSIZE minus reserved descriptors].
+    /// Most connections served at once, shared by the workers (each takes
+    /// an equal share, rounded up); past it, --overload decides. More than
+    /// the descriptor limit (RLIMIT_NOFILE) leaves room for is an error
+    /// [default: 10000, or what RLIMIT_NOFILE leaves room for if less].
     #[arg(long, env = "STOA_MAX_CONNECTIONS", value_name = "N", help_heading = SERVING,
           value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_connections: Option<usize>,
+
+    /// Clients past --max-connections (or when no descriptor is left):
+    /// shed answers each at once with 503 and Retry-After: 1, then closes;
+    /// queue stops accepting, so they wait in the kernel backlog until a
+    /// connection closes.
+    #[arg(long, env = "STOA_OVERLOAD", value_name = "POLICY", default_value = "shed",
+          value_enum, help_heading = SERVING)]
+    pub overload: Overload,
 
     /// Listen backlog [default: the kernel's somaxconn].
     #[arg(long, env = "STOA_BACKLOG", value_name = "N", help_heading = SERVING,
@@ -298,6 +307,24 @@ pub enum LogFormat {
     Text,
     /// One JSON object per line.
     Json,
+}
+
+/// What happens to clients past the connection cap.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Overload {
+    /// Answer each at once with 503 and Retry-After: 1, then close.
+    Shed,
+    /// Stop accepting: they wait in the kernel backlog.
+    Queue,
+}
+
+impl Overload {
+    pub fn name(self) -> &'static str {
+        match self {
+            Overload::Shed => "shed",
+            Overload::Queue => "queue",
+        }
+    }
 }
 
 fn parse_level(s: &str) -> Result<log::LevelFilter, String> {

@@ -74,6 +74,8 @@ fn status_json(shared: &Shared) -> String {
                 "accepted": w.accepted.load(Relaxed),
                 "closed": w.closed.load(Relaxed),
                 "open": w.open(),
+                "shed": w.shed.load(Relaxed),
+                "accept_paused_seconds": w.accept_paused_secs(),
                 "requests": w.requests(),
             })
         })
@@ -128,6 +130,12 @@ fn status_json(shared: &Shared) -> String {
             "open": shared.stats.iter().map(|w| w.open()).sum::<u64>(),
             "accepted": shared.stats.iter().map(|w| w.accepted.load(Relaxed)).sum::<u64>(),
             "closed": shared.stats.iter().map(|w| w.closed.load(Relaxed)).sum::<u64>(),
+            "max": shared.max_connections_total,
+            "max_per_worker": shared.max_connections,
+            "overload": shared.overload.name(),
+            "shed": shared.stats.iter().map(|w| w.shed.load(Relaxed)).sum::<u64>(),
+            "accept_paused_seconds":
+                shared.stats.iter().map(WorkerStats::accept_paused_secs).sum::<f64>(),
         },
         "per_worker": workers,
         "requests": by_app,
@@ -184,6 +192,24 @@ fn metrics_text(shared: &Shared) -> String {
             let _ = writeln!(out, "{metric}{{worker=\"{i}\"}} {}", field(w));
         }
     }
+    let _ = writeln!(out, "# TYPE stoa_connections_shed_total counter");
+    for (i, w) in shared.stats.iter().enumerate() {
+        let shed = w.shed.load(Relaxed);
+        let _ = writeln!(out, "stoa_connections_shed_total{{worker=\"{i}\"}} {shed}");
+    }
+    let _ = writeln!(out, "# TYPE stoa_accept_paused_seconds_total counter");
+    for (i, w) in shared.stats.iter().enumerate() {
+        let secs = w.accept_paused_secs();
+        let _ = writeln!(
+            out,
+            "stoa_accept_paused_seconds_total{{worker=\"{i}\"}} {secs}"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# TYPE stoa_connections_max gauge\nstoa_connections_max {}",
+        shared.max_connections_total
+    );
     let _ = writeln!(out, "# TYPE stoa_requests_total counter");
     let slots = slots(shared);
     for (name, slot) in &slots {

@@ -3,7 +3,8 @@
 //! path) and is its only writer (`bump`); readers sum them.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::time::Duration;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// Upper bounds (seconds) of the latency histogram's buckets; +Inf is implied.
 pub const LATENCY_BUCKETS: [f64; 12] = [
@@ -72,7 +73,21 @@ pub const APP_SLOTS: usize = 64;
 pub struct WorkerStats {
     pub accepted: AtomicU64,
     pub closed: AtomicU64,
+    /// Connections answered 503 at the cap (`--overload shed`).
+    pub shed: AtomicU64,
+    /// Microseconds accepts were paused, over pauses that have ended.
+    pub paused_us: AtomicU64,
+    /// When the current pause began (`stamp`), 0 when not paused.
+    pub paused_since: AtomicU64,
     pub apps: Vec<AppStats>,
+}
+
+/// `at` as microseconds since the first stamp of the process, plus one
+/// (so 0 can mean "none").
+pub fn stamp(at: Instant) -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    u64::try_from(at.saturating_duration_since(epoch).as_micros()).unwrap_or(u64::MAX - 1) + 1
 }
 
 impl Default for WorkerStats {
@@ -80,6 +95,9 @@ impl Default for WorkerStats {
         WorkerStats {
             accepted: AtomicU64::new(0),
             closed: AtomicU64::new(0),
+            shed: AtomicU64::new(0),
+            paused_us: AtomicU64::new(0),
+            paused_since: AtomicU64::new(0),
             apps: (0..=APP_SLOTS).map(|_| AppStats::default()).collect(),
         }
     }
@@ -96,6 +114,17 @@ impl WorkerStats {
         self.accepted
             .load(Relaxed)
             .saturating_sub(self.closed.load(Relaxed))
+    }
+
+    /// Seconds accepts have been paused, the current pause included.
+    pub fn accept_paused_secs(&self) -> f64 {
+        let since = self.paused_since.load(Relaxed);
+        let current = if since == 0 {
+            0
+        } else {
+            stamp(Instant::now()).saturating_sub(since)
+        };
+        (self.paused_us.load(Relaxed) + current) as f64 / 1e6
     }
 
     pub fn requests(&self) -> u64 {
@@ -129,6 +158,17 @@ mod tests {
         s.record(200, Duration::from_nanos(1_000_001));
         assert_eq!(s.latency[0].load(Relaxed), 1);
         assert_eq!(s.latency[1].load(Relaxed), 1);
+    }
+
+    #[test]
+    fn paused_time_counts_the_current_pause() {
+        let w = WorkerStats::default();
+        assert_eq!(w.accept_paused_secs(), 0.0);
+        w.paused_us.store(1_500_000, Relaxed);
+        assert_eq!(w.accept_paused_secs(), 1.5);
+        w.paused_since
+            .store(stamp(Instant::now() - Duration::from_secs(2)), Relaxed);
+        assert!(w.accept_paused_secs() >= 1.5);
     }
 
     #[test]

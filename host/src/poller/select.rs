@@ -1,14 +1,20 @@
-//! select(2) over libc. Level-triggered. Owns the master read and write
-//! `fd_set`s (kept up to date with `FD_SET`/`FD_CLR` on every registration
-//! change and copied before each `select`), an fd-indexed table of tokens
-//! and interests, the highest watched fd, and the self-pipe waker whose read
-//! end is always in the read set.
+//! select(2) over libc. Level-triggered. Owns its own read and write bit
+//! arrays instead of glibc's fixed `fd_set` (whose `FD_SET` stops at
+//! FD_SETSIZE, 1024): each is a vector of words laid out as the kernel reads
+//! an `fd_set` (bit `fd % BITS` of word `fd / BITS`), grown in whole words
+//! to the highest registered fd, never shorter than an `fd_set`, and shrunk
+//! lazily once the highest fd has fallen far below its length. Before each
+//! `select` the words up to the highest fd are copied into scratch arrays
+//! of the same layout, and `nfds` is that fd plus one: the kernel reads and
+//! writes exactly the words `nfds` needs, so any fd the process may open can
+//! be watched (the cost stays O(highest fd) per wait). An fd-indexed table
+//! holds each registration's token; the self-pipe waker's read end is always
+//! in the read set.
 //!
-//! select cannot watch an fd at or above `FD_SETSIZE` (1024); passing one to
-//! `FD_SET` is undefined behaviour in C (libc's Rust port panics), so
-//! `register`/`reregister` refuse such fds with an `InvalidInput` error
-//! instead, and `features().fd_limit` reports the limit. select also has no hangup bit:
-//! a closed or failed peer shows up as readable (the read returns 0 or the
+//! On Linux the kernel takes any `nfds`; elsewhere select(2) may refuse one
+//! above FD_SETSIZE, so there the backend still refuses such fds and
+//! reports the limit in `features().fd_limit`. select has no hangup bit: a
+//! closed or failed peer shows up as readable (the read returns 0 or the
 //! error), with `hup` always false.
 
 use super::sys::{self, syscall, PipeWaker};
@@ -23,12 +29,95 @@ use std::time::Duration;
 /// reject more than 10^8 s with EINVAL; a longer wait just returns early.
 const MAX_TIMEOUT_SECS: u64 = 100_000_000;
 
+/// One word of a bit array, as the kernel's `fd_set` is made of.
+type Word = libc::c_ulong;
+/// Bits per word.
+const BITS: usize = Word::BITS as usize;
+/// The shortest a bit array gets: one `fd_set` (FD_SETSIZE bits).
+const MIN_WORDS: usize = libc::FD_SETSIZE / BITS;
+
+/// The highest fd this backend can watch, if the system limits it.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const FD_LIMIT: Option<usize> = None;
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+const FD_LIMIT: Option<usize> = Some(libc::FD_SETSIZE);
+
+/// A growable set of fds in the kernel's `fd_set` layout.
+#[derive(Clone, Debug)]
+struct FdBits {
+    /// At least `MIN_WORDS` long, so a pointer to it is always as long as
+    /// an `fd_set`.
+    words: Vec<Word>,
+}
+
+impl FdBits {
+    fn new() -> Self {
+        FdBits {
+            words: vec![0; MIN_WORDS],
+        }
+    }
+
+    /// Grows (in whole words) so that `fd` fits.
+    fn fit(&mut self, fd: usize) {
+        let need = fd / BITS + 1;
+        if self.words.len() < need {
+            self.words.resize(need, 0);
+        }
+    }
+
+    /// Adds `fd`, growing the array if needed.
+    fn insert(&mut self, fd: usize) {
+        self.fit(fd);
+        self.words[fd / BITS] |= 1 << (fd % BITS);
+    }
+
+    /// Removes `fd` (nothing to do past the end).
+    fn remove(&mut self, fd: usize) {
+        if let Some(w) = self.words.get_mut(fd / BITS) {
+            *w &= !(1 << (fd % BITS));
+        }
+    }
+
+    /// Shrinks to fit fds up to `max_fd` once the array is more than four
+    /// times longer than that needs (never below one `fd_set`).
+    fn shrink(&mut self, max_fd: usize) {
+        let need = (max_fd / BITS + 1).max(MIN_WORDS);
+        if self.words.len() > 4 * need {
+            self.words.truncate(need);
+            self.words.shrink_to_fit();
+        }
+    }
+
+    /// Copies the first `n` words of `from` (a caller has fitted both).
+    fn copy_prefix(&mut self, from: &FdBits, n: usize) {
+        if self.words.len() < from.words.len() {
+            self.words.resize(from.words.len(), 0);
+        }
+        self.words[..n].copy_from_slice(&from.words[..n]);
+    }
+
+    /// The array as select(2) takes it.
+    fn as_fd_set(&mut self) -> *mut libc::fd_set {
+        self.words.as_mut_ptr().cast()
+    }
+
+    #[cfg(test)]
+    fn contains(&self, fd: usize) -> bool {
+        self.words
+            .get(fd / BITS)
+            .is_some_and(|w| w & (1 << (fd % BITS)) != 0)
+    }
+}
+
 /// The select backend.
 pub struct SelectPoller {
     /// Master read set: fds with readable interest, plus the waker.
-    read_set: libc::fd_set,
+    read_set: FdBits,
     /// Master write set: fds with writable interest.
-    write_set: libc::fd_set,
+    write_set: FdBits,
+    /// What one `select` call reads and writes: copies of the masters.
+    ready_read: FdBits,
+    ready_write: FdBits,
     /// `entries[fd]` is the registration of `fd`; the vector ends at the
     /// highest registered fd (trailing `None`s are trimmed).
     entries: Vec<Option<(Token, Interest)>>,
@@ -37,52 +126,18 @@ pub struct SelectPoller {
     waker: Arc<PipeWaker>,
 }
 
-/// Errors unless `fd` fits an `fd_set` (`0 <= fd < FD_SETSIZE`).
-fn check_select_fd(fd: RawFd) -> io::Result<()> {
+/// Errors unless `fd` is one this backend can watch: not negative, and
+/// under FD_SETSIZE where the system's select(2) needs that.
+fn check_select_fd(fd: RawFd) -> io::Result<usize> {
     sys::check_fd(fd)?;
-    if fd as usize >= libc::FD_SETSIZE {
-        return Err(io::Error::new(
+    let i = fd as usize;
+    match FD_LIMIT {
+        Some(limit) if i >= limit => Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!(
-                "fd {fd} >= FD_SETSIZE ({}); the select poller cannot watch it",
-                libc::FD_SETSIZE
-            ),
-        ));
+            format!("fd {fd} >= FD_SETSIZE ({limit}); the select poller cannot watch it"),
+        )),
+        _ => Ok(i),
     }
-    Ok(())
-}
-
-/// An empty `fd_set`.
-fn empty_set() -> libc::fd_set {
-    // SAFETY: fd_set is a plain array of integers, and all-zeroes is a valid
-    // value for it: the empty set (what FD_ZERO produces).
-    unsafe { std::mem::zeroed() }
-}
-
-/// Adds `fd` to `set`. The caller has checked `fd` with `check_select_fd`.
-fn fd_set_add(set: &mut libc::fd_set, fd: RawFd) {
-    debug_assert!(check_select_fd(fd).is_ok());
-    // SAFETY: `set` is a valid, exclusively borrowed fd_set and
-    // 0 <= fd < FD_SETSIZE (checked by every caller), so FD_SET stays in
-    // bounds.
-    unsafe { libc::FD_SET(fd, set) }
-}
-
-/// Removes `fd` from `set`. The caller has checked `fd` with
-/// `check_select_fd`.
-fn fd_set_remove(set: &mut libc::fd_set, fd: RawFd) {
-    debug_assert!(check_select_fd(fd).is_ok());
-    // SAFETY: as in `fd_set_add`.
-    unsafe { libc::FD_CLR(fd, set) }
-}
-
-/// Whether `fd` is in `set`. The caller has checked `fd` with
-/// `check_select_fd`.
-fn fd_set_has(set: &libc::fd_set, fd: RawFd) -> bool {
-    debug_assert!(check_select_fd(fd).is_ok());
-    // SAFETY: `set` is a valid fd_set and 0 <= fd < FD_SETSIZE (every fd we
-    // test is at most `max_fd`, which only ever holds checked fds).
-    unsafe { libc::FD_ISSET(fd, set) }
 }
 
 /// Converts a timeout to a `timeval`, rounding up to whole microseconds (so
@@ -110,12 +165,13 @@ impl SelectPoller {
     pub fn new() -> io::Result<Self> {
         let waker = Arc::new(PipeWaker::new()?);
         let wfd = waker.read_fd();
-        check_select_fd(wfd)?;
-        let mut read_set = empty_set();
-        fd_set_add(&mut read_set, wfd);
+        let mut read_set = FdBits::new();
+        read_set.insert(check_select_fd(wfd)?);
         Ok(SelectPoller {
+            ready_read: read_set.clone(),
             read_set,
-            write_set: empty_set(),
+            write_set: FdBits::new(),
+            ready_write: FdBits::new(),
             entries: Vec::new(),
             max_fd: wfd,
             waker,
@@ -123,16 +179,16 @@ impl SelectPoller {
     }
 
     /// Sets `fd`'s bits in the master sets to match `interest`.
-    fn set_interest(&mut self, fd: RawFd, interest: Interest) {
+    fn set_interest(&mut self, fd: usize, interest: Interest) {
         if interest.is_readable() {
-            fd_set_add(&mut self.read_set, fd);
+            self.read_set.insert(fd);
         } else {
-            fd_set_remove(&mut self.read_set, fd);
+            self.read_set.remove(fd);
         }
         if interest.is_writable() {
-            fd_set_add(&mut self.write_set, fd);
+            self.write_set.insert(fd);
         } else {
-            fd_set_remove(&mut self.write_set, fd);
+            self.write_set.remove(fd);
         }
     }
 
@@ -140,6 +196,26 @@ impl SelectPoller {
     fn entry_mut(&mut self, fd: RawFd) -> Option<&mut (Token, Interest)> {
         let i = usize::try_from(fd).ok()?;
         self.entries.get_mut(i)?.as_mut()
+    }
+
+    /// The event for `fd` found ready, if it is the waker or registered.
+    fn event(&self, fd: usize, readable: bool, writable: bool) -> Option<Event> {
+        if fd as RawFd == self.waker.read_fd() {
+            self.waker.drain();
+            return Some(Event {
+                token: WAKER,
+                readable: true,
+                writable: false,
+                hup: false,
+            });
+        }
+        let (token, _) = self.entries.get(fd)?.as_ref()?;
+        Some(Event {
+            token: *token,
+            readable,
+            writable,
+            hup: false,
+        })
     }
 }
 
@@ -154,68 +230,82 @@ impl Poller for SelectPoller {
             edge_triggered: false,
             // A source without interest is in neither set.
             hup_without_interest: false,
-            fd_limit: Some(libc::FD_SETSIZE),
+            fd_limit: FD_LIMIT,
         }
     }
 
     fn register(&mut self, fd: RawFd, token: Token, interest: Interest) -> io::Result<()> {
-        check_select_fd(fd)?;
+        let i = check_select_fd(fd)?;
         if fd == self.waker.read_fd() || self.entry_mut(fd).is_some() {
             return Err(sys::already_registered(fd));
         }
-        let i = fd as usize;
         if self.entries.len() <= i {
             self.entries.resize(i + 1, None);
         }
         self.entries[i] = Some((token, interest));
-        self.set_interest(fd, interest);
+        // Both masters span the highest fd, so `wait` copies the same
+        // number of words from each.
+        self.read_set.fit(i);
+        self.write_set.fit(i);
+        self.set_interest(i, interest);
         self.max_fd = self.max_fd.max(fd);
         Ok(())
     }
 
     fn reregister(&mut self, fd: RawFd, token: Token, interest: Interest) -> io::Result<()> {
-        check_select_fd(fd)?;
+        let i = check_select_fd(fd)?;
         let entry = self.entry_mut(fd).ok_or_else(|| sys::not_registered(fd))?;
         *entry = (token, interest);
-        self.set_interest(fd, interest);
+        self.set_interest(i, interest);
         Ok(())
     }
 
     fn deregister(&mut self, fd: RawFd) -> io::Result<()> {
-        let slot = usize::try_from(fd)
-            .ok()
-            .and_then(|i| self.entries.get_mut(i))
+        let i = usize::try_from(fd).map_err(|_| sys::not_registered(fd))?;
+        let slot = self
+            .entries
+            .get_mut(i)
             .filter(|slot| slot.is_some())
             .ok_or_else(|| sys::not_registered(fd))?;
         *slot = None;
-        // Only fds that passed `check_select_fd` ever get an entry.
-        fd_set_remove(&mut self.read_set, fd);
-        fd_set_remove(&mut self.write_set, fd);
+        self.read_set.remove(i);
+        self.write_set.remove(i);
         while let Some(None) = self.entries.last() {
             self.entries.pop();
         }
         let highest = self.entries.len() as RawFd - 1;
         self.max_fd = highest.max(self.waker.read_fd());
+        let max = self.max_fd as usize;
+        for set in [
+            &mut self.read_set,
+            &mut self.write_set,
+            &mut self.ready_read,
+            &mut self.ready_write,
+        ] {
+            set.shrink(max);
+        }
         Ok(())
     }
 
     fn wait(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> io::Result<()> {
         events.clear();
-        let mut read = self.read_set;
-        let mut write = self.write_set;
+        let words = self.max_fd as usize / BITS + 1;
+        self.ready_read.copy_prefix(&self.read_set, words);
+        self.ready_write.copy_prefix(&self.write_set, words);
         let mut tv = timeout.map(to_timeval);
         let tv_ptr = tv
             .as_mut()
             .map_or(ptr::null_mut(), |tv| tv as *mut libc::timeval);
-        // SAFETY: `read` and `write` are valid local fd_sets holding only fds
-        // below FD_SETSIZE, `nfds` (max_fd + 1) is at most FD_SETSIZE, the
-        // except set may be null, and `tv_ptr` is null or points at the live
-        // local `tv`. select only writes into these locals.
+        // SAFETY: both sets point at live, exclusively borrowed arrays of
+        // at least `words` words (and never shorter than an fd_set), in
+        // the kernel's fd_set layout; with nfds = max_fd + 1 select reads
+        // and writes only the first `words` of them. The except set may be
+        // null, and `tv_ptr` is null or points at the live local `tv`.
         let ready = match syscall!(unsafe {
             libc::select(
                 self.max_fd + 1,
-                &mut read,
-                &mut write,
+                self.ready_read.as_fd_set(),
+                self.ready_write.as_fd_set(),
                 ptr::null_mut(),
                 tv_ptr,
             )
@@ -226,32 +316,18 @@ impl Poller for SelectPoller {
         };
         // `ready` counts set bits over both sets.
         let mut found = 0;
-        let waker_fd = self.waker.read_fd();
-        for fd in 0..=self.max_fd {
+        for w in 0..words {
             if found >= ready {
                 break;
             }
-            let readable = fd_set_has(&read, fd);
-            let writable = fd_set_has(&write, fd);
-            if !readable && !writable {
-                continue;
-            }
-            found += usize::from(readable) + usize::from(writable);
-            if fd == waker_fd {
-                self.waker.drain();
-                events.push(Event {
-                    token: WAKER,
-                    readable: true,
-                    writable: false,
-                    hup: false,
-                });
-            } else if let Some(Some((token, _))) = self.entries.get(fd as usize) {
-                events.push(Event {
-                    token: *token,
-                    readable,
-                    writable,
-                    hup: false,
-                });
+            let (r, wr) = (self.ready_read.words[w], self.ready_write.words[w]);
+            let mut any = r | wr;
+            while any != 0 {
+                let bit = any.trailing_zeros() as usize;
+                any &= any - 1;
+                let (readable, writable) = (r >> bit & 1 != 0, wr >> bit & 1 != 0);
+                found += usize::from(readable) + usize::from(writable);
+                events.extend(self.event(w * BITS + bit, readable, writable));
             }
         }
         Ok(())
@@ -271,21 +347,8 @@ mod tests {
     use std::os::fd::AsRawFd;
 
     #[test]
-    fn refuses_fds_at_or_above_fd_setsize() {
+    fn refuses_negative_fds() {
         let mut p = SelectPoller::new().unwrap();
-        assert_eq!(p.features().fd_limit, Some(1024));
-        let limit = libc::FD_SETSIZE as RawFd;
-        for fd in [limit, limit + 476, RawFd::MAX] {
-            let err = p.register(fd, Token(1), Interest::READABLE).unwrap_err();
-            assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
-            assert!(err.to_string().contains("FD_SETSIZE (1024)"), "{err}");
-            let err = p.reregister(fd, Token(1), Interest::BOTH).unwrap_err();
-            assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
-            assert_eq!(
-                p.deregister(fd).unwrap_err().kind(),
-                io::ErrorKind::NotFound
-            );
-        }
         let err = p.register(-1, Token(1), Interest::READABLE).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
         assert_eq!(
@@ -297,36 +360,74 @@ mod tests {
     }
 
     #[test]
-    fn refuses_a_real_open_fd_above_fd_setsize() {
-        let (a, mut b) = pair();
-        let Some(high) = high_fd(&a) else {
-            eprintln!("skipped: RLIMIT_NOFILE hard limit too low for an fd >= 1024");
+    fn bit_arrays_grow_in_words_and_shrink_lazily() {
+        let mut s = FdBits::new();
+        assert_eq!(s.words.len(), MIN_WORDS);
+        s.insert(3);
+        assert!(s.contains(3) && !s.contains(4));
+        s.insert(5000);
+        assert_eq!(s.words.len(), 5000 / BITS + 1);
+        assert!(s.contains(5000) && !s.contains(4999));
+        s.remove(5000);
+        s.remove(70_000);
+        assert!(!s.contains(5000));
+        // Still needed up to fd 2000: kept (less than four times longer).
+        s.shrink(2000);
+        assert_eq!(s.words.len(), 5000 / BITS + 1);
+        s.shrink(10);
+        assert_eq!(s.words.len(), MIN_WORDS);
+        assert!(s.contains(3));
+    }
+
+    /// Fds above 1024 and above 4096, watched at once with a low one, are
+    /// each reported with their own readiness.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[test]
+    fn watches_fds_above_1024_and_4096() {
+        let (a, mut a_peer) = pair();
+        let (b, mut b_peer) = pair();
+        let (low, _low_peer) = pair();
+        let (Some(high), Some(higher)) = (high_fd(&a, 1024), high_fd(&b, 4100)) else {
+            eprintln!("skipped: RLIMIT_NOFILE hard limit too low for an fd >= 4100");
             return;
         };
-        let fd = high.as_raw_fd();
-        assert!(fd >= 1024);
         let mut p = SelectPoller::new().unwrap();
-        let err = p.register(fd, Token(1), Interest::READABLE).unwrap_err();
-        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
-        assert!(
-            err.to_string()
-                .contains(&format!("fd {fd} >= FD_SETSIZE (1024)")),
-            "{err}"
-        );
-        // The poller still works for the fds it can hold.
-        p.register(a.as_raw_fd(), Token(2), Interest::READABLE)
+        assert_eq!(p.features().fd_limit, None);
+        let (fd1, fd2) = (high.as_raw_fd(), higher.as_raw_fd());
+        assert!(fd1 >= 1024 && fd2 >= 4100);
+        p.register(low.as_raw_fd(), Token(1), Interest::READABLE)
             .unwrap();
-        b.write_all(b"x").unwrap();
+        p.register(fd1, Token(2), Interest::READABLE).unwrap();
+        p.register(fd2, Token(3), Interest::READABLE).unwrap();
+        assert_eq!(p.max_fd, fd2);
+        assert!(wait_now(&mut p).is_empty());
+        let ev = |token, readable, writable| Event {
+            token: Token(token),
+            readable,
+            writable,
+            hup: false,
+        };
+        b_peer.write_all(b"x").unwrap();
+        assert_eq!(wait_now(&mut p), vec![ev(3, true, false)]);
+        a_peer.write_all(b"y").unwrap();
         assert_eq!(
             wait_now(&mut p),
-            vec![Event {
-                token: Token(2),
-                readable: true,
-                writable: false,
-                hup: false
-            }]
+            vec![ev(2, true, false), ev(3, true, false)]
         );
-        p.deregister(a.as_raw_fd()).unwrap();
+        let mut buf = [0u8; 4];
+        assert_eq!((&b).read(&mut buf).unwrap(), 1);
+        p.reregister(fd2, Token(4), Interest::WRITABLE).unwrap();
+        assert_eq!(
+            wait_now(&mut p),
+            vec![ev(2, true, false), ev(4, false, true)]
+        );
+        p.deregister(fd2).unwrap();
+        assert_eq!(p.max_fd, fd1);
+        assert_eq!(wait_now(&mut p), vec![ev(2, true, false)]);
+        p.deregister(fd1).unwrap();
+        p.deregister(low.as_raw_fd()).unwrap();
+        assert!(p.read_set.words.len() <= MIN_WORDS.max(fd1 as usize / BITS + 1));
+        assert!(wait_now(&mut p).is_empty());
     }
 
     #[test]

@@ -201,10 +201,10 @@ pub(crate) mod tests {
         }
     }
 
-    /// A duplicate of `src` numbered 1024 or above (closed on drop), raising
-    /// the RLIMIT_NOFILE soft limit if needed; `None` if the hard limit
-    /// does not allow one.
-    pub(crate) fn high_fd(src: &impl AsRawFd) -> Option<OwnedFd> {
+    /// A duplicate of `src` numbered `min` or above (closed on drop),
+    /// raising the RLIMIT_NOFILE soft limit if needed; `None` if the hard
+    /// limit does not allow one.
+    pub(crate) fn high_fd(src: &impl AsRawFd, min: libc::c_int) -> Option<OwnedFd> {
         let mut lim = libc::rlimit {
             rlim_cur: 0,
             rlim_max: 0,
@@ -213,7 +213,7 @@ pub(crate) mod tests {
         if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
             return None;
         }
-        let want: libc::rlim_t = 2048;
+        let want = min as libc::rlim_t + 1024;
         if lim.rlim_cur < want {
             if lim.rlim_max < want {
                 return None;
@@ -224,7 +224,6 @@ pub(crate) mod tests {
                 return None;
             }
         }
-        let min = libc::FD_SETSIZE as libc::c_int;
         // SAFETY: F_DUPFD_CLOEXEC on an open fd only creates a new fd.
         let fd = unsafe { libc::fcntl(src.as_raw_fd(), libc::F_DUPFD_CLOEXEC, min) };
         if fd < 0 {

@@ -9,22 +9,24 @@
 //! the listener (`acceptor`).
 
 mod acceptor;
+mod admission;
 pub(crate) mod conn;
 mod dispatch;
 mod listener;
 pub(crate) mod request;
 pub(crate) mod responder;
+mod shed;
 pub(crate) mod timers;
 
 use crate::http::answer::HostAnswer;
 use crate::http::parse::Head;
 use crate::http::reader::BufPool;
-use crate::http::response::{write_response, DateCache, Persist};
+use crate::http::response::DateCache;
 use crate::http::{ConnParams, HttpError};
 use crate::inbox::{Inbox, InboxItems};
 use crate::ops::stats::bump;
 use crate::ops::watchdog::{Beat, Finished};
-use crate::poller::{Event, Interest, Poller, Token, WAKER};
+use crate::poller::{Event, Poller, Token, WAKER};
 use crate::shared::Shared;
 pub use acceptor::MAX_LISTENERS;
 use acceptor::{listener_of, Acceptor};
@@ -32,6 +34,8 @@ use conn::{Conn, Deadline};
 use dispatch::{warn_if_blocked, Dispatcher};
 pub use listener::{Listener, Stream, UNIX_PEER};
 use request::HeadText;
+use shed::Shedder;
+pub use shed::MAX_LINGERING;
 use slab::Slab;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -58,6 +62,14 @@ pub struct Server {
     /// When connection deadlines are next checked.
     next_sweep: Instant,
     sweep_every: Duration,
+    /// Connections shed at the cap, and the spare descriptor.
+    shedder: Shedder,
+    /// Since when accepts are paused (at the cap or out of descriptors).
+    paused_since: Option<Instant>,
+    /// When accepts paused for a failed `accept` are tried again.
+    retry_accept_at: Option<Instant>,
+    /// When an overload was last logged (once a minute at most).
+    overload_logged: Option<Instant>,
 }
 
 impl Server {
@@ -72,6 +84,10 @@ impl Server {
         queue: Arc<Inbox>,
     ) -> io::Result<Self> {
         let acceptor = Acceptor::new(listeners, &mut *poller)?;
+        let shedder = match shared.overload {
+            crate::cli::Overload::Shed => Shedder::with_spare(),
+            crate::cli::Overload::Queue => Shedder::default(),
+        };
         shared
             .watch
             .beat(worker)
@@ -91,6 +107,10 @@ impl Server {
             bufs: BufPool::default(),
             date: DateCache::new(),
             next_sweep: Instant::now(),
+            shedder,
+            paused_since: None,
+            retry_accept_at: None,
+            overload_logged: None,
         })
     }
 
@@ -158,9 +178,13 @@ impl Server {
         let mut events = std::mem::take(&mut self.events);
         let now = self.dispatcher.now;
         let mut timeout = self.timers.timeout(now);
-        if !self.conns.is_empty() {
-            let sweep = self.next_sweep.saturating_duration_since(now);
-            timeout = Some(timeout.map_or(sweep, |t| t.min(sweep)));
+        let retry = self
+            .retry_accept_at
+            .map(|at| at.saturating_duration_since(now));
+        let sweep =
+            (!self.conns.is_empty()).then(|| self.next_sweep.saturating_duration_since(now));
+        for bound in [sweep, self.shedder.timeout(), retry].into_iter().flatten() {
+            timeout = Some(timeout.map_or(bound, |t| t.min(bound)));
         }
         self.beat().waiting();
         self.poller.wait(&mut events, timeout)?;
@@ -193,6 +217,7 @@ impl Server {
         }
         self.events = events;
         let now = self.dispatcher.now;
+        self.after_accepts(now);
         if now >= self.next_sweep {
             self.sweep(now);
             self.next_sweep = now + self.sweep_every;
@@ -219,53 +244,6 @@ impl Server {
                 "move blocking work to Host::spawn_blocking",
             );
         }
-    }
-
-    /// Accepts what waits on listener `i`, up to the connection cap.
-    fn accept(&mut self, i: usize) {
-        loop {
-            if self.conns.len() >= self.shared.max_connections {
-                self.acceptor.pause(&mut *self.poller);
-                log::debug!("at {} connections: accepts paused", self.conns.len());
-                return;
-            }
-            let Some(accepted) = self.acceptor.accept(i) else {
-                return;
-            };
-            match accepted {
-                Ok((stream, peer)) => self.admit(stream, peer, i),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    // EMFILE and friends: wait for a connection to close.
-                    log::warn!("accept failed: {e}; pausing accepts until a connection closes");
-                    self.acceptor.pause(&mut *self.poller);
-                    return;
-                }
-            }
-        }
-    }
-
-    /// Watches a new connection (503 if it cannot be watched).
-    fn admit(&mut self, stream: Stream, addr: Arc<str>, via: usize) {
-        if let Err(e) = stream.set_nodelay() {
-            log::debug!("TCP_NODELAY on {addr}: {e}");
-        }
-        let entry = self.conns.vacant_entry();
-        let token = Token(entry.key());
-        if let Err(e) = self
-            .poller
-            .register(stream.as_raw_fd(), token, Interest::READABLE)
-        {
-            log::warn!("cannot watch connection from {addr}: {e}; answering 503");
-            refuse(stream, &self.date);
-            return;
-        }
-        let conn = entry.insert(Conn::new(stream, addr.clone()).via(via));
-        // A client that never sends a byte is still timed out.
-        conn.update_deadline(&self.shared.params, self.dispatcher.now);
-        bump(&self.shared.stats[self.worker].accepted, 1);
-        log::trace!("accepted {addr} as {}", token.0);
     }
 
     fn on_event(&mut self, token: Token, ev: &Event) {
@@ -427,14 +405,8 @@ impl Server {
             bump(&self.shared.stats[self.worker].closed, 1);
             log::debug!("closed {} ({} open)", conn.peer(), self.conns.len());
         }
-        if self.conns.len() < self.shared.max_connections
-            && !self.acceptor.is_accepting()
-            && self.acceptor.resume(&mut *self.poller)
-        {
-            // Connections may have queued in the backlogs meanwhile.
-            for i in self.acceptor.watched() {
-                self.accept(i);
-            }
+        if self.conns.len() < self.shared.max_connections && !self.acceptor.is_accepting() {
+            self.resume_accepts();
         }
     }
 
@@ -505,13 +477,4 @@ fn sweep_interval(p: &ConnParams) -> Duration {
     .unwrap_or(Duration::from_secs(1))
     .div_f32(10.0)
     .clamp(Duration::from_millis(10), Duration::from_secs(1))
-}
-
-/// Answers 503 to a connection that cannot be served, best effort, and closes it.
-fn refuse(mut stream: Stream, date: &DateCache) {
-    use std::io::Write;
-    let mut out = Vec::new();
-    let resp = HostAnswer::AtCapacity.response();
-    write_response(&mut out, &resp, false, Persist::Close, date.get());
-    let _ = stream.write(&out);
 }

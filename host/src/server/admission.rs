@@ -1,0 +1,204 @@
+//! Who gets in: accepting up to this worker's share of the connection cap
+//! (`--max-connections` split evenly over the workers, rounded up), and
+//! what clients past it get (`--overload`): `queue` pauses the listeners,
+//! so they wait in the kernel backlog until a connection closes; `shed`
+//! keeps accepting and answers each at once with 503 (`shed`). An
+//! EMFILE/ENFILE from `accept` is met the same way: with `shed`, the spare
+//! descriptor is given up for one accept, that client answered 503 and
+//! closed, the spare reopened; otherwise accepts pause until a connection
+//! closes or `RETRY_ACCEPT` passes. Pauses and sheds are counted, and the
+//! first of each a minute is logged with the cap.
+
+use super::conn::Conn;
+use super::listener::Stream;
+use super::Server;
+use crate::cli::Overload;
+use crate::http::answer::HostAnswer;
+use crate::http::response::{write_response, DateCache, Persist};
+use crate::ops::stats::{bump, stamp};
+use crate::poller::{Interest, Token};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long accepts stay paused after `accept` failed (out of descriptors
+/// without a spare, or another error) before they are tried again.
+const RETRY_ACCEPT: Duration = Duration::from_millis(100);
+/// At most one overload line a minute per worker.
+const LOG_EVERY: Duration = Duration::from_secs(60);
+
+/// True for the errors that mean no descriptor is left.
+fn out_of_descriptors(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
+impl Server {
+    /// Accepts what waits on listener `i`: up to the cap, then as
+    /// `--overload` says.
+    pub(super) fn accept(&mut self, i: usize) {
+        loop {
+            let full = self.conns.len() >= self.shared.max_connections;
+            if full && self.shared.overload == Overload::Queue {
+                self.pause_accepts(None);
+                return;
+            }
+            let Some(accepted) = self.acceptor.accept(i) else {
+                return;
+            };
+            match accepted {
+                Ok((stream, _)) if full => self.shed(stream, true),
+                Ok((stream, peer)) => self.admit(stream, peer, i),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
+                    ) => {}
+                Err(e) if out_of_descriptors(&e) && self.shed_with_spare(i) => {}
+                Err(e) => {
+                    self.pause_accepts(Some(&e));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Out of descriptors under `--overload shed`: closes the spare,
+    /// accepts one client, answers it 503, closes it and reopens the
+    /// spare. False when there is no spare to give up (or it cannot be
+    /// had back): the caller pauses accepts then.
+    fn shed_with_spare(&mut self, i: usize) -> bool {
+        if self.shared.overload != Overload::Shed || !self.shedder.release_spare() {
+            return false;
+        }
+        let accepted = self.acceptor.accept(i);
+        if let Some(Ok((stream, _))) = accepted {
+            self.shed(stream, false);
+        }
+        self.shedder.reopen_spare()
+    }
+
+    /// Answers a client past the cap 503 and lets it linger (`keep_fd`)
+    /// or closes it.
+    fn shed(&mut self, stream: Stream, keep_fd: bool) {
+        let now = self.dispatcher.now;
+        self.shedder.shed(stream, self.date.get(), now, keep_fd);
+        bump(&self.shared.stats[self.worker].shed, 1);
+        self.log_overload("answering new clients 503 with Retry-After: 1", None);
+    }
+
+    /// Stops watching the listeners: at the cap (`why` None) or after a
+    /// failed `accept`, which is tried again after `RETRY_ACCEPT`.
+    fn pause_accepts(&mut self, why: Option<&io::Error>) {
+        let now = self.dispatcher.now;
+        if why.is_some() {
+            self.retry_accept_at = Some(now + RETRY_ACCEPT);
+        }
+        if !self.acceptor.is_accepting() {
+            return;
+        }
+        self.acceptor.pause(&mut *self.poller);
+        self.paused_since = Some(now);
+        let stats = &self.shared.stats[self.worker];
+        stats.paused_since.store(stamp(now), Relaxed);
+        let what = match why {
+            None => "accepts paused; new clients wait in the backlog",
+            Some(_) => "accepts paused for 100 ms; new clients wait in the backlog",
+        };
+        self.log_overload(what, why);
+    }
+
+    /// Watches the listeners again (if it may) and accepts what waits.
+    pub(super) fn resume_accepts(&mut self) {
+        if self.shared.control.draining() || !self.acceptor.resume(&mut *self.poller) {
+            return;
+        }
+        self.retry_accept_at = None;
+        if let Some(since) = self.paused_since.take() {
+            let stats = &self.shared.stats[self.worker];
+            let held = self.dispatcher.now.saturating_duration_since(since);
+            bump(
+                &stats.paused_us,
+                u64::try_from(held.as_micros()).unwrap_or(u64::MAX),
+            );
+            stats.paused_since.store(0, Relaxed);
+        }
+        // Connections may have queued in the backlogs meanwhile.
+        for i in self.acceptor.watched() {
+            self.accept(i);
+        }
+    }
+
+    /// After a turn's events: closes shed connections that are done and
+    /// retries accepts paused by a failed `accept`.
+    pub(super) fn after_accepts(&mut self, now: Instant) {
+        if self.shedder.lingering() > 0 {
+            self.shedder.sweep(now);
+        }
+        if self.retry_accept_at.is_some_and(|at| at <= now) {
+            self.retry_accept_at = None;
+            if self.conns.len() < self.shared.max_connections {
+                self.resume_accepts();
+            }
+        }
+    }
+
+    /// Logs an overload once a minute at most, with the cap.
+    fn log_overload(&mut self, what: &str, why: Option<&io::Error>) {
+        let now = self.dispatcher.now;
+        if self
+            .overload_logged
+            .is_some_and(|at| now.saturating_duration_since(at) < LOG_EVERY)
+        {
+            return;
+        }
+        self.overload_logged = Some(now);
+        let shared = &self.shared;
+        let cause = match why {
+            Some(e) => format!("accept failed ({e})"),
+            None => format!("at the connection cap ({} open)", self.conns.len()),
+        };
+        log::warn!(
+            "worker {}: {cause}: {what} (--max-connections {} over {} worker(s): {} each; \
+             --overload {}; logged once a minute, counted in status and metrics)",
+            self.worker,
+            shared.max_connections_total,
+            shared.stats.len(),
+            shared.max_connections,
+            shared.overload.name()
+        );
+    }
+
+    /// Watches a new connection (503 if it cannot be watched).
+    fn admit(&mut self, stream: Stream, addr: Arc<str>, via: usize) {
+        if let Err(e) = stream.set_nodelay() {
+            log::debug!("TCP_NODELAY on {addr}: {e}");
+        }
+        let entry = self.conns.vacant_entry();
+        let token = Token(entry.key());
+        if let Err(e) = self
+            .poller
+            .register(stream.as_raw_fd(), token, Interest::READABLE)
+        {
+            log::warn!("cannot watch connection from {addr}: {e}; answering 503");
+            refuse(stream, &self.date);
+            return;
+        }
+        let conn = entry.insert(Conn::new(stream, addr.clone()).via(via));
+        // A client that never sends a byte is still timed out.
+        conn.update_deadline(&self.shared.params, self.dispatcher.now);
+        bump(&self.shared.stats[self.worker].accepted, 1);
+        log::trace!("accepted {addr} as {}", token.0);
+    }
+}
+
+/// Answers 503 to a connection that cannot be served, best effort, and closes it.
+fn refuse(mut stream: Stream, date: &DateCache) {
+    use std::io::Write;
+    let mut out = Vec::new();
+    let resp = HostAnswer::AtCapacity.response();
+    write_response(&mut out, &resp, false, Persist::Close, date.get());
+    let _ = stream.write(&out);
+}

@@ -1,0 +1,173 @@
+//! Connections past the cap under `--overload shed`: each is answered at
+//! once with `503 Service Unavailable`, `Retry-After: 1` and
+//! `Connection: close`, then half-closed (a FIN after the answer) and kept
+//! in a short list that reads and discards what the client still sends,
+//! closing it at its EOF or after `LINGER`. Closing at once with request
+//! bytes unread would send a reset, which can destroy the 503 before the
+//! client reads it. The list is bounded (`MAX_LINGERING` per worker, the
+//! oldest closed first) and looked at once per loop turn, never blocking.
+//!
+//! The spare descriptor: a worker that sheds keeps `/dev/null` open, so
+//! that when `accept` fails with EMFILE/ENFILE it can close the spare,
+//! accept the waiting client, answer it 503, close it and reopen the
+//! spare, instead of leaving clients waiting in silence (the technique
+//! libev and nginx document).
+
+use super::listener::Stream;
+use crate::http::answer::HostAnswer;
+use crate::http::response::{write_response, Persist};
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::time::{Duration, Instant};
+
+/// How long a shed connection is kept to read what the client sends.
+pub const LINGER: Duration = Duration::from_secs(2);
+/// Most shed connections one worker keeps lingering.
+pub const MAX_LINGERING: usize = 8;
+/// How often the loop looks at lingering connections while any are left.
+pub const LINGER_TICK: Duration = Duration::from_millis(20);
+
+/// The shed connections of one worker, and its spare descriptor.
+#[derive(Default)]
+pub struct Shedder {
+    lingering: VecDeque<(Stream, Instant)>,
+    spare: Option<File>,
+}
+
+impl Shedder {
+    /// A shedder with its spare descriptor open (`None` spare if it
+    /// cannot be opened: EMFILE then pauses accepts instead).
+    pub fn with_spare() -> Self {
+        let mut s = Shedder::default();
+        s.reopen_spare();
+        s
+    }
+
+    /// Answers `stream` 503 and half-closes it; it lingers until `expire`
+    /// or its EOF. With `keep_fd` false (the spare descriptor was used for
+    /// it) it is closed at once.
+    pub fn shed(&mut self, mut stream: Stream, date: &str, now: Instant, keep_fd: bool) {
+        let mut out = Vec::with_capacity(256);
+        let resp = HostAnswer::AtCapacity.response();
+        write_response(&mut out, &resp, false, Persist::Close, date);
+        // A fresh socket's send buffer takes the whole answer at once; a
+        // client that cannot take it is not waited for.
+        let _ = stream.write(&out);
+        let _ = stream.shutdown_write();
+        if !keep_fd {
+            discard(&mut stream);
+            return;
+        }
+        if self.lingering.len() >= MAX_LINGERING {
+            // What it sent is read first, so its close is a FIN, not a reset.
+            if let Some((mut oldest, _)) = self.lingering.pop_front() {
+                discard(&mut oldest);
+            }
+        }
+        self.lingering.push_back((stream, now + LINGER));
+    }
+
+    /// Reads and discards what lingering connections have sent; closes
+    /// those at EOF, failed or past their time.
+    pub fn sweep(&mut self, now: Instant) {
+        self.lingering
+            .retain_mut(|(stream, until)| *until > now && discard(stream));
+    }
+
+    /// How long the loop may wait before `sweep` is due again.
+    pub fn timeout(&self) -> Option<Duration> {
+        (!self.lingering.is_empty()).then_some(LINGER_TICK)
+    }
+
+    /// How many shed connections are lingering.
+    pub fn lingering(&self) -> usize {
+        self.lingering.len()
+    }
+
+    /// Closes the spare descriptor so that one `accept` can succeed;
+    /// false if there is none.
+    pub fn release_spare(&mut self) -> bool {
+        self.spare.take().is_some()
+    }
+
+    /// Opens the spare descriptor again; false if it cannot be.
+    pub fn reopen_spare(&mut self) -> bool {
+        if self.spare.is_none() {
+            match File::open("/dev/null") {
+                Ok(f) => self.spare = Some(f),
+                Err(e) => log::warn!("cannot open the spare descriptor (/dev/null): {e}"),
+            }
+        }
+        self.spare.is_some()
+    }
+}
+
+/// Reads until `WouldBlock`, dropping the bytes; true while the stream is
+/// open at the other end (false at EOF or on an error).
+fn discard(stream: &mut Stream) -> bool {
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return false,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixStream;
+
+    fn pair() -> (Stream, UnixStream) {
+        let (a, b) = UnixStream::pair().expect("pair");
+        a.set_nonblocking(true).expect("nonblocking");
+        (Stream::Unix(mio::net::UnixStream::from_std(a)), b)
+    }
+
+    #[test]
+    fn shed_answers_503_then_closes_at_eof_or_expiry() {
+        let mut s = Shedder::with_spare();
+        let now = Instant::now();
+        let (a, mut client) = pair();
+        let (b, _quiet) = pair();
+        s.shed(a, "Thu, 01 Jan 1970 00:00:00 GMT", now, true);
+        s.shed(b, "Thu, 01 Jan 1970 00:00:00 GMT", now, true);
+        let mut answer = String::new();
+        client.read_to_string(&mut answer).expect("read to the FIN");
+        assert!(answer.starts_with("HTTP/1.1 503 "), "{answer}");
+        assert!(answer.contains("Retry-After: 1\r\n"), "{answer}");
+        assert!(answer.contains("Connection: close\r\n"), "{answer}");
+        assert_eq!(s.timeout(), Some(LINGER_TICK));
+        drop(client);
+        s.sweep(now);
+        assert_eq!(s.lingering(), 1, "the closed one is gone");
+        s.sweep(now + LINGER);
+        assert_eq!((s.lingering(), s.timeout()), (0, None));
+    }
+
+    #[test]
+    fn the_list_is_bounded_and_the_spare_comes_back() {
+        let mut s = Shedder::with_spare();
+        let now = Instant::now();
+        let peers: Vec<UnixStream> = (0..MAX_LINGERING + 5)
+            .map(|_| {
+                let (a, b) = pair();
+                s.shed(a, "-", now, true);
+                b
+            })
+            .collect();
+        assert_eq!(s.lingering(), MAX_LINGERING);
+        assert!(s.release_spare());
+        assert!(!s.release_spare());
+        let (a, _b) = pair();
+        s.shed(a, "-", now, false);
+        assert_eq!(s.lingering(), MAX_LINGERING);
+        assert!(s.reopen_spare());
+        drop(peers);
+    }
+}
