@@ -13,6 +13,7 @@ use crate::listen;
 use crate::ops::access_log;
 use crate::ops::control::Control;
 use crate::ops::netfilter::{parse_net, NetList};
+use crate::ops::notify;
 use crate::ops::pid_file::PidFile;
 use crate::ops::stats::WorkerStats;
 use crate::ops::watchdog::Board;
@@ -55,16 +56,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
         None => log::info!("poller={poller_name} fd_cap={max_connections}"),
     }
     let backlog = cli.backlog.unwrap_or_else(listen::somaxconn);
-    if !cli.reuse_port {
-        for b in cli
-            .bind
-            .iter()
-            .filter(|b| matches!(b, crate::cli::Bind::Tcp(_)))
-        {
-            checks::address_is_free(b)?;
-        }
-    }
-    let bound = listen::bind_all(&cli.bind, workers, backlog, cli.unix_mode)?;
+    let bound = listeners(&cli, workers, backlog)?;
     log::info!("workers={workers} backlog={backlog}");
     let _pid_file = cli.pid_file.as_deref().map(PidFile::claim).transpose()?;
     let watch = watchdog(&cli, workers, bound.tcp_addrs.clone(), backlog)?;
@@ -196,6 +188,12 @@ pub fn run(cli: Cli) -> Result<(), String> {
     for shown in &bound.shown {
         log::info!("listening on {shown}");
     }
+    notify::ready(&format!(
+        "serving {} app(s) on {}",
+        shared.apps.load().mounts.apps().len(),
+        bound.shown.join(", ")
+    ));
+    notify::spawn_watchdog(shared.clone())?;
 
     let mut failed = None;
     for (i, h) in handles.into_iter().enumerate() {
@@ -239,6 +237,25 @@ pub(crate) fn load_apps(cli: &Cli) -> Result<Registry, String> {
 /// `stoa check`: see `checks::check`.
 pub fn check(cli: Cli) -> Result<(), String> {
     checks::check(&cli)
+}
+
+/// The listeners: the sockets a service manager passed (socket
+/// activation), else every `--bind` address (each TCP one checked free
+/// first unless `--reuse-port`).
+fn listeners(cli: &Cli, workers: usize, backlog: i32) -> Result<listen::Bound, String> {
+    if let Some(sockets) = listen::inherited()? {
+        log::info!(
+            "serving {} socket(s) passed by the service manager (LISTEN_FDS); --bind is not used",
+            sockets.len()
+        );
+        return listen::adopt_all(sockets, workers);
+    }
+    if !cli.reuse_port {
+        for b in cli.bind.iter().filter(|b| matches!(b, crate::cli::Bind::Tcp(_))) {
+            checks::address_is_free(b)?;
+        }
+    }
+    listen::bind_all(&cli.bind, workers, backlog, cli.unix_mode)
 }
 
 /// The watchdog's board, from `--stuck-after` and `--unhealthy-after`.
@@ -305,6 +322,7 @@ fn watch_signals(
                     graceful
                 );
                 shared.control.drain();
+                notify::stopping(&format!("draining after signal {signal}"));
                 let shared = shared.clone();
                 let _ = std::thread::Builder::new()
                     .name("stoa-graceful-timeout".into())

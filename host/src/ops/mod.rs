@@ -9,6 +9,7 @@ pub(crate) mod access_log;
 pub(crate) mod admin;
 pub(crate) mod control;
 pub(crate) mod netfilter;
+pub(crate) mod notify;
 pub(crate) mod pid_file;
 pub(crate) mod stats;
 pub(crate) mod survival;

@@ -75,7 +75,7 @@ impl Server {
         shared
             .watch
             .beat(worker)
-            .set_listeners(acceptor.tcp_duplicates()?);
+            .set_listeners(acceptor.tcp_duplicates(&shared.watch.addrs)?);
         Ok(Server {
             worker,
             poller,

@@ -1,0 +1,60 @@
+//! The service manager's notify protocol (`NOTIFY_SOCKET`, systemd's
+//! `Type=notify`): `READY=1` once the apps are loaded and the listeners
+//! serve, `STOPPING=1` when a drain starts, a `STATUS=` line with each, and
+//! `WATCHDOG=1` keep-alives (when `WATCHDOG_USEC` asks for them) sent only
+//! while no event loop is stuck, so the manager restarts a wedged process.
+//! Without `NOTIFY_SOCKET` every call does nothing.
+
+use crate::shared::Shared;
+use sd_notify::NotifyState;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn send(states: &[NotifyState<'_>]) {
+    if let Err(e) = sd_notify::notify(false, states) {
+        log::warn!("cannot notify the service manager (NOTIFY_SOCKET): {e}");
+    }
+}
+
+/// The host serves: `READY=1`, our pid (a process started by an upgrade
+/// becomes the service's main process), and a status line.
+pub fn ready(status: &str) {
+    send(&[
+        NotifyState::Ready,
+        NotifyState::MainPid(std::process::id()),
+        NotifyState::Status(status),
+    ]);
+}
+
+/// A drain has started.
+pub fn stopping(status: &str) {
+    send(&[NotifyState::Stopping, NotifyState::Status(status)]);
+}
+
+/// Starts the `WATCHDOG=1` keep-alive when the manager asked for it
+/// (`WATCHDOG_USEC`, and `WATCHDOG_PID` naming us if set): every half
+/// period, unless a worker is stuck.
+pub fn spawn_watchdog(shared: Arc<Shared>) -> Result<(), String> {
+    let mut usec = 0;
+    if !sd_notify::watchdog_enabled(false, &mut usec) || usec == 0 {
+        return Ok(());
+    }
+    let every = Duration::from_micros(usec / 2).max(Duration::from_millis(10));
+    log::info!(
+        "service manager watchdog: WATCHDOG=1 every {every:?} while no worker is stuck"
+    );
+    std::thread::Builder::new()
+        .name("stoa-sd-watchdog".into())
+        .spawn(move || loop {
+            std::thread::sleep(every);
+            if shared.control.draining() {
+                return;
+            }
+            match shared.watch.not_ready() {
+                None => send(&[NotifyState::Watchdog]),
+                Some(why) => log::debug!("WATCHDOG=1 withheld: {why}"),
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| format!("cannot start the service manager watchdog: {e}"))
+}
