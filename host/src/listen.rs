@@ -102,6 +102,29 @@ pub struct Bound {
     pub shown: Vec<String>,
 }
 
+impl Bound {
+    /// A duplicate of every listening socket (every worker's), for an
+    /// upgrade to hand over.
+    pub fn duplicates(&self) -> Result<Vec<std::os::fd::OwnedFd>, String> {
+        use std::os::fd::AsFd;
+        // Each worker's own SO_REUSEPORT socket is a socket of its own;
+        // a shared one (Unix, or passed to us) is handed over once.
+        self.per_worker
+            .iter()
+            .enumerate()
+            .flat_map(|(w, listeners)| {
+                listeners
+                    .iter()
+                    .zip(&self.tcp_addrs)
+                    .filter(move |(_, own)| w == 0 || own.is_some())
+                    .map(|(l, _)| l)
+            })
+            .map(|l| l.as_fd().try_clone_to_owned())
+            .collect::<std::io::Result<_>>()
+            .map_err(|e| format!("cannot duplicate a listening socket: {e}"))
+    }
+}
+
 /// Binds every `--bind` address for `workers` workers.
 pub fn bind_all(
     binds: &[Bind],
@@ -155,6 +178,12 @@ pub fn bind_all(
         }
     }
     Ok(bound)
+}
+
+/// Leaves the Unix socket files in place at exit: an upgraded process
+/// serves them now.
+pub fn keep_unix_sockets() {
+    CREATED_UNIX.lock().unwrap_or_else(|p| p.into_inner()).clear();
 }
 
 /// Removes the Unix socket files this process created (at exit, after a

@@ -13,4 +13,5 @@ pub(crate) mod notify;
 pub(crate) mod pid_file;
 pub(crate) mod stats;
 pub(crate) mod survival;
+pub(crate) mod upgrade;
 pub(crate) mod watchdog;

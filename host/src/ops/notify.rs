@@ -26,6 +26,11 @@ pub fn ready(status: &str) {
     ]);
 }
 
+/// An upgrade's new process has taken over as the service's main process.
+pub fn main_pid(pid: u32) {
+    send(&[NotifyState::MainPid(pid)]);
+}
+
 /// A drain has started.
 pub fn stopping(status: &str) {
     send(&[NotifyState::Stopping, NotifyState::Status(status)]);
