@@ -14,9 +14,9 @@ use crate::ops::access_log;
 use crate::ops::control::Control;
 use crate::ops::netfilter::{parse_net, NetList};
 use crate::ops::notify;
-use crate::ops::upgrade::Upgrade;
 use crate::ops::pid_file::PidFile;
 use crate::ops::stats::WorkerStats;
+use crate::ops::upgrade::Upgrade;
 use crate::ops::watchdog::Board;
 use crate::poller::{self, Poller};
 use crate::server::responder::Inbox;
@@ -251,7 +251,11 @@ fn listeners(cli: &Cli, workers: usize, backlog: i32) -> Result<listen::Bound, S
         return listen::adopt_all(sockets, workers);
     }
     if !cli.reuse_port {
-        for b in cli.bind.iter().filter(|b| matches!(b, crate::cli::Bind::Tcp(_))) {
+        for b in cli
+            .bind
+            .iter()
+            .filter(|b| matches!(b, crate::cli::Bind::Tcp(_)))
+        {
             checks::address_is_free(b)?;
         }
     }
@@ -281,4 +285,3 @@ fn watchdog(
     );
     Ok(Board::new(workers, bounds, addrs, backlog))
 }
-

@@ -183,7 +183,10 @@ pub fn bind_all(
 /// Leaves the Unix socket files in place at exit: an upgraded process
 /// serves them now.
 pub fn keep_unix_sockets() {
-    CREATED_UNIX.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    CREATED_UNIX
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clear();
 }
 
 /// Removes the Unix socket files this process created (at exit, after a
@@ -257,7 +260,11 @@ pub fn adopt_all(sockets: Vec<Listener>, workers: usize) -> Result<Bound, String
             }
         };
         for listeners in bound.per_worker.iter_mut().skip(1) {
-            listeners.push(socket.try_clone().map_err(|e| format!("cannot share {shown}: {e}"))?);
+            listeners.push(
+                socket
+                    .try_clone()
+                    .map_err(|e| format!("cannot share {shown}: {e}"))?,
+            );
         }
         bound.per_worker[0].push(socket);
         bound.locals.push(local);

@@ -36,18 +36,27 @@ pub fn stopping(status: &str) {
     send(&[NotifyState::Stopping, NotifyState::Status(status)]);
 }
 
+/// The keep-alive period the manager asked for: `WATCHDOG_USEC`, for this
+/// process unless `WATCHDOG_PID` names another (as `sd_watchdog_enabled`
+/// reads them; a process started by an upgrade has no `WATCHDOG_PID`).
+fn watchdog_usec() -> Option<u64> {
+    let usec: u64 = std::env::var("WATCHDOG_USEC").ok()?.parse().ok()?;
+    let ours = match std::env::var("WATCHDOG_PID") {
+        Ok(pid) => pid.parse::<u32>().ok() == Some(std::process::id()),
+        Err(_) => true,
+    };
+    (ours && usec > 0).then_some(usec)
+}
+
 /// Starts the `WATCHDOG=1` keep-alive when the manager asked for it
 /// (`WATCHDOG_USEC`, and `WATCHDOG_PID` naming us if set): every half
 /// period, unless a worker is stuck.
 pub fn spawn_watchdog(shared: Arc<Shared>) -> Result<(), String> {
-    let mut usec = 0;
-    if !sd_notify::watchdog_enabled(false, &mut usec) || usec == 0 {
+    let Some(usec) = watchdog_usec() else {
         return Ok(());
-    }
+    };
     let every = Duration::from_micros(usec / 2).max(Duration::from_millis(10));
-    log::info!(
-        "service manager watchdog: WATCHDOG=1 every {every:?} while no worker is stuck"
-    );
+    log::info!("service manager watchdog: WATCHDOG=1 every {every:?} while no worker is stuck");
     std::thread::Builder::new()
         .name("stoa-sd-watchdog".into())
         .spawn(move || loop {

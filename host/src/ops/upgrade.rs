@@ -63,7 +63,10 @@ impl Upgrade {
 
     /// Lets the sockets go (this process drains).
     pub fn release(&self) {
-        self.sockets.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.sockets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
     }
 
     /// Starts the new process and waits until it is ready; its pid, or why
@@ -86,7 +89,10 @@ impl Upgrade {
             .map_err(|e| format!("cannot create the upgrade's notify socket: {e}"))?;
         let notify_path = dir.path().join("notify");
         let notify = UnixDatagram::bind(&notify_path)
-            .and_then(|s| s.set_read_timeout(Some(Duration::from_millis(100))).map(|()| s))
+            .and_then(|s| {
+                s.set_read_timeout(Some(Duration::from_millis(100)))
+                    .map(|()| s)
+            })
             .map_err(|e| format!("cannot create the upgrade's notify socket: {e}"))?;
         let mut child = self.spawn(fds, &notify_path)?;
         match wait_ready(&notify, &mut child) {
@@ -114,12 +120,28 @@ impl Upgrade {
             .env("LISTEN_FDS", count.to_string())
             .env_remove("LISTEN_PID")
             .env_remove("LISTEN_FDNAMES")
+            .env_remove("WATCHDOG_PID")
             .env("NOTIFY_SOCKET", notify)
             .env(FROM_ENV, std::process::id().to_string());
         cmd.fd_mappings(mappings)
             .map_err(|e| format!("cannot hand the sockets over: {e}"))?;
-        cmd.spawn()
-            .map_err(|e| format!("cannot start {}: {e}", self.exe.display()))
+        spawn_retrying(&mut cmd).map_err(|e| format!("cannot start {}: {e}", self.exe.display()))
+    }
+}
+
+/// Spawns `cmd`, retrying briefly while the binary is "busy" (ETXTBSY: a
+/// freshly written binary whose writer's descriptor another fork still
+/// holds for a moment).
+fn spawn_retrying(cmd: &mut Command) -> std::io::Result<Child> {
+    let mut tries = 0;
+    loop {
+        match cmd.spawn() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 20 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            other => return other,
+        }
     }
 }
 
@@ -135,7 +157,9 @@ fn wait_ready(notify: &UnixDatagram, child: &mut Child) -> Result<(), String> {
             }
         }
         if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!("the new process exited ({status}) before it was ready"));
+            return Err(format!(
+                "the new process exited ({status}) before it was ready"
+            ));
         }
     }
     Err(format!(
