@@ -5,7 +5,7 @@
 use crate::apps::plugin_copy::{self, PluginCopies};
 use crate::apps::registry::{Registry, Scan};
 use crate::apps::services;
-use crate::apps::watcher::{self, Event};
+use crate::apps::watcher;
 use crate::checks;
 use crate::cli::Cli;
 use crate::http::ConnParams;
@@ -13,21 +13,20 @@ use crate::listen;
 use crate::ops::access_log;
 use crate::ops::control::Control;
 use crate::ops::netfilter::{parse_net, NetList};
+use crate::ops::notify;
 use crate::ops::pid_file::PidFile;
 use crate::ops::stats::WorkerStats;
+use crate::ops::upgrade::Upgrade;
 use crate::ops::watchdog::Board;
 use crate::poller::{self, Poller};
 use crate::server::responder::Inbox;
 use crate::server::Server;
 use crate::shared::Shared;
 use arc_swap::ArcSwap;
-use crossbeam_channel::Sender;
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 pub fn run(cli: Cli) -> Result<(), String> {
     match listen::raise_fd_limit() {
@@ -54,16 +53,8 @@ pub fn run(cli: Cli) -> Result<(), String> {
         budget.reserved()
     );
     let backlog = cli.backlog.unwrap_or_else(listen::somaxconn);
-    if !cli.reuse_port {
-        for b in cli
-            .bind
-            .iter()
-            .filter(|b| matches!(b, crate::cli::Bind::Tcp(_)))
-        {
-            checks::address_is_free(b)?;
-        }
-    }
-    let bound = listen::bind_all(&cli.bind, workers, backlog, cli.unix_mode)?;
+    let bound = listeners(&cli, workers, backlog)?;
+    let upgrade = Arc::new(Upgrade::new(bound.duplicates()?));
     log::info!("workers={workers} backlog={backlog}");
     let _pid_file = cli.pid_file.as_deref().map(PidFile::claim).transpose()?;
     let watch = watchdog(&cli, workers, bound.tcp_addrs.clone(), backlog)?;
@@ -176,7 +167,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
     let events = registry.events();
     watcher::spawn(registry, shared.clone(), !cli.no_watch)?;
     crate::ops::watchdog::spawn(shared.clone())?;
-    watch_signals(shared.clone(), events, cli.graceful_timeout)?;
+    crate::signals::watch(shared.clone(), events, cli.graceful_timeout, upgrade)?;
 
     let handles: Vec<_> = servers
         .into_iter()
@@ -197,6 +188,12 @@ pub fn run(cli: Cli) -> Result<(), String> {
     for shown in &bound.shown {
         log::info!("listening on {shown}");
     }
+    notify::ready(&format!(
+        "serving {} app(s) on {}",
+        shared.apps.load().mounts.apps().len(),
+        bound.shown.join(", ")
+    ));
+    notify::spawn_watchdog(shared.clone())?;
 
     let mut failed = None;
     for (i, h) in handles.into_iter().enumerate() {
@@ -242,6 +239,30 @@ pub fn check(cli: Cli) -> Result<(), String> {
     checks::check(&cli)
 }
 
+/// The listeners: the sockets a service manager passed (socket
+/// activation), else every `--bind` address (each TCP one checked free
+/// first unless `--reuse-port`).
+fn listeners(cli: &Cli, workers: usize, backlog: i32) -> Result<listen::Bound, String> {
+    if let Some(sockets) = listen::inherited()? {
+        log::info!(
+            "serving {} socket(s) passed by the service manager or the stoa this one \
+             upgrades (LISTEN_FDS); --bind is not used",
+            sockets.len()
+        );
+        return listen::adopt_all(sockets, workers);
+    }
+    if !cli.reuse_port {
+        for b in cli
+            .bind
+            .iter()
+            .filter(|b| matches!(b, crate::cli::Bind::Tcp(_)))
+        {
+            checks::address_is_free(b)?;
+        }
+    }
+    listen::bind_all(&cli.bind, workers, backlog, cli.unix_mode)
+}
+
 /// The watchdog's board, from `--stuck-after` and `--unhealthy-after`.
 fn watchdog(
     cli: &Cli,
@@ -264,57 +285,4 @@ fn watchdog(
         cli.unhealthy_after
     );
     Ok(Board::new(workers, bounds, addrs, backlog))
-}
-
-/// SIGTERM/SIGINT drain the workers (a second one exits at once, and the
-/// graceful timeout forces the rest closed); SIGHUP asks the apps thread
-/// to rescan; SIGUSR1 reopens the access log file. This thread never waits
-/// for the apps thread or app code.
-fn watch_signals(
-    shared: Arc<Shared>,
-    apps: Sender<Event>,
-    graceful: Duration,
-) -> Result<(), String> {
-    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR1])
-        .map_err(|e| format!("cannot install signal handlers: {e}"))?;
-    std::thread::Builder::new()
-        .name("stoa-signals".into())
-        .spawn(move || {
-            for signal in signals.forever() {
-                if signal == SIGHUP {
-                    log::info!("SIGHUP: rescanning the apps directory");
-                    if apps.send(Event::Rescan).is_err() {
-                        log::warn!("SIGHUP ignored: the apps thread has stopped (draining)");
-                    }
-                    continue;
-                }
-                if signal == SIGUSR1 {
-                    match &shared.access_log {
-                        Some(log) => log.reopen(),
-                        None => log::info!("SIGUSR1: no access log file to reopen"),
-                    }
-                    continue;
-                }
-                if shared.control.draining() {
-                    log::warn!("second signal {signal}: exiting now");
-                    plugin_copy::remove_private_dir();
-                    listen::remove_unix_sockets();
-                    std::process::exit(1);
-                }
-                log::info!(
-                    "signal {signal}: draining (graceful timeout {:?})",
-                    graceful
-                );
-                shared.control.drain();
-                let shared = shared.clone();
-                let _ = std::thread::Builder::new()
-                    .name("stoa-graceful-timeout".into())
-                    .spawn(move || {
-                        std::thread::sleep(graceful);
-                        shared.control.force();
-                    });
-            }
-        })
-        .map_err(|e| format!("cannot start the signal thread: {e}"))?;
-    Ok(())
 }

@@ -37,3 +37,4 @@ pub(crate) mod ops;
 pub(crate) mod poller;
 pub(crate) mod server;
 pub(crate) mod shared;
+pub(crate) mod signals;

@@ -102,6 +102,29 @@ pub struct Bound {
     pub shown: Vec<String>,
 }
 
+impl Bound {
+    /// A duplicate of every listening socket (every worker's), for an
+    /// upgrade to hand over.
+    pub fn duplicates(&self) -> Result<Vec<std::os::fd::OwnedFd>, String> {
+        use std::os::fd::AsFd;
+        // Each worker's own SO_REUSEPORT socket is a socket of its own;
+        // a shared one (Unix, or passed to us) is handed over once.
+        self.per_worker
+            .iter()
+            .enumerate()
+            .flat_map(|(w, listeners)| {
+                listeners
+                    .iter()
+                    .zip(&self.tcp_addrs)
+                    .filter(move |(_, own)| w == 0 || own.is_some())
+                    .map(|(l, _)| l)
+            })
+            .map(|l| l.as_fd().try_clone_to_owned())
+            .collect::<std::io::Result<_>>()
+            .map_err(|e| format!("cannot duplicate a listening socket: {e}"))
+    }
+}
+
 /// Binds every `--bind` address for `workers` workers.
 pub fn bind_all(
     binds: &[Bind],
@@ -157,6 +180,15 @@ pub fn bind_all(
     Ok(bound)
 }
 
+/// Leaves the Unix socket files in place at exit: an upgraded process
+/// serves them now.
+pub fn keep_unix_sockets() {
+    CREATED_UNIX
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clear();
+}
+
 /// Removes the Unix socket files this process created (at exit, after a
 /// failed start too).
 pub fn remove_unix_sockets() {
@@ -166,4 +198,78 @@ pub fn remove_unix_sockets() {
             log::debug!("cannot remove unix:{}: {e}", path.display());
         }
     }
+}
+
+/// Listening sockets passed by a service manager's socket activation
+/// (`LISTEN_FDS`, `LISTEN_PID`; systemd, `systemd-socket-activate`), in
+/// order; `None` when none were passed. Each is a TCP or a Unix stream
+/// listener; anything else is an error naming it.
+pub fn inherited() -> Result<Option<Vec<Listener>>, String> {
+    let mut fds = listenfd::ListenFd::from_env();
+    if fds.len() == 0 {
+        return Ok(None);
+    }
+    let mut listeners = Vec::with_capacity(fds.len());
+    for i in 0..fds.len() {
+        let tcp = fds.take_tcp_listener(i);
+        let listener = match tcp {
+            Ok(Some(l)) => l
+                .set_nonblocking(true)
+                .map(|()| Listener::Tcp(mio::net::TcpListener::from_std(l))),
+            _ => match fds.take_unix_listener(i) {
+                Ok(Some(l)) => l
+                    .set_nonblocking(true)
+                    .map(|()| Listener::Unix(mio::net::UnixListener::from_std(l))),
+                Ok(None) => continue,
+                Err(e) => {
+                    return Err(format!(
+                        "socket {} passed by the service manager (LISTEN_FDS) is neither a TCP \
+                         nor a Unix stream listener: {e}",
+                        i + 3
+                    ))
+                }
+            },
+        };
+        listeners.push(listener.map_err(|e| format!("passed socket {}: {e}", i + 3))?);
+    }
+    Ok(Some(listeners))
+}
+
+/// Serves the sockets a service manager passed: shared by every worker
+/// (a duplicate each), never shut down by the watchdog nor re-created.
+pub fn adopt_all(sockets: Vec<Listener>, workers: usize) -> Result<Bound, String> {
+    let mut bound = Bound {
+        per_worker: (0..workers).map(|_| Vec::new()).collect(),
+        locals: Vec::new(),
+        tcp_addrs: Vec::new(),
+        shown: Vec::new(),
+    };
+    for socket in sockets {
+        let (local, shown) = match &socket {
+            Listener::Tcp(l) => {
+                let a = l.local_addr().map_err(|e| format!("passed socket: {e}"))?;
+                ((a.ip().to_string().into(), a.port()), format!("http://{a}"))
+            }
+            Listener::Unix(l) => {
+                let path = l
+                    .local_addr()
+                    .ok()
+                    .and_then(|a| a.as_pathname().map(|p| p.display().to_string()))
+                    .unwrap_or_else(|| "(unnamed)".into());
+                (("localhost".into(), 0), format!("unix:{path}"))
+            }
+        };
+        for listeners in bound.per_worker.iter_mut().skip(1) {
+            listeners.push(
+                socket
+                    .try_clone()
+                    .map_err(|e| format!("cannot share {shown}: {e}"))?,
+            );
+        }
+        bound.per_worker[0].push(socket);
+        bound.locals.push(local);
+        bound.tcp_addrs.push(None);
+        bound.shown.push(shown);
+    }
+    Ok(bound)
 }

@@ -166,3 +166,20 @@ pub fn wait_log(server: &Server, needles: &[&str]) {
 pub fn path_of(server: &Server, file: &str) -> String {
     server.apps_dir().join(file).display().to_string()
 }
+
+/// Creates `dir/apps` holding these plugins (short names; hard links, or
+/// copies across filesystems) and returns its path.
+pub fn apps_dir_with(dir: &Path, apps: &[&str]) -> std::path::PathBuf {
+    let to = dir.join("apps");
+    std::fs::create_dir(&to).expect("apps dir");
+    for name in apps {
+        let so = plugins()
+            .get(name)
+            .unwrap_or_else(|| panic!("no plugin named {name}"));
+        let file = to.join(so.file_name().expect("file name"));
+        if std::fs::hard_link(so, &file).is_err() {
+            std::fs::copy(so, &file).expect("copy a plugin");
+        }
+    }
+    to
+}

@@ -7,7 +7,6 @@
 use crate::common::status;
 use crate::hardening::{accepted, justnow, refused};
 use crate::harness::{wait_until, Server, TempDir, STOA};
-use crate::plugins::plugins;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -29,15 +28,7 @@ impl Setup {
     fn new(text: &str, apps: &[&str]) -> Self {
         let dir = TempDir::new("config");
         std::fs::write(dir.path().join("stoa.toml"), text).expect("write stoa.toml");
-        let to = dir.path().join("apps");
-        std::fs::create_dir(&to).expect("apps dir");
-        for name in apps {
-            let so = &plugins()[name];
-            let file = to.join(so.file_name().expect("file name"));
-            if std::fs::hard_link(so, &file).is_err() {
-                std::fs::copy(so, &file).expect("copy a plugin");
-            }
-        }
+        crate::common::apps_dir_with(dir.path(), apps);
         Setup { dir }
     }
 
@@ -139,7 +130,7 @@ fn app_tables_give_an_app_its_own_limits(poller: &str) {
     let r = server.get("/demo/sleep-handler/");
     assert_eq!(r.status, 504, "{r:?}");
     assert!(
-        server.log_contains("within app_timeout (1s)"),
+        server.wait_log(&["within app_timeout (1s)"]),
         "{}",
         server.log()
     );

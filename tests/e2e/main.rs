@@ -18,6 +18,7 @@ mod balancers;
 mod capacity;
 mod cli;
 mod config;
+mod deploy;
 mod environ;
 mod hardening;
 mod hello;

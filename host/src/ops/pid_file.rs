@@ -19,8 +19,10 @@ impl PidFile {
     /// process, replaces it (with a log line) when that process is gone.
     pub fn claim(path: &Path) -> Result<PidFile, String> {
         let pid = std::process::id();
+        // The stoa this one upgrades (SIGUSR2) hands its pid file over.
+        let parent = crate::ops::upgrade::upgrading_from();
         if let Some(old) = read_pid(path)? {
-            if old != pid && alive(old) {
+            if old != pid && Some(old) != parent && alive(old) {
                 return Err(format!(
                     "another stoa (pid {old}) uses {}; stop it, or remove the file if that \
                      process is not a stoa",

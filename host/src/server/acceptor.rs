@@ -120,12 +120,15 @@ impl Acceptor {
         closed
     }
 
-    /// Duplicates of the TCP listeners, for the watchdog to shut down.
-    pub fn tcp_duplicates(&self) -> io::Result<Vec<Socket>> {
+    /// Duplicates of this worker's own TCP listeners (`addrs[i]` is set
+    /// for those), for the watchdog to shut down; shared sockets (Unix, or
+    /// passed by a service manager) are left alone.
+    pub fn tcp_duplicates(&self, addrs: &[Option<SocketAddr>]) -> io::Result<Vec<Socket>> {
         self.slots
             .iter()
-            .filter_map(|s| match &s.listener {
-                Some(Listener::Tcp(l)) => Some(SockRef::from(l).try_clone()),
+            .zip(addrs)
+            .filter_map(|(s, addr)| match (&s.listener, addr) {
+                (Some(Listener::Tcp(l)), Some(_)) => Some(SockRef::from(l).try_clone()),
                 _ => None,
             })
             .collect()
@@ -171,7 +174,7 @@ impl Acceptor {
                 }
             }
         }
-        match self.tcp_duplicates() {
+        match self.tcp_duplicates(addrs) {
             Ok(dups) => beat.set_listeners(dups),
             Err(e) => log::warn!("worker {worker}: cannot duplicate its listeners: {e}"),
         }

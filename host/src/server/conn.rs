@@ -170,6 +170,13 @@ impl<S> Conn<S> {
         self.phase == Phase::Reading && self.reader.is_empty() && !self.has_output()
     }
 
+    /// True between keep-alive requests: idle, with at least one request
+    /// served (a connection whose first request has not arrived yet is
+    /// not: the client is about to send it).
+    pub fn is_between_requests(&self) -> bool {
+        self.is_idle() && self.served > 0
+    }
+
     /// True if request `id` is the one this connection waits on.
     pub fn waits_for(&self, id: u64) -> bool {
         self.phase == Phase::Dispatched && self.pending.as_ref().is_some_and(|p| p.id == id)

@@ -38,6 +38,30 @@ impl Listener {
     }
 }
 
+impl Listener {
+    /// A second handle on the same listening socket (another worker's).
+    pub fn try_clone(&self) -> io::Result<Listener> {
+        let fd = std::os::fd::AsFd::as_fd(self).try_clone_to_owned()?;
+        Ok(match self {
+            Listener::Tcp(_) => {
+                Listener::Tcp(TcpListener::from_std(std::net::TcpListener::from(fd)))
+            }
+            Listener::Unix(_) => Listener::Unix(UnixListener::from_std(
+                std::os::unix::net::UnixListener::from(fd),
+            )),
+        })
+    }
+}
+
+impl std::os::fd::AsFd for Listener {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            Listener::Tcp(l) => l.as_fd(),
+            Listener::Unix(l) => l.as_fd(),
+        }
+    }
+}
+
 impl AsRawFd for Listener {
     fn as_raw_fd(&self) -> RawFd {
         match self {

@@ -91,7 +91,7 @@ impl Server {
         shared
             .watch
             .beat(worker)
-            .set_listeners(acceptor.tcp_duplicates()?);
+            .set_listeners(acceptor.tcp_duplicates(&shared.watch.addrs)?);
         Ok(Server {
             worker,
             poller,
@@ -142,8 +142,9 @@ impl Server {
         }
     }
 
-    /// Stops accepting and closes idle connections, once; busy ones close
-    /// after their current response (it carries `Connection: close`).
+    /// Stops accepting and closes keep-alive connections between requests,
+    /// once; busy ones, and new ones whose first request has not arrived
+    /// yet, close after their response (it carries `Connection: close`).
     fn drain(&mut self) {
         if !self.acceptor.close(&mut *self.poller) {
             return;
@@ -157,7 +158,7 @@ impl Server {
         let idle: Vec<usize> = self
             .conns
             .iter()
-            .filter(|(_, c)| c.is_idle())
+            .filter(|(_, c)| c.is_between_requests())
             .map(|(k, _)| k)
             .collect();
         for key in idle {

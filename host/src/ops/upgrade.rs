@@ -1,0 +1,169 @@
+//! Zero-downtime upgrade of the host binary (SIGUSR2, as nginx and
+//! gunicorn do): the running stoa starts the binary at its own path, as
+//! recorded at start-up, with its own arguments, and passes it every
+//! listening socket it has (each worker's, so no `SO_REUSEPORT` socket is
+//! left behind to blackhole the connections the kernel hashes to it) by
+//! the socket-activation convention (`LISTEN_FDS`, fds from 3), which the
+//! new process adopts. It waits for the new process's `READY=1` on a
+//! private notify socket, then drains and exits; under a service manager
+//! it announces the new process with `MAINPID=`. A new process that exits
+//! or does not get ready in time is stopped, logged, and the old one keeps
+//! serving.
+
+use command_fds::{CommandFdExt, FdMapping};
+use std::ffi::OsString;
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixDatagram;
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Set in the new process's environment: the pid of the stoa it replaces.
+const FROM_ENV: &str = "STOA_UPGRADED_FROM";
+
+/// How long the new process has to report ready (it loads and constructs
+/// every app first).
+const READY_BOUND: Duration = Duration::from_secs(60);
+
+/// The pid of the stoa this process is upgrading, if it was started so.
+pub fn upgrading_from() -> Option<u32> {
+    std::env::var(FROM_ENV).ok()?.parse().ok()
+}
+
+/// What an upgrade needs, taken at start-up.
+pub struct Upgrade {
+    exe: PathBuf,
+    args: Vec<OsString>,
+    /// Duplicates of every listening socket; dropped when this process
+    /// drains, so a draining stoa refuses new connections.
+    sockets: Mutex<Option<Vec<OwnedFd>>>,
+}
+
+impl Upgrade {
+    /// Records the binary's path (a binary replaced by rename reads as
+    /// "PATH (deleted)": the new file at PATH is the one to start) and the
+    /// arguments, and keeps `sockets`.
+    pub fn new(sockets: Vec<OwnedFd>) -> Self {
+        let exe = std::env::current_exe()
+            .map(|p| {
+                let text = p.to_string_lossy();
+                match text.strip_suffix(" (deleted)") {
+                    Some(live) => PathBuf::from(live),
+                    None => p,
+                }
+            })
+            .unwrap_or_else(|_| PathBuf::from("stoa"));
+        Upgrade {
+            exe,
+            args: std::env::args_os().skip(1).collect(),
+            sockets: Mutex::new(Some(sockets)),
+        }
+    }
+
+    /// Lets the sockets go (this process drains).
+    pub fn release(&self) {
+        self.sockets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+    }
+
+    /// Starts the new process and waits until it is ready; its pid, or why
+    /// it did not take over (this process then keeps serving).
+    pub fn run(&self) -> Result<u32, String> {
+        let fds = {
+            let sockets = self.sockets.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(sockets) = sockets.as_ref() else {
+                return Err("already draining".into());
+            };
+            sockets
+                .iter()
+                .map(OwnedFd::try_clone)
+                .collect::<std::io::Result<Vec<_>>>()
+                .map_err(|e| format!("cannot duplicate the listening sockets: {e}"))?
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("stoa-upgrade-")
+            .tempdir()
+            .map_err(|e| format!("cannot create the upgrade's notify socket: {e}"))?;
+        let notify_path = dir.path().join("notify");
+        let notify = UnixDatagram::bind(&notify_path)
+            .and_then(|s| {
+                s.set_read_timeout(Some(Duration::from_millis(100)))
+                    .map(|()| s)
+            })
+            .map_err(|e| format!("cannot create the upgrade's notify socket: {e}"))?;
+        let mut child = self.spawn(fds, &notify_path)?;
+        match wait_ready(&notify, &mut child) {
+            Ok(()) => Ok(child.id()),
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(e)
+            }
+        }
+    }
+
+    fn spawn(&self, fds: Vec<OwnedFd>, notify: &std::path::Path) -> Result<Child, String> {
+        let count = fds.len();
+        let mappings = fds
+            .into_iter()
+            .enumerate()
+            .map(|(i, parent_fd)| FdMapping {
+                parent_fd,
+                child_fd: 3 + i as i32,
+            })
+            .collect();
+        let mut cmd = Command::new(&self.exe);
+        cmd.args(&self.args)
+            .env("LISTEN_FDS", count.to_string())
+            .env_remove("LISTEN_PID")
+            .env_remove("LISTEN_FDNAMES")
+            .env_remove("WATCHDOG_PID")
+            .env("NOTIFY_SOCKET", notify)
+            .env(FROM_ENV, std::process::id().to_string());
+        cmd.fd_mappings(mappings)
+            .map_err(|e| format!("cannot hand the sockets over: {e}"))?;
+        spawn_retrying(&mut cmd).map_err(|e| format!("cannot start {}: {e}", self.exe.display()))
+    }
+}
+
+/// Spawns `cmd`, retrying briefly while the binary is "busy" (ETXTBSY: a
+/// freshly written binary whose writer's descriptor another fork still
+/// holds for a moment).
+fn spawn_retrying(cmd: &mut Command) -> std::io::Result<Child> {
+    let mut tries = 0;
+    loop {
+        match cmd.spawn() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 20 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Waits for `READY=1` from the new process, or its exit, or the bound.
+fn wait_ready(notify: &UnixDatagram, child: &mut Child) -> Result<(), String> {
+    let deadline = Instant::now() + READY_BOUND;
+    let mut buf = [0u8; 4096];
+    while Instant::now() < deadline {
+        if let Ok(n) = notify.recv(&mut buf) {
+            let text = String::from_utf8_lossy(&buf[..n]);
+            if text.lines().any(|l| l == "READY=1") {
+                return Ok(());
+            }
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!(
+                "the new process exited ({status}) before it was ready"
+            ));
+        }
+    }
+    Err(format!(
+        "the new process did not report ready within {} s",
+        READY_BOUND.as_secs()
+    ))
+}

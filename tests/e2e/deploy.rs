@@ -1,0 +1,370 @@
+//! Deployment on the real tools: socket activation by
+//! `systemd-socket-activate`, the notify protocol (`READY=1`, `MAINPID=`,
+//! `STOPPING=1`, `WATCHDOG=1` withheld while a loop is stuck) through a
+//! test-side `NOTIFY_SOCKET`, and the SIGUSR2 upgrade of the host binary
+//! under load (nothing lost; a broken new binary leaves the old serving).
+
+use crate::client::{get, Client};
+use crate::harness::{wait_until, Server, TempDir, STOA};
+use rustix::process::{kill_process, Pid, Signal};
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+matrix!(
+    socket_activation_serves_the_sample_apps,
+    notify_says_ready_then_stopping,
+    watchdog_keepalives_stop_while_a_loop_is_stuck,
+    sigusr2_upgrade_under_load_loses_nothing,
+    a_broken_new_binary_leaves_the_old_one_serving,
+);
+
+/// A port nobody listens on now.
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+/// An apps directory holding these plugins.
+fn apps_dir(dir: &TempDir, apps: &[&str]) -> PathBuf {
+    crate::common::apps_dir_with(dir.path(), apps)
+}
+
+/// A child process killed (by pid) when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Kills the process `pid` when dropped (a process the harness did not start).
+struct KillPid(u32);
+
+impl Drop for KillPid {
+    fn drop(&mut self) {
+        if let Some(pid) = Pid::from_raw(self.0 as i32) {
+            let _ = kill_process(pid, Signal::KILL);
+        }
+    }
+}
+
+/// GET `path` on a new connection; the status, or 0 if it failed.
+fn status_of(port: u16, path: &str) -> u16 {
+    match std::net::TcpStream::connect(("127.0.0.1", port)) {
+        Ok(_) => Client::connect(port).request(&get(path)).status,
+        Err(_) => 0,
+    }
+}
+
+fn socket_activation_serves_the_sample_apps(poller: &str) {
+    let dir = TempDir::new("activate");
+    let apps = apps_dir(&dir, &["hello-project", "article"]);
+    let port = free_port();
+    let child = Command::new("systemd-socket-activate")
+        .args(["-l", &format!("127.0.0.1:{port}")])
+        .arg(STOA)
+        .args(["--poller", poller, "--workers", "2", "--apps"])
+        .arg(&apps)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("systemd-socket-activate is needed (apt-get install -y systemd)");
+    let _child = Killed(child);
+    // systemd-socket-activate holds the socket and starts stoa on the
+    // first connection; stoa adopts the socket it is passed.
+    let served = wait_until(Duration::from_secs(20), || {
+        status_of(port, "/article") == 200
+    });
+    assert!(served, "the activated stoa never answered on {port}");
+    assert_eq!(status_of(port, "/hello/"), 200);
+}
+
+/// A datagram socket standing in for the service manager's.
+fn notify_socket(dir: &TempDir) -> (UnixDatagram, PathBuf) {
+    let path = dir.path().join("notify.sock");
+    let sock = UnixDatagram::bind(&path).expect("bind the notify socket");
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    (sock, path)
+}
+
+/// Reads messages until one has a line `want`, within `within`.
+fn wait_message(sock: &UnixDatagram, want: &str, within: Duration) -> Option<String> {
+    let deadline = Instant::now() + within;
+    let mut buf = [0u8; 4096];
+    while Instant::now() < deadline {
+        if let Ok(n) = sock.recv(&mut buf) {
+            let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+            if text.lines().any(|l| l == want) {
+                return Some(text);
+            }
+        }
+    }
+    None
+}
+
+fn notify_says_ready_then_stopping(poller: &str) {
+    let dir = TempDir::new("notify");
+    let (sock, path) = notify_socket(&dir);
+    let mut server = Server::launch(poller)
+        .apps(&["article"])
+        .env("NOTIFY_SOCKET", path.to_str().expect("utf-8 path"))
+        .start();
+    let ready = wait_message(&sock, "READY=1", Duration::from_secs(10)).expect("READY=1");
+    assert!(
+        ready.contains(&format!("MAINPID={}", server.pid())),
+        "{ready}"
+    );
+    assert!(
+        ready.contains("STATUS=serving 1 app(s) on http://127.0.0.1:"),
+        "{ready}"
+    );
+    server.signal(Signal::TERM);
+    let stopping = wait_message(&sock, "STOPPING=1", Duration::from_secs(10));
+    assert!(stopping.is_some(), "no STOPPING=1 at the drain");
+    assert!(server.wait_exit(Duration::from_secs(20)).is_some());
+}
+
+fn watchdog_keepalives_stop_while_a_loop_is_stuck(poller: &str) {
+    let dir = TempDir::new("sd-watchdog");
+    let (sock, path) = notify_socket(&dir);
+    let server = Server::launch(poller)
+        .apps(&["stuck"])
+        .args(&["--workers", "1", "--stuck-after", "1"])
+        .env("NOTIFY_SOCKET", path.to_str().expect("utf-8 path"))
+        .env("WATCHDOG_USEC", "200000")
+        .shell("export WATCHDOG_PID=$$")
+        .start();
+    assert!(wait_message(&sock, "WATCHDOG=1", Duration::from_secs(5)).is_some());
+    // The only loop spins in app code: once it is found stuck, no more
+    // keep-alives (the service manager would restart the process).
+    let mut c = server.connect();
+    c.send(&get("/_stuck/spin"));
+    assert!(server.wait_log(&["worker 0 stuck"]), "{}", server.log());
+    while sock.recv(&mut [0u8; 512]).is_ok() {}
+    let late = wait_message(&sock, "WATCHDOG=1", Duration::from_secs(2));
+    assert!(late.is_none(), "WATCHDOG=1 sent while the loop is stuck");
+}
+
+/// One request on `stream`; the status, or `None` if the connection
+/// closed (or failed) before any byte of an answer.
+fn exchange(stream: &mut std::net::TcpStream) -> Option<u16> {
+    use std::io::{Read, Write};
+    stream.write_all(&get("/article")).ok()?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut chunk).ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&buf);
+        // The article answer is small: head and 49-byte body.
+        if let Some(end) = text.find("\r\n\r\n") {
+            if buf.len() >= end + 4 + 49 {
+                return text.split(' ').nth(1).and_then(|c| c.parse().ok());
+            }
+        }
+    }
+}
+
+/// Requests until `stop`, keep-alive (20 per connection) and one per
+/// connection in turns. A request that meets a keep-alive connection the
+/// server closed as idle (the race every HTTP client retries, RFC 9112
+/// section 9.3.1) is retried once on a new connection; anything else that is
+/// not a 200 counts as failed.
+fn load(port: u16, stop: Arc<AtomicBool>, ok: Arc<AtomicUsize>, failed: Arc<AtomicUsize>) {
+    let connect = || {
+        let s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+        Some(s)
+    };
+    let mut n = 0usize;
+    while !stop.load(SeqCst) {
+        n += 1;
+        let batch = if n.is_multiple_of(2) { 1 } else { 20 };
+        let Some(mut stream) = connect() else {
+            failed.fetch_add(1, SeqCst);
+            continue;
+        };
+        for i in 0..batch {
+            let mut answer = exchange(&mut stream);
+            if answer.is_none() && i > 0 {
+                match connect() {
+                    Some(fresh) => {
+                        stream = fresh;
+                        answer = exchange(&mut stream);
+                    }
+                    None => answer = None,
+                }
+            }
+            let counter = if answer == Some(200) { &ok } else { &failed };
+            counter.fetch_add(1, SeqCst);
+            if answer != Some(200) {
+                break;
+            }
+        }
+    }
+}
+
+fn sigusr2_upgrade_under_load_loses_nothing(poller: &str) {
+    let mut server = Server::launch(poller)
+        .apps(&["article"])
+        .args(&["--workers", "2"])
+        .start();
+    let port = server.port;
+    let (stop, ok, failed) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    let clients: Vec<_> = (0..4)
+        .map(|_| {
+            let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
+            std::thread::spawn(move || load(port, stop, ok, failed))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    server.signal(Signal::USR2);
+    let exited = server.wait_exit(Duration::from_secs(30));
+    let line = server
+        .log_lines(&["upgrade: the new stoa (pid "])
+        .pop()
+        .unwrap_or_default();
+    let new_pid: u32 = line
+        .split("(pid ")
+        .nth(1)
+        .and_then(|t| t.split(')').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no upgrade line: {}", server.log()));
+    let _new = KillPid(new_pid);
+    assert!(
+        exited.is_some(),
+        "the old stoa did not exit after the upgrade"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, SeqCst);
+    for c in clients {
+        c.join().expect("client thread");
+    }
+    let (ok, failed) = (ok.load(SeqCst), failed.load(SeqCst));
+    eprintln!("upgrade under load: {ok} answered, {failed} failed");
+    assert_eq!(failed, 0, "{ok} answered");
+    assert!(ok > 100, "too little load to show anything: {ok}");
+    assert_ne!(new_pid, server.pid());
+    assert_eq!(status_of(port, "/article"), 200, "the new stoa serves");
+}
+
+/// Starts `binary` (a copy of stoa) serving `apps` on `poller`; its port.
+fn start_copy(
+    binary: &Path,
+    apps: &Path,
+    poller: &str,
+) -> (Killed, u16, Arc<std::sync::Mutex<String>>) {
+    let mut cmd = Command::new(binary);
+    cmd.args(["--bind", "127.0.0.1:0", "--poller", poller, "--apps"])
+        .arg(apps)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // A just-written binary may be "busy" while another test's fork still
+    // holds the copy's descriptor for a moment.
+    let mut child = None;
+    for _ in 0..40 {
+        match cmd.spawn() {
+            Ok(c) => {
+                child = Some(c);
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(Duration::from_millis(50))
+            }
+            Err(e) => panic!("start the copy of stoa: {e}"),
+        }
+    }
+    let mut child = child.expect("the copy of stoa stayed busy");
+    let stdout = child.stdout.take().expect("stdout");
+    let stderr = child.stderr.take().expect("stderr");
+    let log = Arc::new(std::sync::Mutex::new(String::new()));
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Ok(mut l) = sink.lock() {
+                l.push_str(&line);
+                l.push('\n');
+            }
+        }
+    });
+    let mut first = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut first)
+        .expect("read the port");
+    let port = first
+        .trim()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {first:?}"));
+    (Killed(child), port, log)
+}
+
+fn a_broken_new_binary_leaves_the_old_one_serving(poller: &str) {
+    let dir = TempDir::new("upgrade-broken");
+    let apps = apps_dir(&dir, &["article"]);
+    let binary = dir.path().join("stoa");
+    std::fs::copy(STOA, &binary).expect("copy stoa");
+    let (child, port, log) = start_copy(&binary, &apps, poller);
+    assert_eq!(status_of(port, "/article"), 200);
+    // A deploy replaces the binary (by rename) with one that cannot start.
+    let broken = dir.path().join("stoa.new");
+    std::fs::write(&broken, "#!/bin/sh\nexit 3\n").expect("write");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::rename(&broken, &binary).expect("rename");
+    let pid = Pid::from_raw(child.0.id() as i32).expect("pid");
+    kill_process(pid, Signal::USR2).expect("SIGUSR2");
+    let failed = wait_until(Duration::from_secs(20), || {
+        log.lock()
+            .map(|l| l.contains("upgrade failed: the new process exited"))
+            .unwrap_or(false)
+    });
+    let text = log.lock().map(|l| l.clone()).unwrap_or_default();
+    assert!(failed, "{text}");
+    assert!(text.contains("this stoa keeps serving"), "{text}");
+    assert_eq!(status_of(port, "/article"), 200, "the old stoa serves on");
+}
+
+#[test]
+fn the_unit_files_pass_systemd_analyze_verify() {
+    let dir = TempDir::new("units");
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy");
+    let service = std::fs::read_to_string(deploy.join("stoa.service")).expect("stoa.service");
+    std::fs::write(
+        dir.path().join("stoa.service"),
+        service.replace("/usr/local/bin/stoa", STOA),
+    )
+    .expect("write");
+    std::fs::copy(deploy.join("stoa.socket"), dir.path().join("stoa.socket")).expect("copy");
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(dir.path().join("stoa.socket"))
+        .arg(dir.path().join("stoa.service"))
+        .output()
+        .expect("systemd-analyze is needed (apt-get install -y systemd)");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
