@@ -2,7 +2,7 @@
 //! then the blocking pool and the apps, then one event-loop thread per
 //! worker; signals drain them.
 
-use crate::apps::plugin_copy::{self, PluginCopies};
+use crate::apps::plugin_copy::PluginCopies;
 use crate::apps::registry::{Registry, Scan};
 use crate::apps::services;
 use crate::apps::watcher;
@@ -220,6 +220,7 @@ pub(crate) fn load_apps(cli: &Cli) -> Result<Registry, String> {
     let mut registry = Registry::new(&cli.apps, mounts, cli.max_generations, copies)
         .map_err(|e| format!("cannot read the apps directory {}: {e}", cli.apps.display()))?;
     registry.set_insecure(cli.insecure_apps_dir);
+    registry.set_reexec_at_cap(cli.on_generation_cap == crate::cli::OnGenerationCap::Reexec);
     registry.set_settings(
         cli.app_sections
             .iter()

@@ -93,6 +93,8 @@ fn start_upgrade(
     let started = std::thread::Builder::new()
         .name("stoa-upgrade".into())
         .spawn(move || {
+            // At most one old process drains at a time.
+            crate::ops::upgrade::wait_for_predecessor(graceful + Duration::from_secs(1));
             match upgrade.run() {
                 Ok(pid) => {
                     log::info!("upgrade: the new stoa (pid {pid}) is ready and serves");

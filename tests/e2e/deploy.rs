@@ -22,6 +22,7 @@ matrix!(
     watchdog_keepalives_stop_while_a_loop_is_stuck,
     sigusr2_upgrade_under_load_loses_nothing,
     a_broken_new_binary_leaves_the_old_one_serving,
+    replaces_past_the_generation_cap_re_execute_the_host,
 );
 
 /// A port nobody listens on now.
@@ -367,4 +368,65 @@ fn the_unit_files_pass_systemd_analyze_verify() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The pids of the processes started by upgrades, from the shared log.
+fn upgraded_pids(server: &Server) -> Vec<u32> {
+    server
+        .log_lines(&["upgrade: the new stoa (pid "])
+        .iter()
+        .filter_map(|l| l.split("(pid ").nth(1)?.split(')').next()?.parse().ok())
+        .collect()
+}
+
+fn replaces_past_the_generation_cap_re_execute_the_host(poller: &str) {
+    use crate::common::{bytes, install_atomically, wait_body, HOT};
+    let server = Server::launch(poller)
+        .apps(&["article"])
+        .file(HOT, &bytes("hot-v1"))
+        .args(&[
+            "--max-generations",
+            "2",
+            "--workers",
+            "2",
+            "--graceful-timeout",
+            "5",
+        ])
+        .start();
+    wait_body(&server, "/hot", "v1");
+    let port = server.port;
+    let (stop, ok, failed) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    let clients: Vec<_> = (0..2)
+        .map(|_| {
+            let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
+            std::thread::spawn(move || load(port, stop, ok, failed))
+        })
+        .collect();
+    // Six replaces with room for two generations: the third, fifth... are
+    // past the cap, and each of those re-executes the host.
+    let dir = server.apps_dir();
+    for round in 0..6 {
+        let version = if round % 2 == 0 { "v2" } else { "v1" };
+        install_atomically(&dir, HOT, &bytes(&format!("hot-{version}")));
+        wait_body(&server, "/hot", version);
+    }
+    stop.store(true, SeqCst);
+    for c in clients {
+        c.join().expect("client thread");
+    }
+    let pids = upgraded_pids(&server);
+    let _kill: Vec<KillPid> = pids.iter().map(|&p| KillPid(p)).collect();
+    let (ok, failed) = (ok.load(SeqCst), failed.load(SeqCst));
+    eprintln!(
+        "6 replaces past --max-generations 2: {} re-execs, {ok} answered, {failed} failed",
+        pids.len()
+    );
+    assert_eq!(pids.len(), 3, "{}", server.log());
+    assert_eq!(failed, 0, "{ok} answered");
+    assert!(server
+        .log_contains("re-executing the host in place to load it (--on-generation-cap reexec)"));
 }

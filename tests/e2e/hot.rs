@@ -324,7 +324,11 @@ fn sighup_rescans_with_no_watch(poller: &str) {
 }
 
 fn max_generations_refuses_a_third_load(poller: &str) {
-    let server = start(poller, &[(HOT, "hot-v1")], &["--max-generations", "2"]);
+    let server = start(
+        poller,
+        &[(HOT, "hot-v1")],
+        &["--max-generations", "2", "--on-generation-cap", "refuse"],
+    );
     wait_body(&server, "/hot", "v1");
     let dir = server.apps_dir();
     install_atomically(&dir, HOT, &bytes("hot-v2"));
@@ -363,7 +367,11 @@ fn max_generations_refuses_a_third_load(poller: &str) {
 /// Removing an app and dropping it in again loads another generation of
 /// the same app (libraries are never unloaded): the cap must count it too.
 fn max_generations_also_caps_remove_and_re_add(poller: &str) {
-    let server = start(poller, &[(HOT, "hot-v1")], &["--max-generations", "2"]);
+    let server = start(
+        poller,
+        &[(HOT, "hot-v1")],
+        &["--max-generations", "2", "--on-generation-cap", "refuse"],
+    );
     wait_body(&server, "/hot", "v1");
     let dir = server.apps_dir();
     install_atomically(&dir, HOT, &bytes("hot-v2"));

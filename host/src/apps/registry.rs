@@ -96,6 +96,8 @@ pub struct Registry {
     mounts: HashMap<String, String>,
     /// Each app's `[apps.NAME] settings` as JSON text and its own limits,
     /// by app name.
+    /// `--on-generation-cap reexec`.
+    reexec_at_cap: bool,
     settings: HashMap<String, (Arc<str>, AppLimits)>,
     max_generations: u32,
     live: BTreeMap<PathBuf, Live>,
@@ -122,6 +124,7 @@ impl Registry {
             private,
             mounts,
             settings: HashMap::new(),
+            reexec_at_cap: false,
             max_generations: max_generations.max(1),
             live: BTreeMap::new(),
             refused: BTreeMap::new(),
@@ -137,6 +140,12 @@ impl Registry {
     /// constructors.
     pub fn set_settings(&mut self, settings: HashMap<String, (Arc<str>, AppLimits)>) {
         self.settings = settings;
+    }
+
+    /// Makes a replace past `--max-generations` ask for a re-exec of the
+    /// host (`--on-generation-cap reexec`) besides refusing it here.
+    pub fn set_reexec_at_cap(&mut self, reexec: bool) {
+        self.reexec_at_cap = reexec;
     }
 
     /// Makes `--insecure-apps-dir` turn trust refusals into warnings.
@@ -325,7 +334,12 @@ impl Registry {
             .map(|l| l.app.name.clone())
             .or_else(|| self.names.get(path).cloned());
         if let Some(name) = &known {
-            self.check_cap(name)?;
+            if let Err(cap) = self.check_cap(name) {
+                if self.reexec_at_cap {
+                    crate::ops::upgrade::request_reexec(&cap.to_string());
+                }
+                return Err(cap);
+            }
         }
         let copy = self.private.prepare(path)?;
         let taken = self.taken_by_others(path);

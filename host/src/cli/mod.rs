@@ -147,6 +147,14 @@ pub struct Cli {
           value_parser = parse_size, help_heading = APPS)]
     pub max_plugin_size: u64,
 
+    /// What a replace past --max-generations does: reexec (the host
+    /// re-executes itself in place, as on SIGUSR2: same sockets, every app
+    /// loaded fresh, the old process drains) or refuse (the new version is
+    /// refused until a restart).
+    #[arg(long, env = "STOA_ON_GENERATION_CAP", value_name = "POLICY", default_value = "reexec",
+          value_enum, help_heading = APPS)]
+    pub on_generation_cap: OnGenerationCap,
+
     /// Do not watch the apps directory (SIGHUP still rescans it).
     #[arg(long, env = "STOA_NO_WATCH", help_heading = APPS)]
     pub no_watch: bool,
@@ -298,6 +306,15 @@ fn parse_mode(s: &str) -> Result<u32, String> {
             "expected an octal file mode such as 660 or 666, got {s:?}"
         )),
     }
+}
+
+/// What a replace past `--max-generations` does.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnGenerationCap {
+    /// Re-execute the host in place (same sockets, apps loaded fresh).
+    Reexec,
+    /// Refuse the new version until a restart.
+    Refuse,
 }
 
 /// How log lines are written.

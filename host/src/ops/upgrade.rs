@@ -26,6 +26,51 @@ const FROM_ENV: &str = "STOA_UPGRADED_FROM";
 /// every app first).
 const READY_BOUND: Duration = Duration::from_secs(60);
 
+/// Asks for a re-exec in place (a replace past `--max-generations`): the
+/// same path as SIGUSR2, raised once per process.
+pub fn request_reexec(why: &str) {
+    static ASKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if ASKED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    log::warn!("{why}; re-executing the host in place to load it (--on-generation-cap reexec)");
+    if let Err(e) =
+        rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::USR2)
+    {
+        log::error!("cannot ask for the re-exec: {e}");
+    }
+}
+
+/// Waits (bounded) until the stoa this one replaced has exited, so at
+/// most one old process drains at a time.
+pub fn wait_for_predecessor(bound: Duration) {
+    let Some(pid) = upgrading_from().and_then(|p| rustix::process::Pid::from_raw(p as i32)) else {
+        return;
+    };
+    let deadline = Instant::now() + bound;
+    let mut told = false;
+    let alive = || {
+        // A zombie (exited, not reaped yet) has finished draining too.
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.as_raw_nonzero()));
+        let zombie = stat.is_ok_and(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|t| t.trim_start().starts_with('Z'))
+        });
+        rustix::process::test_kill_process(pid).is_ok() && !zombie
+    };
+    while alive() && Instant::now() < deadline {
+        if !told {
+            log::info!(
+                "waiting for the previous stoa (pid {}) to finish draining first",
+                pid.as_raw_nonzero()
+            );
+            told = true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// The pid of the stoa this process is upgrading, if it was started so.
 pub fn upgrading_from() -> Option<u32> {
     std::env::var(FROM_ENV).ok()?.parse().ok()
