@@ -3,7 +3,8 @@
 //! worker; signals drain them.
 
 use crate::apps::plugin_copy::{self, PluginCopies};
-use crate::apps::registry::{Registry, Scan};
+use crate::apps::registry::{AppState, Registry, Scan};
+use crate::apps::retire;
 use crate::apps::services;
 use crate::apps::watcher::{self, Event};
 use crate::checks;
@@ -27,6 +28,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 pub fn run(cli: Cli) -> Result<(), String> {
@@ -173,7 +175,8 @@ pub fn run(cli: Cli) -> Result<(), String> {
         );
     }
     let events = registry.events();
-    watcher::spawn(registry, shared.clone(), !cli.no_watch)?;
+    let stop_apps = events.clone();
+    let apps_thread = watcher::spawn(registry, shared.clone(), !cli.no_watch)?;
     crate::ops::watchdog::spawn(shared.clone())?;
     watch_signals(shared.clone(), events, cli.graceful_timeout)?;
 
@@ -205,6 +208,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
             Err(_) => failed = Some(format!("worker {i} panicked")),
         }
     }
+    retire_mounted(&shared, &stop_apps, apps_thread);
     match failed {
         Some(e) => Err(e),
         None => {
@@ -212,6 +216,19 @@ pub fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// After the drain: stops the apps thread and unpublishes the apps, so the
+/// generations still mounted are retired once their requests (if any are
+/// left after a forced drain) let go; waits for that a bounded time.
+fn retire_mounted(shared: &Shared, stop: &Sender<Event>, apps_thread: JoinHandle<()>) {
+    // Already gone if it saw the drain itself.
+    let _ = stop.send(Event::Stop);
+    if apps_thread.join().is_err() {
+        log::error!("the apps thread panicked");
+    }
+    shared.apps.store(Arc::new(AppState::default()));
+    retire::wait_all(retire::RETIRE_BOUND);
 }
 
 /// The registry with every plugin of the apps directory loaded and

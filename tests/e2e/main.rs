@@ -22,6 +22,7 @@ mod environ;
 mod hardening;
 mod hello;
 mod hot;
+mod lifecycle;
 mod limits;
 mod loader;
 mod logs;
