@@ -12,6 +12,7 @@ mod plugins;
 mod abi;
 mod apps_dir;
 mod article;
+mod article_items;
 mod async_apps;
 mod backpressure;
 mod balancers;
