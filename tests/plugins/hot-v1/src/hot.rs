@@ -101,5 +101,5 @@ impl App for Hot {
 stoa_app_api::export_app! {
     name: "hot",
     mount: "/hot",
-    new: |context| Hot::new(context),
+    new: Hot::new,
 }
