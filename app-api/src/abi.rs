@@ -148,7 +148,9 @@ pub struct InitContext<'a> {
     #[sabi(last_prefix_field)]
     pub settings_json: RStr<'a>,
     /// Appended in 0.2.1: bytes the app's previous generation handed over
-    /// (state handover), if any. The host hands none over yet.
+    /// (its `App::handover`, asked right before this constructor runs), if
+    /// any; `None` for a first load, after a restart of the host, and when
+    /// the previous generation handed nothing over.
     #[sabi(missing_field(option))]
     pub previous_state: ROption<RSlice<'a, u8>>,
 }
@@ -175,11 +177,18 @@ pub struct AppModule {
     /// `handle` on its blocking pool instead of the event loop.
     #[sabi(last_prefix_field)]
     pub blocks: extern "C" fn(request: &Request<'_>) -> bool,
-    /// Appended in 0.2.1: tells the app its generation was replaced and
-    /// drained (`App::retire`). Missing in plugins built against 0.2.0,
-    /// for which it is a no-op.
+    /// Appended in 0.2.1: tells the app its generation was replaced (or
+    /// removed, or the host shut down) and has no request left
+    /// (`App::retire`). Missing in plugins built against 0.2.0, for which
+    /// it is a no-op.
     #[sabi(missing_field(option))]
     pub retire: extern "C" fn(),
+    /// Appended in 0.2.2: asks the generation being replaced for the state
+    /// to hand to its successor's constructor (`App::handover`), right
+    /// before that constructor runs. Missing in plugins built against an
+    /// earlier app-api, which hand nothing over.
+    #[sabi(missing_field(option))]
+    pub handover: extern "C" fn() -> ROption<RVec<u8>>,
 }
 
 impl AppModuleRef {
@@ -188,6 +197,13 @@ impl AppModuleRef {
         if let Some(retire) = self.retire() {
             retire();
         }
+    }
+
+    /// The state the app hands to its successor, if the plugin has the
+    /// hook and the app hands something over.
+    pub fn call_handover(self) -> Option<RVec<u8>> {
+        self.handover()
+            .and_then(|handover| handover().into_option())
     }
 }
 

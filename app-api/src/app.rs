@@ -1,5 +1,39 @@
 //! The plain-Rust side plugin authors write against: the `App` trait, a
 //! `Responder` that answers once, and helpers on `Request` and `Response`.
+//!
+//! # Lifecycle
+//!
+//! Each load of a plugin file is a *generation* of its app. A hot replace
+//! (a changed file in the apps directory) goes like this:
+//!
+//! 1. the new library is loaded and checked while the old generation keeps
+//!    serving;
+//! 2. the old generation's [`App::handover`] is called, and its bytes are
+//!    handed to the new generation's constructor
+//!    ([`Context::previous_state`](crate::Context::previous_state));
+//! 3. the new constructor runs (the old generation still serves);
+//! 4. the new generation is swapped in: new requests go to it, requests
+//!    already with the old one finish there;
+//! 5. once the old generation's last in-flight request is answered (or its
+//!    responder dropped), its [`App::retire`] is called, once.
+//!
+//! **The window.** Between the handover (2) and the swap (4) the old
+//! generation still serves, so whatever it changes in its memory then
+//! (a request counted, a row cached) is *not* in the bytes the successor
+//! got, and is lost unless the app handles it: keep state that must not be
+//! lost outside the process's memory (a file, a database, as the `article`
+//! sample does with SQLite), or have the old generation write what changed
+//! after its snapshot somewhere the new one reads (in `retire`, say). The
+//! window lasts as long as the new constructor runs. If the constructor
+//! refuses, the old generation simply keeps serving with its state intact
+//! (the handover only took a snapshot), and is asked again at the next
+//! replace.
+//!
+//! **Restarts.** Nothing is handed over across a restart of the host
+//! process (nor to the first load of a file, nor after an app was removed
+//! and added again): `previous_state` is then `None`. At a graceful
+//! shutdown every mounted generation is retired after the drain, so
+//! `retire` is the place to persist what a restart must find.
 
 use crate::abi::{Header, Request, ResponderBox, Response};
 use abi_stable::std_types::{RSlice, RStr, RString, RVec};
@@ -24,10 +58,27 @@ pub trait App: Send + Sync + 'static {
         Response::text(404, "Not Found")
     }
 
-    /// Called when this generation of the app has been replaced by a newer
-    /// one and has no request left: a place to flush and let go. The
-    /// default does nothing.
+    /// Called once per generation, when it has been replaced by a newer
+    /// one or removed (or the host shuts down gracefully) and its last
+    /// in-flight request has been answered: a place to flush and let go.
+    /// It runs on a thread of its own, never on an event loop; the host
+    /// logs one that takes long and, at shutdown, waits for it only a
+    /// bounded time. Requests are what the host counts: timers and pool
+    /// tasks the app started itself may still run after it. The default
+    /// does nothing. See [the lifecycle](crate::app#lifecycle).
     fn retire(&self) {}
+
+    /// The state this generation hands to its successor: called on the
+    /// running generation right before the next one (a hot replace of the
+    /// same app from the same file) is constructed; the bytes reach the
+    /// successor's constructor as [`Context::previous_state`](crate::Context::previous_state).
+    /// Called on a thread of its own while this generation still serves,
+    /// so it must not stop serving: take a snapshot. The default hands
+    /// nothing over. See [the lifecycle](crate::app#lifecycle) for what
+    /// happens to changes made after the snapshot.
+    fn handover(&self) -> Option<Vec<u8>> {
+        None
+    }
 }
 
 /// Completes one request, now or later, from any thread. Dropping it

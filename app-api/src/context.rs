@@ -1,6 +1,6 @@
 //! What an app's constructor receives: its name, its settings from the
-//! host's configuration file (`[apps.NAME.settings]`) and, once the host
-//! hands it over, the state its previous generation left.
+//! host's configuration file (`[apps.NAME.settings]`) and the state its
+//! previous generation handed over, if any.
 
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -34,9 +34,10 @@ impl Context {
         &self.settings
     }
 
-    /// Bytes the app's previous generation handed over, if any. (The host
-    /// does not hand state over yet: this is `None` for now; the slot is in
-    /// the ABI so that plugins need no rebuild when it does.)
+    /// Bytes the app's previous generation handed over (its
+    /// [`App::handover`](crate::App::handover)), if any: `None` for a first
+    /// load, after a restart of the host, or when the previous generation
+    /// handed nothing over. See [the lifecycle](crate::app#lifecycle).
     pub fn previous_state(&self) -> Option<&[u8]> {
         self.previous_state.as_deref()
     }

@@ -9,7 +9,7 @@
 use crate::abi::{HostRef, InitContextRef, LogLevel, Request, ResponderBox};
 use crate::app::{App, Responder};
 use crate::context::{Context, Settings};
-use abi_stable::std_types::{RResult, RStr, RString};
+use abi_stable::std_types::{ROption, RResult, RStr, RString, RVec};
 use std::cell::RefCell;
 use std::fmt::Display;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -115,6 +115,16 @@ pub fn retire(slot: &AppSlot) {
     if let Some(app) = slot.get() {
         let _ = catch_unwind(AssertUnwindSafe(|| app.retire()));
     }
+}
+
+/// Asks the app for the state to hand to its successor, behind the panic
+/// firewall (a panic hands nothing over).
+pub fn handover(slot: &AppSlot) -> ROption<RVec<u8>> {
+    slot.get()
+        .and_then(|app| catch_unwind(AssertUnwindSafe(|| app.handover())).ok())
+        .flatten()
+        .map(RVec::from)
+        .into()
 }
 
 /// Asks the app whether this request blocks; a panic counts as "no".
@@ -230,6 +240,13 @@ macro_rules! export_app {
         }
 
         #[doc(hidden)]
+        extern "C" fn __stoa_handover() -> $crate::abi_stable::std_types::ROption<
+            $crate::abi_stable::std_types::RVec<u8>,
+        > {
+            $crate::export::handover(&__STOA_APP)
+        }
+
+        #[doc(hidden)]
         #[::abi_stable::export_root_module]
         pub fn __stoa_root_module() -> $crate::abi::AppModuleRef {
             use $crate::abi_stable::prefix_type::PrefixTypeTrait;
@@ -241,6 +258,7 @@ macro_rules! export_app {
                 handle: __stoa_handle,
                 blocks: __stoa_blocks,
                 retire: __stoa_retire,
+                handover: __stoa_handover,
             }
             .leak_into_prefix()
         }

@@ -3,9 +3,10 @@
 //! worker; signals drain them.
 
 use crate::apps::plugin_copy::PluginCopies;
-use crate::apps::registry::{Registry, Scan};
+use crate::apps::registry::{AppState, Registry, Scan};
+use crate::apps::retire;
 use crate::apps::services;
-use crate::apps::watcher;
+use crate::apps::watcher::{self, Event};
 use crate::checks;
 use crate::cli::Cli;
 use crate::http::ConnParams;
@@ -23,10 +24,12 @@ use crate::server::responder::Inbox;
 use crate::server::Server;
 use crate::shared::Shared;
 use arc_swap::ArcSwap;
+use crossbeam_channel::Sender;
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 pub fn run(cli: Cli) -> Result<(), String> {
     match listen::raise_fd_limit() {
@@ -165,7 +168,8 @@ pub fn run(cli: Cli) -> Result<(), String> {
         );
     }
     let events = registry.events();
-    watcher::spawn(registry, shared.clone(), !cli.no_watch)?;
+    let stop_apps = events.clone();
+    let apps_thread = watcher::spawn(registry, shared.clone(), !cli.no_watch)?;
     crate::ops::watchdog::spawn(shared.clone())?;
     crate::signals::watch(shared.clone(), events, cli.graceful_timeout, upgrade)?;
 
@@ -203,6 +207,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
             Err(_) => failed = Some(format!("worker {i} panicked")),
         }
     }
+    retire_mounted(&shared, &stop_apps, apps_thread);
     match failed {
         Some(e) => Err(e),
         None => {
@@ -210,6 +215,19 @@ pub fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// After the drain: stops the apps thread and unpublishes the apps, so the
+/// generations still mounted are retired once their requests (if any are
+/// left after a forced drain) let go; waits for that a bounded time.
+fn retire_mounted(shared: &Shared, stop: &Sender<Event>, apps_thread: JoinHandle<()>) {
+    // Already gone if it saw the drain itself.
+    let _ = stop.send(Event::Stop);
+    if apps_thread.join().is_err() {
+        log::error!("the apps thread panicked");
+    }
+    shared.apps.store(Arc::new(AppState::default()));
+    retire::wait_all(retire::RETIRE_BOUND);
 }
 
 /// The registry with every plugin of the apps directory loaded and

@@ -271,6 +271,9 @@ pub fn check(cli: &Cli) -> Result<(), String> {
                 note(Err(line));
             }
             note(mounts_name_loaded_apps(cli, &state));
+            // The apps were constructed: retire them before exiting.
+            drop((state, registry));
+            crate::apps::retire::wait_all(crate::apps::retire::RETIRE_BOUND);
         }
         Err(e) => note(Err(e)),
     }

@@ -5,13 +5,15 @@
 
 use crate::apps::abi_report;
 use crate::apps::error::{AbiMismatch, LibraryRefusal, LoadError};
+use crate::apps::retire;
 use abi_stable::library::{lib_header_from_path, LibraryError, RootModule};
 use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::sabi_types::VersionNumber;
-use abi_stable::std_types::{ROption, RResult, RStr};
+use abi_stable::std_types::{RResult, RSlice, RStr};
 use abi_stable::StableAbi;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use stoa_app_api::abi::{
     AppModuleRef, HostModule, HostRef, InitContext, LogLevel, Request, ResponderBox,
@@ -29,8 +31,9 @@ pub struct AppLimits {
     pub blocking_share: Option<u8>,
 }
 
-/// One loaded app (its constructor is run by `init`).
-#[derive(Clone)]
+/// One loaded app (its constructor is run by `init`). Once constructed,
+/// dropping the last `Arc` of it retires it (`retire.rs`): the registry,
+/// the routing states and every request in flight on it hold one.
 pub struct LoadedApp {
     pub name: String,
     pub version: String,
@@ -47,20 +50,26 @@ pub struct LoadedApp {
     /// Its own limits from `[apps.NAME]` (none: the server-wide ones).
     pub limits: AppLimits,
     module: AppModuleRef,
+    /// Whether its constructor succeeded (it is then retired on drop).
+    constructed: AtomicBool,
 }
 
 impl LoadedApp {
-    /// Runs the app's constructor (the plugin's `init`); it may take long,
-    /// so the registry calls it on a thread of its own.
-    pub fn init(&self) -> Result<(), LoadError> {
+    /// Runs the app's constructor (the plugin's `init`) with the state its
+    /// previous generation handed over; it may take long, so the registry
+    /// calls it on a thread of its own.
+    pub fn init(&self, previous_state: Option<&[u8]>) -> Result<(), LoadError> {
         let context = InitContext {
             host: host_module(),
             settings_json: RStr::from(&*self.settings),
-            // State handover between generations is not plumbed yet.
-            previous_state: ROption::RNone,
+            previous_state: previous_state.map(RSlice::from_slice).into(),
         };
         match self.module.construct(context) {
-            RResult::ROk(()) => Ok(()),
+            RResult::ROk(()) => {
+                retire::opened(&self.name, self.generation);
+                self.constructed.store(true, Ordering::Release);
+                Ok(())
+            }
             RResult::RErr(e) => Err(LoadError::ConstructorFailed {
                 app: self.name.clone(),
                 message: e.to_string(),
@@ -76,6 +85,21 @@ impl LoadedApp {
     /// Whether the app says handling this request blocks its thread.
     pub fn blocks(&self, request: &Request<'_>) -> bool {
         (self.module.blocks())(request)
+    }
+
+    /// The state this generation hands to its successor (`App::handover`),
+    /// called on the constructor's thread right before the successor's
+    /// constructor runs.
+    pub fn handover(&self) -> Option<Vec<u8>> {
+        self.module.call_handover().map(|bytes| bytes.into_vec())
+    }
+}
+
+impl Drop for LoadedApp {
+    fn drop(&mut self) {
+        if *self.constructed.get_mut() {
+            retire::start(&self.name, self.generation, self.module);
+        }
     }
 }
 
@@ -118,6 +142,7 @@ pub fn load_file(
         settings: Arc::from("{}"),
         limits: AppLimits::default(),
         module,
+        constructed: AtomicBool::new(false),
     })
 }
 

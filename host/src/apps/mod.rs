@@ -3,7 +3,8 @@
 //! (structure, then a load in a child process), `loader` opens one library
 //! and checks its ABI, `registry` follows the apps directory (generations,
 //! refusals, rescans), `services` are the host functions plugins call
-//! (timers, the blocking pool), `pool` the blocking pool with per-app shares.
+//! (timers, the blocking pool), `pool` the blocking pool with per-app shares,
+//! `retire` calls a generation's retire hook once nothing holds it.
 //! `error` says why a plugin is refused (`LoadError`), `abi_report` finds
 //! the first difference in abi_stable's layout report.
 
@@ -16,5 +17,6 @@ pub mod plugin_copy;
 pub(crate) mod pool;
 pub mod probe;
 pub(crate) mod registry;
+pub(crate) mod retire;
 pub(crate) mod services;
 pub(crate) mod watcher;

@@ -43,7 +43,9 @@ pub enum Scan {
     Recheck,
 }
 
-/// What the workers route with, swapped whole on every change.
+/// What the workers route with, swapped whole on every change (empty once
+/// the host has drained).
+#[derive(Default)]
 pub struct AppState {
     pub mounts: MountTable,
     pub refused: Vec<Refusal>,

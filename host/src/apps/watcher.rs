@@ -12,6 +12,7 @@ use crate::shared::Shared;
 use crossbeam_channel::RecvTimeoutError;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How often the directory is scanned while watching.
@@ -27,6 +28,8 @@ pub enum Event {
     Rescan,
     /// An app's constructor returned.
     Built(Built),
+    /// The host has drained: stop, letting go of the mounted generations.
+    Stop,
 }
 
 /// A constructor's outcome, for the plugin file it was loaded from.
@@ -49,7 +52,7 @@ pub fn await_constructors(registry: &mut Registry) {
                 registry.built(built);
             }
             // The signal thread does not exist yet.
-            Ok(Event::Rescan) => {}
+            Ok(Event::Rescan | Event::Stop) => {}
             Err(_) => break,
         }
     }
@@ -60,8 +63,14 @@ pub fn await_constructors(registry: &mut Registry) {
     }
 }
 
-/// Runs the apps thread until the host drains.
-pub fn spawn(mut registry: Registry, shared: Arc<Shared>, watching: bool) -> Result<(), String> {
+/// Runs the apps thread until the host drains (and, told to `Stop`, drops
+/// the registry: its mounted generations are then retired once nothing
+/// else holds them).
+pub fn spawn(
+    mut registry: Registry,
+    shared: Arc<Shared>,
+    watching: bool,
+) -> Result<JoinHandle<()>, String> {
     std::thread::Builder::new()
         .name("stoa-apps".into())
         .spawn(move || {
@@ -75,8 +84,8 @@ pub fn spawn(mut registry: Registry, shared: Arc<Shared>, watching: bool) -> Res
                 let mut changed = match registry.recv_until(deadline) {
                     Ok(Event::Rescan) => registry.scan(Scan::Signal),
                     Ok(Event::Built(built)) => registry.built(built),
+                    Ok(Event::Stop) | Err(RecvTimeoutError::Disconnected) => return,
                     Err(RecvTimeoutError::Timeout) => false,
-                    Err(RecvTimeoutError::Disconnected) => return,
                 };
                 if shared.control.draining() {
                     return;
@@ -95,6 +104,5 @@ pub fn spawn(mut registry: Registry, shared: Arc<Shared>, watching: bool) -> Res
                 }
             }
         })
-        .map(|_| ())
         .map_err(|e| format!("cannot start the apps thread: {e}"))
 }

@@ -115,7 +115,7 @@ impl Dispatcher {
                                 pool,
                                 (app, path, deadline),
                                 owned,
-                                responder(token, id, app.slot, &self.queue),
+                                responder(token, id, app, &self.queue),
                             );
                             (r, Some(Box::<str>::from(path)))
                         }
@@ -144,7 +144,7 @@ impl Dispatcher {
     /// and the clock read after it.
     fn run_inline(
         &self,
-        app: &LoadedApp,
+        app: &Arc<LoadedApp>,
         path: &str,
         request: &stoa_app_api::abi::Request<'_>,
         (token, id): (Token, u64),
@@ -154,7 +154,7 @@ impl Dispatcher {
         let beat = shared.watch.beat(self.worker);
         beat.enter(app.slot, path);
         begin_inline(&self.queue, id);
-        app.handle(request, responder(token, id, app.slot, &self.queue));
+        app.handle(request, responder(token, id, app, &self.queue));
         let inline = end_inline();
         beat.leave();
         let now = Instant::now();

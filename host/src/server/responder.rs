@@ -7,6 +7,7 @@
 //! so an answer for a connection that has gone (or whose slab key was
 //! reused) is dropped safely.
 
+use crate::apps::loader::LoadedApp;
 use crate::http::answer::HostAnswer;
 pub use crate::inbox::{Completion, Inbox};
 use crate::poller::Token;
@@ -57,6 +58,9 @@ struct HostResponder {
     id: u64,
     /// The app's counters slot, which names it.
     slot: usize,
+    /// The generation answering: a request in flight holds it, so it is
+    /// retired only after its last answer is queued (or dropped).
+    _generation: Arc<LoadedApp>,
     queue: Arc<Inbox>,
     answered: bool,
 }
@@ -109,14 +113,15 @@ impl Drop for HostResponder {
     }
 }
 
-/// Makes the responder handed to the app of counters slot `slot` for
-/// request `id` on connection `token`.
-pub fn responder(token: Token, id: u64, slot: usize, queue: &Arc<Inbox>) -> ResponderBox {
+/// Makes the responder handed to `app` for request `id` on connection
+/// `token`.
+pub fn responder(token: Token, id: u64, app: &Arc<LoadedApp>, queue: &Arc<Inbox>) -> ResponderBox {
     RawResponder_TO::from_value(
         HostResponder {
             token,
             id,
-            slot,
+            slot: app.slot,
+            _generation: app.clone(),
             queue: queue.clone(),
             answered: false,
         },

@@ -51,6 +51,19 @@ impl Default for Watch {
     }
 }
 
+/// Asks `old` for the state to hand to `new`'s constructor, and logs it.
+fn handover(old: &LoadedApp, new: &LoadedApp) -> Option<Vec<u8>> {
+    let state = old.handover()?;
+    log::info!(
+        "app {} generation {} hands {} byte(s) over to generation {}",
+        old.name,
+        old.generation,
+        state.len(),
+        new.generation
+    );
+    Some(state)
+}
+
 impl Registry {
     /// Runs the app's constructor on a thread of its own, which reports to
     /// the apps thread; the app is mounted by `built`. True (the state
@@ -66,10 +79,18 @@ impl Registry {
         let ticket = self.watch.tickets;
         let app = Arc::new(app);
         let (events, constructing, file) = (self.watch.events.0.clone(), app.clone(), path.clone());
+        // The generation this one replaces hands its state over (the same
+        // app from the same file); asked on the constructor's thread.
+        let previous = self
+            .live
+            .get(&path)
+            .filter(|live| live.app.name == app.name)
+            .map(|live| live.app.clone());
         let spawned = std::thread::Builder::new()
             .name("stoa-app-init".into())
             .spawn(move || {
-                let result = constructing.init();
+                let state = previous.and_then(|old| handover(&old, &constructing));
+                let result = constructing.init(state.as_deref());
                 let _ = events.send(Event::Built(Built {
                     path: file,
                     ticket,
