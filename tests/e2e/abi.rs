@@ -92,7 +92,11 @@ fn a_panic_and_a_dropped_responder_answer_differently(poller: &str) {
         r.text().trim_end(),
         "500 Internal Server Error: app misbehave panicked"
     );
-    assert_eq!(server.log_lines(&["app misbehave panicked"]).len(), 2);
+    // The log is read by another thread: wait for the second line.
+    let both = crate::harness::wait_until(std::time::Duration::from_secs(5), || {
+        server.log_lines(&["app misbehave panicked"]).len() == 2
+    });
+    assert!(both, "{}", server.log());
 }
 
 fn settings_reach_the_constructor(poller: &str) {

@@ -103,7 +103,7 @@ fn app_tables_mount_apps_and_optional_ones_may_be_absent(poller: &str) {
 fn app_tables_give_an_app_its_own_limits(poller: &str) {
     let setup = Setup::new(
         "max_body = \"1K\"\n\
-         [apps.demo]\nmax_body = \"4K\"\napp_timeout = \"1s\"\nblocking_share = 25\n",
+         [apps.demo]\nmax_body = \"4K\"\napp_timeout = \"300ms\"\nblocking_share = 25\n",
         &[],
     );
     let config = setup.config();
@@ -126,11 +126,11 @@ fn app_tables_give_an_app_its_own_limits(poller: &str) {
         413,
         "max_body",
     );
-    // demo's timer route answers in 5 s: past demo's own app_timeout.
+    // demo's timer route answers in 1 s: past demo's own app_timeout.
     let r = server.get("/demo/sleep-handler/");
     assert_eq!(r.status, 504, "{r:?}");
     assert!(
-        server.wait_log(&["within app_timeout (1s)"]),
+        server.wait_log(&["within app_timeout (300ms)"]),
         "{}",
         server.log()
     );
