@@ -117,6 +117,11 @@ pub fn run(cli: Cli) -> Result<(), String> {
                 .fold(cli.max_body, usize::max),
             ..cli.conn_params()
         },
+        shortest_app_timeout: cli
+            .app_sections
+            .values()
+            .filter_map(|s| s.limits.app_timeout)
+            .fold(cli.app_timeout, std::time::Duration::min),
         app_body_limits: cli
             .app_sections
             .values()

@@ -22,6 +22,9 @@ pub struct Shared {
     /// `--max-body`, when some app has its own `max_body`: each request's
     /// limit is then its app's, or this.
     pub app_body_limits: Option<usize>,
+    /// The shortest `app_timeout` of any app (its own, or the flag's):
+    /// deadlines are checked often enough for it.
+    pub shortest_app_timeout: std::time::Duration,
     pub access_log: Option<AccessLog>,
     /// Connection cap of each worker: its share of `max_connections_total`.
     pub max_connections: usize,

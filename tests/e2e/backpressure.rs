@@ -40,8 +40,11 @@ fn peak_rss_kib(server: &Server) -> u64 {
 
 fn start(poller: &str) -> Server {
     // Past 1,000 requests per connection, so only the half-closed client's
-    // connection is closed by the host.
-    let server = Server::start(poller, &["misbehave"], &["--max-requests-per-conn", "5000"]);
+    // connection is closed by the host; the clients are read one after the
+    // other (100 MB each), which on a loaded machine may leave the last ones
+    // without sending progress for longer than the default send timeout.
+    let args = ["--max-requests-per-conn", "5000", "--send-timeout", "10m"];
+    let server = Server::start(poller, &["misbehave"], &args);
     // Warm up the route, so the idle figure includes the first request's
     // one-time costs.
     let r = server.get("/_test/100k?n=0");

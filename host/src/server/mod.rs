@@ -98,7 +98,7 @@ impl Server {
             acceptor,
             conns: Slab::with_capacity(1024),
             dispatcher: Dispatcher::new(worker, shared.clone(), queue.clone(), locals),
-            sweep_every: sweep_interval(&shared.params),
+            sweep_every: sweep_interval(&shared.params, shared.shortest_app_timeout),
             shared,
             queue,
             events: Vec::with_capacity(1024),
@@ -463,15 +463,16 @@ impl Server {
     }
 }
 
-/// How often deadlines are checked: a tenth of the shortest timeout,
-/// between 10 ms and 1 s.
-fn sweep_interval(p: &ConnParams) -> Duration {
+/// How often deadlines are checked: a tenth of the shortest timeout (an
+/// app's own `app_timeout` included), between 10 ms and 1 s.
+fn sweep_interval(p: &ConnParams, shortest_app_timeout: Duration) -> Duration {
     [
         p.head_timeout,
         p.body_timeout,
         p.send_timeout,
         p.keep_alive_timeout,
         p.app_timeout,
+        shortest_app_timeout,
     ]
     .into_iter()
     .min()
