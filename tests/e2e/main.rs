@@ -26,6 +26,7 @@ mod limits;
 mod loader;
 mod logs;
 mod misbehave;
+mod new_app;
 mod operator;
 mod plugin_files;
 mod protocol;
