@@ -33,6 +33,25 @@ pub struct HeaderRef<'a> {
 /// The request handed to an app: WSGI's environ, typed. All fields borrow
 /// from the host's buffers and are valid only during `handle`; an app that
 /// answers later copies what it needs.
+///
+/// **The path split.** The path is cut where the app's mount prefix ends:
+/// `script_name` is the prefix (no trailing slash), `path_info` the rest,
+/// raw. For an app mounted at `/counter`:
+///
+/// | request path      | `script_name` | `path_info`  |
+/// |-------------------|---------------|--------------|
+/// | `/counter`        | `"/counter"`  | `""`         |
+/// | `/counter/`       | `"/counter"`  | `"/"`        |
+/// | `/counter/items/7`| `"/counter"`  | `"/items/7"` |
+///
+/// so an app that treats `/counter` and `/counter/` alike matches both
+/// `""` and `"/"`. For an app mounted at `/`, `script_name` is `""` and
+/// `path_info` the whole path.
+///
+/// Helpers (plain Rust, see [`crate::helpers`]): `body_str`, `body_bytes`,
+/// `header`, `header_str`, `header_values` (every value of a repeated
+/// header), `query_pairs` (decoded), `query_param` (raw), `full_path`,
+/// and with the `serde` feature `json::<T>()`.
 #[repr(C)]
 #[derive(StableAbi, Clone, Copy, Debug)]
 pub struct Request<'a> {
@@ -52,7 +71,8 @@ pub struct Request<'a> {
     /// empty for an app mounted at `/` (SCRIPT_NAME).
     pub script_name: RStr<'a>,
     /// The rest of the path after the prefix, raw (not percent-decoded),
-    /// empty or starting with `/` (PATH_INFO).
+    /// empty or starting with `/` (PATH_INFO): `/counter` arrives with
+    /// `""`, `/counter/` with `"/"` (see the table above).
     pub path_info: RStr<'a>,
     /// The raw query string without the `?` (QUERY_STRING).
     pub query: RStr<'a>,

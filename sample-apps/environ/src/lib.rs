@@ -118,19 +118,12 @@ mod tests {
         (response, value)
     }
 
-    fn header<'a>(name: &'a str, value: &'a [u8]) -> HeaderRef<'a> {
-        HeaderRef {
-            name: RStr::from(name),
-            value: RSlice::from_slice(value),
-        }
-    }
-
     #[test]
     fn dumps_every_field() {
         let headers = [
-            header("Host", b"localhost:8443"),
-            header("X-Raw", b"caf\xe9"),
-            header("host", b"again"),
+            HeaderRef::new("Host", b"localhost:8443"),
+            HeaderRef::new("X-Raw", b"caf\xe9"),
+            HeaderRef::new("host", b"again"),
         ];
         let (response, v) = dump("POST", 1, &headers, b"hello");
         assert_eq!(response.status, 200);

@@ -1,0 +1,202 @@
+//! Unit-testing an app without a host: [`call`] hands a request to the
+//! app's `handle` (or `call`) with a responder that records the answer and
+//! waits for it, so a deferred answer (a host timer, the blocking pool, a
+//! thread of the app's own) is tested the same way as an immediate one.
+//!
+//! The first call installs a stand-in for the host's services, so
+//! [`host()`](crate::host()) answers in tests too: `call_later` runs its
+//! task on a fresh thread after the delay, `spawn_blocking` on a fresh
+//! thread at once, and the app's `log` records go to stderr. (In a plugin
+//! loaded by `stoa`, the real host's services are installed instead.)
+//!
+//! ```
+//! use stoa_app_api::{testing, App, Request, Response};
+//!
+//! struct Hello;
+//! impl App for Hello {
+//!     fn call(&self, _request: &Request<'_>) -> Response {
+//!         Response::text(200, "hello")
+//!     }
+//! }
+//!
+//! let response = testing::call(&Hello, &Request::sample("GET", "/hello", "", ""));
+//! assert_eq!((response.status, response.body.as_slice()), (200, &b"hello"[..]));
+//! ```
+
+use crate::abi::{
+    HostModule, HostRef, LogLevel, RawResponder, RawResponder_TO, Request, Response, TaskBox,
+};
+use crate::app::{App, Responder};
+use abi_stable::prefix_type::PrefixTypeTrait;
+use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::std_types::{RStr, RString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc::{channel, Sender};
+use std::time::Duration;
+
+/// How long [`call`] waits for a deferred answer.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+/// What became of a request handed to an app.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The app answered.
+    Answered(Response),
+    /// The app panicked (the host answers 500 "app NAME panicked").
+    Panicked(String),
+    /// The responder was dropped unanswered (the host answers 500 "the
+    /// app did not answer").
+    Dropped,
+    /// No answer within the wait (the host would answer 504 after
+    /// `--app-timeout`).
+    TimedOut,
+}
+
+/// Hands `request` to `app` as the host would and waits (up to [`WAIT`])
+/// for its answer; panics, naming what happened, if there is none.
+pub fn call(app: &dyn App, request: &Request<'_>) -> Response {
+    match outcome(app, request, WAIT) {
+        Outcome::Answered(response) => response,
+        other => panic!("the app did not answer {}: {other:?}", request.full_path()),
+    }
+}
+
+/// Hands `request` to `app` as the host would and waits up to `wait` for
+/// what becomes of it: an answer, a panic, a dropped responder, or none.
+pub fn outcome(app: &dyn App, request: &Request<'_>, wait: Duration) -> Outcome {
+    install_host();
+    let (tx, rx) = channel();
+    let raw = RawResponder_TO::from_value(Recorder { tx: Some(tx) }, TD_Opaque);
+    let responder = Responder::from_raw(raw);
+    // (The host would call `handle` on its blocking pool when
+    // `app.blocks(request)`; here every call runs on the test's thread.)
+    let result = catch_unwind(AssertUnwindSafe(|| app.handle(request, responder)));
+    if let Err(payload) = result {
+        let message = crate::export::panic_message(&*payload);
+        return Outcome::Panicked(message);
+    }
+    rx.recv_timeout(wait).unwrap_or(Outcome::TimedOut)
+}
+
+/// The recording responder: sends what became of the request once.
+struct Recorder {
+    tx: Option<Sender<Outcome>>,
+}
+
+impl Recorder {
+    fn send(&mut self, outcome: Outcome) {
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send(outcome);
+        }
+    }
+}
+
+impl RawResponder for Recorder {
+    fn respond(mut self, response: Response) {
+        self.send(Outcome::Answered(response));
+    }
+
+    fn panicked(mut self, message: RString) {
+        self.send(Outcome::Panicked(message.into_string()));
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.send(Outcome::Dropped);
+    }
+}
+
+extern "C" fn log_to_stderr(level: LogLevel, target: RStr<'_>, message: RStr<'_>) {
+    let level = match level {
+        1 => "ERROR",
+        2 => "WARN",
+        3 => "INFO",
+        4 => "DEBUG",
+        _ => "TRACE",
+    };
+    eprintln!("{level} {target}: {message}");
+}
+
+extern "C" fn timer_thread(delay_ms: u64, task: TaskBox) {
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        task.run();
+    });
+}
+
+extern "C" fn pool_thread(task: TaskBox) -> bool {
+    std::thread::spawn(move || task.run());
+    true
+}
+
+/// Installs the stand-in host services (once; [`call`] does it). After
+/// this, `host()` answers `Some` in the test process.
+pub fn install_host() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        let host: HostRef = HostModule {
+            log_max_level: log::Level::Info as LogLevel,
+            log: log_to_stderr,
+            call_later: timer_thread,
+            spawn_blocking: pool_thread,
+        }
+        .leak_into_prefix();
+        crate::export::install_services(host, "app");
+        // Keep each panic's message for the responder it drops (as the
+        // plugin's own hook does), then report it as the test harness does.
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            crate::export::remember_panic(crate::export::panic_message(info.payload()));
+            previous(info);
+        }));
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host;
+
+    /// Answers `/timer` from a host timer, panics in one on `/timer-panic`,
+    /// never answers `/never`.
+    struct Deferred;
+
+    impl App for Deferred {
+        fn handle(&self, request: &Request<'_>, responder: Responder) {
+            let Some(host) = host() else {
+                return responder.respond(Response::text(500, "no host"));
+            };
+            let delay = Duration::from_millis(20);
+            match request.path_info.as_str() {
+                "/timer" => host.call_later(delay, move || {
+                    responder.respond(Response::text(200, "timer"))
+                }),
+                "/timer-panic" => host.call_later(delay, move || {
+                    let _held = responder;
+                    panic!("in a timer");
+                }),
+                "/pool" => {
+                    let spawned =
+                        host.spawn_blocking(move || responder.respond(Response::text(200, "pool")));
+                    assert!(spawned.is_ok());
+                }
+                _ => std::mem::forget(responder),
+            }
+        }
+    }
+
+    #[test]
+    fn deferred_answers_panics_and_silence_are_told_apart() {
+        let get = |path| Request::sample("GET", "/d", path, "");
+        assert_eq!(call(&Deferred, &get("/timer")).body_str(), Ok("timer"));
+        assert_eq!(call(&Deferred, &get("/pool")).body_str(), Ok("pool"));
+        let wait = Duration::from_secs(2);
+        assert_eq!(
+            outcome(&Deferred, &get("/timer-panic"), wait),
+            Outcome::Panicked("in a timer".to_string())
+        );
+        let short = Duration::from_millis(50);
+        assert_eq!(outcome(&Deferred, &get("/never"), short), Outcome::TimedOut);
+    }
+}
