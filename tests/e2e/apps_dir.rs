@@ -316,7 +316,11 @@ fn sighup_waits_for_a_file_still_being_written(poller: &str) {
     wait_body(&server, "/hot", "v1");
     assert_eq!(server.log_lines(&["SIGHUP: rescanning"]).len(), 1);
     // The log is read by another thread: wait for the load line.
-    assert!(server.wait_log(&["loaded app hot", &hot]), "{}", server.log());
+    assert!(
+        server.wait_log(&["loaded app hot", &hot]),
+        "{}",
+        server.log()
+    );
     assert_eq!(server.log_lines(&["loaded app hot", &hot]).len(), 1);
     assert!(
         server.log_lines(&["refused plugin"]).is_empty(),
