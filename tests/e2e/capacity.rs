@@ -1,6 +1,6 @@
 //! Many connections at once (issue 3): select serves 1500 concurrent
-//! clients under its FD_SETSIZE cap (the excess waits in the backlog), poll
-//! and epoll serve 5000. Every request is answered and the host lives.
+//! clients under its FD_SETSIZE cap (the excess waits in the backlog), poll,
+//! epoll and io_uring serve 5000. Every request is answered and the host lives.
 
 use crate::client::{get, Client};
 use crate::harness::Server;
@@ -41,4 +41,11 @@ fn poll_serves_5000_concurrent_clients() {
 #[test]
 fn epoll_serves_5000_concurrent_clients() {
     serve_concurrently("epoll", 5000);
+}
+
+#[test]
+fn io_uring_serves_5000_concurrent_clients() {
+    if !crate::harness::skip_io_uring() {
+        serve_concurrently("io_uring", 5000);
+    }
 }
