@@ -49,6 +49,10 @@ struct Slot {
     interest: Interest,
     /// The mask of the poll in the ring (queued or in the kernel), if any.
     armed: Option<u32>,
+    /// The wait that last reported this fd, and where in its events: a
+    /// multishot poll posts one completion per wakeup, merged here into
+    /// one event per fd and wait (as epoll reports them).
+    seen: (u64, usize),
 }
 
 /// The io_uring backend.
@@ -62,6 +66,8 @@ pub struct UringPoller {
     waker_armed: bool,
     /// Fds whose poll ended and must be re-armed (reused between turns).
     rearm: Vec<RawFd>,
+    /// Counts waits, for `Slot::seen`.
+    turn: u64,
 }
 
 impl UringPoller {
@@ -97,6 +103,7 @@ impl UringPoller {
             waker: Arc::new(EventFd::new()?),
             waker_armed: false,
             rearm: Vec::new(),
+            turn: 1,
         };
         p.multishot = allow_multishot && p.probe_multishot()?;
         if !p.waker_armed {
@@ -227,8 +234,10 @@ impl UringPoller {
             waker,
             waker_armed,
             rearm,
+            turn,
             ..
         } = self;
+        *turn += 1;
         let mut woken = false;
         for cqe in ring.completion() {
             let (data, res, more) = (cqe.user_data(), cqe.result(), cqueue::more(cqe.flags()));
@@ -256,12 +265,23 @@ impl UringPoller {
                 res as u32
             };
             let hup = mask & HANGUP != 0;
-            events.push(Event {
+            let ev = Event {
                 token: slot.token,
                 readable: mask & (IN | HANGUP) != 0,
                 writable: mask & (OUT | libc::POLLERR as u32) != 0,
                 hup,
-            });
+            };
+            match events.get_mut(slot.seen.1) {
+                Some(e) if slot.seen.0 == *turn => {
+                    e.readable |= ev.readable;
+                    e.writable |= ev.writable;
+                    e.hup |= ev.hup;
+                }
+                _ => {
+                    slot.seen = (*turn, events.len());
+                    events.push(ev);
+                }
+            }
             // A poll that failed is not re-armed (the caller reads the
             // error); nor, in one-shot mode, a hang-up on a source that
             // wants nothing else, which would be reported every turn.
@@ -346,6 +366,7 @@ impl Poller for UringPoller {
             gen: 0,
             interest,
             armed: None,
+            seen: (0, 0),
         });
         self.arm(fd)
     }
@@ -506,6 +527,25 @@ mod tests {
             );
             p.deregister(fd).unwrap();
         }
+    }
+
+    #[test]
+    fn wakeups_between_two_waits_make_one_event() {
+        use std::io::Write;
+        let Some(mut p) = start(true) else { return };
+        let (a, mut b) = pair();
+        p.register(a.as_raw_fd(), Token(6), Interest::READABLE)
+            .unwrap();
+        let mut events = Vec::new();
+        p.wait(&mut events, Some(Duration::ZERO)).unwrap();
+        for _ in 0..3 {
+            b.write_all(b"x").unwrap();
+        }
+        p.wait(&mut events, Some(Duration::from_millis(100)))
+            .unwrap();
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert!(events[0].readable && events[0].token == Token(6));
+        p.deregister(a.as_raw_fd()).unwrap();
     }
 
     #[test]
