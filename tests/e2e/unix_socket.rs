@@ -3,7 +3,7 @@
 //! socket's file mode, a stale socket file replaced and a live one
 //! refused, the file removed at exit, and what apps see as the peer.
 
-use crate::harness::{Server, TempDir};
+use crate::harness::{Server, TempDir, WAIT};
 use rustix::process::Signal;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -46,10 +46,13 @@ fn sample_apps_are_served_over_a_unix_socket_beside_tcp(poller: &str) {
         .apps(&["hello-project", "article", "environ"])
         .args(&["--bind", &bind])
         .start();
-    assert!(server
-        .stdout
-        .text()
-        .contains(&format!("listening on {bind}\n")));
+    // The start waits for the first "listening on" line, not this one.
+    let line = format!("listening on {bind}\n");
+    assert!(
+        server.stdout.wait(WAIT, |t| t.contains(&line)),
+        "{}",
+        server.stdout.text()
+    );
     assert_eq!(
         curl(&sock, "/article"),
         (
