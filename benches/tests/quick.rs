@@ -125,6 +125,6 @@ fn quick_compare_is_complete_and_error_free() {
         assert!(len > 100, "{} missing or empty", file.display());
     }
     let csv = std::fs::read_to_string(out.join("compare-quick.csv")).unwrap_or_default();
-    assert_eq!(csv.lines().count(), 1 + 18 + 6, "{csv}");
+    assert_eq!(csv.lines().count(), 1 + 8 * n, "{csv}");
     let _ = std::fs::remove_dir_all(&out);
 }
