@@ -8,12 +8,15 @@
 #
 # Usage: benches/ab_cpu.sh STOA_A STOA_B [PATH] [CONCURRENCY] [POLLER]
 #   env: N (requests per point, default 500000: ~2 s of server CPU, so even
-#   10 ms ticks round by under 1%), RUNS (default 3), BENCH (stoa-bench)
+#   10 ms ticks round by under 1%), RUNS (default 3), BENCH (stoa-bench),
+#   POLLER_B (B's poller, default POLLER: one binary twice with two pollers
+#   compares the backends)
 # Only 127.0.0.1 is loaded; every run is bounded in requests and time.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 A=$1 B=$2 URLPATH=${3:-/article} CONC=${4:-100} POLLER=${5:-epoll}
+POLLER_B=${POLLER_B:-$POLLER}
 N=${N:-500000}
 RUNS=${RUNS:-3}
 BENCH=${BENCH:-$ROOT/target/release/stoa-bench}
@@ -26,9 +29,9 @@ trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
 mkdir -p "$TMP/apps"
 cp "$ROOT"/target/release/lib{hello_project,article,environ,demo}.so "$TMP/apps/"
 
-# point BINARY -> prints µs of server CPU per request
+# point BINARY POLLER -> prints µs of server CPU per request
 point() {
-    start_stoa "$1" "$POLLER"
+    start_stoa "$1" "$2"
     measure "http://127.0.0.1:$SERVER_PORT$URLPATH" "$CONC" "$SERVER_PID" | cut -d' ' -f1
     stop_server
 }
@@ -36,8 +39,8 @@ point() {
 : >"$TMP/a"
 : >"$TMP/b"
 for run in $(seq "$RUNS"); do
-    a=$(point "$A")
-    b=$(point "$B")
+    a=$(point "$A" "$POLLER")
+    b=$(point "$B" "$POLLER_B")
     echo "run $run: A $a us/req  B $b us/req"
     echo "$a" >>"$TMP/a"
     echo "$b" >>"$TMP/b"

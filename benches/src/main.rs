@@ -79,7 +79,11 @@ struct CompareArgs {
     #[arg(long)]
     name: Option<String>,
     /// Poller backends to start stoa with.
-    #[arg(long, value_delimiter = ',', default_value = "select,poll,epoll")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "select,poll,epoll,io_uring"
+    )]
     backends: Vec<String>,
     /// App paths to load.
     #[arg(

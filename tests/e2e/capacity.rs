@@ -1,6 +1,7 @@
 //! Many connections at once (issues 3 and 15): select serves 3000
-//! keep-alive clients open at once (its fd sets grow past FD_SETSIZE), poll
-//! and epoll serve 5000. Every request is answered and the host lives.
+//! keep-alive clients open at once (its fd sets grow past FD_SETSIZE), poll,
+//! epoll and io_uring serve 5000. Every request is answered and the host
+//! lives.
 
 use crate::client::{get, Client};
 use crate::common::status;
@@ -68,4 +69,11 @@ fn poll_serves_5000_concurrent_clients() {
 #[test]
 fn epoll_serves_5000_concurrent_clients() {
     serve_concurrently("epoll", 5000);
+}
+
+#[test]
+fn io_uring_serves_5000_concurrent_clients() {
+    if !crate::harness::skip_io_uring() {
+        serve_concurrently("io_uring", 5000);
+    }
 }

@@ -42,7 +42,7 @@ fn bogus_poller_is_an_error_listing_the_valid_names() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!status.success(), "exit status {status}");
     assert!(stderr.contains("bogus"), "{stderr}");
-    for name in ["epoll", "poll", "select"] {
+    for name in ["epoll", "poll", "select", "io_uring"] {
         assert!(stderr.contains(name), "{name} not listed in {stderr}");
     }
     assert!(

@@ -125,8 +125,10 @@ fn notify_says_ready_then_stopping(poller: &str) {
         ready.contains(&format!("MAINPID={}", server.pid())),
         "{ready}"
     );
+    // (The count may be 0 on a loaded machine: an app whose constructor
+    // is still running is mounted when it returns.)
     assert!(
-        ready.contains("STATUS=serving 1 app(s) on http://127.0.0.1:"),
+        ready.contains("STATUS=serving ") && ready.contains("app(s) on http://127.0.0.1:"),
         "{ready}"
     );
     server.signal(Signal::TERM);

@@ -25,10 +25,12 @@ const START_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long to wait for a log line or an access-log line.
 pub const WAIT: Duration = Duration::from_secs(5);
 
-/// Runs a test function `fn name(poller: &str)` once per backend, as three
-/// `#[test]`s `name::select`, `name::poll` and `name::epoll`, so a failure
-/// names its backend and the backends run in parallel. Attributes written
-/// before a name (`#[ignore = "..."]`) apply to its three tests.
+/// Runs a test function `fn name(poller: &str)` once per backend, as four
+/// `#[test]`s `name::select`, `name::poll`, `name::epoll` and
+/// `name::io_uring`, so a failure names its backend and the backends run in
+/// parallel. Attributes written before a name (`#[ignore = "..."]`) apply to
+/// its four tests. The io_uring test is skipped, saying so, only under
+/// `STOA_TEST_SKIP_IO_URING=1` (see `skip_io_uring`).
 macro_rules! matrix {
     ($($(#[$meta:meta])* $name:ident),* $(,)?) => {
         $(
@@ -48,9 +50,31 @@ macro_rules! matrix {
                 fn epoll() {
                     super::$name("epoll")
                 }
+                #[test]
+                $(#[$meta])*
+                fn io_uring() {
+                    if !$crate::harness::skip_io_uring() {
+                        super::$name("io_uring")
+                    }
+                }
             }
         )*
     };
+}
+
+/// True when `STOA_TEST_SKIP_IO_URING=1` opts out of the io_uring tests
+/// (for a kernel that refuses io_uring, where they would fail), said on
+/// stderr past the test harness's capture so a skip is never silent.
+pub fn skip_io_uring() -> bool {
+    use std::io::Write;
+    let skip = std::env::var_os("STOA_TEST_SKIP_IO_URING").is_some_and(|v| v == "1");
+    if skip {
+        let _ = writeln!(
+            std::io::stderr(),
+            "io_uring test SKIPPED (STOA_TEST_SKIP_IO_URING=1)"
+        );
+    }
+    skip
 }
 
 /// A directory under the system temp dir, unique per test, removed on drop.

@@ -46,9 +46,13 @@ fn sample_apps_are_served_over_a_unix_socket_beside_tcp(poller: &str) {
         .apps(&["hello-project", "article", "environ"])
         .args(&["--bind", &bind])
         .start();
-    // The second stdout line may reach the reader a moment after the first.
+    // The start waits for the first "listening on" line, not this one.
     let line = format!("listening on {bind}\n");
-    assert!(server.stdout.wait(WAIT, |t| t.contains(&line)));
+    assert!(
+        server.stdout.wait(WAIT, |t| t.contains(&line)),
+        "{}",
+        server.stdout.text()
+    );
     assert_eq!(
         curl(&sock, "/article"),
         (

@@ -93,7 +93,7 @@ fn panels(sweep: &[&Point]) -> Vec<(String, Mode)> {
 }
 
 fn is_stoa(server: &str) -> bool {
-    matches!(server, "select" | "poll" | "epoll" | "auto")
+    matches!(server, "select" | "poll" | "epoll" | "io_uring" | "auto")
 }
 
 /// The lines of one panel: Stoa servers on this path, and (in the first

@@ -93,7 +93,8 @@ pub struct Cli {
     #[arg(long, env = "STOA_REUSE_PORT", help_heading = SERVING)]
     pub reuse_port: bool,
 
-    /// Readiness backend: auto (epoll, then poll, then select), epoll, poll or select.
+    /// Readiness backend: auto (epoll, then poll, then select), epoll, poll,
+    /// select or io_uring (chosen only by name).
     #[arg(long, env = "STOA_POLLER", default_value = "auto", help_heading = SERVING)]
     pub poller: String,
 
