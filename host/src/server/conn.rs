@@ -288,6 +288,15 @@ impl<S> Conn<S> {
         self.deadline
     }
 
+    /// Brings an idle connection's deadline forward to `at` (a drain: a
+    /// client about to reuse the connection still gets its answer, with
+    /// `Connection: close`; one that stays idle is closed at `at`).
+    pub fn close_idle_by(&mut self, at: Instant) {
+        if let Some((when, Deadline::Idle)) = self.deadline {
+            self.deadline = Some((when.min(at), Deadline::Idle));
+        }
+    }
+
     /// Picks the timeout for the connection's state, counted from `now`
     /// (the loop's clock). The head timeout runs from the head's first byte
     /// (trickling bytes do not extend it); the body, send and idle timeouts

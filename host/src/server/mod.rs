@@ -142,9 +142,9 @@ impl Server {
         }
     }
 
-    /// Stops accepting and closes keep-alive connections between requests,
-    /// once; busy ones, and new ones whose first request has not arrived
-    /// yet, close after their response (it carries `Connection: close`).
+    /// Stops accepting, once. Every connection closes after its next
+    /// response (it carries `Connection: close`); keep-alive connections
+    /// between requests close after a short grace if none arrives.
     fn drain(&mut self) {
         if !self.acceptor.close(&mut *self.poller) {
             return;
@@ -155,15 +155,17 @@ impl Server {
             self.worker,
             self.conns.len()
         );
-        let idle: Vec<usize> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.is_between_requests())
-            .map(|(k, _)| k)
-            .collect();
-        for key in idle {
-            self.close(Token(key));
+        // Keep-alive connections between requests are not cut at once: a
+        // client may be sending its next request right now, and a close
+        // then resets it. They get a short grace; a request in it is
+        // answered with `Connection: close`.
+        let by = Instant::now() + DRAIN_IDLE_GRACE.min(self.shared.params.keep_alive_timeout);
+        for (_, conn) in self.conns.iter_mut() {
+            if conn.is_between_requests() {
+                conn.close_idle_by(by);
+            }
         }
+        self.next_sweep = self.next_sweep.min(by);
     }
 
     /// One turn of the loop: completions, due timers, then wait for
@@ -462,6 +464,10 @@ impl Server {
         }
     }
 }
+
+/// How long a drain leaves a keep-alive connection between requests for
+/// its client's next request.
+const DRAIN_IDLE_GRACE: Duration = Duration::from_millis(500);
 
 /// How often deadlines are checked: a tenth of the shortest timeout (an
 /// app's own `app_timeout` included), between 10 ms and 1 s.
