@@ -54,9 +54,17 @@ const SECURITY_HEADERS: [(&str, &str, bool); 3] = [
 /// leaving any the view already set.
 pub fn security(_site: &Site, _request: &Request<'_>, next: Next<'_>) -> Response {
     let mut response = next();
+    // One pass over the view's headers marks those it set itself.
+    let mut wanted = SECURITY_HEADERS.map(|(_, _, on)| on);
+    for header in response.headers.iter() {
+        let name = header.name.as_str();
+        for (want, (security, _, _)) in wanted.iter_mut().zip(SECURITY_HEADERS) {
+            *want &= !name.eq_ignore_ascii_case(security);
+        }
+    }
     response.headers.reserve(SECURITY_HEADERS.len());
-    for (name, value, on) in SECURITY_HEADERS {
-        if on && response.header(name).is_none() {
+    for (want, (name, value, _)) in wanted.into_iter().zip(SECURITY_HEADERS) {
+        if want {
             response = response.with_header(name, value);
         }
     }
