@@ -7,7 +7,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 use stoa_bench::affinity::{self, parse_cpu_list};
 use stoa_bench::compare::{self, Peer};
-use stoa_bench::load::{self, Config, ErrorKind, Mode, Report, PERCENTILES, PIPELINE_DEPTH};
+use stoa_bench::load::{
+    self, Config, ErrorKind, Mode, Report, ThinkRange, UsersConfig, UsersReport, FAILURE_NAMES,
+    PERCENTILES, PIPELINE_DEPTH,
+};
 use stoa_bench::parse_duration;
 use stoa_bench::target::Target;
 
@@ -62,6 +65,17 @@ struct LoadArgs {
     /// Pin the load threads to these CPUs (taskset syntax: 1 or 0-3,6).
     #[arg(long)]
     cpus: Option<String>,
+    /// Think-time mode: this many user sessions at once, each one keep-alive
+    /// connection with --session-requests requests and a --think pause
+    /// between them; runs for -d (default 20s). Replaces -c, -n and -k.
+    #[arg(long)]
+    users: Option<usize>,
+    /// Think time between a session's requests: `500ms..2s` (uniform) or `1s`.
+    #[arg(long, default_value = "500ms..2s", value_parser = ThinkRange::parse)]
+    think: ThinkRange,
+    /// Requests per user session before it closes and the next user arrives.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    session_requests: u32,
 }
 
 #[derive(Args)]
@@ -186,6 +200,24 @@ fn run_load(a: LoadArgs) -> Result<ExitCode, String> {
         None => affinity::allowed_cpus(),
     };
     affinity::pin_current(&affinity::cpu_set(&cpus)).map_err(|e| format!("pinning: {e}"))?;
+    let threads = a.threads.unwrap_or(cpus.len()).max(1);
+    if let Some(users) = a.users {
+        if a.pipeline != 1 {
+            return Err("--pipeline does not apply to --users sessions".into());
+        }
+        let config = UsersConfig {
+            target,
+            users,
+            think: a.think,
+            session_requests: a.session_requests,
+            duration: a.duration.unwrap_or(Duration::from_secs(20)),
+            threads,
+            timeout: a.timeout,
+        };
+        let report = load::run_users(&config)?;
+        print_users_report(&config, &report);
+        return Ok(ExitCode::SUCCESS);
+    }
     let mode = match (a.keepalive, a.pipeline) {
         (true, 1) => Mode::KeepAlive,
         (true, n) => Mode::Pipelined(n),
@@ -202,7 +234,7 @@ fn run_load(a: LoadArgs) -> Result<ExitCode, String> {
         connections: a.connections,
         requests,
         max_time,
-        threads: a.threads.unwrap_or(cpus.len()).max(1),
+        threads,
         timeout: a.timeout,
     };
     let report = load::run(&config)?;
@@ -249,14 +281,50 @@ fn print_report(c: &Config, r: &Report, by_duration: bool) {
     for p in PERCENTILES {
         println!("  {:>4}%  {:>10.3}", p, r.percentile_ms(p));
     }
-    let errors: Vec<String> = ErrorKind::ALL
-        .iter()
-        .map(|k| format!("{} {}", k.name(), r.errors[*k as usize]))
-        .collect();
+    let errors = ErrorKind::ALL.map(|k| (k.name(), r.errors[k as usize]));
+    print_errors(&errors, r.first_other.as_deref());
+}
+
+/// The errors line, and the first "other" error's text.
+fn print_errors(counts: &[(&str, u64)], first_other: Option<&str>) {
+    let errors: Vec<String> = counts.iter().map(|(k, n)| format!("{k} {n}")).collect();
     println!("errors:       {}", errors.join(", "));
-    if let Some(e) = &r.first_other {
+    if let Some(e) = first_other {
         println!("first other error: {e}");
     }
+}
+
+fn print_users_report(c: &UsersConfig, r: &UsersReport) {
+    println!("target:       {}", c.target.url());
+    println!(
+        "mode:         users ({} at once, {} requests per session, think {:?}..{:?}, {} thread(s))",
+        c.users,
+        c.session_requests,
+        c.think.min,
+        c.think.max,
+        c.threads.min(c.users)
+    );
+    println!(
+        "ended:        {} requests ({} 2xx), {} whole sessions, in {:.3} s",
+        r.requests(),
+        r.ok,
+        r.sessions,
+        r.elapsed.as_secs_f64()
+    );
+    println!("2xx/s:        {:.1}", r.ok_per_sec());
+    let [p50, p90, p99] = [50.0, 90.0, 99.0].map(|p| r.percentile_ms(p));
+    println!("latency (ms): p50 {p50:.2}, p90 {p90:.2}, p99 {p99:.2}");
+    let errors: Vec<_> = FAILURE_NAMES.into_iter().zip(r.failures).collect();
+    print_errors(&errors, r.first_other.as_deref());
+    let counts: Vec<String> = r.failures.iter().map(u64::to_string).collect();
+    println!(
+        "row: | {} | {} | {} | {:.0} | {p50:.1} | {p90:.1} | {p99:.1} | {} |",
+        c.users,
+        r.requests(),
+        r.ok,
+        r.ok_per_sec(),
+        counts.join(" | ")
+    );
 }
 
 /// Idle connections must outlive the idle scenario's runs: a host with a

@@ -11,7 +11,15 @@
 mod conn;
 #[cfg(test)]
 mod tests;
+mod users;
+#[cfg(test)]
+mod users_tests;
+mod users_worker;
 mod worker;
+
+pub use users::{
+    run_users, Failure, ThinkRange, UsersConfig, UsersReport, FAILURES, FAILURE_NAMES,
+};
 
 use crate::target::Target;
 use hdrhistogram::Histogram;
@@ -162,22 +170,12 @@ impl Report {
 
     /// Completed responses per second.
     pub fn req_per_sec(&self) -> f64 {
-        let secs = self.elapsed.as_secs_f64();
-        if secs > 0.0 {
-            self.completed as f64 / secs
-        } else {
-            0.0
-        }
+        per_sec(self.completed, self.elapsed)
     }
 
     /// Bytes read per second.
     pub fn bytes_per_sec(&self) -> f64 {
-        let secs = self.elapsed.as_secs_f64();
-        if secs > 0.0 {
-            self.bytes as f64 / secs
-        } else {
-            0.0
-        }
+        per_sec(self.bytes, self.elapsed)
     }
 
     /// All errors, of every kind.
@@ -192,10 +190,7 @@ impl Report {
 
     /// A latency percentile in milliseconds (0 when nothing was recorded).
     pub fn percentile_ms(&self, p: f64) -> f64 {
-        if self.latency_us.is_empty() {
-            return 0.0;
-        }
-        self.latency_us.value_at_quantile(p / 100.0) as f64 / 1000.0
+        percentile_ms(&self.latency_us, p)
     }
 
     fn merge(&mut self, other: Report) {
@@ -215,6 +210,25 @@ impl Report {
 
 /// The percentiles every report lists, as `ab` prints them.
 pub const PERCENTILES: [f64; 9] = [50.0, 66.0, 75.0, 80.0, 90.0, 95.0, 98.0, 99.0, 100.0];
+
+/// `n` per second of `elapsed` (0 for no time at all).
+fn per_sec(n: u64, elapsed: Duration) -> f64 {
+    let secs = elapsed.as_secs_f64();
+    if secs > 0.0 {
+        n as f64 / secs
+    } else {
+        0.0
+    }
+}
+
+/// A latency percentile of a microsecond histogram, in milliseconds (0
+/// when nothing was recorded).
+fn percentile_ms(latency_us: &Histogram<u64>, p: f64) -> f64 {
+    if latency_us.is_empty() {
+        return 0.0;
+    }
+    latency_us.value_at_quantile(p / 100.0) as f64 / 1000.0
+}
 
 /// 1 us to 1 hour at 3 significant figures.
 fn new_histogram() -> Histogram<u64> {

@@ -15,7 +15,7 @@ const LAST: &[u8] = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 5\
 
 /// How the server treats each connection.
 #[derive(Clone, Copy)]
-struct Script {
+pub(super) struct Script {
     /// Requests answered on one connection before the server closes it.
     answers: usize,
     /// Whether the last of them says `Connection: close` (else it just hangs up).
@@ -23,32 +23,32 @@ struct Script {
 }
 
 impl Script {
-    const fn ending(answers: usize, announce: bool) -> Script {
+    pub(super) const fn ending(answers: usize, announce: bool) -> Script {
         Script { answers, announce }
     }
 }
 
 /// What the server saw.
 #[derive(Default)]
-struct Seen {
-    requests: AtomicUsize,
+pub(super) struct Seen {
+    pub(super) requests: AtomicUsize,
     /// The most requests one read brought.
     max_per_read: AtomicUsize,
-    connections: AtomicUsize,
+    pub(super) connections: AtomicUsize,
 }
 
 /// A blocking server, one thread per connection, that answers every whole
 /// request a read brings in one write split in two (so responses reach the
 /// client cut across reads).
-struct TestServer {
-    addr: SocketAddr,
+pub(super) struct TestServer {
+    pub(super) addr: SocketAddr,
     seen: Arc<Seen>,
     stop: Arc<AtomicBool>,
     acceptor: Option<JoinHandle<()>>,
 }
 
 impl TestServer {
-    fn start(script: Script) -> TestServer {
+    pub(super) fn start(script: Script) -> TestServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
@@ -88,7 +88,7 @@ impl TestServer {
         }
     }
 
-    fn seen(&self, counter: fn(&Seen) -> &AtomicUsize) -> usize {
+    pub(super) fn seen(&self, counter: fn(&Seen) -> &AtomicUsize) -> usize {
         counter(&self.seen).load(Ordering::Relaxed)
     }
 }
@@ -135,7 +135,7 @@ fn serve(mut stream: TcpStream, script: Script, seen: &Seen) {
     }
 }
 
-const FOREVER: Script = Script::ending(usize::MAX, false);
+pub(super) const FOREVER: Script = Script::ending(usize::MAX, false);
 
 /// Runs `requests` in `mode` on `connections` against a server playing
 /// `script`; the server stays up for its counters.
