@@ -28,7 +28,7 @@ need "$MODES_BIN" "cargo build --release -p stoa-bench"
 need strace "apt-get install strace"
 need taskset "util-linux"
 TMP=$(mktemp -d /tmp/stoa-modes.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; cat "$TMP/server.err" >&2 2>/dev/null; rm -rf "$TMP"' EXIT
 
 # syscalls MODE CONC: total syscalls per request, then the main ones.
 syscalls() {

@@ -10,7 +10,8 @@
 //!   `RECV` into a provided-buffer ring, `SEND` of each connection's output
 //!   submitted from the loop, one `submit_and_wait` per turn, with
 //!   `IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN`
-//!   (`uring-completion-plain`: the same without those two flags).
+//!   (`uring-completion-plain`: the same with `IORING_SETUP_COOP_TASKRUN`
+//!   instead, as the readiness ring and the host's backend use).
 //!
 //! Requests are parsed with httparse (as the host does); each complete head
 //! gets the fixed answer. One thread; prints `listening on http://ADDR` like
@@ -159,7 +160,10 @@ impl Backend {
     }
 
     fn uring() -> io::Result<Backend> {
-        Ok(Backend::Uring(Box::new(IoUring::builder().build(4096)?)))
+        // COOP_TASKRUN, as the host's readiness backend: no interrupt of the
+        // loop for each poll wakeup's task work.
+        let ring = IoUring::builder().setup_coop_taskrun().build(4096)?;
+        Ok(Backend::Uring(Box::new(ring)))
     }
 
     fn add(&mut self, fd: RawFd, token: u64) -> io::Result<()> {
@@ -296,7 +300,8 @@ fn accept_all(
         match listener.accept() {
             Ok((stream, _)) => {
                 stream.set_nonblocking(true)?;
-                stream.set_nodelay(true)?;
+                // A peer already gone fails here; its first I/O says so.
+                let _ = stream.set_nodelay(true);
                 let fd = stream.as_raw_fd();
                 let (slot, gen) = conns.insert(RConn {
                     stream,
@@ -447,6 +452,8 @@ fn completion(listener: TcpListener, defer: bool) -> io::Result<()> {
     let mut builder = IoUring::builder();
     if defer {
         builder.setup_single_issuer().setup_defer_taskrun();
+    } else {
+        builder.setup_coop_taskrun();
     }
     let mut ring: IoUring = builder.setup_cqsize(16384).build(4096)?;
     let mut bufs = BufRing::register(&ring)?;
@@ -478,8 +485,15 @@ fn completion(listener: TcpListener, defer: bool) -> io::Result<()> {
         bufs.publish();
         match ring.submit_and_wait(1) {
             Ok(_) => {}
+            // EBUSY: completions to reap first (they are, below).
             Err(err) if err.kind() == ErrorKind::Interrupted => continue,
-            Err(err) => return Err(err),
+            Err(err) if err.raw_os_error() == Some(libc::EBUSY) => {}
+            Err(err) => {
+                return Err(io::Error::new(
+                    err.kind(),
+                    format!("submit_and_wait: {err}"),
+                ))
+            }
         }
         done.clear();
         done.extend(
@@ -494,7 +508,8 @@ fn completion(listener: TcpListener, defer: bool) -> io::Result<()> {
                         // SAFETY: the kernel's accept made this fd for us; no
                         // one else owns it.
                         let stream = unsafe { TcpStream::from_raw_fd(res) };
-                        stream.set_nodelay(true)?;
+                        // A peer already gone fails here; its first I/O says so.
+                        let _ = stream.set_nodelay(true);
                         let fd = stream.as_raw_fd();
                         let (slot, gen) = conns.insert(CConn {
                             stream,
