@@ -416,7 +416,11 @@ fn slow_constructor_mounts_its_app_when_it_returns(poller: &str) {
     wait_body(&server, "/hot", "v1");
     // The other drop did not wait for the slow constructor. (The log is
     // read by another thread: wait for the line that trails the answer.)
-    assert!(server.wait_log(&["loaded app slow-init"]), "{}", server.log());
+    assert!(
+        server.wait_log(&["loaded app slow-init"]),
+        "{}",
+        server.log()
+    );
     let log = server.log();
     let at = |needle: &str| {
         log.find(needle)

@@ -20,7 +20,8 @@ fn serve_concurrently(poller: &str, n: usize) -> Server {
         let r = c.read_response();
         assert_eq!((r.status, r.text()), (200, "Hello World!"), "client {i}");
     }
-    assert_eq!(server.get("/article").status, 200, "the host lives on");
+    let r = server.get("/article");
+    assert_eq!(r.status, 200, "the host lives on: {r:?}\n{}", server.log());
     server
 }
 
@@ -58,7 +59,8 @@ fn select_serves_3000_concurrent_keep_alive_clients() {
         "{}",
         server.log()
     );
-    assert_eq!(server.get("/article").status, 200, "the host lives on");
+    let r = server.get("/article");
+    assert_eq!(r.status, 200, "the host lives on: {r:?}\n{}", server.log());
 }
 
 #[test]

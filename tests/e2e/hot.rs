@@ -290,7 +290,11 @@ fn half_written_file_waits_until_complete(poller: &str) {
         server.log_lines(&["refused plugin", &path])
     );
     // The log is read by another thread: the load line may trail the answer.
-    assert!(server.wait_log(&["loaded app hot", &path]), "{}", server.log());
+    assert!(
+        server.wait_log(&["loaded app hot", &path]),
+        "{}",
+        server.log()
+    );
     assert_eq!(server.log_lines(&["loaded app hot", &path]).len(), 1);
     assert!(status(&server)["refused"]
         .as_array()
