@@ -79,8 +79,8 @@ fn file_args(table: &toml::Table, given: &ArgMatches) -> Result<FileArgs, Vec<St
             }
             continue;
         }
-        let Some((long, id, is_switch)) = keys.get(key.as_str()) else {
-            let names: Vec<&str> = keys.keys().copied().chain(["apps"]).collect();
+        let Some(flag) = keys.get(key.as_str()) else {
+            let names: Vec<&str> = keys.keys().map(String::as_str).chain(["apps"]).collect();
             let hint = crate::checks::nearest(key, &names)
                 .map(|n| format!(" (did you mean `{n}`?)"))
                 .unwrap_or_default();
@@ -88,12 +88,12 @@ fn file_args(table: &toml::Table, given: &ArgMatches) -> Result<FileArgs, Vec<St
             continue;
         };
         if matches!(
-            given.value_source(id),
+            given.value_source(&flag.id),
             Some(ValueSource::CommandLine | ValueSource::EnvVariable)
         ) {
             continue;
         }
-        match flag_values(long, *is_switch, value) {
+        match flag_values(&flag.long, flag.switch, value) {
             Ok(mut a) => args.append(&mut a),
             Err(e) => problems.push(format!("`{key}`: {e}")),
         }
@@ -119,8 +119,20 @@ fn file_args(table: &toml::Table, given: &ArgMatches) -> Result<FileArgs, Vec<St
     }
 }
 
-/// Key -> (long flag, argument id, whether it is an on/off switch).
-fn flag_keys() -> BTreeMap<&'static str, (String, String, bool)> {
+/// What a file key stands for.
+struct FlagKey {
+    /// The long flag, without `--`.
+    long: String,
+    /// clap's argument id.
+    id: String,
+    /// An on/off switch (`true` gives the flag, `false` nothing).
+    switch: bool,
+    /// Repeatable: printed as an array.
+    multiple: bool,
+}
+
+/// Key -> the flag it stands for.
+fn flag_keys() -> BTreeMap<String, FlagKey> {
     let mut keys = BTreeMap::new();
     for arg in Cli::command().get_arguments() {
         let id = arg.get_id().as_str().to_string();
@@ -128,13 +140,18 @@ fn flag_keys() -> BTreeMap<&'static str, (String, String, bool)> {
         if NOT_KEYS.contains(&id.as_str()) {
             continue;
         }
-        let key: &'static str = if long == "apps" {
-            APPS_DIR_KEY
+        let key = if long == "apps" {
+            APPS_DIR_KEY.to_string()
         } else {
-            Box::leak(long.replace('-', "_").into_boxed_str())
+            long.replace('-', "_")
         };
-        let switch = matches!(arg.get_action(), ArgAction::SetTrue);
-        keys.insert(key, (long.to_string(), id, switch));
+        let flag = FlagKey {
+            long: long.to_string(),
+            id,
+            switch: matches!(arg.get_action(), ArgAction::SetTrue),
+            multiple: matches!(arg.get_action(), ArgAction::Append),
+        };
+        keys.insert(key, flag);
     }
     keys
 }
@@ -165,12 +182,12 @@ fn flag_values(long: &str, switch: bool, value: &toml::Value) -> Result<Vec<Stri
 /// given (or its default), and the app tables, so it loads back the same.
 fn render(matches: &ArgMatches, cli: &Cli) -> String {
     let mut table = toml::Table::new();
-    for (key, (_, id, switch)) in flag_keys() {
-        if switch {
-            table.insert(key.into(), toml::Value::Boolean(matches.get_flag(&id)));
+    for (key, flag) in flag_keys() {
+        if flag.switch {
+            table.insert(key, toml::Value::Boolean(matches.get_flag(&flag.id)));
             continue;
         }
-        let Some(raw) = matches.get_raw(&id) else {
+        let Some(raw) = matches.get_raw(&flag.id) else {
             continue;
         };
         let values: Vec<toml::Value> = raw
@@ -178,11 +195,7 @@ fn render(matches: &ArgMatches, cli: &Cli) -> String {
             .filter(|v| key != "mount" || !from_app_table(v, cli))
             .map(|v| typed(&v))
             .collect();
-        let multiple = Cli::command()
-            .get_arguments()
-            .find(|a| a.get_id() == id.as_str())
-            .is_some_and(|a| matches!(a.get_action(), ArgAction::Append));
-        let value = match (multiple, values.len()) {
+        let value = match (flag.multiple, values.len()) {
             (true, _) => toml::Value::Array(values),
             (false, 1) => values
                 .into_iter()
@@ -190,7 +203,7 @@ fn render(matches: &ArgMatches, cli: &Cli) -> String {
                 .unwrap_or(toml::Value::Boolean(false)),
             (false, _) => continue,
         };
-        table.insert(key.into(), value);
+        table.insert(key, value);
     }
     let apps: toml::Table = cli
         .app_sections
