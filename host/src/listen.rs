@@ -103,6 +103,16 @@ pub struct Bound {
 }
 
 impl Bound {
+    /// No listener yet, for `workers` workers.
+    fn new(workers: usize) -> Self {
+        Bound {
+            per_worker: (0..workers).map(|_| Vec::new()).collect(),
+            locals: Vec::new(),
+            tcp_addrs: Vec::new(),
+            shown: Vec::new(),
+        }
+    }
+
     /// A duplicate of every listening socket (every worker's), for an
     /// upgrade to hand over.
     pub fn duplicates(&self) -> Result<Vec<std::os::fd::OwnedFd>, String> {
@@ -138,12 +148,7 @@ pub fn bind_all(
             binds.len()
         ));
     }
-    let mut bound = Bound {
-        per_worker: (0..workers).map(|_| Vec::new()).collect(),
-        locals: Vec::new(),
-        tcp_addrs: Vec::new(),
-        shown: Vec::new(),
-    };
+    let mut bound = Bound::new(workers);
     for b in binds {
         match b {
             Bind::Tcp(addr) => {
@@ -238,12 +243,7 @@ pub fn inherited() -> Result<Option<Vec<Listener>>, String> {
 /// Serves the sockets a service manager passed: shared by every worker
 /// (a duplicate each), never shut down by the watchdog nor re-created.
 pub fn adopt_all(sockets: Vec<Listener>, workers: usize) -> Result<Bound, String> {
-    let mut bound = Bound {
-        per_worker: (0..workers).map(|_| Vec::new()).collect(),
-        locals: Vec::new(),
-        tcp_addrs: Vec::new(),
-        shown: Vec::new(),
-    };
+    let mut bound = Bound::new(workers);
     for socket in sockets {
         let (local, shown) = match &socket {
             Listener::Tcp(l) => {
