@@ -2,9 +2,9 @@
 //! the access log (`--access-log FILE|-`) and `--max-connections`.
 
 use crate::client::{get, request, Client};
+use crate::common::run_to_exit;
 use crate::harness::{Server, SAMPLE_APPS, STOA};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 matrix!(
     startup_prints_one_line_and_logs_the_backend,
@@ -17,30 +17,14 @@ matrix!(
 #[test]
 fn bogus_poller_is_an_error_listing_the_valid_names() {
     let dir = crate::harness::TempDir::new("bogus");
-    let mut child = Command::new(STOA)
-        .args(["--bind", "127.0.0.1:0", "--poller", "bogus", "--apps"])
-        .arg(dir.path())
-        .env_remove("STOA_POLLER")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn stoa");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for stoa") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("stoa --poller bogus kept running");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let out = child.wait_with_output().expect("collect the output");
+    let out = run_to_exit(
+        Command::new(STOA)
+            .args(["--bind", "127.0.0.1:0", "--poller", "bogus", "--apps"])
+            .arg(dir.path())
+            .env_remove("STOA_POLLER"),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!status.success(), "exit status {status}");
+    assert!(!out.status.success(), "exit status {}", out.status);
     assert!(stderr.contains("bogus"), "{stderr}");
     for name in ["epoll", "poll", "select", "io_uring"] {
         assert!(stderr.contains(name), "{name} not listed in {stderr}");

@@ -184,3 +184,29 @@ pub fn apps_dir_with(dir: &Path, apps: &[&str]) -> std::path::PathBuf {
     }
     to
 }
+
+/// Runs `cmd` (stdin closed, stdout and stderr captured) to its exit; one
+/// that is still running after 30 s is killed and fails the test, so a value
+/// wrongly accepted (the host starts serving) cannot hang the suite.
+pub fn run_to_exit(cmd: &mut std::process::Command) -> std::process::Output {
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run stoa");
+    let exited = wait_until(Duration::from_secs(30), || {
+        child.try_wait().ok().flatten().is_some()
+    });
+    if !exited {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().expect("collect stoa's output");
+    assert!(
+        exited,
+        "{cmd:?} kept running: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    out
+}

@@ -4,11 +4,11 @@
 //! `--print-config` round-trips; `stoa check` loads the real plugins and
 //! exits 0 or 1 with one line per problem; the committed example loads.
 
-use crate::common::status;
+use crate::common::{run_to_exit, status};
 use crate::hardening::{accepted, justnow, refused};
 use crate::harness::{wait_until, Server, TempDir, STOA};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 matrix!(
@@ -47,17 +47,16 @@ impl Setup {
 }
 
 fn run(config: &Path, apps: &Path, args: &[&str]) -> Output {
-    Command::new(STOA)
-        .args(args)
-        .arg("--config")
-        .arg(config)
-        .arg("--apps")
-        .arg(apps)
-        .args(["--bind", "127.0.0.1:0", "--log-level", "warn"])
-        .env_remove("STOA_POLLER")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run stoa")
+    run_to_exit(
+        Command::new(STOA)
+            .args(args)
+            .arg("--config")
+            .arg(config)
+            .arg("--apps")
+            .arg(apps)
+            .args(["--bind", "127.0.0.1:0", "--log-level", "warn"])
+            .env_remove("STOA_POLLER"),
+    )
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -215,6 +214,7 @@ fn print_config_loads_back_unchanged() {
         "workers = 2",
         "[apps.article]",
         "mount = \"/news\"",
+        "app_timeout = \"5s\"",
     ] {
         assert!(printed.contains(line), "{line} not in {printed}");
     }

@@ -4,9 +4,10 @@
 //! flag; sizes and durations take units, `--bind` takes the forms people
 //! type, every flag reads `STOA_<NAME>` and the flag wins over it.
 
+use crate::common::run_to_exit;
 use crate::hardening::{accepted, justnow, refused};
 use crate::harness::{Server, STOA};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 matrix!(
     a_used_address_is_refused_unless_reuse_port,
@@ -143,29 +144,13 @@ fn refused_flags(args: &[&str]) -> String {
     } else {
         &["--bind", "127.0.0.1:0"]
     };
-    let mut child = Command::new(STOA)
-        .args(bind)
-        .arg("--apps")
-        .arg(dir.path())
-        .args(args)
-        .env_remove("STOA_POLLER")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run stoa");
-    // A value that is wrongly accepted must fail the test, not hang it.
-    let exited = crate::harness::wait_until(std::time::Duration::from_secs(20), || {
-        child.try_wait().ok().flatten().is_some()
-    });
-    if !exited {
-        let _ = child.kill();
-    }
-    let out = child.wait_with_output().expect("collect stoa's output");
-    assert!(
-        exited,
-        "{args:?} kept running: {}",
-        String::from_utf8_lossy(&out.stdout)
+    let out = run_to_exit(
+        Command::new(STOA)
+            .args(bind)
+            .arg("--apps")
+            .arg(dir.path())
+            .args(args)
+            .env_remove("STOA_POLLER"),
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "{args:?} accepted: {stdout}");

@@ -7,10 +7,10 @@
 //! holds only its share of the threads.
 
 use crate::client::get;
-use crate::common::{metrics, status, try_get};
+use crate::common::{metrics, run_to_exit, status, try_get};
 use crate::harness::{wait_until, Server, TempDir, STOA};
 use rustix::process::Signal;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 matrix!(
@@ -237,13 +237,12 @@ fn bad_survival_flags_are_refused(poller: &str) {
         ),
         (["--stuck-after", "0", "--workers", "1"], "--stuck-after"),
     ] {
-        let out = Command::new(STOA)
-            .args(["--bind", "127.0.0.1:0", "--poller", poller, "--apps"])
-            .arg(dir.path())
-            .args(flags)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run stoa");
+        let out = run_to_exit(
+            Command::new(STOA)
+                .args(["--bind", "127.0.0.1:0", "--poller", poller, "--apps"])
+                .arg(dir.path())
+                .args(flags),
+        );
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{flags:?} accepted");
         assert!(stderr.contains(named), "{flags:?}: {stderr}");
