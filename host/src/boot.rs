@@ -294,14 +294,7 @@ fn watchdog(
     addrs: Vec<Option<SocketAddr>>,
     backlog: i32,
 ) -> Result<Board, String> {
-    if cli.unhealthy_after < cli.stuck_after {
-        return Err(format!(
-            "--unhealthy-after ({:?}) must be at least --stuck-after ({:?}): use --unhealthy-after {}",
-            cli.unhealthy_after,
-            cli.stuck_after,
-            humantime::format_duration(cli.stuck_after)
-        ));
-    }
+    checks::watchdog_bounds(cli)?;
     let bounds = (cli.stuck_after, cli.unhealthy_after);
     log::info!(
         "watchdog: a loop is stuck after {:?} without turning, the process unhealthy after {:?}",

@@ -192,6 +192,20 @@ pub(crate) fn nearest<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
         .map(|(_, k)| k)
 }
 
+/// `--unhealthy-after` must be at least `--stuck-after` (a worker is
+/// unhealthy only after it is stuck).
+pub fn watchdog_bounds(cli: &Cli) -> Result<(), String> {
+    if cli.unhealthy_after < cli.stuck_after {
+        return Err(format!(
+            "--unhealthy-after ({:?}) must be at least --stuck-after ({:?}): use --unhealthy-after {}",
+            cli.unhealthy_after,
+            cli.stuck_after,
+            humantime::format_duration(cli.stuck_after)
+        ));
+    }
+    Ok(())
+}
+
 /// One line per plugin file refused: the file and the reason.
 fn refusal_lines(state: &AppState) -> Vec<String> {
     state
@@ -244,12 +258,7 @@ pub fn check(cli: &Cli) -> Result<(), String> {
             note(address_is_free(bind));
         }
     }
-    if cli.unhealthy_after < cli.stuck_after {
-        note(Err(format!(
-            "--unhealthy-after ({:?}) must be at least --stuck-after ({:?})",
-            cli.unhealthy_after, cli.stuck_after
-        )));
-    }
+    note(watchdog_bounds(cli));
     match crate::boot::load_apps(cli) {
         Ok(registry) => {
             let state = registry.state();
