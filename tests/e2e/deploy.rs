@@ -220,35 +220,54 @@ fn load(port: u16, stop: Arc<AtomicBool>, ok: Arc<AtomicUsize>, failed: Arc<Atom
     }
 }
 
+/// `clients` threads running `load` against `port` until finished.
+struct Load {
+    stop: Arc<AtomicBool>,
+    ok: Arc<AtomicUsize>,
+    failed: Arc<AtomicUsize>,
+    clients: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(port: u16, clients: usize) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ok, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let clients = (0..clients)
+            .map(|_| {
+                let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
+                std::thread::spawn(move || load(port, stop, ok, failed))
+            })
+            .collect();
+        Load {
+            stop,
+            ok,
+            failed,
+            clients,
+        }
+    }
+
+    /// Stops the clients; the requests answered and failed.
+    fn finish(self) -> (usize, usize) {
+        self.stop.store(true, SeqCst);
+        for c in self.clients {
+            c.join().expect("client thread");
+        }
+        (self.ok.load(SeqCst), self.failed.load(SeqCst))
+    }
+}
+
 fn sigusr2_upgrade_under_load_loses_nothing(poller: &str) {
     let mut server = Server::launch(poller)
         .apps(&["article"])
         .args(&["--workers", "2"])
         .start();
     let port = server.port;
-    let (stop, ok, failed) = (
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(AtomicUsize::new(0)),
-        Arc::new(AtomicUsize::new(0)),
-    );
-    let clients: Vec<_> = (0..4)
-        .map(|_| {
-            let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
-            std::thread::spawn(move || load(port, stop, ok, failed))
-        })
-        .collect();
+    let load = Load::start(port, 4);
     std::thread::sleep(Duration::from_millis(300));
     server.signal(Signal::USR2);
     let exited = server.wait_exit(Duration::from_secs(30));
-    let line = server
-        .log_lines(&["upgrade: the new stoa (pid "])
+    let new_pid = upgraded_pids(&server)
         .pop()
-        .unwrap_or_default();
-    let new_pid: u32 = line
-        .split("(pid ")
-        .nth(1)
-        .and_then(|t| t.split(')').next())
-        .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("no upgrade line: {}", server.log()));
     let _new = KillPid(new_pid);
     assert!(
@@ -256,11 +275,7 @@ fn sigusr2_upgrade_under_load_loses_nothing(poller: &str) {
         "the old stoa did not exit after the upgrade"
     );
     std::thread::sleep(Duration::from_millis(300));
-    stop.store(true, SeqCst);
-    for c in clients {
-        c.join().expect("client thread");
-    }
-    let (ok, failed) = (ok.load(SeqCst), failed.load(SeqCst));
+    let (ok, failed) = load.finish();
     eprintln!("upgrade under load: {ok} answered, {failed} failed");
     assert_eq!(failed, 0, "{ok} answered");
     assert!(ok > 100, "too little load to show anything: {ok}");
@@ -397,17 +412,7 @@ fn replaces_past_the_generation_cap_re_execute_the_host(poller: &str) {
         .start();
     wait_body(&server, "/hot", "v1");
     let port = server.port;
-    let (stop, ok, failed) = (
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(AtomicUsize::new(0)),
-        Arc::new(AtomicUsize::new(0)),
-    );
-    let clients: Vec<_> = (0..2)
-        .map(|_| {
-            let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
-            std::thread::spawn(move || load(port, stop, ok, failed))
-        })
-        .collect();
+    let load = Load::start(port, 2);
     // Six replaces with room for two generations: the third, fifth... are
     // past the cap, and each of those re-executes the host.
     let dir = server.apps_dir();
@@ -416,13 +421,9 @@ fn replaces_past_the_generation_cap_re_execute_the_host(poller: &str) {
         install_atomically(&dir, HOT, &bytes(&format!("hot-{version}")));
         wait_body(&server, "/hot", version);
     }
-    stop.store(true, SeqCst);
-    for c in clients {
-        c.join().expect("client thread");
-    }
+    let (ok, failed) = load.finish();
     let pids = upgraded_pids(&server);
     let _kill: Vec<KillPid> = pids.iter().map(|&p| KillPid(p)).collect();
-    let (ok, failed) = (ok.load(SeqCst), failed.load(SeqCst));
     eprintln!(
         "6 replaces past --max-generations 2: {} re-execs, {ok} answered, {failed} failed",
         pids.len()
