@@ -210,7 +210,8 @@ fn access_log_has_one_combined_line_per_request(poller: &str) {
 
 fn access_log_to_stdout(poller: &str) {
     let server = Server::start(poller, SAMPLE_APPS, &["--access-log", "-"]);
-    assert_eq!(server.get("/article").status, 200);
+    let r = server.get("/article");
+    assert_eq!(r.status, 200, "{r:?}\n{}", server.log());
     assert!(server
         .stdout
         .wait(crate::harness::WAIT, |t| t.lines().count() >= 2));
