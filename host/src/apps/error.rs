@@ -126,6 +126,12 @@ impl LoadError {
         let doing = doing.into();
         move |source| LoadError::Io { doing, source }
     }
+
+    /// Whether this is an I/O error the kernel answered with EBUSY.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, LoadError::Io { source, .. }
+            if source.raw_os_error() == Some(rustix::io::Errno::BUSY.raw_os_error()))
+    }
 }
 
 /// What abi_stable's checks refuse.

@@ -165,6 +165,41 @@ impl PluginCopies {
             return Err(LoadError::GrewTooLarge { max: self.max_size });
         }
         copy.len = copied;
+        if let Err(e) = copy.seal() {
+            if !copy.is_memfd() || !e.is_busy() {
+                return Err(e);
+            }
+            // The kernel still saw references to the memfd's pages after
+            // every retry (seen on a loaded machine): this one plugin goes
+            // through the private directory instead.
+            log::warn!(
+                "plugin copies: cannot seal the memory file for {} ({e}); using a private file for it",
+                path.display()
+            );
+            return self.copy_to_private_file(path, &file_name);
+        }
+        elf_check::check(&copy.file, copy.len)?;
+        Ok(copy)
+    }
+
+    /// `path` copied into the private directory whatever the mode (after a
+    /// memfd could not be sealed).
+    fn copy_to_private_file(
+        &mut self,
+        path: &Path,
+        file_name: &str,
+    ) -> Result<PluginCopy, LoadError> {
+        let source = File::open(path).map_err(LoadError::io("open the plugin"))?;
+        let mut copy = self.private_file(file_name)?;
+        let copied = std::io::copy(
+            &mut source.take(self.max_size.saturating_add(1)),
+            &mut copy.file,
+        )
+        .map_err(LoadError::io("copy the plugin for loading"))?;
+        if copied > self.max_size {
+            return Err(LoadError::GrewTooLarge { max: self.max_size });
+        }
+        copy.len = copied;
         copy.seal()?;
         elf_check::check(&copy.file, copy.len)?;
         Ok(copy)
@@ -227,10 +262,10 @@ impl PluginCopy {
             .flush()
             .map_err(LoadError::io("write the private copy"))?;
         if self.is_memfd() {
-            rustix::fs::fcntl_add_seals(
-                &self.file,
-                SealFlags::SEAL | SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE,
-            )
+            let seals = SealFlags::SEAL | SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE;
+            retry_busy(SEAL_ATTEMPTS, SEAL_PAUSE, || {
+                rustix::fs::fcntl_add_seals(&self.file, seals)
+            })
             .map_err(|e| LoadError::io("seal the private copy")(e.into()))
         } else {
             self.file
@@ -269,6 +304,31 @@ impl PluginCopy {
             let _ = self.file.into_raw_fd();
         }
         self.mapping
+    }
+}
+
+/// How often sealing a memfd is tried while the kernel answers EBUSY (it
+/// waits up to ~150 ms itself for transient page references to go), and
+/// the pause between tries.
+const SEAL_ATTEMPTS: u32 = 5;
+const SEAL_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Runs `op` up to `attempts` times while it fails with EBUSY, pausing
+/// between tries; returns its last answer.
+fn retry_busy<T>(
+    attempts: u32,
+    pause: std::time::Duration,
+    mut op: impl FnMut() -> rustix::io::Result<T>,
+) -> rustix::io::Result<T> {
+    let mut tries = 1;
+    loop {
+        match op() {
+            Err(rustix::io::Errno::BUSY) if tries < attempts => {
+                tries += 1;
+                std::thread::sleep(pause);
+            }
+            other => return other,
+        }
     }
 }
 
@@ -360,6 +420,33 @@ fn sanitise(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sealing_is_retried_while_busy_then_gives_up() {
+        let pause = std::time::Duration::ZERO;
+        let mut calls = 0;
+        let r = retry_busy(5, pause, || {
+            calls += 1;
+            if calls < 3 {
+                Err(rustix::io::Errno::BUSY)
+            } else {
+                Ok(calls)
+            }
+        });
+        assert_eq!(r, Ok(3));
+        let mut calls = 0;
+        let r: rustix::io::Result<()> = retry_busy(5, pause, || {
+            calls += 1;
+            Err(rustix::io::Errno::BUSY)
+        });
+        assert_eq!((r, calls), (Err(rustix::io::Errno::BUSY), 5));
+        let mut calls = 0;
+        let r: rustix::io::Result<()> = retry_busy(5, pause, || {
+            calls += 1;
+            Err(rustix::io::Errno::PERM)
+        });
+        assert_eq!((r, calls), (Err(rustix::io::Errno::PERM), 1));
+    }
 
     #[test]
     fn memfd_names_are_printable() {
