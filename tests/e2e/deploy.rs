@@ -431,7 +431,7 @@ fn replaces_past_the_generation_cap_re_execute_the_host(poller: &str) {
     assert_eq!(pids.len(), 3, "{}", server.log());
     assert_eq!(failed, 0, "{ok} answered");
     assert!(server
-        .log_contains("re-executing the host in place to load it (--on-generation-cap reexec)"));
+        .wait_log(&["re-executing the host in place to load it (--on-generation-cap reexec)"]));
 }
 
 /// Runs `tool args` (installed by `.ci/run`); fails the test, naming the

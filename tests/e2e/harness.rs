@@ -465,6 +465,11 @@ impl Server {
             status = self.child.try_wait().expect("try_wait");
             status.is_some()
         });
+        if status.is_some() {
+            // The log is copied by another thread: let it reach the end of
+            // the stream (bounded: a re-executed successor keeps it open).
+            self.log.wait(Duration::from_secs(2), |_| false);
+        }
         status
     }
 
