@@ -115,6 +115,38 @@ pub trait RawResponder: Send {
     /// panic's. The host logs it and answers 500 "app NAME panicked".
     #[sabi(last_prefix_field)]
     fn panicked(self, message: RString);
+
+    /// Appended in 0.2.3: answers like `respond`, with `fixed` headers
+    /// sent after the response's own. Their names and values are string
+    /// constants of the plugin, so answering with them allocates nothing;
+    /// the host copies them only for an answer given off its loop. The
+    /// default (a host without the method) copies them into the response.
+    fn respond_with_static(self, response: Response, fixed: RSlice<'static, StaticHeader>)
+    where
+        Self: Sized,
+    {
+        self.respond(crate::app::with_copies(response, fixed.as_slice()));
+    }
+}
+
+/// One response header whose name and value are string constants (see
+/// `RawResponder::respond_with_static`): `StaticHeader::new("X-Frame-Options", "DENY")`
+/// in a `const` list costs no allocation per response.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StaticHeader {
+    pub name: RStr<'static>,
+    pub value: RStr<'static>,
+}
+
+impl StaticHeader {
+    /// A header from two string constants.
+    pub const fn new(name: &'static str, value: &'static str) -> Self {
+        StaticHeader {
+            name: RStr::from_str(name),
+            value: RStr::from_str(value),
+        }
+    }
 }
 
 /// The owned, type-erased responder passed through the ABI.

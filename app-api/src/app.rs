@@ -35,7 +35,7 @@
 //! shutdown every mounted generation is retired after the drain, so
 //! `retire` is the place to persist what a restart must find.
 
-use crate::abi::{Header, Request, ResponderBox, Response};
+use crate::abi::{Header, Request, ResponderBox, Response, StaticHeader};
 use abi_stable::std_types::{RSlice, RStr, RString, RVec};
 
 /// A web application hosted by Stoa. Implement `call` for an app that
@@ -102,6 +102,78 @@ impl Responder {
             inner.respond(response);
         }
     }
+
+    /// Sends an [`Answer`]: its fixed headers cross to the host as they
+    /// are (no allocation), after the response's own.
+    pub fn answer(mut self, answer: Answer) {
+        if let Some(inner) = self.inner.take() {
+            match answer.fixed {
+                [] => inner.respond(answer.response),
+                fixed => inner.respond_with_static(answer.response, fixed.into()),
+            }
+        }
+    }
+}
+
+/// A response plus headers that are string constants ([`StaticHeader`]s,
+/// say a middleware's security headers): sent with
+/// [`Responder::answer`], the constants are written by the host as they
+/// are, where each [`Response::with_header`] allocates a name and a value.
+/// The fixed headers go out after the response's own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    pub response: Response,
+    pub fixed: &'static [StaticHeader],
+}
+
+impl From<Response> for Answer {
+    fn from(response: Response) -> Self {
+        Answer {
+            response,
+            fixed: &[],
+        }
+    }
+}
+
+impl Answer {
+    /// Adds the constant headers `fixed`. An answer holds one such list:
+    /// a second one is copied into the response's own headers.
+    pub fn with_fixed(mut self, fixed: &'static [StaticHeader]) -> Self {
+        if self.fixed.is_empty() {
+            self.fixed = fixed;
+        } else {
+            self.response = with_copies(self.response, fixed);
+        }
+        self
+    }
+
+    /// The first header with this name (ASCII case-insensitive), the
+    /// response's own first, then the fixed ones.
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        self.response.header(name).or_else(|| {
+            self.fixed
+                .iter()
+                .find(|h| h.name.as_str().eq_ignore_ascii_case(name))
+                .map(|h| h.value.as_str().as_bytes())
+        })
+    }
+
+    /// The plain response, the fixed headers copied after its own (for
+    /// `App::call` and tests).
+    pub fn into_response(self) -> Response {
+        with_copies(self.response, self.fixed)
+    }
+}
+
+/// `response` with owned copies of `fixed` appended to its headers. (It
+/// does not go through `with_header`, which stays inlined in the builders
+/// on the hot path only if nothing else calls it.)
+pub(crate) fn with_copies(mut response: Response, fixed: &[StaticHeader]) -> Response {
+    response.headers.extend(fixed.iter().map(|h| Header {
+        name: RString::from(h.name.as_str()),
+        value: RVec::from(h.value.as_str().as_bytes()),
+    }));
+    response
 }
 
 impl Drop for Responder {

@@ -151,6 +151,40 @@
 //! assert_eq!((moved.status, page.status, raw.body.len()), (308, 200, 4));
 //! ```
 //!
+//! **Constant headers.** Each `with_header` allocates the name and the
+//! value, which the host frees after writing them. Headers that are the
+//! same on every response (a middleware's security headers, say) can be
+//! [`StaticHeader`] constants instead: an [`Answer`] carries a response
+//! and one `&'static` list of them, and [`Responder::answer`] hands the
+//! list to the host as it is (written after the response's own headers,
+//! nothing allocated; an answer given off the loop has them copied).
+//!
+//! ```
+//! use stoa_app_api::{Answer, App, Request, Responder, Response, StaticHeader};
+//!
+//! const SECURITY: &[StaticHeader] = &[
+//!     StaticHeader::new("X-Content-Type-Options", "nosniff"),
+//!     StaticHeader::new("X-Frame-Options", "DENY"),
+//! ];
+//!
+//! struct Site;
+//! impl Site {
+//!     fn answer(&self, _request: &Request<'_>) -> Answer {
+//!         Answer::from(Response::text(200, "hi")).with_fixed(SECURITY)
+//!     }
+//! }
+//! impl App for Site {
+//!     fn handle(&self, request: &Request<'_>, responder: Responder) {
+//!         responder.answer(self.answer(request));
+//!     }
+//!     fn call(&self, request: &Request<'_>) -> Response {
+//!         self.answer(request).into_response() // the list copied in
+//!     }
+//! }
+//! let response = Site.call(&Request::sample("GET", "", "/", ""));
+//! assert_eq!(response.header("x-frame-options"), Some(&b"DENY"[..]));
+//! ```
+//!
 //! ## A deferred answer from a host timer
 //!
 //! `handle` receives a [`Responder`]: answer with it now or later, from any
@@ -409,8 +443,8 @@ pub mod helpers;
 pub mod host;
 pub mod testing;
 
-pub use abi::{Header, HeaderRef, Request, Response};
-pub use app::{App, Responder};
+pub use abi::{Header, HeaderRef, Request, Response, StaticHeader};
+pub use app::{Answer, App, Responder};
 pub use context::{Context, Settings, SettingsError};
 pub use host::{host, Host, PoolFull};
 pub use log;

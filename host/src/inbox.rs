@@ -6,6 +6,7 @@
 
 use crate::poller::{Token, Wake};
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use stoa_app_api::abi::TaskBox;
@@ -34,8 +35,32 @@ impl InboxItems {
 
 /// An event loop's inbox: completions and new timers, pushed from any
 /// thread, drained by the loop each turn.
+///
+/// **The pending flag.** Most turns find the inbox empty, so the loop
+/// looks at `pending` (one atomic swap) instead of taking the lock. The
+/// protocol, and why no push is left behind:
+///
+/// - a push adds its item under the lock, then sets `pending` (Release),
+///   then wakes the poller if the inbox was empty and it is not the loop's
+///   own thread;
+/// - the loop clears `pending` (a swap, Acquire) *before* it takes the
+///   lock and moves the items out, and skips the lock when it was clear.
+///
+/// Every push sets `pending` after its item is in, so a swap that reads
+/// that store is followed by a lock that finds the item (or finds it
+/// already moved out by an earlier drain). A swap that does not read it
+/// precedes the store, which leaves `pending` set for the next turn; the
+/// loop reaches that turn because the push that found the inbox empty
+/// wakes it (a push that found it non-empty follows one that did, and
+/// pushes from the loop's own thread happen before its next drain). The
+/// two wrong orders lose an item with nothing left to wake the loop:
+/// clearing `pending` after the drain (a push between the drain and the
+/// clear is wiped), or setting it before the item is in (a drain between
+/// the two consumes the flag and finds nothing). `tests::stress` fails on
+/// either.
 pub struct Inbox {
     items: Mutex<InboxItems>,
+    pending: AtomicBool,
     waker: Arc<dyn Wake>,
 }
 
@@ -48,6 +73,7 @@ impl Inbox {
     pub fn new(waker: Arc<dyn Wake>) -> Self {
         Inbox {
             items: Mutex::new(InboxItems::default()),
+            pending: AtomicBool::new(false),
             waker,
         }
     }
@@ -69,6 +95,9 @@ impl Inbox {
             add(&mut items);
             was_empty
         };
+        step();
+        self.pending.store(true, Ordering::Release);
+        step();
         // A non-empty inbox already has a wake-up on its way; the loop's own
         // thread drains the inbox before it waits again.
         let on_loop = CURRENT
@@ -95,9 +124,136 @@ impl Inbox {
         self.push(|items| items.timers.push((at, app, task)));
     }
 
-    /// Moves everything queued into `into` (which should be empty).
-    pub fn drain(&self, into: &mut InboxItems) {
+    /// Moves everything queued into `into` (which should be empty); false,
+    /// without taking the lock, when nothing was pushed since the last
+    /// drain (see the pending flag above).
+    pub fn drain(&self, into: &mut InboxItems) -> bool {
+        if !self.pending.swap(false, Ordering::Acquire) {
+            return false;
+        }
+        step();
         let mut items = self.items.lock().unwrap_or_else(|p| p.into_inner());
         std::mem::swap(&mut *items, into);
+        true
+    }
+}
+
+/// Between two moves of the pending-flag protocol: nothing, except in the
+/// unit tests, where a thread sometimes yields here so that the stress test
+/// sees the interleavings a wrong order would lose an item in.
+#[inline(always)]
+fn step() {
+    #[cfg(test)]
+    tests::jitter();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::poller::Token;
+    use std::sync::Condvar;
+    use std::time::Duration;
+    use stoa_app_api::Response;
+
+    thread_local! {
+        static DICE: std::cell::Cell<u32> = const { std::cell::Cell::new(0x9e37_79b9) };
+    }
+
+    /// Yields one time in eight (an xorshift per thread), so the other
+    /// threads run between two moves of the protocol.
+    pub(super) fn jitter() {
+        let roll = DICE.with(|d| {
+            let mut x = d.get();
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            d.set(x);
+            x
+        });
+        if roll.is_multiple_of(8) {
+            std::thread::yield_now();
+        }
+    }
+
+    /// A poller's wake-up as a counted semaphore: `wait` returns once per
+    /// `wake` (or at the timeout, which only a lost wake-up reaches).
+    #[derive(Default)]
+    struct Semaphore {
+        wakes: Mutex<u64>,
+        rung: Condvar,
+    }
+
+    impl Wake for Semaphore {
+        fn wake(&self) -> std::io::Result<()> {
+            *self.wakes.lock().unwrap() += 1;
+            self.rung.notify_one();
+            Ok(())
+        }
+    }
+
+    impl Semaphore {
+        /// True if woken, false at the timeout.
+        fn wait(&self, timeout: Duration) -> bool {
+            let wakes = self.wakes.lock().unwrap();
+            let (mut wakes, result) = self
+                .rung
+                .wait_timeout_while(wakes, timeout, |w| *w == 0)
+                .unwrap();
+            if result.timed_out() {
+                return false;
+            }
+            *wakes -= 1;
+            true
+        }
+    }
+
+    /// Producers on other threads push completions while a loop drains
+    /// and sleeps as the server's loop does: drain, then wait for a
+    /// wake-up. Every item must arrive; one that stays in the inbox with no
+    /// wake-up on its way leaves the loop asleep, which the (generous)
+    /// timeout turns into a failure instead of a hang. Either wrong order
+    /// of the flag (see `Inbox`) fails this within a few rounds.
+    #[test]
+    fn stress() {
+        const PRODUCERS: usize = 3;
+        const PER_PRODUCER: usize = 20_000;
+        let waker = Arc::new(Semaphore::default());
+        let inbox = Arc::new(Inbox::new(waker.clone()));
+        let producers: Vec<_> = (0..PRODUCERS)
+            .map(|p| {
+                let inbox = inbox.clone();
+                std::thread::spawn(move || {
+                    for i in 0..PER_PRODUCER {
+                        inbox.push_completion(Completion {
+                            token: Token(p),
+                            id: i as u64,
+                            response: Response::new(200),
+                        });
+                    }
+                })
+            })
+            .collect();
+        let mut got = 0;
+        let mut items = InboxItems::default();
+        while got < PRODUCERS * PER_PRODUCER {
+            if inbox.drain(&mut items) {
+                got += items.completions.len();
+                items.completions.clear();
+                continue;
+            }
+            assert!(
+                waker.wait(Duration::from_secs(20)),
+                "lost a wake-up: {got} of {} items arrived and the loop was left asleep",
+                PRODUCERS * PER_PRODUCER
+            );
+        }
+        for p in producers {
+            p.join().unwrap();
+        }
+        // A producer's flag may land after the last item was drained: a
+        // drain then finds nothing, and the flag is clear afterwards.
+        inbox.drain(&mut items);
+        assert!(items.completions.is_empty(), "no item twice");
+        assert!(!inbox.drain(&mut items), "the flag is cleared by a drain");
     }
 }

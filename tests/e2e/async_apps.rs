@@ -12,6 +12,7 @@ use std::io::ErrorKind;
 use std::time::{Duration, Instant};
 
 matrix!(
+    constant_headers_arrive_inline_from_a_timer_and_from_the_pool,
     forty_timer_sleeps_overlap,
     justnow_answers_while_a_blocking_handler_sleeps,
     blocking_on_loop_makes_justnow_wait_and_is_reported,
@@ -43,6 +44,25 @@ fn has_arrived(c: &Client) -> bool {
 
 fn assert_sleep_answer(r: &Response, what: &str) {
     assert_eq!((r.status, r.text()), (200, SLEEP_BODY), "{what}: {r:?}");
+}
+
+/// The demo answers with a constant header (`Cache-Control: no-store`,
+/// app-api's `StaticHeader`): written as it is for C's answer on the loop,
+/// copied by the host for B's (a timer) and A's (a pool thread).
+fn constant_headers_arrive_inline_from_a_timer_and_from_the_pool(poller: &str) {
+    let server = start(poller, &[]);
+    let mut c = server.connect();
+    for path in [
+        "/demo/justnow/",
+        "/demo/sleep-handler/?seconds=0",
+        "/demo/syncsleep-handler/?seconds=0",
+        "/demo/justnow/",
+    ] {
+        let r = c.request(&get(path));
+        assert_eq!(r.status, 200, "{path}: {r:?}");
+        assert_eq!(r.header("Cache-Control"), Some("no-store"), "{path}: {r:?}");
+        assert_eq!(r.header_count("cache-control"), 1, "{path}: {r:?}");
+    }
 }
 
 fn forty_timer_sleeps_overlap(poller: &str) {

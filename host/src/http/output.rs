@@ -5,6 +5,7 @@
 //! large body is held once.
 
 use super::reader::BufPool;
+use super::response::Fixed;
 use super::response::{write_head, Persist};
 use abi_stable::std_types::RVec;
 use std::collections::VecDeque;
@@ -43,13 +44,13 @@ impl Output {
     pub fn push_response(
         &mut self,
         pool: &mut BufPool,
-        resp: &mut Response,
+        (resp, fixed): (&mut Response, Fixed),
         head_only: bool,
         persist: Persist,
         date: &str,
     ) {
         let buf = self.buf_mut(pool);
-        if !write_head(buf, resp, head_only, persist, date) || resp.body.is_empty() {
+        if !write_head(buf, (resp, fixed), head_only, persist, date) || resp.body.is_empty() {
             return;
         }
         if resp.body.len() < SPLICE_MIN {
@@ -250,7 +251,7 @@ mod tests {
         };
         out.push_response(
             &mut pool,
-            &mut Response::text(200, "a"),
+            (&mut Response::text(200, "a"), &[]),
             false,
             Persist::KeepAlive,
             DATE,
@@ -260,7 +261,7 @@ mod tests {
         assert_eq!(pool.spare_writes(), 1, "an idle output holds no buffer");
         out.push_response(
             &mut pool,
-            &mut Response::text(200, "b"),
+            (&mut Response::text(200, "b"), &[]),
             false,
             Persist::KeepAlive,
             DATE,
@@ -274,10 +275,16 @@ mod tests {
         let small = Response::text(200, "after");
         let mut out = Output::default();
         let mut pool = BufPool::default();
-        out.push_response(&mut pool, &mut big.clone(), false, Persist::KeepAlive, DATE);
         out.push_response(
             &mut pool,
-            &mut small.clone(),
+            (&mut big.clone(), &[]),
+            false,
+            Persist::KeepAlive,
+            DATE,
+        );
+        out.push_response(
+            &mut pool,
+            (&mut small.clone(), &[]),
             false,
             Persist::KeepAlive,
             DATE,
@@ -303,13 +310,18 @@ mod tests {
         assert_eq!(sink.got, want);
     }
 
+    /// Queues a copy of `r`, keep-alive, without constant headers.
+    fn push_keep_alive(out: &mut Output, pool: &mut BufPool, r: &Response) {
+        out.push_response(pool, (&mut r.clone(), &[]), false, Persist::KeepAlive, DATE);
+    }
+
     #[test]
     fn small_answers_are_coalesced_into_one_write() {
         let mut out = Output::default();
         let mut pool = BufPool::default();
         let r = Response::text(200, "ok");
         for _ in 0..100 {
-            out.push_response(&mut pool, &mut r.clone(), false, Persist::KeepAlive, DATE);
+            push_keep_alive(&mut out, &mut pool, &r);
         }
         let mut sink = Sink {
             room: usize::MAX,
@@ -328,7 +340,13 @@ mod tests {
         let big = Response::new(200).with_body(body(2 * SPLICE_MIN));
         let mut out = Output::default();
         let mut pool = BufPool::default();
-        out.push_response(&mut pool, &mut big.clone(), true, Persist::KeepAlive, DATE);
+        out.push_response(
+            &mut pool,
+            (&mut big.clone(), &[]),
+            true,
+            Persist::KeepAlive,
+            DATE,
+        );
         assert!(out.bodies.is_empty());
         let mut sink = Sink {
             room: usize::MAX,
@@ -345,7 +363,13 @@ mod tests {
         let big = Response::new(200).with_body(body(SPLICE_MIN));
         let mut out = Output::default();
         let mut pool = BufPool::default();
-        out.push_response(&mut pool, &mut big.clone(), false, Persist::Close, DATE);
+        out.push_response(
+            &mut pool,
+            (&mut big.clone(), &[]),
+            false,
+            Persist::Close,
+            DATE,
+        );
         let mut sink = Sink {
             room: usize::MAX,
             ..Sink::default()
@@ -366,7 +390,7 @@ mod tests {
         let mut out = Output::default();
         let mut pool = BufPool::default();
         for r in &answers {
-            out.push_response(&mut pool, &mut r.clone(), false, Persist::KeepAlive, DATE);
+            push_keep_alive(&mut out, &mut pool, r);
         }
         let mut sink = Sink {
             room: usize::MAX,

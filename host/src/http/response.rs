@@ -1,8 +1,14 @@
 //! Response bytes: status line, the host's headers, the app's headers, the
 //! body; and the `Date` value, formatted once a second.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use stoa_app_api::Response;
+use std::cell::RefCell;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use stoa_app_api::{Response, StaticHeader};
+
+/// An app's constant headers (`respond_with_static`), written after the
+/// response's own. They point into the plugin's image, which stays mapped
+/// for the life of the process (plugins are never unloaded).
+pub type Fixed = &'static [StaticHeader];
 
 /// The `Server` header value.
 pub const SERVER: &str = concat!("stoa/", env!("CARGO_PKG_VERSION"));
@@ -22,6 +28,9 @@ pub enum Persist {
 pub struct DateCache {
     second: u64,
     value: String,
+    /// Until when (on the loop's clock) `value` is the current second's:
+    /// the wall clock is read only past it, not once per turn.
+    until: Option<Instant>,
 }
 
 impl DateCache {
@@ -29,9 +38,29 @@ impl DateCache {
         let mut d = DateCache {
             second: u64::MAX,
             value: String::new(),
+            until: None,
         };
         d.refresh(SystemTime::now());
         d
+    }
+
+    /// Brings the date up to the loop's clock reading `now`: the wall
+    /// clock is read (and the value re-formatted if the second changed)
+    /// only once `now` has passed the end of the second it last showed,
+    /// so a loop turning 100,000 times a second reads it about once. The
+    /// end is counted from a loop reading taken before the wall clock
+    /// read, so it is never later than the real end of that second; a
+    /// wall clock that is set (not just ticking) shows within a second.
+    pub fn refresh_by(&mut self, now: Instant) {
+        if self.until.is_some_and(|until| now < until) {
+            return;
+        }
+        let wall = SystemTime::now();
+        self.refresh(wall);
+        let into_second = wall.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+        let left =
+            Duration::from_secs(1) - Duration::from_nanos(u64::from(into_second.subsec_nanos()));
+        self.until = Some(now + left);
     }
 
     /// Re-formats the date if the second changed.
@@ -181,16 +210,17 @@ pub fn write_response(
     persist: Persist,
     date: &str,
 ) {
-    if write_head(out, resp, head_only, persist, date) {
+    if write_head(out, (resp, &[]), head_only, persist, date) {
         out.extend_from_slice(&resp.body);
     }
 }
 
-/// Appends the status line and headers of a response to `out`; true if its
-/// body goes out after them (not for HEAD, nor for a status without a body).
+/// Appends the status line and headers of a response to `out`, then the
+/// app's constant headers `fixed`; true if its body goes out after them
+/// (not for HEAD, nor for a status without a body).
 pub fn write_head(
     out: &mut Vec<u8>,
-    resp: &Response,
+    (resp, fixed): (&Response, Fixed),
     head_only: bool,
     persist: Persist,
     date: &str,
@@ -225,18 +255,58 @@ pub fn write_head(
         Persist::Close => out.extend_from_slice(b"Connection: close\r\n"),
     }
     for h in resp.headers.iter() {
-        let name = h.name.as_str();
-        // A name or value with CR/LF would split the response: drop it.
-        if host_owned(name) || name.is_empty() || bad_name(name.as_bytes()) || bad_value(&h.value) {
-            continue;
-        }
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(&h.value);
-        out.extend_from_slice(b"\r\n");
+        write_header(out, h.name.as_str(), &h.value);
     }
+    write_fixed(out, fixed);
     out.extend_from_slice(b"\r\n");
     !head_only && !bodiless(status)
+}
+
+/// Appends one app header, unless the host owns it or it would split or
+/// corrupt the head (a name or value with CR/LF, say): that one is dropped.
+fn write_header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
+    if host_owned(name) || name.is_empty() || bad_name(name.as_bytes()) || bad_value(value) {
+        return;
+    }
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+thread_local! {
+    /// The list of constant headers last written on this thread (its
+    /// address and length), serialised and checked. A `&'static` list is
+    /// never freed nor changed (plugins are never unloaded), so its address
+    /// names its content: an app that answers with the same list each time
+    /// has it written with one copy.
+    static FIXED: RefCell<(usize, usize, Vec<u8>)> = const { RefCell::new((0, 0, Vec::new())) };
+}
+
+/// Appends an app's constant headers, as `write_header` would one by one.
+fn write_fixed(out: &mut Vec<u8>, fixed: Fixed) {
+    if fixed.is_empty() {
+        return;
+    }
+    let key = (fixed.as_ptr() as usize, fixed.len());
+    let cached = FIXED.try_with(|cache| {
+        let mut cache = cache.borrow_mut();
+        let (address, len, bytes) = &mut *cache;
+        if (*address, *len) != key {
+            bytes.clear();
+            for h in fixed {
+                write_header(bytes, h.name.as_str(), h.value.as_str().as_bytes());
+            }
+            (*address, *len) = key;
+        }
+        out.extend_from_slice(bytes);
+    });
+    // A thread being torn down has no cache: one by one.
+    if cached.is_err() {
+        for h in fixed {
+            write_header(out, h.name.as_str(), h.value.as_str().as_bytes());
+        }
+    }
 }
 
 #[cfg(test)]
@@ -309,6 +379,61 @@ mod tests {
                 assert_eq!(bad_value(&bytes), value, "{bytes:?}");
             }
         }
+    }
+
+    #[test]
+    fn constant_headers_follow_the_apps_own_and_are_checked_like_them() {
+        static FIRST: [StaticHeader; 3] = [
+            StaticHeader::new("X-Frame-Options", "DENY"),
+            StaticHeader::new("Content-Length", "99"),
+            StaticHeader::new("X-Bad", "a\r\nInjected: 1"),
+        ];
+        static SECOND: [StaticHeader; 1] = [StaticHeader::new("Referrer-Policy", "same-origin")];
+        let r = Response::text(200, "hi");
+        let head = |fixed: &'static [StaticHeader]| {
+            let mut out = Vec::new();
+            write_head(&mut out, (&r, fixed), false, Persist::KeepAlive, "D");
+            String::from_utf8(out).unwrap()
+        };
+        // Twice each, alternating: a list written from the cache reads the
+        // same as the first time, and another list replaces it there.
+        for _ in 0..2 {
+            let s = head(&FIRST);
+            assert!(
+                s.ends_with(
+                    "Content-Type: text/plain; charset=utf-8\r\nX-Frame-Options: DENY\r\n\r\n"
+                ),
+                "{s}"
+            );
+            assert!(!s.contains("99") && !s.contains("Injected"), "{s}");
+            let s = head(&SECOND);
+            assert!(
+                s.ends_with("charset=utf-8\r\nReferrer-Policy: same-origin\r\n\r\n"),
+                "{s}"
+            );
+            assert!(!s.contains("X-Frame-Options"), "{s}");
+        }
+    }
+
+    #[test]
+    fn the_date_is_read_again_only_past_the_second_it_shows() {
+        let mut d = DateCache::new();
+        let now = Instant::now();
+        d.refresh_by(now);
+        let until = d.until.expect("set by a refresh");
+        assert!(until > now && until <= now + Duration::from_secs(1));
+        // Before the end: nothing read, nothing changed.
+        d.second = 0;
+        d.refresh_by(until - Duration::from_nanos(1));
+        assert_eq!((d.second, d.until), (0, Some(until)));
+        // At the end: read again, the current second shown.
+        d.refresh_by(until);
+        assert_ne!(d.second, 0);
+        assert_eq!(
+            d.get(),
+            httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(d.second))
+        );
+        assert!(d.until.is_some_and(|u| u > until));
     }
 
     #[test]

@@ -20,6 +20,7 @@ use crate::http::output::Output;
 use crate::http::parse::Head;
 pub use crate::http::reader::ReadState;
 use crate::http::reader::{BufPool, RequestReader};
+use crate::http::response::Fixed;
 use crate::http::response::Persist;
 use crate::http::{ConnParams, HttpError};
 use crate::poller::Interest;
@@ -408,7 +409,7 @@ impl<S: Read + Write> Conn<S> {
     /// after it whatever the request wanted. Returns the request answered.
     pub fn answer(
         &mut self,
-        response: &mut Response,
+        (response, fixed): (&mut Response, Fixed),
         date: &str,
         params: &ConnParams,
         close: bool,
@@ -417,7 +418,7 @@ impl<S: Read + Write> Conn<S> {
         let pending = self.pending.take()?;
         let persist = self.persistence(&pending, params, close);
         self.out
-            .push_response(pool, response, pending.head_only, persist, date);
+            .push_response(pool, (response, fixed), pending.head_only, persist, date);
         self.served += 1;
         self.phase = if persist == Persist::Close {
             Phase::Closing
@@ -434,7 +435,7 @@ impl<S: Read + Write> Conn<S> {
         self.pending = None;
         let mut response = HostAnswer::Http(error.clone()).response();
         self.out
-            .push_response(pool, &mut response, false, Persist::Close, date);
+            .push_response(pool, (&mut response, &[]), false, Persist::Close, date);
         self.phase = Phase::Closing;
     }
 

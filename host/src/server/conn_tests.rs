@@ -77,7 +77,7 @@ fn serve(c: &mut Conn<Mem>, params: &ConnParams, pool: &mut BufPool) -> usize {
                 let path = String::from_utf8_lossy(&buf[head.target.clone()]).into_owned();
                 c.begin_dispatch((answered as u64 + 1, Instant::now()), None, None, None);
                 let mut r = Response::text(200, &path);
-                c.answer(&mut r, DATE, params, false, pool)
+                c.answer((&mut r, &[]), DATE, params, false, pool)
                     .expect("a pending request");
                 answered += 1;
             }
@@ -161,7 +161,7 @@ fn the_host_may_close_whatever_the_request_wanted() {
     c.begin_dispatch((1, Instant::now()), None, None, None);
     assert!(c.is_dispatched() && !c.may_take_requests());
     let mut r = Response::text(504, "late");
-    c.answer(&mut r, DATE, &params, true, &mut pool)
+    c.answer((&mut r, &[]), DATE, &params, true, &mut pool)
         .expect("pending");
     c.flush(&mut pool).expect("flush");
     assert!(written(&c).contains("Connection: close"));
@@ -195,7 +195,7 @@ fn a_half_closed_client_still_gets_its_answer() {
     assert_eq!(c.interest_change(), Some(Interest::NONE));
     let mut r = Response::text(200, "done");
     let pending = c
-        .answer(&mut r, DATE, &params, false, &mut pool)
+        .answer((&mut r, &[]), DATE, &params, false, &mut pool)
         .expect("pending");
     assert_eq!((pending.id, pending.slot), (7, Some(0)));
     c.flush(&mut pool).expect("flush");

@@ -14,7 +14,7 @@ use crate::ops::admin;
 use crate::ops::netfilter::{forwarded_client, peer_ip};
 use crate::poller::Token;
 use crate::server::request::{with_view, HeadText, Meta, OwnedRequest};
-use crate::server::responder::{begin_inline, end_inline, responder};
+use crate::server::responder::{begin_inline, end_inline, responder, Answer};
 use crate::shared::Shared;
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -61,7 +61,7 @@ impl Dispatcher {
         &mut self,
         conn: &mut Conn<S>,
         token: Token,
-    ) -> Option<Response> {
+    ) -> Option<Answer> {
         let id = self.next_id;
         self.next_id += 1;
         let started = self.now;
@@ -90,8 +90,8 @@ impl Dispatcher {
         // The clock read after a handler that ran on the loop.
         let mut after = None;
         let (answer, blocking_path) = match (host_answer, route) {
-            (Some(response), _) => (Some(response), None),
-            (None, None) => (Some(HostAnswer::NoMount.response()), None),
+            (Some(response), _) => (Some((response, &[][..])), None),
+            (None, None) => (Some((HostAnswer::NoMount.response(), &[][..])), None),
             (None, Some((app, split))) => {
                 let (server_name, server_port) = self
                     .locals
@@ -117,7 +117,7 @@ impl Dispatcher {
                                 owned,
                                 responder(token, id, app, &self.queue),
                             );
-                            (r, Some(Box::<str>::from(path)))
+                            (r.map(|r| (r, &[][..])), Some(Box::<str>::from(path)))
                         }
                         None => {
                             let (inline, now) =
@@ -149,7 +149,7 @@ impl Dispatcher {
         request: &stoa_app_api::abi::Request<'_>,
         (token, id): (Token, u64),
         started: Instant,
-    ) -> (Option<Response>, Instant) {
+    ) -> (Option<Answer>, Instant) {
         let shared = &*self.shared;
         let beat = shared.watch.beat(self.worker);
         beat.enter(app.slot, path);
@@ -169,13 +169,13 @@ impl Dispatcher {
         (inline, now)
     }
 
-    /// Queues `response` as the answer to the request `conn` waits on,
+    /// Queues `answer` as the answer to the request `conn` waits on,
     /// counts it and writes its access-log line. `close` closes the
     /// connection after it (a timed-out app); so does draining.
     pub(super) fn finish<S: Read + Write>(
         &self,
         conn: &mut Conn<S>,
-        response: Response,
+        (response, fixed): Answer,
         date: &str,
         close: bool,
         pool: &mut BufPool,
@@ -187,8 +187,13 @@ impl Dispatcher {
         let (status, body_len) = (response.status, response.body.len());
         let close = close || self.shared.control.draining();
         // A large body is moved to the output as it is, not copied.
-        let Some(pending) = conn.answer(&mut response, date, &self.shared.params, close, pool)
-        else {
+        let Some(pending) = conn.answer(
+            (&mut response, fixed),
+            date,
+            &self.shared.params,
+            close,
+            pool,
+        ) else {
             return;
         };
         self.shared.stats[self.worker]

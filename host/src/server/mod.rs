@@ -40,7 +40,7 @@ use slab::Slab;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 use timers::Timers;
 
 /// One event loop.
@@ -208,7 +208,7 @@ impl Server {
                 }
             }
         }
-        self.date.refresh(SystemTime::now());
+        self.date.refresh_by(self.dispatcher.now);
         for ev in &events {
             match ev.token {
                 WAKER => {}
@@ -229,8 +229,14 @@ impl Server {
     }
 
     /// Runs the timers due; the loop's clock is read once first and again
-    /// after each callback.
+    /// after each callback. With no timer set, nothing is read: the wait's
+    /// timeout is then counted from the clock read after the last wait (or
+    /// handler), so a sweep can come that much late, well within its
+    /// tenth-of-a-timeout slack.
     fn run_timers(&mut self) {
+        if self.timers.is_empty() {
+            return;
+        }
         self.dispatcher.now = Instant::now();
         let due = self.dispatcher.now;
         while let Some((task, app)) = self.timers.pop_due(due) {
@@ -353,8 +359,10 @@ impl Server {
     }
 
     fn apply_inbox(&mut self) {
+        if !self.queue.drain(&mut self.inbox) {
+            return;
+        }
         let mut inbox = std::mem::take(&mut self.inbox);
-        self.queue.drain(&mut inbox);
         for (at, app, task) in inbox.timers.drain(..) {
             self.timers.add(at, app, task);
         }
@@ -370,8 +378,13 @@ impl Server {
                 );
                 continue;
             };
-            self.dispatcher
-                .finish(conn, c.response, self.date.get(), false, &mut self.bufs);
+            self.dispatcher.finish(
+                conn,
+                (c.response, &[]),
+                self.date.get(),
+                false,
+                &mut self.bufs,
+            );
             // Bytes may have arrived while the app worked.
             conn.note_ready(true, false);
             self.pump(c.token);
@@ -455,7 +468,7 @@ impl Server {
                             pending.timeout.unwrap_or(self.shared.params.app_timeout)
                         );
                     }
-                    let answer = HostAnswer::AppTimeout.response();
+                    let answer = (HostAnswer::AppTimeout.response(), &[][..]);
                     self.dispatcher
                         .finish(conn, answer, self.date.get(), true, &mut self.bufs);
                 }

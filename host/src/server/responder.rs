@@ -12,21 +12,27 @@ use crate::http::answer::HostAnswer;
 pub use crate::inbox::{Completion, Inbox};
 use crate::poller::Token;
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::RString;
+use abi_stable::std_types::{RSlice, RString};
 use std::cell::RefCell;
 use std::sync::Arc;
-use stoa_app_api::abi::{RawResponder, RawResponder_TO, ResponderBox};
+use stoa_app_api::abi::{RawResponder, RawResponder_TO, ResponderBox, StaticHeader};
 use stoa_app_api::Response;
+
+pub use crate::http::response::Fixed;
+
+/// An answer ready for the connection: the response and its constant
+/// headers (none for the host's own answers).
+pub type Answer = (Response, Fixed);
 
 /// The request being dispatched on this thread, and its answer if given inline.
 struct Inline {
     queue: usize,
     id: u64,
-    response: Option<Response>,
+    answer: Option<Answer>,
 }
 
 thread_local! {
-    static INLINE: RefCell<Inline> = const { RefCell::new(Inline { queue: 0, id: 0, response: None }) };
+    static INLINE: RefCell<Inline> = const { RefCell::new(Inline { queue: 0, id: 0, answer: None }) };
 }
 
 fn queue_key(queue: &Inbox) -> usize {
@@ -39,17 +45,17 @@ pub fn begin_inline(queue: &Arc<Inbox>, id: u64) {
         let mut s = s.borrow_mut();
         s.queue = queue_key(queue);
         s.id = id;
-        s.response = None;
+        s.answer = None;
     });
 }
 
 /// Ends the dispatch; returns the answer if the app gave it inline.
-pub fn end_inline() -> Option<Response> {
+pub fn end_inline() -> Option<Answer> {
     INLINE.with(|s| {
         let mut s = s.borrow_mut();
         s.queue = 0;
         s.id = 0;
-        s.response.take()
+        s.answer.take()
     })
 }
 
@@ -67,16 +73,26 @@ struct HostResponder {
 
 impl HostResponder {
     fn deliver(&self, response: Response) {
+        self.deliver_with(response, &[]);
+    }
+
+    /// Inline (on the loop, during `handle`) the answer goes to the
+    /// thread's slot as it is; otherwise the constant headers are copied
+    /// into the response, which goes through the loop's queue.
+    fn deliver_with(&self, response: Response, fixed: Fixed) {
         let key = queue_key(&self.queue);
-        let mut slot = Some(response);
+        let mut slot = Some((response, fixed));
         // A thread being torn down has no slot: fall through to the queue.
         let _ = INLINE.try_with(|s| {
             let mut s = s.borrow_mut();
-            if s.queue == key && s.id == self.id && s.response.is_none() {
-                s.response = slot.take();
+            if s.queue == key && s.id == self.id && s.answer.is_none() {
+                s.answer = slot.take();
             }
         });
-        if let Some(response) = slot {
+        if let Some((response, fixed)) = slot {
+            let response = fixed.iter().fold(response, |r, h| {
+                r.with_header(h.name.as_str(), h.value.as_str())
+            });
             self.queue.push_completion(Completion {
                 token: self.token,
                 id: self.id,
@@ -90,6 +106,11 @@ impl RawResponder for HostResponder {
     fn respond(mut self, response: Response) {
         self.answered = true;
         self.deliver(response);
+    }
+
+    fn respond_with_static(mut self, response: Response, fixed: RSlice<'static, StaticHeader>) {
+        self.answered = true;
+        self.deliver_with(response, fixed.as_slice());
     }
 
     fn panicked(mut self, message: RString) {

@@ -43,6 +43,10 @@ pub struct Timers {
 }
 
 impl Timers {
+    pub fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
+
     pub fn add(&mut self, at: Instant, app: Option<usize>, task: TaskBox) {
         self.seq += 1;
         self.heap.push(Entry {

@@ -6,10 +6,12 @@
 //! - `/demo/sleep-handler/` (B) waits on a host timer, blocking no thread;
 //! - `/demo/justnow/` (C) answers at once.
 //!
-//! A and B answer after `?seconds=N` (0 to 10, default 1).
+//! A and B answer after `?seconds=N` (0 to 10, default 1). Every answer
+//! carries `Cache-Control: no-store` as a constant header (`Answer`): A's
+//! from a pool thread, B's from a timer, C's at once on the loop.
 
 use std::time::Duration;
-use stoa_app_api::{host, App, Request, Responder, Response};
+use stoa_app_api::{host, Answer, App, Request, Responder, Response, StaticHeader};
 
 /// What A and B answer.
 pub const SLEEP_BODY: &str = "when i sleep 5s";
@@ -20,8 +22,16 @@ const SYNC: &str = "/syncsleep-handler/";
 const ASYNC: &str = "/sleep-handler/";
 const NOW: &str = "/justnow/";
 
+/// The constant header on every answer.
+pub const NO_STORE: &[StaticHeader] = &[StaticHeader::new("Cache-Control", "no-store")];
+
 /// The demo app.
 pub struct Demo;
+
+/// Sends `response` with the constant header.
+fn send(responder: Responder, response: Response) {
+    responder.answer(Answer::from(response).with_fixed(NO_STORE));
+}
 
 /// The delay asked for: `None` for a bad value.
 fn delay(request: &Request<'_>) -> Option<Duration> {
@@ -49,19 +59,19 @@ impl App for Demo {
             SYNC => match delay(request) {
                 Some(d) => {
                     std::thread::sleep(d);
-                    responder.respond(Response::text(200, SLEEP_BODY));
+                    send(responder, Response::text(200, SLEEP_BODY));
                 }
-                None => responder.respond(bad_delay()),
+                None => send(responder, bad_delay()),
             },
             ASYNC => match (delay(request), host()) {
-                (Some(d), Some(host)) => host.call_later(d, move || {
-                    responder.respond(Response::text(200, SLEEP_BODY))
-                }),
-                (Some(_), None) => responder.respond(Response::text(500, "no host timers\n")),
-                (None, _) => responder.respond(bad_delay()),
+                (Some(d), Some(host)) => {
+                    host.call_later(d, move || send(responder, Response::text(200, SLEEP_BODY)))
+                }
+                (Some(_), None) => send(responder, Response::text(500, "no host timers\n")),
+                (None, _) => send(responder, bad_delay()),
             },
-            NOW => responder.respond(Response::text(200, JUSTNOW_BODY)),
-            _ => responder.respond(Response::text(404, "Not Found\n")),
+            NOW => send(responder, Response::text(200, JUSTNOW_BODY)),
+            _ => send(responder, Response::text(404, "Not Found\n")),
         }
     }
 }

@@ -12,7 +12,8 @@ mod tests;
 
 use middleware::Middleware;
 use minijinja::Environment;
-use stoa_app_api::{App, Context, Request, Response};
+use std::sync::OnceLock;
+use stoa_app_api::{Answer, App, Context, Request, Responder, Response};
 use urls::UrlConf;
 
 /// The templates, embedded at build time (name, source).
@@ -29,6 +30,11 @@ pub struct Site {
     /// Host names this site serves: `settings::ALLOWED_HOSTS`, or the
     /// `allowed_hosts` setting of the host's configuration file.
     pub allowed_hosts: Vec<String>,
+    /// The first `Host` value accepted, as sent: a client sends the same
+    /// one on every request, and it is accepted again by comparing bytes
+    /// (the verdict depends on nothing else, and `allowed_hosts` does not
+    /// change once requests arrive).
+    pub accepted_host: OnceLock<Box<[u8]>>,
 }
 
 impl Site {
@@ -49,6 +55,7 @@ impl Site {
             urls,
             templates,
             allowed_hosts,
+            accepted_host: OnceLock::new(),
         })
     }
 }
@@ -107,14 +114,29 @@ impl Default for HelloProject {
     }
 }
 
-impl App for HelloProject {
-    fn call(&self, request: &Request<'_>) -> Response {
+impl HelloProject {
+    /// Runs a request through the middleware and its view.
+    pub fn answer(&self, request: &Request<'_>) -> Answer {
         let site = &self.site;
-        let view = || match site.urls.resolve(request.path_info.as_str()) {
-            Some(resolved) => (resolved.view)(site, request, &resolved.params),
-            None => views::page_not_found(site, request),
+        let view = || {
+            match site.urls.resolve(request.path_info.as_str()) {
+                Some(resolved) => (resolved.view)(site, request, &resolved.params),
+                None => views::page_not_found(site, request),
+            }
+            .into()
         };
         middleware::run(&self.middleware, site, request, &view)
+    }
+}
+
+impl App for HelloProject {
+    /// Answers with the middleware's constant headers as they are.
+    fn handle(&self, request: &Request<'_>, responder: Responder) {
+        responder.answer(self.answer(request));
+    }
+
+    fn call(&self, request: &Request<'_>) -> Response {
+        self.answer(request).into_response()
     }
 }
 

@@ -5,13 +5,14 @@
 
 use crate::{settings, views, Site};
 use stoa_app_api::log::warn;
-use stoa_app_api::{Request, Response};
+use stoa_app_api::{Answer, Request, Response, StaticHeader};
 
 /// Runs the rest of the chain (and finally the view).
-pub type Next<'n> = &'n dyn Fn() -> Response;
+pub type Next<'n> = &'n dyn Fn() -> Answer;
 
-/// One middleware: may answer by itself or call `next` and amend its answer.
-pub type Middleware = fn(&Site, &Request<'_>, Next<'_>) -> Response;
+/// One middleware: may answer by itself or call `next` and amend its
+/// answer (a response plus constant headers, see `security`).
+pub type Middleware = fn(&Site, &Request<'_>, Next<'_>) -> Answer;
 
 /// The middleware a settings name refers to.
 pub fn by_name(name: &str) -> Option<Middleware> {
@@ -32,66 +33,83 @@ pub fn load(names: &[&str]) -> Result<Vec<Middleware>, String> {
 }
 
 /// Runs `chain` around `view`, the first middleware outermost.
-pub fn run(chain: &[Middleware], site: &Site, request: &Request<'_>, view: Next<'_>) -> Response {
+pub fn run(chain: &[Middleware], site: &Site, request: &Request<'_>, view: Next<'_>) -> Answer {
     match chain.split_first() {
         Some((first, rest)) => first(site, request, &|| run(rest, site, request, view)),
         None => view(),
     }
 }
 
-/// The headers `security` adds, in order, each with whether it is on.
-const SECURITY_HEADERS: [(&str, &str, bool); 3] = [
-    (
-        "X-Content-Type-Options",
-        "nosniff",
-        settings::SECURE_CONTENT_TYPE_NOSNIFF,
-    ),
-    ("X-Frame-Options", settings::X_FRAME_OPTIONS, true),
-    ("Referrer-Policy", settings::SECURE_REFERRER_POLICY, true),
-];
+const NOSNIFF: StaticHeader = StaticHeader::new("X-Content-Type-Options", "nosniff");
+const FRAME: StaticHeader = StaticHeader::new("X-Frame-Options", settings::X_FRAME_OPTIONS);
+const REFERRER: StaticHeader =
+    StaticHeader::new("Referrer-Policy", settings::SECURE_REFERRER_POLICY);
+
+/// The headers `security` adds, in order: constants, so they cost no
+/// allocation per response.
+const SECURITY_HEADERS: &[StaticHeader] = if settings::SECURE_CONTENT_TYPE_NOSNIFF {
+    &[NOSNIFF, FRAME, REFERRER]
+} else {
+    &[FRAME, REFERRER]
+};
 
 /// Adds the security headers to whatever the inner layers answered,
 /// leaving any the view already set.
-pub fn security(_site: &Site, _request: &Request<'_>, next: Next<'_>) -> Response {
-    let mut response = next();
-    // One pass over the view's headers marks those it set itself.
-    let mut wanted = SECURITY_HEADERS.map(|(_, _, on)| on);
-    for header in response.headers.iter() {
-        let name = header.name.as_str();
-        for (want, (security, _, _)) in wanted.iter_mut().zip(SECURITY_HEADERS) {
-            *want &= !name.eq_ignore_ascii_case(security);
+pub fn security(_site: &Site, _request: &Request<'_>, next: Next<'_>) -> Answer {
+    let mut answer = next();
+    let is_security = |name: &str| {
+        SECURITY_HEADERS
+            .iter()
+            .any(|h| h.name.as_str().eq_ignore_ascii_case(name))
+    };
+    let view_set_one = !answer.fixed.is_empty()
+        || answer
+            .response
+            .headers
+            .iter()
+            .any(|h| is_security(h.name.as_str()));
+    if !view_set_one {
+        // The usual case: the constant list as it is.
+        return answer.with_fixed(SECURITY_HEADERS);
+    }
+    let set_by_view = |answer: &Answer, h: &StaticHeader| answer.header(h.name.as_str()).is_some();
+    for h in SECURITY_HEADERS {
+        if !set_by_view(&answer, h) {
+            answer.response = answer
+                .response
+                .with_header(h.name.as_str(), h.value.as_str());
         }
     }
-    response.headers.reserve(SECURITY_HEADERS.len());
-    for (want, (name, value, _)) in wanted.into_iter().zip(SECURITY_HEADERS) {
-        if want {
-            response = response.with_header(name, value);
-        }
-    }
-    response
+    answer
 }
 
 /// Answers 400 unless the `Host` header names one of the site's allowed
 /// hosts (`ALLOWED_HOSTS` or the `allowed_hosts` setting). A missing or
 /// malformed `Host` is rejected too.
-pub fn allowed_hosts(site: &Site, request: &Request<'_>, next: Next<'_>) -> Response {
+pub fn allowed_hosts(site: &Site, request: &Request<'_>, next: Next<'_>) -> Answer {
     let host = request.header("Host");
-    let domain = host
-        .and_then(|h| std::str::from_utf8(h).ok())
-        .and_then(domain_of);
-    match domain {
-        Some(domain) if is_allowed(domain, &site.allowed_hosts) => next(),
+    let seen = site.accepted_host.get();
+    if host.is_some_and(|h| seen.is_some_and(|seen| **seen == *h)) {
+        return next();
+    }
+    match host.and_then(domain_of) {
+        Some(domain) if allowed(domain, &site.allowed_hosts) => {
+            if let Some(host) = host.filter(|_| seen.is_none()) {
+                let _ = site.accepted_host.set(host.into());
+            }
+            next()
+        }
         _ => {
             let shown = host.map(String::from_utf8_lossy);
             warn!("Invalid Host header: {shown:?}; it may need adding to ALLOWED_HOSTS");
-            views::bad_request()
+            views::bad_request().into()
         }
     }
 }
 
 /// Redirects (301) a path that matches no route to the same path with a
 /// slash appended, when that one matches, keeping the query string.
-pub fn common(site: &Site, request: &Request<'_>, next: Next<'_>) -> Response {
+pub fn common(site: &Site, request: &Request<'_>, next: Next<'_>) -> Answer {
     if settings::APPEND_SLASH && should_redirect_with_slash(site, request) {
         let mut location =
             escape_leading_slashes(format!("{}{}/", request.script_name, request.path_info));
@@ -101,7 +119,8 @@ pub fn common(site: &Site, request: &Request<'_>, next: Next<'_>) -> Response {
         }
         return Response::new(301)
             .with_header("Content-Type", "text/html; charset=utf-8")
-            .with_header("Location", location);
+            .with_header("Location", location)
+            .into();
     }
     next()
 }
@@ -125,54 +144,60 @@ fn escape_leading_slashes(path: String) -> String {
 /// The domain part of a `Host` value, lower-cased, without port or trailing
 /// dot; `None` if the value is not `name[:port]` or `[ipv6][:port]`.
 pub fn host_domain(host: &str) -> Option<String> {
-    domain_of(host).map(str::to_ascii_lowercase)
+    domain_of(host.as_bytes())
+        .and_then(|d| std::str::from_utf8(d).ok())
+        .map(str::to_ascii_lowercase)
 }
 
-/// `host_domain` as a part of `host`, in the case it was sent (nothing is
-/// allocated per request; `is_allowed` ignores ASCII case).
-fn domain_of(host: &str) -> Option<&str> {
-    let split = if host.starts_with('[') {
-        host.find(']').map(|i| i + 1)
-    } else {
-        host.rfind(':')
-    };
-    let (domain, port) = host.split_at(split.unwrap_or(host.len()));
-    let port_ok = port.is_empty()
-        || port
-            .strip_prefix(':')
-            .is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
-    let domain_ok = match domain.strip_prefix('[').and_then(|d| d.strip_suffix(']')) {
-        Some(ip) => {
-            ip.contains(':')
-                && ip
-                    .bytes()
-                    .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
+/// `host_domain` as a part of `host`, in the case it was sent: one pass
+/// over the bytes, nothing allocated (`allowed` ignores ASCII case).
+fn domain_of(host: &[u8]) -> Option<&[u8]> {
+    // The port: the digits after the last byte that is not a digit, when
+    // that byte is a ':'.
+    let domain = match host.iter().rposition(|b| !b.is_ascii_digit()) {
+        Some(colon) if host[colon] == b':' => {
+            if colon + 1 == host.len() {
+                return None;
+            }
+            &host[..colon]
         }
-        None => {
+        _ => host,
+    };
+    let valid = match domain {
+        [b'[', ip @ .., b']'] => {
+            ip.contains(&b':')
+                && ip
+                    .iter()
+                    .all(|&b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
+        }
+        _ => {
             !domain.is_empty()
                 && domain
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+                    .iter()
+                    .all(|&b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
         }
     };
-    (port_ok && domain_ok).then(|| domain.strip_suffix('.').unwrap_or(domain))
+    valid.then(|| domain.strip_suffix(b".").unwrap_or(domain))
 }
 
 /// Whether `domain` matches a pattern, ignoring ASCII case: exactly, `*`
 /// for any, or `.example.com` for example.com and its subdomains.
 pub fn is_allowed(domain: &str, patterns: &[impl AsRef<str>]) -> bool {
-    let ends_with = |suffix: &str| {
-        domain.len() >= suffix.len()
-            && domain.as_bytes()[domain.len() - suffix.len()..]
-                .eq_ignore_ascii_case(suffix.as_bytes())
-    };
-    patterns.iter().any(|pattern| {
-        let pattern = pattern.as_ref();
-        pattern == "*"
-            || pattern.eq_ignore_ascii_case(domain)
-            || (pattern.starts_with('.')
-                && (ends_with(pattern) || pattern[1..].eq_ignore_ascii_case(domain)))
-    })
+    allowed(domain.as_bytes(), patterns)
+}
+
+fn allowed(domain: &[u8], patterns: &[impl AsRef<str>]) -> bool {
+    patterns
+        .iter()
+        .any(|pattern| match pattern.as_ref().as_bytes() {
+            b"*" => true,
+            suffix @ [b'.', parent @ ..] => {
+                domain.eq_ignore_ascii_case(parent)
+                    || (domain.len() >= suffix.len()
+                        && domain[domain.len() - suffix.len()..].eq_ignore_ascii_case(suffix))
+            }
+            exact => domain.eq_ignore_ascii_case(exact),
+        })
 }
 
 #[cfg(test)]

@@ -246,3 +246,16 @@ fn template_errors_answer_500() {
     let r = call_app(&app, "GET", "", "/", "", Some("localhost"));
     assert_eq!(r.status, 500);
 }
+
+#[test]
+fn an_accepted_host_remembered_lets_no_other_in() {
+    let app = HelloProject::new();
+    let status = |host| call_app(&app, "GET", "", "/hello/", "", Some(host)).status;
+    assert_eq!(status("localhost:8000"), 200);
+    assert_eq!(status("localhost:8000"), 200);
+    for bad in ["localhost:8000x", "ocalhost:8000", "evil.example:8000"] {
+        assert_eq!(status(bad), 400, "{bad}");
+    }
+    assert_eq!(status("LOCALHOST"), 200);
+    assert_eq!(status("localhost:8000"), 200);
+}
