@@ -24,12 +24,13 @@
 //! ```
 
 use crate::abi::{
-    HostModule, HostRef, LogLevel, RawResponder, RawResponder_TO, Request, Response, TaskBox,
+    HostModule, HostRef, LogLevel, RawResponder, RawResponder_TO, RawStream, RawStream_TO, Request,
+    Response, StreamBox, TaskBox, SEND_CLOSED, SEND_SENT,
 };
 use crate::app::{App, Responder};
 use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::{RStr, RString};
+use abi_stable::std_types::{ROption, RSlice, RStr, RString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{channel, Sender};
 use std::time::Duration;
@@ -98,6 +99,63 @@ impl RawResponder for Recorder {
 
     fn panicked(mut self, message: RString) {
         self.send(Outcome::Panicked(message.into_string()));
+    }
+
+    fn start_stream(mut self, head: Response, _length: ROption<u64>) -> StreamBox {
+        RawStream_TO::from_value(
+            Collector {
+                tx: self.tx.take(),
+                response: Some(head),
+            },
+            TD_Opaque,
+        )
+    }
+}
+
+/// The recording stream: collects the chunks into the head's body and
+/// records the whole response when finished (unbounded: it never answers
+/// `WouldBlock`; `on_drain` runs its task at once on a fresh thread).
+struct Collector {
+    tx: Option<Sender<Outcome>>,
+    response: Option<Response>,
+}
+
+impl RawStream for Collector {
+    fn send(&mut self, chunk: RSlice<'_, u8>) -> u8 {
+        match &mut self.response {
+            Some(response) => {
+                response.body.extend_from_slice(chunk.as_slice());
+                SEND_SENT
+            }
+            None => SEND_CLOSED,
+        }
+    }
+
+    fn send_blocking(&mut self, chunk: RSlice<'_, u8>) -> u8 {
+        self.send(chunk)
+    }
+
+    fn on_drain(&mut self, task: TaskBox) {
+        std::thread::spawn(move || task.run());
+    }
+
+    fn finish(mut self) -> u8 {
+        match (self.tx.take(), self.response.take()) {
+            (Some(tx), Some(response)) => {
+                let _ = tx.send(Outcome::Answered(response));
+                SEND_SENT
+            }
+            _ => SEND_CLOSED,
+        }
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        // Dropped unfinished: the client would see a truncated body.
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send(Outcome::Dropped);
+        }
     }
 }
 

@@ -6,16 +6,28 @@
 //! loop matches each completion against the connection's pending request id,
 //! so an answer for a connection that has gone (or whose slab key was
 //! reused) is dropped safely.
+//!
+//! A streamed response (`start_stream`) posts to the same loop: the
+//! sender the app holds shares a small locked queue (`StreamLine`) with its
+//! connection. `send` appends a chunk there (refused while the connection's
+//! queued bytes are over `--stream-queue`) and, when no notice is already
+//! on its way, pushes a stream notice (token, request id) into the loop's
+//! inbox, which wakes the poller from another thread (as a completion
+//! does). The loop takes the chunks into the connection's output, frames
+//! and writes them, updates the queued count, and runs the app's
+//! `on_drain` task and wakes blocking senders once it is under the bound.
+//! A connection that closes marks its line closed (later sends answer
+//! `SEND_CLOSED`) and runs the drain task so the app hears of it.
 
 use crate::apps::loader::LoadedApp;
 use crate::http::answer::HostAnswer;
 pub use crate::inbox::{Completion, Inbox};
 use crate::poller::Token;
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::RString;
+use abi_stable::std_types::{ROption, RString};
 use std::cell::RefCell;
 use std::sync::Arc;
-use stoa_app_api::abi::{RawResponder, RawResponder_TO, ResponderBox};
+use stoa_app_api::abi::{RawResponder, RawResponder_TO, ResponderBox, StreamBox};
 use stoa_app_api::Response;
 
 /// The request being dispatched on this thread, and its answer if given inline.
@@ -100,6 +112,18 @@ impl RawResponder for HostResponder {
             self.id
         );
         self.deliver(HostAnswer::AppPanicked(app).response());
+    }
+
+    fn start_stream(mut self, _head: Response, _length: ROption<u64>) -> StreamBox {
+        // Not wired to the loop yet: the request is answered 500 and the
+        // stream answers `SEND_CLOSED` to everything.
+        self.answered = true;
+        log::warn!(
+            "app {} started a streamed response, which this host does not serve yet",
+            crate::apps::loader::slot_name(self.slot)
+        );
+        self.deliver(HostAnswer::AppFailed.response());
+        stoa_app_api::abi::closed_stream()
     }
 }
 
