@@ -16,6 +16,7 @@
 //! remembered (`read_ready`), so reading resumes without a new edge.
 
 use crate::http::answer::HostAnswer;
+use crate::http::framing::{self, Framing};
 use crate::http::output::Output;
 use crate::http::parse::Head;
 pub use crate::http::reader::ReadState;
@@ -23,7 +24,9 @@ use crate::http::reader::{BufPool, RequestReader};
 use crate::http::response::Persist;
 use crate::http::{ConnParams, HttpError};
 use crate::poller::Interest;
+use crate::stream_line::{End, StreamLine};
 use std::io::{self, Read, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use stoa_app_api::Response;
@@ -38,6 +41,8 @@ pub const OUTPUT_BOUND: usize = 64 * 1024;
 enum Phase {
     Reading,
     Dispatched,
+    /// A streamed answer is going out; like `Dispatched`, nothing is read.
+    Streaming,
     Closing,
 }
 
@@ -54,6 +59,28 @@ pub enum Deadline {
     App,
     /// Sending output: close.
     Send,
+    /// A streamed answer's app sent nothing for `stream_idle_timeout`:
+    /// close (the body ends abnormally).
+    StreamIdle,
+}
+
+/// The connection's end of a streamed answer. Dropping it (the stream
+/// ended, or the connection went) closes the line, so the app's next send
+/// answers closed, and counts the stream as no longer open.
+pub struct ConnStream {
+    line: Arc<StreamLine>,
+    framing: Framing,
+    /// How the connection goes on once the body has ended well.
+    persist: Persist,
+    /// The worker's count of open streams.
+    open: Arc<AtomicU64>,
+}
+
+impl Drop for ConnStream {
+    fn drop(&mut self) {
+        self.line.close();
+        self.open.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 pub use crate::ops::access_log::AccessInfo;
@@ -97,6 +124,10 @@ pub struct Conn<S> {
     /// When the current timeout expires, and which one it is.
     deadline: Option<(Instant, Deadline)>,
     write_progress: bool,
+    /// The streamed answer going out, if any.
+    streamed: Option<ConnStream>,
+    /// The stream's app sent something since the deadline was last set.
+    stream_progress: bool,
 }
 
 impl<S> Conn<S> {
@@ -116,6 +147,8 @@ impl<S> Conn<S> {
             interest: Interest::READABLE,
             deadline: None,
             write_progress: false,
+            streamed: None,
+            stream_progress: false,
         }
     }
 
@@ -307,6 +340,7 @@ impl<S> Conn<S> {
         } else {
             match self.phase {
                 Phase::Dispatched => Deadline::App,
+                Phase::Streaming => Deadline::StreamIdle,
                 Phase::Closing => Deadline::Send,
                 Phase::Reading if self.reader.in_body() => Deadline::Body,
                 Phase::Reading if self.reader.is_empty() => Deadline::Idle,
@@ -316,8 +350,10 @@ impl<S> Conn<S> {
         let progressed = match want {
             Deadline::Idle | Deadline::Body => std::mem::take(&mut self.reader.progressed),
             Deadline::Send => self.write_progress,
+            Deadline::StreamIdle => self.stream_progress,
             Deadline::Head | Deadline::App => false,
         };
+        self.stream_progress = false;
         self.reader.progressed = false;
         self.write_progress = false;
         if progressed || self.deadline.map(|(_, k)| k) != Some(want) {
@@ -331,6 +367,7 @@ impl<S> Conn<S> {
                     .and_then(|p| p.timeout)
                     .unwrap_or(params.app_timeout),
                 Deadline::Send => params.send_timeout,
+                Deadline::StreamIdle => params.stream_idle_timeout,
             };
             self.deadline = Some((now + limit, want));
         }
@@ -350,7 +387,7 @@ impl<S> Conn<S> {
             && match self.phase {
                 Phase::Closing => true,
                 Phase::Reading => self.read_closed,
-                Phase::Dispatched => false,
+                Phase::Dispatched | Phase::Streaming => false,
             }
     }
 }
@@ -425,6 +462,95 @@ impl<S: Read + Write> Conn<S> {
             Phase::Reading
         };
         Some(pending)
+    }
+
+    /// True if the streamed answer to request `id` is going out.
+    pub fn streams_for(&self, id: u64) -> bool {
+        self.streamed
+            .as_ref()
+            .is_some_and(|s| s.line.addr().1 == id)
+    }
+
+    /// True while a streamed answer is going out.
+    pub fn is_streaming(&self) -> bool {
+        self.phase == Phase::Streaming
+    }
+
+    /// The app started a streamed answer to the request with it: queues
+    /// the head (framed as `framing::plan` picks) and moves to streaming;
+    /// `open` counts the worker's open streams. Returns the request.
+    pub fn start_stream(
+        &mut self,
+        head: &mut Response,
+        (line, open): (Arc<StreamLine>, Arc<AtomicU64>),
+        (date, params, close): (&str, &ConnParams, bool),
+        pool: &mut BufPool,
+    ) -> Option<Pending> {
+        let pending = self.pending.take()?;
+        let plan = framing::plan(
+            pending.head_only,
+            head.status,
+            line.declared(),
+            pending.version_minor,
+        );
+        let persist = if plan.must_close {
+            Persist::Close
+        } else {
+            self.persistence(&pending, params, close)
+        };
+        self.out.push_stream_head(pool, head, (plan, persist), date);
+        open.fetch_add(1, Ordering::Relaxed);
+        self.streamed = Some(ConnStream {
+            line,
+            framing: plan.framing,
+            persist,
+            open,
+        });
+        self.phase = Phase::Streaming;
+        Some(pending)
+    }
+
+    /// Takes what the stream's app sent into the output, framed. A body
+    /// ended well moves the connection on (to the next request, or to
+    /// closing; `close` forces closing); one ended abnormally closes it
+    /// after what was queued, without a terminating chunk.
+    pub fn pull_stream(&mut self, pool: &mut BufPool, close: bool) {
+        let Some(stream) = &self.streamed else {
+            return;
+        };
+        let taken = stream.line.take();
+        let framing = stream.framing;
+        self.stream_progress |= !taken.chunks.is_empty();
+        for chunk in taken.chunks {
+            self.out.push_chunk(pool, framing, chunk);
+        }
+        let persist = match taken.end {
+            End::Open => return,
+            End::Finished => {
+                self.out.push_stream_end(pool, framing);
+                if close {
+                    Persist::Close
+                } else {
+                    stream.persist
+                }
+            }
+            End::Aborted => Persist::Close,
+        };
+        self.streamed = None;
+        self.served += 1;
+        self.phase = if persist == Persist::Close {
+            Phase::Closing
+        } else {
+            Phase::Reading
+        };
+    }
+
+    /// Tells the stream's app side how much output still waits (its
+    /// queue's room, its drain task).
+    pub fn report_stream(&self) {
+        if let Some(stream) = &self.streamed {
+            stream.line.report(self.out.len());
+        }
     }
 
     /// Answers a request that could not be read, then closes.

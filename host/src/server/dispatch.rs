@@ -2,13 +2,13 @@
 //! table; the app runs inline on the loop or, when it says it blocks, on the
 //! blocking pool. The answer is queued on the connection's output.
 
-use super::conn::{AccessInfo, Conn};
+use super::conn::{AccessInfo, Conn, Pending};
 use crate::apps::loader::LoadedApp;
 use crate::apps::services::{Job, Pool, Refused};
 use crate::http::answer::HostAnswer;
 use crate::http::parse::Head;
 use crate::http::reader::BufPool;
-use crate::inbox::Inbox;
+use crate::inbox::{Inbox, StreamStart};
 use crate::ops::access_log::Answered;
 use crate::ops::admin;
 use crate::ops::netfilter::{forwarded_client, peer_ip};
@@ -115,7 +115,7 @@ impl Dispatcher {
                                 pool,
                                 (app, path, deadline),
                                 owned,
-                                responder(token, id, app, &self.queue),
+                                responder((token, id), app, &self.queue, &shared.params),
                             );
                             (r, Some(Box::<str>::from(path)))
                         }
@@ -154,7 +154,10 @@ impl Dispatcher {
         let beat = shared.watch.beat(self.worker);
         beat.enter(app.slot, path);
         begin_inline(&self.queue, id);
-        app.handle(request, responder(token, id, app, &self.queue));
+        app.handle(
+            request,
+            responder((token, id), app, &self.queue, &shared.params),
+        );
         let inline = end_inline();
         beat.leave();
         let now = Instant::now();
@@ -191,6 +194,44 @@ impl Dispatcher {
         else {
             return;
         };
+        self.record(&pending, status, body_len);
+    }
+
+    /// The app started a streamed answer to the request `conn` waits on:
+    /// its head is queued, counted and logged now (the access log's size
+    /// is the declared length, or 0 when the body is framed by the host).
+    /// A head with a status that is not final is answered 500 instead.
+    pub(super) fn start_stream<S: Read + Write>(
+        &self,
+        conn: &mut Conn<S>,
+        start: StreamStart,
+        (date, open): (&str, Arc<std::sync::atomic::AtomicU64>),
+        pool: &mut BufPool,
+    ) {
+        let StreamStart { mut head, line } = start;
+        let slot = conn.pending().and_then(|p| p.slot);
+        if !(200..=599).contains(&head.status) {
+            line.close();
+            self.finish(conn, final_status(head, slot), date, false, pool);
+            return;
+        }
+        let close = self.shared.control.draining();
+        let declared = line.declared().unwrap_or(0);
+        let status = head.status;
+        let params = &self.shared.params;
+        let Some(pending) = conn.start_stream(&mut head, (line, open), (date, params, close), pool)
+        else {
+            return;
+        };
+        self.record(
+            &pending,
+            status,
+            usize::try_from(declared).unwrap_or(usize::MAX),
+        );
+    }
+
+    /// Counts an answer to `pending` and writes its access-log line.
+    fn record(&self, pending: &Pending, status: u16, body_len: usize) {
         self.shared.stats[self.worker]
             .app(pending.slot)
             .record(status, self.now.saturating_duration_since(pending.started));

@@ -23,7 +23,7 @@ use crate::http::parse::Head;
 use crate::http::reader::BufPool;
 use crate::http::response::DateCache;
 use crate::http::{ConnParams, HttpError};
-use crate::inbox::{Inbox, InboxItems};
+use crate::inbox::{Inbox, InboxItems, StreamNotice};
 use crate::ops::stats::bump;
 use crate::ops::watchdog::{Beat, Finished};
 use crate::poller::{Event, Poller, Token, WAKER};
@@ -186,7 +186,13 @@ impl Server {
             .map(|at| at.saturating_duration_since(now));
         let sweep =
             (!self.conns.is_empty()).then(|| self.next_sweep.saturating_duration_since(now));
-        for bound in [sweep, self.shedder.timeout(), retry].into_iter().flatten() {
+        // Work pushed while the inbox was applied (a stream's drain task)
+        // runs on the next turn, without waiting.
+        let pushed = self.queue.has_items().then_some(Duration::ZERO);
+        for bound in [sweep, self.shedder.timeout(), retry, pushed]
+            .into_iter()
+            .flatten()
+        {
             timeout = Some(timeout.map_or(bound, |t| t.min(bound)));
         }
         self.beat().waiting();
@@ -257,11 +263,12 @@ impl Server {
         // output is over the bound, or a request is with an app) reads
         // when it may, without waiting for another edge.
         conn.note_ready(ev.readable, ev.hup);
-        // While a request is with the app, no request byte is read; a
-        // hang-up is looked at only for a socket error (a reset): then the
-        // slot is freed now and the late answer dropped. A half-close still
-        // gets its answer; elsewhere the answer's write finds the peer gone.
-        if ev.hup && conn.is_dispatched() {
+        // While a request is with the app (or its answer streams out), no
+        // request byte is read; a hang-up is looked at only for a socket
+        // error (a reset): then the slot is freed now and the late answer
+        // (or the stream) dropped. A half-close still gets its answer;
+        // elsewhere the answer's write finds the peer gone.
+        if ev.hup && (conn.is_dispatched() || conn.is_streaming()) {
             if let Ok(Some(e)) = conn.stream().take_error() {
                 log::debug!("{} failed while its request was pending: {e}", conn.peer());
                 self.close(token);
@@ -376,7 +383,40 @@ impl Server {
             conn.note_ready(true, false);
             self.pump(c.token);
         }
+        for notice in inbox.streams.drain(..) {
+            self.on_stream(notice);
+        }
         self.inbox = inbox;
+    }
+
+    /// A streamed answer started, or its app sent more or ended it: the
+    /// chunks go to the connection's output and out. A notice for a
+    /// connection that has gone closes the line (the app's next send
+    /// answers closed).
+    fn on_stream(&mut self, notice: StreamNotice) {
+        let StreamNotice { token, id, start } = notice;
+        let draining = self.shared.control.draining();
+        let Some(conn) = self.conns.get_mut(token.0) else {
+            if let Some(start) = start {
+                start.line.close();
+            }
+            return;
+        };
+        if let Some(start) = start {
+            if !conn.waits_for(id) {
+                start.line.close();
+                return;
+            }
+            let open = self.shared.stats[self.worker].streams.clone();
+            self.dispatcher
+                .start_stream(conn, start, (self.date.get(), open), &mut self.bufs);
+        } else if !conn.streams_for(id) {
+            return;
+        }
+        conn.pull_stream(&mut self.bufs, draining);
+        // Pipelined bytes may wait behind a stream that just ended.
+        conn.note_ready(true, false);
+        self.pump(token);
     }
 
     /// After `pump` has written: closes a finished connection, or updates
@@ -389,6 +429,7 @@ impl Server {
             self.close(token);
             return;
         }
+        conn.report_stream();
         conn.update_deadline(&self.shared.params, self.dispatcher.now);
         conn.release_buffers(&mut self.bufs);
         if let Some(wanted) = conn.interest_change() {
@@ -435,6 +476,15 @@ impl Server {
             match deadline {
                 Deadline::Idle | Deadline::Send => {
                     log::debug!("{}: {deadline:?} timeout, closing", conn.peer());
+                    self.close(token);
+                    continue;
+                }
+                Deadline::StreamIdle => {
+                    log::info!(
+                        "{}: the app sent nothing for stream_idle_timeout ({:?}); ending its stream",
+                        conn.peer(),
+                        self.shared.params.stream_idle_timeout
+                    );
                     self.close(token);
                     continue;
                 }

@@ -21,13 +21,17 @@
 
 use crate::apps::loader::LoadedApp;
 use crate::http::answer::HostAnswer;
+use crate::http::ConnParams;
+use crate::inbox::StreamStart;
 pub use crate::inbox::{Completion, Inbox};
 use crate::poller::Token;
+use crate::stream_line::{HostStream, LineAddr, StreamLine};
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{ROption, RString};
 use std::cell::RefCell;
 use std::sync::Arc;
-use stoa_app_api::abi::{RawResponder, RawResponder_TO, ResponderBox, StreamBox};
+use std::time::Duration;
+use stoa_app_api::abi::{RawResponder, RawResponder_TO, RawStream_TO, ResponderBox, StreamBox};
 use stoa_app_api::Response;
 
 /// The request being dispatched on this thread, and its answer if given inline.
@@ -75,6 +79,8 @@ struct HostResponder {
     _generation: Arc<LoadedApp>,
     queue: Arc<Inbox>,
     answered: bool,
+    /// `--stream-queue` and `--send-timeout`, for a streamed answer.
+    stream_limits: (usize, Duration),
 }
 
 impl HostResponder {
@@ -114,16 +120,32 @@ impl RawResponder for HostResponder {
         self.deliver(HostAnswer::AppPanicked(app).response());
     }
 
-    fn start_stream(mut self, _head: Response, _length: ROption<u64>) -> StreamBox {
-        // Not wired to the loop yet: the request is answered 500 and the
-        // stream answers `SEND_CLOSED` to everything.
+    fn start_stream(mut self, mut head: Response, length: ROption<u64>) -> StreamBox {
         self.answered = true;
-        log::warn!(
-            "app {} started a streamed response, which this host does not serve yet",
-            crate::apps::loader::slot_name(self.slot)
+        let declared = length.into_option();
+        let body = head.body.len() as u64;
+        let addr = LineAddr {
+            token: self.token,
+            id: self.id,
+            inbox: self.queue.clone(),
+            slot: self.slot,
+        };
+        let (bound, send_timeout) = self.stream_limits;
+        let line = StreamLine::new(addr, bound, send_timeout, declared, body);
+        if declared.is_some_and(|d| body > d) {
+            // The head's body alone overruns the declared length.
+            head.body.truncate(0);
+            line.finish();
+        }
+        self.queue.push_stream(
+            self.token,
+            self.id,
+            Some(StreamStart {
+                head,
+                line: line.clone(),
+            }),
         );
-        self.deliver(HostAnswer::AppFailed.response());
-        stoa_app_api::abi::closed_stream()
+        RawStream_TO::from_value(HostStream::new(line), TD_Opaque)
     }
 }
 
@@ -139,7 +161,12 @@ impl Drop for HostResponder {
 
 /// Makes the responder handed to `app` for request `id` on connection
 /// `token`.
-pub fn responder(token: Token, id: u64, app: &Arc<LoadedApp>, queue: &Arc<Inbox>) -> ResponderBox {
+pub fn responder(
+    (token, id): (Token, u64),
+    app: &Arc<LoadedApp>,
+    queue: &Arc<Inbox>,
+    params: &ConnParams,
+) -> ResponderBox {
     RawResponder_TO::from_value(
         HostResponder {
             token,
@@ -148,6 +175,7 @@ pub fn responder(token: Token, id: u64, app: &Arc<LoadedApp>, queue: &Arc<Inbox>
             _generation: app.clone(),
             queue: queue.clone(),
             answered: false,
+            stream_limits: (params.stream_queue, params.send_timeout),
         },
         TD_Opaque,
     )
