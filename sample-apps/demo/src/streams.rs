@@ -2,6 +2,7 @@
 //! second) and `/demo/bytes?n=N` (a generated download of N bytes, sent as
 //! fast as the client reads and no faster).
 
+use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use stoa_app_api::{host, Request, Responder, Response, Sent, Stream};
 
@@ -14,6 +15,13 @@ const MAX_EVENTS: u64 = 86_400;
 /// The byte at offset `i` of a `/demo/bytes` body: the alphabet, repeated.
 pub fn byte_at(i: u64) -> u8 {
     b'a' + (i % 26) as u8
+}
+
+/// `CHUNK + 26` bytes of `byte_at` from 0: any chunk of the body is a
+/// slice of it, from its offset modulo 26.
+fn pattern() -> &'static [u8] {
+    static PATTERN: OnceLock<Vec<u8>> = OnceLock::new();
+    PATTERN.get_or_init(|| (0..(CHUNK + 26) as u64).map(byte_at).collect())
 }
 
 /// `/demo/clock?count=N`: an event a second (`id`, then `data` the Unix
@@ -77,12 +85,11 @@ pub fn bytes(request: &Request<'_>, responder: Responder) {
 /// Sends bytes `from..to` until the queue is full, then goes on from the
 /// drain callback (no thread waits).
 fn pump(mut stream: Stream, mut from: u64, to: u64) {
-    let mut chunk = Vec::with_capacity(CHUNK);
+    let pattern = pattern();
     while from < to {
         let len = (to - from).min(CHUNK as u64);
-        chunk.clear();
-        chunk.extend((from..from + len).map(byte_at));
-        match stream.send(&chunk) {
+        let at = (from % 26) as usize;
+        match stream.send(&pattern[at..at + len as usize]) {
             Sent::Ok => from += len,
             Sent::Closed => return,
             Sent::WouldBlock => return stream.resume_on_drain(move |s| pump(s, from, to)),
