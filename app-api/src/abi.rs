@@ -123,7 +123,39 @@ pub trait RawResponder: Send {
     /// close-delimited on HTTP/1.0). The body goes through the returned
     /// stream; see [`RawStream`].
     fn start_stream(self, head: Response, length: ROption<u64>) -> StreamBox;
+
+    /// Appended in 0.2.3: for a request whose app `reads_body`, hands the
+    /// body to `sink` as it arrives (on the connection's event loop, in
+    /// order), then calls its `end` with how the body ended and a responder
+    /// to answer with.
+    fn read_body(self, sink: BodySinkBox);
 }
+
+/// How a streamed request body ended (`RawBodySink::end`).
+pub const BODY_COMPLETE: u8 = 0;
+/// Past the app's body limit (`max_body`): its answer closes the connection.
+pub const BODY_TOO_LARGE: u8 = 1;
+/// Cut short: the client left, stalled past `--body-timeout`, or broke the
+/// chunked framing. An answer is sent if the client is still there, and
+/// the connection closes.
+pub const BODY_BROKEN: u8 = 2;
+
+/// Takes a request body as it arrives; app-implemented (appended in 0.2.3).
+/// The host calls it on the connection's event loop: `data` must not block
+/// (the host reads no more from the client while it runs: that is the
+/// backpressure).
+#[sabi_trait]
+pub trait RawBodySink: Send {
+    /// The next piece of the body (de-chunked).
+    fn data(&mut self, chunk: RSlice<'_, u8>);
+
+    /// The body ended (`BODY_*`); `responder` answers the request.
+    #[sabi(last_prefix_field)]
+    fn end(self, outcome: u8, responder: ResponderBox);
+}
+
+/// The owned, type-erased body sink passed through the ABI.
+pub type BodySinkBox = RawBodySink_TO<'static, RBox<()>>;
 
 /// What [`RawStream::send`] answers, on the wire: the chunk was queued.
 pub const SEND_SENT: u8 = 0;
@@ -289,9 +321,22 @@ pub struct AppModule {
     /// earlier app-api, which hand nothing over.
     #[sabi(missing_field(option))]
     pub handover: extern "C" fn() -> ROption<RVec<u8>>,
+    /// Appended in 0.2.3: true if the app reads this request's body as it
+    /// arrives (`App::reads_body`; the request it is asked with has an
+    /// empty body). The host then calls `handle` once the head is read and
+    /// hands the body to the sink given to `RawResponder::read_body`.
+    /// Missing in plugins built against an earlier app-api: never.
+    #[sabi(missing_field(option))]
+    pub reads_body: extern "C" fn(request: &Request<'_>) -> bool,
 }
 
 impl AppModuleRef {
+    /// True if the app reads this request's body as it arrives (false for
+    /// a plugin without the hook).
+    pub fn call_reads_body(self, request: &Request<'_>) -> bool {
+        self.reads_body().is_some_and(|reads| reads(request))
+    }
+
     /// Calls the app's `retire` hook, if the plugin has one.
     pub fn call_retire(self) {
         if let Some(retire) = self.retire() {

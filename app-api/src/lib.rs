@@ -519,7 +519,7 @@ pub use app::{App, Responder};
 pub use context::{Context, Settings, SettingsError};
 pub use host::{host, Host, PoolFull};
 pub use log;
-pub use stream::{Sent, Stream};
+pub use stream::{BodyEnd, BodySink, Sent, Stream};
 
 #[doc(hidden)]
 pub use abi_stable;

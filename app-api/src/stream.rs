@@ -8,7 +8,12 @@
 //! [`Sent::WouldBlock`] (the chunk not taken) while the queue is full, and
 //! [`Stream::on_drain`] runs a callback on the loop once it has room.
 
-use crate::abi::{StreamBox, SEND_SENT, SEND_WOULD_BLOCK};
+use crate::abi::{
+    BodySinkBox, RawBodySink, RawBodySink_TO, ResponderBox, StreamBox, BODY_COMPLETE,
+    BODY_TOO_LARGE, SEND_SENT, SEND_WOULD_BLOCK,
+};
+use crate::app::Responder;
+use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::RSlice;
 use std::sync::{Arc, Mutex};
 
@@ -118,4 +123,63 @@ impl std::fmt::Debug for Stream {
             .field("open", &self.inner.is_some())
             .finish()
     }
+}
+
+/// How a request body read as it arrives ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyEnd {
+    /// Whole: every byte was handed to `data`.
+    Complete,
+    /// Past the app's body limit (`max_body`); answer 413, say.
+    TooLarge,
+    /// Cut short (the client left or stalled, or broke the chunked
+    /// framing); an answer reaches the client only if it is still there.
+    Broken,
+}
+
+/// Takes a request body as it arrives (see [`App::reads_body`](crate::App::reads_body)
+/// and [`Responder::read_body`](crate::Responder::read_body)). Called on
+/// the connection's event loop: `data` must not block; while it runs the
+/// host reads nothing more from the client (the backpressure).
+pub trait BodySink: Send + 'static {
+    /// The next piece of the body, de-chunked, in order.
+    fn data(&mut self, chunk: &[u8]);
+
+    /// The body ended; answer the request with `responder`.
+    fn end(self, end: BodyEnd, responder: Responder);
+}
+
+/// The plugin-side wrapper: panics stay in the plugin. A panic in `data`
+/// drops the rest of the body and the responder (the host answers 500).
+struct Sink<S> {
+    sink: Option<S>,
+}
+
+impl<S: BodySink> RawBodySink for Sink<S> {
+    fn data(&mut self, chunk: RSlice<'_, u8>) {
+        if let Some(sink) = &mut self.sink {
+            if !crate::export::guard(|| sink.data(chunk.as_slice())) {
+                self.sink = None;
+            }
+        }
+    }
+
+    fn end(mut self, outcome: u8, responder: ResponderBox) {
+        let Some(sink) = self.sink.take() else {
+            return;
+        };
+        let end = match outcome {
+            BODY_COMPLETE => BodyEnd::Complete,
+            BODY_TOO_LARGE => BodyEnd::TooLarge,
+            _ => BodyEnd::Broken,
+        };
+        let responder = Responder::from_raw(responder);
+        // A panic drops the responder while unwinding: the host answers 500.
+        let _ = crate::export::guard(move || sink.end(end, responder));
+    }
+}
+
+/// Boxes an app's sink for the ABI.
+pub(crate) fn sink_box(sink: impl BodySink) -> BodySinkBox {
+    RawBodySink_TO::from_value(Sink { sink: Some(sink) }, TD_Opaque)
 }

@@ -23,6 +23,7 @@
 //! assert_eq!((response.status, response.body.as_slice()), (200, &b"hello"[..]));
 //! ```
 
+use crate::abi::{BodySinkBox, BODY_COMPLETE};
 use crate::abi::{
     HostModule, HostRef, LogLevel, RawResponder, RawResponder_TO, RawStream, RawStream_TO, Request,
     Response, StreamBox, TaskBox, SEND_CLOSED, SEND_SENT,
@@ -67,7 +68,11 @@ pub fn call(app: &dyn App, request: &Request<'_>) -> Response {
 pub fn outcome(app: &dyn App, request: &Request<'_>, wait: Duration) -> Outcome {
     install_host();
     let (tx, rx) = channel();
-    let raw = RawResponder_TO::from_value(Recorder { tx: Some(tx) }, TD_Opaque);
+    let recorder = Recorder {
+        tx: Some(tx),
+        body: request.body.as_slice().to_vec(),
+    };
+    let raw = RawResponder_TO::from_value(recorder, TD_Opaque);
     let responder = Responder::from_raw(raw);
     // (The host would call `handle` on its blocking pool when
     // `app.blocks(request)`; here every call runs on the test's thread.)
@@ -79,9 +84,11 @@ pub fn outcome(app: &dyn App, request: &Request<'_>, wait: Duration) -> Outcome 
     rx.recv_timeout(wait).unwrap_or(Outcome::TimedOut)
 }
 
-/// The recording responder: sends what became of the request once.
+/// The recording responder: sends what became of the request once. It
+/// keeps the request's body for an app that reads it as it arrives.
 struct Recorder {
     tx: Option<Sender<Outcome>>,
+    body: Vec<u8>,
 }
 
 impl Recorder {
@@ -99,6 +106,23 @@ impl RawResponder for Recorder {
 
     fn panicked(mut self, message: RString) {
         self.send(Outcome::Panicked(message.into_string()));
+    }
+
+    /// Hands the request's body over in two pieces (so an app that
+    /// joins pieces is tested doing so), then the end.
+    fn read_body(mut self, mut sink: BodySinkBox) {
+        let body = std::mem::take(&mut self.body);
+        let (first, second) = body.split_at(body.len() / 2);
+        sink.data(RSlice::from_slice(first));
+        sink.data(RSlice::from_slice(second));
+        let responder = Recorder {
+            tx: self.tx.take(),
+            body: Vec::new(),
+        };
+        sink.end(
+            BODY_COMPLETE,
+            RawResponder_TO::from_value(responder, TD_Opaque),
+        );
     }
 
     fn start_stream(mut self, head: Response, _length: ROption<u64>) -> StreamBox {

@@ -32,6 +32,10 @@ impl RawResponder for BenchResponder {
     fn start_stream(self, _head: Response, _length: ROption<u64>) -> StreamBox {
         stoa_app_api::abi::closed_stream()
     }
+
+    fn read_body(self, sink: stoa_app_api::abi::BodySinkBox) {
+        drop(sink);
+    }
 }
 
 extern "C" fn no_log(_: LogLevel, _: RStr<'_>, _: RStr<'_>) {}

@@ -10,7 +10,7 @@ use crate::stream_line::StreamLine;
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use stoa_app_api::abi::TaskBox;
+use stoa_app_api::abi::{BodySinkBox, ResponderBox, TaskBox};
 use stoa_app_api::Response;
 
 /// One finished request, for the loop to write out.
@@ -33,19 +33,32 @@ pub struct StreamStart {
     pub line: Arc<StreamLine>,
 }
 
+/// An app takes a streamed request body: the sink it is handed to, and the
+/// responder to give back with its end.
+pub struct BodyAttach {
+    pub token: Token,
+    pub id: u64,
+    pub sink: BodySinkBox,
+    pub responder: ResponderBox,
+}
+
 /// What other threads (and app callbacks) hand to one event loop.
 #[derive(Default)]
 pub struct InboxItems {
     pub completions: Vec<Completion>,
     /// In the order pushed: a stream's start comes before its chunks.
     pub streams: Vec<StreamNotice>,
+    pub bodies: Vec<BodyAttach>,
     /// Each with the slot of the app that set it, if known.
     pub timers: Vec<(Instant, Option<usize>, TaskBox)>,
 }
 
 impl InboxItems {
     fn is_empty(&self) -> bool {
-        self.completions.is_empty() && self.timers.is_empty() && self.streams.is_empty()
+        self.completions.is_empty()
+            && self.timers.is_empty()
+            && self.streams.is_empty()
+            && self.bodies.is_empty()
     }
 }
 
@@ -110,6 +123,11 @@ impl Inbox {
     /// Queues a stream notice (see `stream_line`).
     pub fn push_stream(self: &Arc<Self>, token: Token, id: u64, start: Option<StreamStart>) {
         self.push(|items| items.streams.push(StreamNotice { token, id, start }));
+    }
+
+    /// Queues an app's sink for its request's streamed body.
+    pub fn push_body(self: &Arc<Self>, attach: BodyAttach) {
+        self.push(|items| items.bodies.push(attach));
     }
 
     /// Queues a timer.

@@ -40,4 +40,5 @@ mod status;
 mod streaming;
 mod survival;
 mod unix_socket;
+mod upload;
 mod workers_and_drain;

@@ -20,15 +20,17 @@ use crate::http::framing::{self, Framing};
 use crate::http::output::Output;
 use crate::http::parse::Head;
 pub use crate::http::reader::ReadState;
-use crate::http::reader::{BufPool, RequestReader};
+use crate::http::reader::{BodyPlan, BufPool, RequestReader};
 use crate::http::response::Persist;
 use crate::http::{ConnParams, HttpError};
 use crate::poller::Interest;
+use crate::server::body_feed::BodyLink;
 use crate::stream_line::{End, StreamLine};
 use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use stoa_app_api::abi::{BODY_BROKEN, BODY_COMPLETE, BODY_TOO_LARGE};
 use stoa_app_api::Response;
 
 /// Output waiting for the socket above which a connection stops reading
@@ -128,6 +130,10 @@ pub struct Conn<S> {
     streamed: Option<ConnStream>,
     /// The stream's app sent something since the deadline was last set.
     stream_progress: bool,
+    /// The app's sink for the request's streamed body, once it gave one.
+    body: Option<BodyLink>,
+    /// A streamed body broke or was cut short: close after the answer.
+    close_after: bool,
 }
 
 impl<S> Conn<S> {
@@ -149,6 +155,8 @@ impl<S> Conn<S> {
             write_progress: false,
             streamed: None,
             stream_progress: false,
+            body: None,
+            close_after: false,
         }
     }
 
@@ -183,7 +191,13 @@ impl<S> Conn<S> {
     /// receiving one, bytes may be waiting, and its output is not over the
     /// bound.
     pub fn read_due(&self) -> bool {
-        self.read_ready && !self.read_closed && self.may_take_requests()
+        self.read_ready && !self.read_closed && (self.may_take_requests() || self.feeds_body())
+    }
+
+    /// True while the request with the app has its body streamed to it
+    /// and not all of it has come: the connection reads it.
+    pub fn feeds_body(&self) -> bool {
+        self.phase == Phase::Dispatched && self.reader.feeds_body()
     }
 
     /// True while the connection may read and parse requests: no request
@@ -294,7 +308,7 @@ impl<S> Conn<S> {
 
     /// The interest this connection needs now.
     fn wanted_interest(&self) -> Interest {
-        let read = self.may_take_requests() && !self.read_closed;
+        let read = (self.may_take_requests() || self.feeds_body()) && !self.read_closed;
         match (read, self.has_output()) {
             (true, true) => Interest::BOTH,
             (true, false) => Interest::READABLE,
@@ -339,6 +353,7 @@ impl<S> Conn<S> {
             Deadline::Send
         } else {
             match self.phase {
+                Phase::Dispatched if self.reader.in_body() => Deadline::Body,
                 Phase::Dispatched => Deadline::App,
                 Phase::Streaming => Deadline::StreamIdle,
                 Phase::Closing => Deadline::Send,
@@ -416,23 +431,24 @@ impl<S: Read + Write> Conn<S> {
 
     /// Parses the next request; true when one is ready to dispatch. An
     /// `Expect: 100-continue` is answered here when the body will be read.
+    #[cfg(test)]
     pub fn next_request(
         &mut self,
         params: &ConnParams,
         pool: &mut BufPool,
     ) -> Result<bool, HttpError> {
-        self.next_request_with(params, pool, &|_, _| None)
+        self.next_request_with(params, pool, &|_, _| BodyPlan::default())
     }
 
-    /// `next_request`, with a body limit per request (see
+    /// `next_request`, with a body plan per request (see
     /// `RequestReader::next_request_with`).
     pub fn next_request_with(
         &mut self,
         params: &ConnParams,
         pool: &mut BufPool,
-        body_limit: &dyn Fn(&Head, &[u8]) -> Option<usize>,
+        body_plan: &dyn Fn(&Head, &[u8]) -> BodyPlan,
     ) -> Result<bool, HttpError> {
-        let ready = self.reader.next_request_with(params, body_limit)?;
+        let ready = self.reader.next_request_with(params, body_plan)?;
         if self.reader.take_continue() {
             self.out.push_bytes(pool, b"HTTP/1.1 100 Continue\r\n\r\n");
         }
@@ -452,6 +468,11 @@ impl<S: Read + Write> Conn<S> {
         pool: &mut BufPool,
     ) -> Option<Pending> {
         let pending = self.pending.take()?;
+        // A streamed body not all read (the app answered first) or broken:
+        // its rest cannot be told from a next request.
+        let close = close || std::mem::take(&mut self.close_after) || self.reader.feeds_body();
+        self.reader.abandon_body();
+        self.body = None;
         let persist = self.persistence(&pending, params, close);
         self.out
             .push_response(pool, response, pending.head_only, persist, date);
@@ -462,6 +483,61 @@ impl<S: Read + Write> Conn<S> {
             Phase::Reading
         };
         Some(pending)
+    }
+
+    /// The app gave its sink for the request's streamed body (a request
+    /// whose body is not streamed gets the end at once: its body was in
+    /// the request).
+    pub fn attach_body(&mut self, link: BodyLink) {
+        if self.feeds_body() {
+            self.body = Some(link);
+        } else {
+            link.complete_now();
+        }
+    }
+
+    /// Hands the streamed body's buffered bytes to the app's sink, and its
+    /// end once it has all come, broken, or the client has gone; true if
+    /// any byte went.
+    pub fn feed_body(&mut self) -> bool {
+        let Some(link) = &mut self.body else {
+            return false;
+        };
+        let mut piece = Vec::new();
+        let mut fed = false;
+        let outcome = loop {
+            piece.clear();
+            match self.reader.body_piece(&mut piece) {
+                Ok(done) => {
+                    fed |= !piece.is_empty();
+                    link.data(&piece);
+                    if done {
+                        break Some(BODY_COMPLETE);
+                    }
+                    if piece.is_empty() {
+                        break self.read_closed.then_some(BODY_BROKEN);
+                    }
+                }
+                Err(e) => {
+                    log::debug!("{}: streamed body: {e}", self.peer);
+                    break Some(match e {
+                        HttpError::BodyTooLarge => BODY_TOO_LARGE,
+                        _ => BODY_BROKEN,
+                    });
+                }
+            }
+        };
+        let Some(outcome) = outcome else {
+            return fed;
+        };
+        if outcome != BODY_COMPLETE {
+            self.reader.abandon_body();
+            self.close_after = true;
+        }
+        if let Some(link) = self.body.take() {
+            link.end(outcome);
+        }
+        fed
     }
 
     /// True if the streamed answer to request `id` is going out.
@@ -558,6 +634,7 @@ impl<S: Read + Write> Conn<S> {
         log::debug!("{}: {error}", self.peer);
         self.reader.abandon();
         self.pending = None;
+        self.body = None;
         let mut response = HostAnswer::Http(error.clone()).response();
         self.out
             .push_response(pool, &mut response, false, Persist::Close, date);

@@ -6,7 +6,8 @@ use super::conn::{AccessInfo, Conn, Pending};
 use crate::apps::loader::LoadedApp;
 use crate::apps::services::{Job, Pool, Refused};
 use crate::http::answer::HostAnswer;
-use crate::http::parse::Head;
+use crate::http::parse::{BodyKind, Head};
+use crate::http::reader::BodyPlan;
 use crate::http::reader::BufPool;
 use crate::inbox::{Inbox, StreamStart};
 use crate::ops::access_log::Answered;
@@ -93,17 +94,7 @@ impl Dispatcher {
             (Some(response), _) => (Some(response), None),
             (None, None) => (Some(HostAnswer::NoMount.response()), None),
             (None, Some((app, split))) => {
-                let (server_name, server_port) = self
-                    .locals
-                    .get(conn.listener())
-                    .cloned()
-                    .unwrap_or_else(|| ("localhost".into(), 0));
-                let meta = Meta {
-                    server_name,
-                    server_port,
-                    peer: client,
-                    scheme,
-                };
+                let meta = self.meta(conn.listener(), client, scheme);
                 with_view(&parts, body, split, &meta, |request| {
                     match shared.pool.as_ref().filter(|_| app.blocks(request)) {
                         Some(pool) => {
@@ -138,6 +129,54 @@ impl Dispatcher {
             conn.set_app_timeout(timeout);
         }
         answer
+    }
+
+    /// Decides, once a head is parsed, the request's body limit (its app's
+    /// own `max_body`, when some app has one) and whether its app reads the
+    /// body as it arrives (asked with the head only).
+    pub(super) fn body_plan(
+        &self,
+        head: &Head,
+        buf: &[u8],
+        peer: &Arc<str>,
+        listener: usize,
+    ) -> BodyPlan {
+        let shared = &*self.shared;
+        if head.body == BodyKind::None && shared.app_body_limits.is_none() {
+            return BodyPlan::default();
+        }
+        let parts = HeadText::new(head, buf);
+        let apps = shared.apps.load();
+        let route = apps.mounts.resolve(parts.path);
+        let limit = shared.app_body_limits.map(|default| {
+            route
+                .and_then(|(a, _)| a.limits.max_body)
+                .unwrap_or(default)
+        });
+        let stream = match route {
+            Some((app, split)) if head.body != BodyKind::None && app.may_read_bodies() => {
+                let (client, scheme) = client_of(shared, head, buf, peer);
+                let meta = self.meta(listener, client, scheme);
+                with_view(&parts, &[], split, &meta, |request| app.reads_body(request))
+            }
+            _ => false,
+        };
+        BodyPlan { limit, stream }
+    }
+
+    /// What the app sees of the listener and the client.
+    fn meta(&self, listener: usize, peer: Arc<str>, scheme: &'static str) -> Meta {
+        let (server_name, server_port) = self
+            .locals
+            .get(listener)
+            .cloned()
+            .unwrap_or_else(|| ("localhost".into(), 0));
+        Meta {
+            server_name,
+            server_port,
+            peer,
+            scheme,
+        }
     }
 
     /// Runs the app's handler on this loop; its answer if given at once,

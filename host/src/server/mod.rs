@@ -10,6 +10,7 @@
 
 mod acceptor;
 mod admission;
+mod body_feed;
 pub(crate) mod conn;
 mod dispatch;
 mod listener;
@@ -30,10 +31,10 @@ use crate::poller::{Event, Poller, Token, WAKER};
 use crate::shared::Shared;
 pub use acceptor::MAX_LISTENERS;
 use acceptor::{listener_of, Acceptor};
+use body_feed::BodyLink;
 use conn::{Conn, Deadline};
 use dispatch::{warn_if_blocked, Dispatcher};
 pub use listener::{Listener, Stream, UNIX_PEER};
-use request::HeadText;
 use shed::Shedder;
 pub use shed::MAX_LINGERING;
 use slab::Slab;
@@ -268,7 +269,7 @@ impl Server {
         // error (a reset): then the slot is freed now and the late answer
         // (or the stream) dropped. A half-close still gets its answer;
         // elsewhere the answer's write finds the peer gone.
-        if ev.hup && (conn.is_dispatched() || conn.is_streaming()) {
+        if ev.hup && ((conn.is_dispatched() && !conn.feeds_body()) || conn.is_streaming()) {
             if let Ok(Some(e)) = conn.stream().take_error() {
                 log::debug!("{} failed while its request was pending: {e}", conn.peer());
                 self.close(token);
@@ -291,6 +292,9 @@ impl Server {
             };
             let was_full = conn.output_full();
             let read = conn.read_due() && conn.read_some(params, &mut self.bufs);
+            // A streamed body's bytes go to its app; what that frees in the
+            // buffer is read on the next round (no new edge would come).
+            let fed = conn.feed_body();
             let (served, held_back) = self.serve(token);
             let Some(conn) = self.conns.get_mut(token.0) else {
                 return;
@@ -305,7 +309,8 @@ impl Server {
             // socket. Output still over the bound waits for writability
             // (the write stopped at `WouldBlock`, so it will be reported).
             let more = held_back || conn.read_due();
-            if !more || !(read || served > 0 || was_full) || !conn.may_take_requests() {
+            let reading = conn.may_take_requests() || conn.feeds_body();
+            if !more || !(read || fed || served > 0 || was_full) || !reading {
                 break;
             }
         }
@@ -324,18 +329,9 @@ impl Server {
             if !conn.may_take_requests() {
                 return (served, conn.output_full());
             }
-            let read = match self.shared.app_body_limits {
-                None => conn.next_request(&self.shared.params, &mut self.bufs),
-                Some(default) => {
-                    let apps = self.shared.apps.load();
-                    let limit = |head: &Head, buf: &[u8]| {
-                        let path = HeadText::new(head, buf).path;
-                        let app = apps.mounts.resolve(path).map(|(app, _)| app);
-                        Some(app.and_then(|a| a.limits.max_body).unwrap_or(default))
-                    };
-                    conn.next_request_with(&self.shared.params, &mut self.bufs, &limit)
-                }
-            };
+            let (peer, via) = (conn.peer().clone(), conn.listener());
+            let plan = |head: &Head, buf: &[u8]| self.dispatcher.body_plan(head, buf, &peer, via);
+            let read = conn.next_request_with(&self.shared.params, &mut self.bufs, &plan);
             match read {
                 Ok(false) => return (served, false),
                 Ok(true) => {
@@ -385,6 +381,17 @@ impl Server {
         }
         for notice in inbox.streams.drain(..) {
             self.on_stream(notice);
+        }
+        for attach in inbox.bodies.drain(..) {
+            let link = BodyLink::new(attach.sink, attach.responder);
+            match self.conns.get_mut(attach.token.0) {
+                Some(conn) if conn.waits_for(attach.id) => {
+                    conn.attach_body(link);
+                    self.pump(attach.token);
+                }
+                // The connection went: the sink hears the body broke.
+                _ => drop(link),
+            }
         }
         self.inbox = inbox;
     }

@@ -22,7 +22,7 @@
 use crate::apps::loader::LoadedApp;
 use crate::http::answer::HostAnswer;
 use crate::http::ConnParams;
-use crate::inbox::StreamStart;
+use crate::inbox::{BodyAttach, StreamStart};
 pub use crate::inbox::{Completion, Inbox};
 use crate::poller::Token;
 use crate::stream_line::{HostStream, LineAddr, StreamLine};
@@ -31,7 +31,9 @@ use abi_stable::std_types::{ROption, RString};
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Duration;
-use stoa_app_api::abi::{RawResponder, RawResponder_TO, RawStream_TO, ResponderBox, StreamBox};
+use stoa_app_api::abi::{
+    BodySinkBox, RawResponder, RawResponder_TO, RawStream_TO, ResponderBox, StreamBox,
+};
 use stoa_app_api::Response;
 
 /// The request being dispatched on this thread, and its answer if given inline.
@@ -146,6 +148,36 @@ impl RawResponder for HostResponder {
             }),
         );
         RawStream_TO::from_value(HostStream::new(line), TD_Opaque)
+    }
+
+    fn read_body(mut self, sink: BodySinkBox) {
+        self.answered = true;
+        let responder = self.again();
+        self.queue.push_body(BodyAttach {
+            token: self.token,
+            id: self.id,
+            sink,
+            responder,
+        });
+    }
+}
+
+impl HostResponder {
+    /// The same request's responder, handed back to the app with the end
+    /// of its streamed body.
+    fn again(&self) -> ResponderBox {
+        RawResponder_TO::from_value(
+            HostResponder {
+                token: self.token,
+                id: self.id,
+                slot: self.slot,
+                _generation: self._generation.clone(),
+                queue: self.queue.clone(),
+                answered: false,
+                stream_limits: self.stream_limits,
+            },
+            TD_Opaque,
+        )
     }
 }
 
