@@ -287,6 +287,61 @@
 //! assert_eq!(pooled.body_str(), Ok("a\nb\n"));
 //! ```
 //!
+//! ## A request body read as it arrives
+//!
+//! An app that says so for a request ([`App::reads_body`], asked with the
+//! head only) is called as soon as the head is read, with an empty `body`;
+//! [`Responder::read_body`] then hands the body to a [`BodySink`] piece by
+//! piece, in order, de-chunked, on the event loop, and ends it with a
+//! [`BodyEnd`] and the responder back. The host reads no further from the
+//! client than a small window while the sink works, so an upload of any
+//! size costs the host a bounded amount of memory; the limit is the app's
+//! `max_body` (`[apps.NAME]`, else `--max-body`), past which the end is
+//! [`BodyEnd::TooLarge`].
+//!
+//! ```
+//! use stoa_app_api::abi_stable::std_types::RSlice;
+//! use stoa_app_api::{App, BodyEnd, BodySink, Request, Responder, Response};
+//!
+//! /// Counts the bytes of an upload without keeping them.
+//! #[derive(Default)]
+//! struct Count(u64);
+//!
+//! impl BodySink for Count {
+//!     fn data(&mut self, chunk: &[u8]) {
+//!         self.0 += chunk.len() as u64;
+//!     }
+//!
+//!     fn end(self, end: BodyEnd, responder: Responder) {
+//!         responder.respond(match end {
+//!             BodyEnd::Complete => Response::text(200, &format!("{} bytes\n", self.0)),
+//!             BodyEnd::TooLarge => Response::text(413, "too large\n"),
+//!             BodyEnd::Broken => Response::text(400, "cut short\n"),
+//!         })
+//!     }
+//! }
+//!
+//! struct Uploads;
+//!
+//! impl App for Uploads {
+//!     fn reads_body(&self, request: &Request<'_>) -> bool {
+//!         request.method.as_str() == "POST"
+//!     }
+//!
+//!     fn handle(&self, _request: &Request<'_>, responder: Responder) {
+//!         responder.read_body(Count::default());
+//!     }
+//! }
+//!
+//! // `testing::call` hands the request's body over in pieces.
+//! let request = Request {
+//!     body: RSlice::from_slice(b"twelve bytes"),
+//!     ..Request::sample("POST", "/up", "", "")
+//! };
+//! let response = stoa_app_api::testing::call(&Uploads, &request);
+//! assert_eq!(response.body_str(), Ok("12 bytes\n"));
+//! ```
+//!
 //! ## A blocking handler on the pool
 //!
 //! A handler that blocks its thread (a sleep, a file or database call, a
