@@ -7,6 +7,7 @@
 use crate::client::{request, Client};
 use crate::common::{status, JUSTNOW_BODY};
 use crate::harness::{wait_until, Server};
+use rustix::process::Signal;
 use std::io::{ErrorKind, Read, Write};
 use std::time::Duration;
 
@@ -16,7 +17,8 @@ matrix!(
     http10_gets_a_close_delimited_body,
     head_gets_no_body_and_the_connection_goes_on,
     a_pipelined_request_behind_a_stream_is_answered_after_it,
-    a_bad_n_is_refused_naming_n
+    a_bad_n_is_refused_naming_n,
+    a_drain_lets_streams_finish_then_cuts_the_rest
 );
 
 /// The download size on epoll: the 1 GiB of the issue. The other backends
@@ -267,4 +269,53 @@ fn a_bad_n_is_refused_naming_n(poller: &str) {
     let r = server.get("/demo/bytes");
     assert_eq!(r.status, 400, "{r:?}");
     assert!(r.text().contains("n is missing"), "{r:?}");
+}
+
+fn a_drain_lets_streams_finish_then_cuts_the_rest(poller: &str) {
+    let mut server = Server::start(poller, &["demo"], &["--graceful-timeout", "3"]);
+    let open = |path: &str| {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("a read timeout");
+        stream
+            .write_all(&crate::client::get(path))
+            .expect("send the request");
+        let mut got = Vec::new();
+        read_until(&mut stream, &mut got, "id: 0\n");
+        (stream, got)
+    };
+    let (mut short, mut short_got) = open("/demo/clock?count=2");
+    let (mut endless, mut endless_got) = open("/demo/clock");
+    server.signal(Signal::TERM);
+    // The short stream finishes within the graceful timeout: both events
+    // and the terminating chunk, then the close (the host is draining).
+    short
+        .read_to_end(&mut short_got)
+        .expect("read the short stream to its end");
+    let short_text = String::from_utf8_lossy(&short_got);
+    assert!(short_text.contains("id: 1\n"), "{short_text}");
+    assert!(short_text.ends_with("\r\n0\r\n\r\n"), "{short_text:?}");
+    // The endless one is cut when the graceful timeout passes: the end of
+    // stream comes without a terminating chunk.
+    let cut = endless.read_to_end(&mut endless_got);
+    let endless_text = String::from_utf8_lossy(&endless_got);
+    assert!(
+        cut.is_ok()
+            || cut
+                .as_ref()
+                .is_err_and(|e| e.kind() == ErrorKind::ConnectionReset),
+        "{cut:?}"
+    );
+    assert!(!endless_text.ends_with("\r\n0\r\n\r\n"), "{endless_text:?}");
+    assert!(
+        server.wait_exit(Duration::from_secs(10)).is_some(),
+        "the host did not exit after the graceful timeout; log:\n{}",
+        server.log()
+    );
+    assert!(
+        server.wait_log(&["graceful timeout; closing"]),
+        "{}",
+        server.log()
+    );
 }
