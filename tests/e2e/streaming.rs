@@ -18,7 +18,8 @@ matrix!(
     head_gets_no_body_and_the_connection_goes_on,
     a_pipelined_request_behind_a_stream_is_answered_after_it,
     a_bad_n_is_refused_naming_n,
-    a_drain_lets_streams_finish_then_cuts_the_rest
+    a_drain_lets_streams_finish_then_cuts_the_rest,
+    stream_flags_out_of_range_are_refused_naming_them
 );
 
 /// The download size on epoll: the 1 GiB of the issue. The other backends
@@ -317,5 +318,27 @@ fn a_drain_lets_streams_finish_then_cuts_the_rest(poller: &str) {
         server.wait_log(&["graceful timeout; closing"]),
         "{}",
         server.log()
+    );
+}
+
+fn stream_flags_out_of_range_are_refused_naming_them(poller: &str) {
+    let refusal = |flag: &str, value: &str| {
+        let (status, log) = Server::launch(poller)
+            .apps(&["demo"])
+            .args(&[flag, value])
+            .refused();
+        assert!(!status.success(), "{flag} {value} was taken");
+        log
+    };
+    let small = refusal("--stream-queue", "1K");
+    assert!(
+        small.contains("--stream-queue")
+            && small.contains(r#"stream queue "1K" is out of range: give 4K to 64M"#),
+        "{small}"
+    );
+    let idle = refusal("--stream-idle-timeout", "0");
+    assert!(
+        idle.contains("--stream-idle-timeout") && idle.contains("is not a positive duration"),
+        "{idle}"
     );
 }
