@@ -18,6 +18,7 @@ matrix!(
     head_gets_no_body_and_the_connection_goes_on,
     a_pipelined_request_behind_a_stream_is_answered_after_it,
     a_bad_n_is_refused_naming_n,
+    a_blocking_producer_on_the_pool_waits_for_room,
     a_drain_lets_streams_finish_then_cuts_the_rest,
     stream_flags_out_of_range_are_refused_naming_them
 );
@@ -341,4 +342,24 @@ fn stream_flags_out_of_range_are_refused_naming_them(poller: &str) {
         idle.contains("--stream-idle-timeout") && idle.contains("is not a positive duration"),
         "{idle}"
     );
+}
+
+fn a_blocking_producer_on_the_pool_waits_for_room(poller: &str) {
+    let server = start(poller);
+    let size: u64 = 16 << 20;
+    let mut client = server.connect();
+    client.send(&crate::client::get(&format!(
+        "/demo/bytes?n={size}&from=pool"
+    )));
+    // Not read for a second: the producer fills the queue and waits.
+    std::thread::sleep(Duration::from_secs(1));
+    let r = client.read_response();
+    assert_eq!(r.body.len() as u64, size, "{:?}", r.headers);
+    let wrong = r
+        .body
+        .iter()
+        .enumerate()
+        .position(|(i, b)| *b != byte_at(i as u64));
+    assert_eq!(wrong, None, "the body differs from the pattern");
+    assert_no_stream_left(&server);
 }

@@ -4,7 +4,7 @@
 
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use stoa_app_api::{host, Request, Responder, Response, Sent, Stream};
+use stoa_app_api::{host, log, Request, Responder, Response, Sent, Stream};
 
 /// Size of each chunk `/demo/bytes` sends.
 pub const CHUNK: usize = 64 * 1024;
@@ -66,7 +66,8 @@ fn tick(mut stream: Stream, n: u64, count: u64) {
     }
 }
 
-/// `/demo/bytes?n=N`: N bytes (`byte_at`), with their `Content-Length`.
+/// `/demo/bytes?n=N`: N bytes (`byte_at`), with their `Content-Length`,
+/// produced on the loop (or on the pool with `&from=pool`).
 pub fn bytes(request: &Request<'_>, responder: Responder) {
     let n = match request.query_param("n").map(|v| (v, v.parse::<u64>())) {
         Some((_, Ok(n))) => n,
@@ -79,7 +80,38 @@ pub fn bytes(request: &Request<'_>, responder: Responder) {
         }
     };
     let head = Response::new(200).with_header("Content-Type", "application/octet-stream");
-    pump(responder.stream_sized(head, n), 0, n);
+    let stream = responder.stream_sized(head, n);
+    // `?from=pool`: a blocking producer on the host's pool (send_blocking
+    // waits for room) instead of the loop's drain callbacks.
+    match (request.query_param("from"), host()) {
+        (Some("pool"), Some(host)) => {
+            if host
+                .spawn_blocking(move || produce_blocking(stream, n))
+                .is_err()
+            {
+                log::warn!("the blocking pool is full; /demo/bytes?from=pool dropped");
+            }
+        }
+        _ => pump(stream, 0, n),
+    }
+}
+
+/// Sends bytes `0..to` from a pool thread, waiting for room as needed.
+fn produce_blocking(mut stream: Stream, to: u64) {
+    let pattern = pattern();
+    let mut from = 0;
+    while from < to {
+        let len = (to - from).min(CHUNK as u64);
+        let at = (from % 26) as usize;
+        match stream.send_blocking(&pattern[at..at + len as usize]) {
+            Sent::Ok => from += len,
+            // Still full after --send-timeout: the client stalled; try again
+            // (the host closes a stalled connection, and then it is Closed).
+            Sent::WouldBlock => {}
+            Sent::Closed => return,
+        }
+    }
+    let _ = stream.finish();
 }
 
 /// Sends bytes `from..to` until the queue is full, then goes on from the
