@@ -4,7 +4,9 @@
 //! runs and while its buffer holds a window of body bytes (the
 //! backpressure on the socket).
 
-use stoa_app_api::abi::{BodySinkBox, ResponderBox, BODY_BROKEN, BODY_COMPLETE};
+use crate::http::reader::RequestReader;
+use crate::http::HttpError;
+use stoa_app_api::abi::{BodySinkBox, ResponderBox, BODY_BROKEN, BODY_COMPLETE, BODY_TOO_LARGE};
 
 /// The app's end of a streamed body. Dropped before the end (the
 /// connection went, a timeout), it tells the app the body broke.
@@ -23,6 +25,42 @@ impl BodyLink {
     pub fn data(&mut self, chunk: &[u8]) {
         if let (Some((sink, _)), false) = (&mut self.sink, chunk.is_empty()) {
             sink.data(abi_stable::std_types::RSlice::from_slice(chunk));
+        }
+    }
+
+    /// Hands what `reader` holds of the body to the sink: whether any byte
+    /// went, and the end (`BODY_*`) once the body has all come, broke, or
+    /// the client closed (`read_closed`) before its end.
+    pub fn feed(
+        &mut self,
+        reader: &mut RequestReader,
+        read_closed: bool,
+        peer: &str,
+    ) -> (bool, Option<u8>) {
+        let mut piece = Vec::new();
+        let mut fed = false;
+        loop {
+            piece.clear();
+            match reader.body_piece(&mut piece) {
+                Ok(done) => {
+                    fed |= !piece.is_empty();
+                    self.data(&piece);
+                    if done {
+                        return (fed, Some(BODY_COMPLETE));
+                    }
+                    if piece.is_empty() {
+                        return (fed, read_closed.then_some(BODY_BROKEN));
+                    }
+                }
+                Err(e) => {
+                    log::debug!("{peer}: streamed body: {e}");
+                    let outcome = match e {
+                        HttpError::BodyTooLarge => BODY_TOO_LARGE,
+                        _ => BODY_BROKEN,
+                    };
+                    return (fed, Some(outcome));
+                }
+            }
         }
     }
 

@@ -16,7 +16,7 @@
 //! remembered (`read_ready`), so reading resumes without a new edge.
 
 use crate::http::answer::HostAnswer;
-use crate::http::framing::{self, Framing};
+use crate::http::framing;
 use crate::http::output::Output;
 use crate::http::parse::Head;
 pub use crate::http::reader::ReadState;
@@ -25,12 +25,13 @@ use crate::http::response::Persist;
 use crate::http::{ConnParams, HttpError};
 use crate::poller::Interest;
 use crate::server::body_feed::BodyLink;
-use crate::stream_line::{End, StreamLine};
+use crate::server::conn_stream::ConnStream;
+use crate::stream_line::StreamLine;
 use std::io::{self, Read, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use stoa_app_api::abi::{BODY_BROKEN, BODY_COMPLETE, BODY_TOO_LARGE};
+use stoa_app_api::abi::BODY_COMPLETE;
 use stoa_app_api::Response;
 
 /// Output waiting for the socket above which a connection stops reading
@@ -64,25 +65,6 @@ pub enum Deadline {
     /// A streamed answer's app sent nothing for `stream_idle_timeout`:
     /// close (the body ends abnormally).
     StreamIdle,
-}
-
-/// The connection's end of a streamed answer. Dropping it (the stream
-/// ended, or the connection went) closes the line, so the app's next send
-/// answers closed, and counts the stream as no longer open.
-pub struct ConnStream {
-    line: Arc<StreamLine>,
-    framing: Framing,
-    /// How the connection goes on once the body has ended well.
-    persist: Persist,
-    /// The worker's count of open streams.
-    open: Arc<AtomicU64>,
-}
-
-impl Drop for ConnStream {
-    fn drop(&mut self) {
-        self.line.close();
-        self.open.fetch_sub(1, Ordering::Relaxed);
-    }
 }
 
 pub use crate::ops::access_log::AccessInfo;
@@ -503,30 +485,7 @@ impl<S: Read + Write> Conn<S> {
         let Some(link) = &mut self.body else {
             return false;
         };
-        let mut piece = Vec::new();
-        let mut fed = false;
-        let outcome = loop {
-            piece.clear();
-            match self.reader.body_piece(&mut piece) {
-                Ok(done) => {
-                    fed |= !piece.is_empty();
-                    link.data(&piece);
-                    if done {
-                        break Some(BODY_COMPLETE);
-                    }
-                    if piece.is_empty() {
-                        break self.read_closed.then_some(BODY_BROKEN);
-                    }
-                }
-                Err(e) => {
-                    log::debug!("{}: streamed body: {e}", self.peer);
-                    break Some(match e {
-                        HttpError::BodyTooLarge => BODY_TOO_LARGE,
-                        _ => BODY_BROKEN,
-                    });
-                }
-            }
-        };
+        let (fed, outcome) = link.feed(&mut self.reader, self.read_closed, &self.peer);
         let Some(outcome) = outcome else {
             return fed;
         };
@@ -542,9 +501,7 @@ impl<S: Read + Write> Conn<S> {
 
     /// True if the streamed answer to request `id` is going out.
     pub fn streams_for(&self, id: u64) -> bool {
-        self.streamed
-            .as_ref()
-            .is_some_and(|s| s.line.addr().1 == id)
+        self.streamed.as_ref().is_some_and(|s| s.request_id() == id)
     }
 
     /// True while a streamed answer is going out.
@@ -575,13 +532,7 @@ impl<S: Read + Write> Conn<S> {
             self.persistence(&pending, params, close)
         };
         self.out.push_stream_head(pool, head, (plan, persist), date);
-        open.fetch_add(1, Ordering::Relaxed);
-        self.streamed = Some(ConnStream {
-            line,
-            framing: plan.framing,
-            persist,
-            open,
-        });
+        self.streamed = Some(ConnStream::new(line, (plan.framing, persist), open));
         self.phase = Phase::Streaming;
         Some(pending)
     }
@@ -594,23 +545,10 @@ impl<S: Read + Write> Conn<S> {
         let Some(stream) = &self.streamed else {
             return;
         };
-        let taken = stream.line.take();
-        let framing = stream.framing;
-        self.stream_progress |= !taken.chunks.is_empty();
-        for chunk in taken.chunks {
-            self.out.push_chunk(pool, framing, chunk);
-        }
-        let persist = match taken.end {
-            End::Open => return,
-            End::Finished => {
-                self.out.push_stream_end(pool, framing);
-                if close {
-                    Persist::Close
-                } else {
-                    stream.persist
-                }
-            }
-            End::Aborted => Persist::Close,
+        let (progressed, ended) = stream.pull(&mut self.out, pool, close);
+        self.stream_progress |= progressed;
+        let Some(persist) = ended else {
+            return;
         };
         self.streamed = None;
         self.served += 1;
@@ -625,7 +563,7 @@ impl<S: Read + Write> Conn<S> {
     /// queue's room, its drain task).
     pub fn report_stream(&self) {
         if let Some(stream) = &self.streamed {
-            stream.line.report(self.out.len());
+            stream.report(self.out.len());
         }
     }
 

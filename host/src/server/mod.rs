@@ -12,6 +12,7 @@ mod acceptor;
 mod admission;
 mod body_feed;
 pub(crate) mod conn;
+mod conn_stream;
 mod dispatch;
 mod listener;
 pub(crate) mod request;
