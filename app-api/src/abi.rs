@@ -127,6 +127,118 @@ pub trait RawResponder: Send {
     {
         self.respond(crate::app::with_copies(response, fixed.as_slice()));
     }
+
+    /// Appended in 0.2.3: starts a streamed response. `head` gives the
+    /// status and headers (its body, if any, is sent as the first chunk);
+    /// `length` is a declared `Content-Length` the host then enforces
+    /// (`None`: the host frames the body itself, chunked on HTTP/1.1 and
+    /// close-delimited on HTTP/1.0). The body goes through the returned
+    /// stream; see [`RawStream`].
+    fn start_stream(self, head: Response, length: ROption<u64>) -> StreamBox;
+
+    /// Appended in 0.2.3: for a request whose app `reads_body`, hands the
+    /// body to `sink` as it arrives (on the connection's event loop, in
+    /// order), then calls its `end` with how the body ended and a responder
+    /// to answer with.
+    fn read_body(self, sink: BodySinkBox);
+}
+
+/// How a streamed request body ended (`RawBodySink::end`).
+pub const BODY_COMPLETE: u8 = 0;
+/// Past the app's body limit (`max_body`): its answer closes the connection.
+pub const BODY_TOO_LARGE: u8 = 1;
+/// Cut short: the client left, stalled past `--body-timeout`, or broke the
+/// chunked framing. An answer is sent if the client is still there, and
+/// the connection closes.
+pub const BODY_BROKEN: u8 = 2;
+
+/// Takes a request body as it arrives; app-implemented (appended in 0.2.3).
+/// The host calls it on the connection's event loop: `data` must not block
+/// (the host reads no more from the client while it runs: that is the
+/// backpressure).
+#[sabi_trait]
+pub trait RawBodySink: Send {
+    /// The next piece of the body (de-chunked).
+    fn data(&mut self, chunk: RSlice<'_, u8>);
+
+    /// The body ended (`BODY_*`); `responder` answers the request.
+    #[sabi(last_prefix_field)]
+    fn end(self, outcome: u8, responder: ResponderBox);
+}
+
+/// The owned, type-erased body sink passed through the ABI.
+pub type BodySinkBox = RawBodySink_TO<'static, RBox<()>>;
+
+/// What [`RawStream::send`] answers, on the wire: the chunk was queued.
+pub const SEND_SENT: u8 = 0;
+/// The connection's queue is over its bound: the chunk was **not** taken;
+/// send it again after the `on_drain` task runs.
+pub const SEND_WOULD_BLOCK: u8 = 1;
+/// The client is gone (or the stream was ended: a send timeout, a declared
+/// length overrun, a shutdown): nothing more is taken.
+pub const SEND_CLOSED: u8 = 2;
+
+/// A streamed response body, host-implemented (appended in 0.2.3). It may
+/// move to any thread. The host queues a chunk only while the
+/// connection's queued output is under its bound (`--stream-queue`), so a
+/// slow client never makes it buffer more than the bound and one chunk.
+/// Dropping the stream without `finish` ends the response abnormally: no
+/// terminating chunk (or a short `Content-Length`), and the connection is
+/// closed, so the client sees a truncated body.
+#[sabi_trait]
+pub trait RawStream: Send {
+    /// Queues `chunk` (copied): `SEND_SENT`, `SEND_WOULD_BLOCK` (not taken)
+    /// or `SEND_CLOSED`. Never blocks.
+    fn send(&mut self, chunk: RSlice<'_, u8>) -> u8;
+
+    /// Like `send`, but waits for room while the queue is full (for pool
+    /// threads; never call it on an event loop, where it acts as `send`).
+    /// The wait is bounded by the host's `--send-timeout`, after which a
+    /// still-full queue answers `SEND_WOULD_BLOCK`.
+    fn send_blocking(&mut self, chunk: RSlice<'_, u8>) -> u8;
+
+    /// Runs `task` once on the connection's event loop when the queue has
+    /// room again (at once if it has room now), or when the stream closes
+    /// (its next `send` then answers `SEND_CLOSED`). A second call replaces
+    /// a task not yet run (which is dropped).
+    fn on_drain(&mut self, task: TaskBox);
+
+    /// Ends the body (the terminating chunk on a chunked response):
+    /// `SEND_SENT`, or `SEND_CLOSED` when the client is gone or the body is
+    /// shorter than the declared length (the host then closes the
+    /// connection).
+    #[sabi(last_prefix_field)]
+    fn finish(self) -> u8;
+}
+
+/// The owned, type-erased stream passed through the ABI.
+pub type StreamBox = RawStream_TO<'static, RBox<()>>;
+
+/// A stream that takes nothing (every call answers `SEND_CLOSED`): what a
+/// responder that cannot stream hands back (a bench's, a test's).
+pub fn closed_stream() -> StreamBox {
+    RawStream_TO::from_value(ClosedStream, abi_stable::sabi_trait::TD_Opaque)
+}
+
+struct ClosedStream;
+
+impl RawStream for ClosedStream {
+    fn send(&mut self, _chunk: RSlice<'_, u8>) -> u8 {
+        SEND_CLOSED
+    }
+
+    fn send_blocking(&mut self, _chunk: RSlice<'_, u8>) -> u8 {
+        SEND_CLOSED
+    }
+
+    fn on_drain(&mut self, task: TaskBox) {
+        // Closed already: the task runs at once, so the app hears of it.
+        task.run();
+    }
+
+    fn finish(self) -> u8 {
+        SEND_CLOSED
+    }
 }
 
 /// One response header whose name and value are string constants (see
@@ -241,9 +353,22 @@ pub struct AppModule {
     /// earlier app-api, which hand nothing over.
     #[sabi(missing_field(option))]
     pub handover: extern "C" fn() -> ROption<RVec<u8>>,
+    /// Appended in 0.2.3: true if the app reads this request's body as it
+    /// arrives (`App::reads_body`; the request it is asked with has an
+    /// empty body). The host then calls `handle` once the head is read and
+    /// hands the body to the sink given to `RawResponder::read_body`.
+    /// Missing in plugins built against an earlier app-api: never.
+    #[sabi(missing_field(option))]
+    pub reads_body: extern "C" fn(request: &Request<'_>) -> bool,
 }
 
 impl AppModuleRef {
+    /// True if the app reads this request's body as it arrives (false for
+    /// a plugin without the hook).
+    pub fn call_reads_body(self, request: &Request<'_>) -> bool {
+        self.reads_body().is_some_and(|reads| reads(request))
+    }
+
     /// Calls the app's `retire` hook, if the plugin has one.
     pub fn call_retire(self) {
         if let Some(retire) = self.retire() {

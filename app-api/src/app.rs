@@ -36,7 +36,8 @@
 //! `retire` is the place to persist what a restart must find.
 
 use crate::abi::{Header, Request, ResponderBox, Response, StaticHeader};
-use abi_stable::std_types::{RSlice, RStr, RString, RVec};
+use crate::stream::{BodySink, Stream};
+use abi_stable::std_types::{ROption, RSlice, RStr, RString, RVec};
 
 /// A web application hosted by Stoa. Implement `call` for an app that
 /// answers at once, or `handle` for one that answers later (from a timer or
@@ -50,6 +51,18 @@ pub trait App: Send + Sync + 'static {
     /// True if `handle` blocks its thread for this request (sleeps, blocking
     /// I/O): the host then calls it on its blocking pool, off the event loop.
     fn blocks(&self, _request: &Request<'_>) -> bool {
+        false
+    }
+
+    /// True if the app reads this request's body as it arrives (an
+    /// upload of any size, processed piece by piece) instead of whole: the
+    /// host then calls `handle` once the head is read (with an empty
+    /// `body`), and the app takes the body with
+    /// [`Responder::read_body`]. Its limit is the app's `max_body`
+    /// (`[apps.NAME]`, else `--max-body`). An app that answers without
+    /// reading the body has its connection closed after the answer. Asked
+    /// with the head only; the default is false.
+    fn reads_body(&self, _request: &Request<'_>) -> bool {
         false
     }
 
@@ -100,6 +113,40 @@ impl Responder {
     pub fn respond(mut self, response: Response) {
         if let Some(inner) = self.inner.take() {
             inner.respond(response);
+        }
+    }
+
+    /// Starts a streamed response: `head`'s status and headers go out now
+    /// (its body, if any, as the first chunk) and the rest of the body
+    /// through the returned [`Stream`], as it is produced. The host frames
+    /// it: chunked on HTTP/1.1, close-delimited on HTTP/1.0, nothing for
+    /// HEAD. The app's deadline (`--app-timeout`) covers the time to this
+    /// call; `--stream-idle-timeout` then covers each gap between chunks.
+    pub fn stream(self, head: Response) -> Stream {
+        self.start(head, ROption::RNone)
+    }
+
+    /// Like [`stream`](Responder::stream), with a declared body length:
+    /// the host sends `Content-Length: length` and holds the app to it
+    /// (a longer body is refused with [`Sent::Closed`](crate::Sent::Closed),
+    /// a shorter one ends the connection).
+    pub fn stream_sized(self, head: Response, length: u64) -> Stream {
+        self.start(head, ROption::RSome(length))
+    }
+
+    /// Reads the request body as it arrives, for a request the app said
+    /// it reads so ([`App::reads_body`]): `sink` gets each piece on the
+    /// event loop, then the end and this responder back to answer with.
+    pub fn read_body(mut self, sink: impl BodySink) {
+        if let Some(inner) = self.inner.take() {
+            inner.read_body(crate::stream::sink_box(sink));
+        }
+    }
+
+    fn start(mut self, head: Response, length: ROption<u64>) -> Stream {
+        match self.inner.take() {
+            Some(inner) => Stream::from_raw(inner.start_stream(head, length)),
+            None => unreachable!("a Responder holds its raw responder until consumed"),
         }
     }
 

@@ -142,6 +142,14 @@ pub fn blocks(slot: &AppSlot, request: &Request<'_>) -> bool {
         .is_some_and(|app| catch_unwind(AssertUnwindSafe(|| app.blocks(request))).unwrap_or(false))
 }
 
+/// Asks the app whether it reads this request's body as it arrives; a
+/// panic counts as "no".
+pub fn reads_body(slot: &AppSlot, request: &Request<'_>) -> bool {
+    slot.get().is_some_and(|app| {
+        catch_unwind(AssertUnwindSafe(|| app.reads_body(request))).unwrap_or(false)
+    })
+}
+
 /// Runs app code that is not a handler (a timer or job callback) behind the
 /// panic firewall; returns false if it panicked.
 pub fn guard(f: impl FnOnce()) -> bool {
@@ -248,6 +256,10 @@ macro_rules! export_app {
         }
 
         #[doc(hidden)]
+        extern "C" fn __stoa_reads_body(request: &$crate::abi::Request<'_>) -> bool {
+            $crate::export::reads_body(&__STOA_APP, request)
+        }
+
         extern "C" fn __stoa_retire() {
             $crate::export::retire(&__STOA_APP)
         }
@@ -272,6 +284,7 @@ macro_rules! export_app {
                 blocks: __stoa_blocks,
                 retire: __stoa_retire,
                 handover: __stoa_handover,
+                reads_body: __stoa_reads_body,
             }
             .leak_into_prefix()
         }

@@ -48,7 +48,7 @@ impl<F: FnOnce() + Send + 'static> Task for Guarded<F> {
     }
 }
 
-fn task(f: impl FnOnce() + Send + 'static) -> TaskBox {
+pub(crate) fn task(f: impl FnOnce() + Send + 'static) -> TaskBox {
     Task_TO::from_value(Guarded(f), TD_Opaque)
 }
 

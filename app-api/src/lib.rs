@@ -217,6 +217,165 @@
 //! assert_eq!(response.body_str(), Ok("later\n"));
 //! ```
 //!
+//! ## A streamed response
+//!
+//! [`Responder::stream`] sends the status and headers at once and returns a
+//! [`Stream`] for the body, sent as it is produced (Server-Sent Events, a
+//! large download made piece by piece). The host frames it (chunked on
+//! HTTP/1.1, close-delimited on HTTP/1.0, nothing for HEAD;
+//! [`Responder::stream_sized`] declares a `Content-Length` it then
+//! enforces) and queues at most `--stream-queue` bytes per connection:
+//! past that, [`Stream::send`] answers [`Sent::WouldBlock`] without taking
+//! the chunk, and [`Stream::on_drain`] runs a callback on the event loop
+//! once there is room. A client that goes away makes the next send answer
+//! [`Sent::Closed`]. [`Stream::finish`] ends the body; a stream dropped
+//! unfinished ends it abnormally (the connection is closed, the client
+//! sees a truncated body). `--app-timeout` covers the time to the head,
+//! `--stream-idle-timeout` each gap between chunks.
+//!
+//! A producer on the loop sends until `WouldBlock`, then waits for the
+//! drain callback (no thread held):
+//!
+//! ```
+//! use stoa_app_api::{App, Request, Responder, Response, Sent, Stream};
+//!
+//! /// Sends `left` zero bytes in 16 KiB chunks, pausing while the queue is full.
+//! fn pump(mut stream: Stream, mut left: u64) {
+//!     let chunk = [0u8; 16 * 1024];
+//!     while left > 0 {
+//!         let n = left.min(chunk.len() as u64) as usize;
+//!         match stream.send(&chunk[..n]) {
+//!             Sent::Ok => left -= n as u64,
+//!             Sent::Closed => return, // the client went away
+//!             // Go on from the loop once there is room (no thread held).
+//!             Sent::WouldBlock => return stream.resume_on_drain(move |s| pump(s, left)),
+//!         }
+//!     }
+//!     let _ = stream.finish();
+//! }
+//!
+//! struct Download;
+//!
+//! impl App for Download {
+//!     fn handle(&self, _request: &Request<'_>, responder: Responder) {
+//!         let head = Response::new(200).with_header("Content-Type", "application/octet-stream");
+//!         pump(responder.stream_sized(head, 100_000), 100_000);
+//!     }
+//! }
+//!
+//! // `testing::call` collects the chunks into one body.
+//! let response = stoa_app_api::testing::call(&Download, &Request::sample("GET", "/d", "", ""));
+//! assert_eq!(response.body.len(), 100_000);
+//! ```
+//!
+//! Server-Sent Events from a host timer, and a producer on the blocking
+//! pool with [`Stream::send_blocking`], which waits for room:
+//!
+//! ```
+//! use std::time::Duration;
+//! use stoa_app_api::{host, App, Request, Responder, Response, Sent, Stream};
+//!
+//! fn tick(mut stream: Stream, n: u32) {
+//!     if n == 3 {
+//!         let _ = stream.finish();
+//!         return;
+//!     }
+//!     // WouldBlock drops this event (a slow reader skips a tick).
+//!     if stream.send(format!("data: tick {n}\n\n").as_bytes()) == Sent::Closed {
+//!         return;
+//!     }
+//!     if let Some(host) = host() {
+//!         host.call_later(Duration::from_millis(10), move || tick(stream, n + 1));
+//!     }
+//! }
+//!
+//! struct Events;
+//!
+//! impl App for Events {
+//!     fn handle(&self, request: &Request<'_>, responder: Responder) {
+//!         let head = Response::new(200)
+//!             .with_header("Content-Type", "text/event-stream")
+//!             .with_header("X-Accel-Buffering", "no");
+//!         if request.path_info.as_str() == "/pool" {
+//!             let mut stream = responder.stream(head);
+//!             let job = move || {
+//!                 for line in ["a\n", "b\n"] {
+//!                     if stream.send_blocking(line.as_bytes()) != Sent::Ok {
+//!                         return;
+//!                     }
+//!                 }
+//!                 let _ = stream.finish();
+//!             };
+//!             if let Some(host) = host() {
+//!                 let _ = host.spawn_blocking(job);
+//!             }
+//!         } else {
+//!             tick(responder.stream(head), 0);
+//!         }
+//!     }
+//! }
+//!
+//! let events = stoa_app_api::testing::call(&Events, &Request::sample("GET", "/ev", "", ""));
+//! assert_eq!(events.body_str(), Ok("data: tick 0\n\ndata: tick 1\n\ndata: tick 2\n\n"));
+//! let pooled = stoa_app_api::testing::call(&Events, &Request::sample("GET", "/ev", "/pool", ""));
+//! assert_eq!(pooled.body_str(), Ok("a\nb\n"));
+//! ```
+//!
+//! ## A request body read as it arrives
+//!
+//! An app that says so for a request ([`App::reads_body`], asked with the
+//! head only) is called as soon as the head is read, with an empty `body`;
+//! [`Responder::read_body`] then hands the body to a [`BodySink`] piece by
+//! piece, in order, de-chunked, on the event loop, and ends it with a
+//! [`BodyEnd`] and the responder back. The host reads no further from the
+//! client than a small window while the sink works, so an upload of any
+//! size costs the host a bounded amount of memory; the limit is the app's
+//! `max_body` (`[apps.NAME]`, else `--max-body`), past which the end is
+//! [`BodyEnd::TooLarge`].
+//!
+//! ```
+//! use stoa_app_api::abi_stable::std_types::RSlice;
+//! use stoa_app_api::{App, BodyEnd, BodySink, Request, Responder, Response};
+//!
+//! /// Counts the bytes of an upload without keeping them.
+//! #[derive(Default)]
+//! struct Count(u64);
+//!
+//! impl BodySink for Count {
+//!     fn data(&mut self, chunk: &[u8]) {
+//!         self.0 += chunk.len() as u64;
+//!     }
+//!
+//!     fn end(self, end: BodyEnd, responder: Responder) {
+//!         responder.respond(match end {
+//!             BodyEnd::Complete => Response::text(200, &format!("{} bytes\n", self.0)),
+//!             BodyEnd::TooLarge => Response::text(413, "too large\n"),
+//!             BodyEnd::Broken => Response::text(400, "cut short\n"),
+//!         })
+//!     }
+//! }
+//!
+//! struct Uploads;
+//!
+//! impl App for Uploads {
+//!     fn reads_body(&self, request: &Request<'_>) -> bool {
+//!         request.method.as_str() == "POST"
+//!     }
+//!
+//!     fn handle(&self, _request: &Request<'_>, responder: Responder) {
+//!         responder.read_body(Count::default());
+//!     }
+//! }
+//!
+//! // `testing::call` hands the request's body over in pieces.
+//! let request = Request {
+//!     body: RSlice::from_slice(b"twelve bytes"),
+//!     ..Request::sample("POST", "/up", "", "")
+//! };
+//! let response = stoa_app_api::testing::call(&Uploads, &request);
+//! assert_eq!(response.body_str(), Ok("12 bytes\n"));
+//! ```
+//!
 //! ## A blocking handler on the pool
 //!
 //! A handler that blocks its thread (a sleep, a file or database call, a
@@ -441,6 +600,7 @@ pub mod context;
 pub mod export;
 pub mod helpers;
 pub mod host;
+pub mod stream;
 pub mod testing;
 
 pub use abi::{Header, HeaderRef, Request, Response, StaticHeader};
@@ -448,6 +608,7 @@ pub use app::{Answer, App, Responder};
 pub use context::{Context, Settings, SettingsError};
 pub use host::{host, Host, PoolFull};
 pub use log;
+pub use stream::{BodyEnd, BodySink, Sent, Stream};
 
 #[doc(hidden)]
 pub use abi_stable;

@@ -23,13 +23,15 @@
 //! assert_eq!((response.status, response.body.as_slice()), (200, &b"hello"[..]));
 //! ```
 
+use crate::abi::{BodySinkBox, BODY_COMPLETE};
 use crate::abi::{
-    HostModule, HostRef, LogLevel, RawResponder, RawResponder_TO, Request, Response, TaskBox,
+    HostModule, HostRef, LogLevel, RawResponder, RawResponder_TO, RawStream, RawStream_TO, Request,
+    Response, StreamBox, TaskBox, SEND_CLOSED, SEND_SENT,
 };
 use crate::app::{App, Responder};
 use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::{RStr, RString};
+use abi_stable::std_types::{ROption, RSlice, RStr, RString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{channel, Sender};
 use std::time::Duration;
@@ -66,7 +68,11 @@ pub fn call(app: &dyn App, request: &Request<'_>) -> Response {
 pub fn outcome(app: &dyn App, request: &Request<'_>, wait: Duration) -> Outcome {
     install_host();
     let (tx, rx) = channel();
-    let raw = RawResponder_TO::from_value(Recorder { tx: Some(tx) }, TD_Opaque);
+    let recorder = Recorder {
+        tx: Some(tx),
+        body: request.body.as_slice().to_vec(),
+    };
+    let raw = RawResponder_TO::from_value(recorder, TD_Opaque);
     let responder = Responder::from_raw(raw);
     // (The host would call `handle` on its blocking pool when
     // `app.blocks(request)`; here every call runs on the test's thread.)
@@ -78,9 +84,11 @@ pub fn outcome(app: &dyn App, request: &Request<'_>, wait: Duration) -> Outcome 
     rx.recv_timeout(wait).unwrap_or(Outcome::TimedOut)
 }
 
-/// The recording responder: sends what became of the request once.
+/// The recording responder: sends what became of the request once. It
+/// keeps the request's body for an app that reads it as it arrives.
 struct Recorder {
     tx: Option<Sender<Outcome>>,
+    body: Vec<u8>,
 }
 
 impl Recorder {
@@ -98,6 +106,80 @@ impl RawResponder for Recorder {
 
     fn panicked(mut self, message: RString) {
         self.send(Outcome::Panicked(message.into_string()));
+    }
+
+    /// Hands the request's body over in two pieces (so an app that
+    /// joins pieces is tested doing so), then the end.
+    fn read_body(mut self, mut sink: BodySinkBox) {
+        let body = std::mem::take(&mut self.body);
+        let (first, second) = body.split_at(body.len() / 2);
+        sink.data(RSlice::from_slice(first));
+        sink.data(RSlice::from_slice(second));
+        let responder = Recorder {
+            tx: self.tx.take(),
+            body: Vec::new(),
+        };
+        sink.end(
+            BODY_COMPLETE,
+            RawResponder_TO::from_value(responder, TD_Opaque),
+        );
+    }
+
+    fn start_stream(mut self, head: Response, _length: ROption<u64>) -> StreamBox {
+        RawStream_TO::from_value(
+            Collector {
+                tx: self.tx.take(),
+                response: Some(head),
+            },
+            TD_Opaque,
+        )
+    }
+}
+
+/// The recording stream: collects the chunks into the head's body and
+/// records the whole response when finished (unbounded: it never answers
+/// `WouldBlock`; `on_drain` runs its task at once on a fresh thread).
+struct Collector {
+    tx: Option<Sender<Outcome>>,
+    response: Option<Response>,
+}
+
+impl RawStream for Collector {
+    fn send(&mut self, chunk: RSlice<'_, u8>) -> u8 {
+        match &mut self.response {
+            Some(response) => {
+                response.body.extend_from_slice(chunk.as_slice());
+                SEND_SENT
+            }
+            None => SEND_CLOSED,
+        }
+    }
+
+    fn send_blocking(&mut self, chunk: RSlice<'_, u8>) -> u8 {
+        self.send(chunk)
+    }
+
+    fn on_drain(&mut self, task: TaskBox) {
+        std::thread::spawn(move || task.run());
+    }
+
+    fn finish(mut self) -> u8 {
+        match (self.tx.take(), self.response.take()) {
+            (Some(tx), Some(response)) => {
+                let _ = tx.send(Outcome::Answered(response));
+                SEND_SENT
+            }
+            _ => SEND_CLOSED,
+        }
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        // Dropped unfinished: the client would see a truncated body.
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send(Outcome::Dropped);
+        }
     }
 }
 

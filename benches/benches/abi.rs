@@ -13,7 +13,7 @@ use std::hint::black_box;
 use std::path::PathBuf;
 use stoa_app_api::abi::{
     AppModuleRef, HeaderRef, HostModule, HostRef, InitContext, LogLevel, RawResponder,
-    RawResponder_TO, Request, TaskBox,
+    RawResponder_TO, Request, StreamBox, TaskBox,
 };
 use stoa_app_api::{App, Responder, Response};
 
@@ -27,6 +27,14 @@ impl RawResponder for BenchResponder {
 
     fn panicked(self, message: RString) {
         panic!("the article app panicked: {message}");
+    }
+
+    fn start_stream(self, _head: Response, _length: ROption<u64>) -> StreamBox {
+        stoa_app_api::abi::closed_stream()
+    }
+
+    fn read_body(self, sink: stoa_app_api::abi::BodySinkBox) {
+        drop(sink);
     }
 }
 

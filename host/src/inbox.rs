@@ -2,14 +2,16 @@
 //! event loop that owns the connection, from any thread. Completions and
 //! timers are pushed by responders, worker threads and plugin services; the
 //! loop drains them each turn. A push from another thread wakes the loop's
-//! poller; a push from the loop's own thread does not need to.
+//! poller; a push from the loop's own thread does not need to. Streamed
+//! responses post their notices here too (`stream_line`).
 
 use crate::poller::{Token, Wake};
+use crate::stream_line::StreamLine;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use stoa_app_api::abi::TaskBox;
+use stoa_app_api::abi::{BodySinkBox, ResponderBox, TaskBox};
 use stoa_app_api::Response;
 
 /// One finished request, for the loop to write out.
@@ -19,17 +21,45 @@ pub struct Completion {
     pub response: Response,
 }
 
+/// A streamed response started (`start`), or its app sent more or ended it.
+pub struct StreamNotice {
+    pub token: Token,
+    pub id: u64,
+    pub start: Option<StreamStart>,
+}
+
+/// The head of a streamed response and the line its body comes through.
+pub struct StreamStart {
+    pub head: Response,
+    pub line: Arc<StreamLine>,
+}
+
+/// An app takes a streamed request body: the sink it is handed to, and the
+/// responder to give back with its end.
+pub struct BodyAttach {
+    pub token: Token,
+    pub id: u64,
+    pub sink: BodySinkBox,
+    pub responder: ResponderBox,
+}
+
 /// What other threads (and app callbacks) hand to one event loop.
 #[derive(Default)]
 pub struct InboxItems {
     pub completions: Vec<Completion>,
+    /// In the order pushed: a stream's start comes before its chunks.
+    pub streams: Vec<StreamNotice>,
+    pub bodies: Vec<BodyAttach>,
     /// Each with the slot of the app that set it, if known.
     pub timers: Vec<(Instant, Option<usize>, TaskBox)>,
 }
 
 impl InboxItems {
     fn is_empty(&self) -> bool {
-        self.completions.is_empty() && self.timers.is_empty()
+        self.completions.is_empty()
+            && self.timers.is_empty()
+            && self.streams.is_empty()
+            && self.bodies.is_empty()
     }
 }
 
@@ -119,9 +149,26 @@ impl Inbox {
         self.push(|items| items.completions.push(completion));
     }
 
+    /// Queues a stream notice (see `stream_line`).
+    pub fn push_stream(self: &Arc<Self>, token: Token, id: u64, start: Option<StreamStart>) {
+        self.push(|items| items.streams.push(StreamNotice { token, id, start }));
+    }
+
+    /// Queues an app's sink for its request's streamed body.
+    pub fn push_body(self: &Arc<Self>, attach: BodyAttach) {
+        self.push(|items| items.bodies.push(attach));
+    }
+
     /// Queues a timer.
     pub fn push_timer(self: &Arc<Self>, at: Instant, app: Option<usize>, task: TaskBox) {
         self.push(|items| items.timers.push((at, app, task)));
+    }
+
+    /// True if something waits (pushed by the loop's own thread while it
+    /// applied the inbox: its wait must not block then). Reads the pending
+    /// flag, which every push sets after its item is in.
+    pub fn has_items(&self) -> bool {
+        self.pending.load(Ordering::Acquire)
     }
 
     /// Moves everything queued into `into` (which should be empty); false,

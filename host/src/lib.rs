@@ -17,7 +17,8 @@
 //!   registry and its watcher thread, services, the blocking pool).
 //! - `ops/`: what operators see and steer (endpoints, stats, access log,
 //!   address rules, run state).
-//! - `shared`, `inbox`: what every worker shares; the loop's completion inbox.
+//! - `shared`, `inbox`, `stream_line`: what every worker shares; the loop's
+//!   completion inbox; a streamed response's queue between app and loop.
 //!
 //! The `stoa` binary (main.rs) is a thin shell over `boot::run`; `http` and
 //! a few others are public so the benches and the fuzz target can drive the
@@ -38,3 +39,4 @@ pub(crate) mod poller;
 pub(crate) mod server;
 pub(crate) mod shared;
 pub(crate) mod signals;
+pub(crate) mod stream_line;

@@ -85,6 +85,17 @@ impl Client {
         }
     }
 
+    /// A client over a stream a test has used itself (nothing unread).
+    pub fn from_stream(stream: TcpStream) -> Self {
+        stream
+            .set_read_timeout(Some(READ_TIMEOUT))
+            .expect("set a read timeout");
+        Client {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
     /// Writes the bytes, all in one `write_all`.
     pub fn send(&mut self, bytes: &[u8]) {
         self.stream.write_all(bytes).expect("send a request");
@@ -166,6 +177,13 @@ impl Client {
         if head_only || status < 200 || status == 204 || status == 304 {
             return response;
         }
+        if response
+            .header("Transfer-Encoding")
+            .is_some_and(|te| te.eq_ignore_ascii_case("chunked"))
+        {
+            response.body = self.read_chunked();
+            return response;
+        }
         match response.header("Content-Length") {
             Some(len) => {
                 let len: usize = len.parse().expect("a numeric Content-Length");
@@ -182,6 +200,30 @@ impl Client {
             None => response.body = self.read_until_closed(),
         }
         response
+    }
+
+    /// Reads a chunked body (no trailers) and returns it decoded.
+    fn read_chunked(&mut self) -> Vec<u8> {
+        let mut body = Vec::new();
+        loop {
+            let line_end = loop {
+                if let Some(i) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                    break i;
+                }
+                assert!(self.fill("chunk size") > 0, "closed inside a chunked body");
+            };
+            let line = String::from_utf8_lossy(&self.buf[..line_end]).into_owned();
+            let size = usize::from_str_radix(line.trim(), 16)
+                .unwrap_or_else(|_| panic!("bad chunk size line {line:?}"));
+            while self.buf.len() < line_end + 2 + size + 2 {
+                assert!(self.fill("chunk data") > 0, "closed inside a chunk");
+            }
+            body.extend_from_slice(&self.buf[line_end + 2..line_end + 2 + size]);
+            self.buf.drain(..line_end + 2 + size + 2);
+            if size == 0 {
+                return body;
+            }
+        }
     }
 
     /// Reads until the server closes the connection; returns the bytes that

@@ -37,6 +37,8 @@ mod protocol;
 mod rfc9112;
 mod security;
 mod status;
+mod streaming;
 mod survival;
 mod unix_socket;
+mod upload;
 mod workers_and_drain;

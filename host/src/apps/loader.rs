@@ -82,6 +82,16 @@ impl LoadedApp {
         (self.module.handle())(request, responder)
     }
 
+    /// True if the plugin can say it reads bodies as they arrive.
+    pub fn may_read_bodies(&self) -> bool {
+        self.module.reads_body().is_some()
+    }
+
+    /// Whether the app reads this request's body as it arrives.
+    pub fn reads_body(&self, request: &Request<'_>) -> bool {
+        self.module.call_reads_body(request)
+    }
+
     /// Whether the app says handling this request blocks its thread.
     pub fn blocks(&self, request: &Request<'_>) -> bool {
         (self.module.blocks())(request)

@@ -216,6 +216,13 @@ pub struct Cli {
           value_parser = parse_size_usize, help_heading = LIMITS)]
     pub max_body: usize,
 
+    /// Bytes of a streamed response queued per connection (from 4K to
+    /// 64M): past it the app's sends answer WouldBlock until the client
+    /// reads, so a slow client costs at most this much memory.
+    #[arg(long, env = "STOA_STREAM_QUEUE", value_name = "SIZE", default_value = "256K",
+          value_parser = parse_stream_queue, help_heading = LIMITS)]
+    pub stream_queue: usize,
+
     /// Requests on one keep-alive connection before it is closed.
     #[arg(long, env = "STOA_MAX_REQUESTS_PER_CONN", value_name = "N", default_value_t = 1000,
           value_parser = clap::value_parser!(u32).range(1..), help_heading = LIMITS)]
@@ -245,6 +252,12 @@ pub struct Cli {
     #[arg(long, env = "STOA_APP_TIMEOUT", value_name = "DURATION", default_value = "30s",
           value_parser = parse_secs, help_heading = TIMEOUTS)]
     pub app_timeout: Duration,
+
+    /// Time a streamed response may go without a chunk from its app
+    /// (then ended: the connection closes).
+    #[arg(long, env = "STOA_STREAM_IDLE_TIMEOUT", value_name = "DURATION", default_value = "60s",
+          value_parser = parse_secs, help_heading = TIMEOUTS)]
+    pub stream_idle_timeout: Duration,
 
     /// Time to let in-flight requests finish after SIGTERM/SIGINT; the
     /// process then ends even if a worker is stuck in app code.
@@ -369,7 +382,23 @@ impl Cli {
             send_timeout: self.send_timeout,
             keep_alive_timeout: self.keep_alive_timeout,
             app_timeout: self.app_timeout,
+            stream_queue: self.stream_queue,
+            stream_idle_timeout: self.stream_idle_timeout,
         }
+    }
+}
+
+/// `--stream-queue`: a size from 4K to 64M (below, every chunk would
+/// wait; above, a slow client could hold that much per connection).
+fn parse_stream_queue(s: &str) -> Result<usize, String> {
+    const RANGE: std::ops::RangeInclusive<usize> = 4 * 1024..=64 * 1024 * 1024;
+    let n = parse_size_usize(s)?;
+    if RANGE.contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!(
+            "stream queue {s:?} is out of range: give 4K to 64M, e.g. 256K"
+        ))
     }
 }
 

@@ -1,10 +1,12 @@
 //! HTTP/1.1 on the wire: request heads (`parse`), chunked bodies
 //! (`chunked`), response bytes and the cached `Date` (`response`), the
-//! bytes waiting for the socket (`output`). All limits live in one
+//! bytes waiting for the socket (`output`), a streamed body's framing
+//! (`framing`). All limits live in one
 //! `ConnParams`; all errors map to a status in one place.
 
 pub(crate) mod answer;
 pub(crate) mod chunked;
+pub(crate) mod framing;
 pub(crate) mod output;
 pub mod parse;
 pub mod reader;
@@ -37,6 +39,13 @@ pub struct ConnParams {
     pub keep_alive_timeout: Duration,
     /// An app that has not answered by then gets its client a 504.
     pub app_timeout: Duration,
+    /// Bytes of a streamed response queued for one connection (sent by the
+    /// app, not yet written) past which the app's sends are refused
+    /// (`WouldBlock`) until the client reads.
+    pub stream_queue: usize,
+    /// A streamed response whose app sends nothing for this long is ended
+    /// (abnormally: the connection closes).
+    pub stream_idle_timeout: Duration,
 }
 
 impl Default for ConnParams {
@@ -53,6 +62,8 @@ impl Default for ConnParams {
             send_timeout: Duration::from_secs(30),
             keep_alive_timeout: Duration::from_secs(30),
             app_timeout: Duration::from_secs(30),
+            stream_queue: 256 * 1024,
+            stream_idle_timeout: Duration::from_secs(60),
         }
     }
 }

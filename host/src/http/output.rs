@@ -4,9 +4,9 @@
 //! at their place and written with `writev` instead of being copied, so a
 //! large body is held once.
 
+use super::framing::{chunk_size_line, Framing, Plan, LAST_CHUNK};
 use super::reader::BufPool;
-use super::response::Fixed;
-use super::response::{write_head, Persist};
+use super::response::{write_head, write_head_framed, Fixed, Persist};
 use abi_stable::std_types::RVec;
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Write};
@@ -62,6 +62,59 @@ impl Output {
                 body: std::mem::take(&mut resp.body),
                 sent: 0,
             });
+        }
+    }
+
+    /// Queues the head of a streamed response, announcing its body as
+    /// `plan` says, and the head's own body as the first chunk.
+    pub fn push_stream_head(
+        &mut self,
+        pool: &mut BufPool,
+        resp: &mut Response,
+        (plan, persist): (Plan, Persist),
+        date: &str,
+    ) {
+        write_head_framed(
+            self.buf_mut(pool),
+            (resp, &[]),
+            plan.announce,
+            persist,
+            date,
+        );
+        let body = std::mem::take(&mut resp.body).into_vec();
+        self.push_chunk(pool, plan.framing, body);
+    }
+
+    /// Queues one chunk of a streamed body, framed; a large chunk is
+    /// spliced in as it is, not copied.
+    pub fn push_chunk(&mut self, pool: &mut BufPool, framing: Framing, chunk: Vec<u8>) {
+        if chunk.is_empty() || framing == Framing::Discard {
+            return;
+        }
+        if framing == Framing::Chunked {
+            let line = chunk_size_line(chunk.len());
+            self.push_bytes(pool, line.as_bytes());
+        }
+        let buf = self.buf_mut(pool);
+        if chunk.len() < SPLICE_MIN {
+            buf.extend_from_slice(&chunk);
+        } else {
+            let at = buf.len();
+            self.bodies.push_back(Spliced {
+                at,
+                body: RVec::from(chunk),
+                sent: 0,
+            });
+        }
+        if framing == Framing::Chunked {
+            self.push_bytes(pool, b"\r\n");
+        }
+    }
+
+    /// Queues what ends a streamed body (the last chunk, if chunked).
+    pub fn push_stream_end(&mut self, pool: &mut BufPool, framing: Framing) {
+        if framing == Framing::Chunked {
+            self.push_bytes(pool, LAST_CHUNK);
         }
     }
 

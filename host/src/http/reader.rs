@@ -71,6 +71,25 @@ impl BufPool {
     }
 }
 
+/// What the caller decides for a request once its head is parsed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BodyPlan {
+    /// The body limit, if not `max_body` (an app's own).
+    pub limit: Option<usize>,
+    /// The app reads the body as it arrives: the request is ready with its
+    /// head, and the body comes through `body_piece`.
+    pub stream: bool,
+}
+
+/// A body handed over as it arrives.
+struct BodyFeed {
+    /// Bytes still to come by Content-Length; `None` for chunked.
+    left: Option<usize>,
+    decoder: ChunkedDecoder,
+    limit: usize,
+    received: usize,
+}
+
 /// Buffered request bytes and the parse in progress.
 #[derive(Default)]
 pub struct RequestReader {
@@ -86,6 +105,12 @@ pub struct RequestReader {
     /// This request's body limit, if not `max_body` (an app's own).
     body_limit: Option<usize>,
     continue_sent: bool,
+    /// The parsed head's body is streamed (`BodyPlan::stream`), up to
+    /// this limit.
+    stream_body: bool,
+    stream_limit: usize,
+    /// The dispatched request's streamed body, until it has all come.
+    feed: Option<BodyFeed>,
     /// Bytes were read since the flag was last taken.
     pub progressed: bool,
 }
@@ -173,7 +198,7 @@ impl RequestReader {
 
     /// True if no bytes of a next request are buffered.
     pub fn is_empty(&self) -> bool {
-        self.start == self.end && self.head.is_none()
+        self.start == self.end && self.head.is_none() && self.feed.is_none()
     }
 
     /// Gives the buffer back to the pool when nothing is buffered.
@@ -187,22 +212,60 @@ impl RequestReader {
 
     /// True while a head has been parsed and its body is awaited.
     pub fn in_body(&self) -> bool {
-        self.head.is_some()
+        self.head.is_some() || self.feed.is_some()
+    }
+
+    /// True while a dispatched request's body is streamed to its app and
+    /// has not all come.
+    pub fn feeds_body(&self) -> bool {
+        self.feed.is_some()
+    }
+
+    /// Takes the streamed body's bytes buffered now into `out` (decoded);
+    /// true once the body has all come. Errors: past the limit
+    /// (`BodyTooLarge`) or bad chunked framing.
+    pub fn body_piece(&mut self, out: &mut Vec<u8>) -> Result<bool, HttpError> {
+        let Some(feed) = &mut self.feed else {
+            return Ok(true);
+        };
+        let avail = &self.buf[self.start..self.end];
+        let done = match feed.left {
+            Some(left) => {
+                let k = left.min(avail.len());
+                out.extend_from_slice(&avail[..k]);
+                self.start += k;
+                feed.left = Some(left - k);
+                k == left
+            }
+            None => {
+                let room = feed.limit.saturating_sub(feed.received);
+                let used = feed.decoder.decode(avail, out, room)?;
+                self.start += used;
+                feed.decoder.is_done()
+            }
+        };
+        feed.received += out.len();
+        if done {
+            self.feed = None;
+        }
+        Ok(done)
     }
 
     /// Parses the next request. `Ok(true)`: a whole request is ready (see
     /// `parts`); `Ok(false)`: more bytes are needed.
     pub fn next_request(&mut self, params: &ConnParams) -> Result<bool, HttpError> {
-        self.next_request_with(params, &|_, _| None)
+        self.next_request_with(params, &|_, _| BodyPlan::default())
     }
 
-    /// `next_request`, with `body_limit` naming, once a head is parsed, a
+    /// `next_request`, with `body_plan` deciding, once a head is parsed, a
     /// body limit for this request in place of `params.max_body` (which
-    /// the parse itself holds as the ceiling): an app's own `max_body`.
+    /// the parse itself holds as the ceiling): an app's own `max_body`;
+    /// and whether the body is streamed to the app (the request is then
+    /// ready with its head; see `body_piece`).
     pub fn next_request_with(
         &mut self,
         params: &ConnParams,
-        body_limit: &dyn Fn(&Head, &[u8]) -> Option<usize>,
+        body_plan: &dyn Fn(&Head, &[u8]) -> BodyPlan,
     ) -> Result<bool, HttpError> {
         if self.head.is_none() {
             if self.start == self.end {
@@ -212,7 +275,10 @@ impl RequestReader {
             match parse_head_reusing(bytes, params, &mut self.spare_headers)? {
                 None => return Ok(false),
                 Some(head) => {
-                    self.body_limit = body_limit(&head, bytes);
+                    let plan = body_plan(&head, bytes);
+                    self.body_limit = plan.limit;
+                    self.stream_body = plan.stream && head.body != BodyKind::None;
+                    self.stream_limit = plan.limit.unwrap_or(params.max_body);
                     if let (Some(limit), BodyKind::Length(n)) = (self.body_limit, head.body) {
                         if n > limit {
                             self.spare_headers = head.into_spare();
@@ -229,6 +295,11 @@ impl RequestReader {
         let Some(head) = &self.head else {
             return Ok(false);
         };
+        if self.stream_body {
+            // Ready with its head; 100 Continue as its app will read.
+            self.continue_due = head.expect_continue;
+            return Ok(true);
+        }
         let body_start = self.start + head.len;
         let complete = match (head.body, &mut self.decoder) {
             (BodyKind::None, _) => true,
@@ -266,6 +337,7 @@ impl RequestReader {
         let head = self.head.as_ref()?;
         let buf = &self.buf[self.start..self.end];
         let body = match head.body {
+            _ if self.stream_body => &[][..],
             BodyKind::None => &[][..],
             BodyKind::Length(n) => buf.get(head.len..head.len + n)?,
             BodyKind::Chunked => &self.body,
@@ -277,9 +349,21 @@ impl RequestReader {
     pub fn consume(&mut self) {
         if let Some(head) = self.head.take() {
             let body = match head.body {
+                _ if self.stream_body => 0,
                 BodyKind::Length(n) => n,
                 _ => 0,
             };
+            if std::mem::take(&mut self.stream_body) {
+                self.feed = Some(BodyFeed {
+                    left: match head.body {
+                        BodyKind::Length(n) => Some(n),
+                        _ => None,
+                    },
+                    decoder: ChunkedDecoder::default(),
+                    limit: self.stream_limit,
+                    received: 0,
+                });
+            }
             self.start = (self.start + head.len + body).min(self.end);
             self.spare_headers = head.into_spare();
         }
@@ -291,9 +375,19 @@ impl RequestReader {
         }
     }
 
+    /// Forgets the rest of a streamed body (the connection closes after
+    /// the answer; nothing more is read as a request).
+    pub fn abandon_body(&mut self) {
+        if self.feed.take().is_some() {
+            self.start = self.end;
+        }
+    }
+
     /// Forgets a request that could not be read (the connection closes).
     pub fn abandon(&mut self) {
         self.head = None;
+        self.feed = None;
+        self.stream_body = false;
         self.start = self.end;
     }
 }

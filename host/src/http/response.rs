@@ -225,13 +225,51 @@ pub fn write_head(
     persist: Persist,
     date: &str,
 ) -> bool {
-    // Only final statuses are written here (the interim 100 Continue is
-    // written by the connection itself).
-    let status = if (200..600).contains(&resp.status) {
-        resp.status
+    let length = BodyLength::Length(resp.body.len() as u64);
+    write_head_framed(out, (resp, fixed), length, persist, date);
+    !head_only && !bodiless(written_status(resp.status))
+}
+
+/// The status written for `status`: itself if final, else 500.
+fn written_status(status: u16) -> u16 {
+    if (200..600).contains(&status) {
+        status
     } else {
         500
-    };
+    }
+}
+
+/// How a response head announces its body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyLength {
+    /// `Content-Length: n`.
+    Length(u64),
+    /// `Transfer-Encoding: chunked`.
+    Chunked,
+    /// Neither: the body ends when the connection closes (or a HEAD
+    /// answer without a declared length).
+    Unframed,
+}
+
+/// True for statuses whose response never carries a body (the framing
+/// headers are left out).
+pub fn never_has_body(status: u16) -> bool {
+    bodiless(written_status(status))
+}
+
+/// Appends the status line and headers, then the app's constant headers
+/// `fixed`, announcing the body as `length` says (nothing for a status
+/// without a body).
+pub fn write_head_framed(
+    out: &mut Vec<u8>,
+    (resp, fixed): (&Response, Fixed),
+    length: BodyLength,
+    persist: Persist,
+    date: &str,
+) {
+    // Only final statuses are written here (the interim 100 Continue is
+    // written by the connection itself).
+    let status = written_status(resp.status);
     // Formatting through core::fmt costs more than the parse: the status
     // line's digits and the length go through itoa, the rest is static.
     let mut digits = itoa::Buffer::new();
@@ -244,10 +282,15 @@ pub fn write_head(
     );
     out.extend_from_slice(date.as_bytes());
     out.extend_from_slice(b"\r\n");
-    if !bodiless(status) {
-        out.extend_from_slice(b"Content-Length: ");
-        out.extend_from_slice(digits.format(resp.body.len()).as_bytes());
-        out.extend_from_slice(b"\r\n");
+    match length {
+        _ if bodiless(status) => {}
+        BodyLength::Length(n) => {
+            out.extend_from_slice(b"Content-Length: ");
+            out.extend_from_slice(digits.format(n).as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        BodyLength::Chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
+        BodyLength::Unframed => {}
     }
     match persist {
         Persist::KeepAlive => {}
@@ -259,7 +302,6 @@ pub fn write_head(
     }
     write_fixed(out, fixed);
     out.extend_from_slice(b"\r\n");
-    !head_only && !bodiless(status)
 }
 
 /// Appends one app header, unless the host owns it or it would split or

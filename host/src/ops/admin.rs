@@ -137,6 +137,9 @@ fn status_json(shared: &Shared) -> String {
             "accept_paused_seconds":
                 shared.stats.iter().map(WorkerStats::accept_paused_secs).sum::<f64>(),
         },
+        "streams": {
+            "open": shared.stats.iter().map(|w| w.streams.load(Relaxed)).sum::<u64>(),
+        },
         "per_worker": workers,
         "requests": by_app,
         "stuck_workers": survival::stuck_json(shared),
@@ -177,8 +180,9 @@ fn metrics_text(shared: &Shared) -> String {
         u8::from(shared.control.draining())
     );
     type Field = fn(&WorkerStats) -> u64;
-    let per_worker: [(&str, &str, Field); 3] = [
+    let per_worker: [(&str, &str, Field); 4] = [
         ("stoa_connections_open", "gauge", WorkerStats::open),
+        ("stoa_streams_open", "gauge", |w| w.streams.load(Relaxed)),
         ("stoa_connections_accepted_total", "counter", |w| {
             w.accepted.load(Relaxed)
         }),

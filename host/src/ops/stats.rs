@@ -3,6 +3,7 @@
 //! path) and is its only writer (`bump`); readers sum them.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -79,6 +80,9 @@ pub struct WorkerStats {
     pub paused_us: AtomicU64,
     /// When the current pause began (`stamp`), 0 when not paused.
     pub paused_since: AtomicU64,
+    /// Streamed answers going out now (each connection's `ConnStream`
+    /// counts itself in and out).
+    pub streams: Arc<AtomicU64>,
     pub apps: Vec<AppStats>,
 }
 
@@ -98,6 +102,7 @@ impl Default for WorkerStats {
             shed: AtomicU64::new(0),
             paused_us: AtomicU64::new(0),
             paused_since: AtomicU64::new(0),
+            streams: Arc::new(AtomicU64::new(0)),
             apps: (0..=APP_SLOTS).map(|_| AppStats::default()).collect(),
         }
     }

@@ -16,17 +16,23 @@
 //! remembered (`read_ready`), so reading resumes without a new edge.
 
 use crate::http::answer::HostAnswer;
+use crate::http::framing;
 use crate::http::output::Output;
 use crate::http::parse::Head;
 pub use crate::http::reader::ReadState;
-use crate::http::reader::{BufPool, RequestReader};
+use crate::http::reader::{BodyPlan, BufPool, RequestReader};
 use crate::http::response::Fixed;
 use crate::http::response::Persist;
 use crate::http::{ConnParams, HttpError};
 use crate::poller::Interest;
+use crate::server::body_feed::BodyLink;
+use crate::server::conn_stream::ConnStream;
+use crate::stream_line::StreamLine;
 use std::io::{self, Read, Write};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use stoa_app_api::abi::BODY_COMPLETE;
 use stoa_app_api::Response;
 
 /// Output waiting for the socket above which a connection stops reading
@@ -39,6 +45,8 @@ pub const OUTPUT_BOUND: usize = 64 * 1024;
 enum Phase {
     Reading,
     Dispatched,
+    /// A streamed answer is going out; like `Dispatched`, nothing is read.
+    Streaming,
     Closing,
 }
 
@@ -55,6 +63,9 @@ pub enum Deadline {
     App,
     /// Sending output: close.
     Send,
+    /// A streamed answer's app sent nothing for `stream_idle_timeout`:
+    /// close (the body ends abnormally).
+    StreamIdle,
 }
 
 pub use crate::ops::access_log::AccessInfo;
@@ -98,6 +109,14 @@ pub struct Conn<S> {
     /// When the current timeout expires, and which one it is.
     deadline: Option<(Instant, Deadline)>,
     write_progress: bool,
+    /// The streamed answer going out, if any.
+    streamed: Option<ConnStream>,
+    /// The stream's app sent something since the deadline was last set.
+    stream_progress: bool,
+    /// The app's sink for the request's streamed body, once it gave one.
+    body: Option<BodyLink>,
+    /// A streamed body broke or was cut short: close after the answer.
+    close_after: bool,
 }
 
 impl<S> Conn<S> {
@@ -117,6 +136,10 @@ impl<S> Conn<S> {
             interest: Interest::READABLE,
             deadline: None,
             write_progress: false,
+            streamed: None,
+            stream_progress: false,
+            body: None,
+            close_after: false,
         }
     }
 
@@ -151,7 +174,13 @@ impl<S> Conn<S> {
     /// receiving one, bytes may be waiting, and its output is not over the
     /// bound.
     pub fn read_due(&self) -> bool {
-        self.read_ready && !self.read_closed && self.may_take_requests()
+        self.read_ready && !self.read_closed && (self.may_take_requests() || self.feeds_body())
+    }
+
+    /// True while the request with the app has its body streamed to it
+    /// and not all of it has come: the connection reads it.
+    pub fn feeds_body(&self) -> bool {
+        self.phase == Phase::Dispatched && self.reader.feeds_body()
     }
 
     /// True while the connection may read and parse requests: no request
@@ -262,7 +291,7 @@ impl<S> Conn<S> {
 
     /// The interest this connection needs now.
     fn wanted_interest(&self) -> Interest {
-        let read = self.may_take_requests() && !self.read_closed;
+        let read = (self.may_take_requests() || self.feeds_body()) && !self.read_closed;
         match (read, self.has_output()) {
             (true, true) => Interest::BOTH,
             (true, false) => Interest::READABLE,
@@ -307,7 +336,9 @@ impl<S> Conn<S> {
             Deadline::Send
         } else {
             match self.phase {
+                Phase::Dispatched if self.reader.in_body() => Deadline::Body,
                 Phase::Dispatched => Deadline::App,
+                Phase::Streaming => Deadline::StreamIdle,
                 Phase::Closing => Deadline::Send,
                 Phase::Reading if self.reader.in_body() => Deadline::Body,
                 Phase::Reading if self.reader.is_empty() => Deadline::Idle,
@@ -317,8 +348,10 @@ impl<S> Conn<S> {
         let progressed = match want {
             Deadline::Idle | Deadline::Body => std::mem::take(&mut self.reader.progressed),
             Deadline::Send => self.write_progress,
+            Deadline::StreamIdle => self.stream_progress,
             Deadline::Head | Deadline::App => false,
         };
+        self.stream_progress = false;
         self.reader.progressed = false;
         self.write_progress = false;
         if progressed || self.deadline.map(|(_, k)| k) != Some(want) {
@@ -332,6 +365,7 @@ impl<S> Conn<S> {
                     .and_then(|p| p.timeout)
                     .unwrap_or(params.app_timeout),
                 Deadline::Send => params.send_timeout,
+                Deadline::StreamIdle => params.stream_idle_timeout,
             };
             self.deadline = Some((now + limit, want));
         }
@@ -351,7 +385,7 @@ impl<S> Conn<S> {
             && match self.phase {
                 Phase::Closing => true,
                 Phase::Reading => self.read_closed,
-                Phase::Dispatched => false,
+                Phase::Dispatched | Phase::Streaming => false,
             }
     }
 }
@@ -380,23 +414,24 @@ impl<S: Read + Write> Conn<S> {
 
     /// Parses the next request; true when one is ready to dispatch. An
     /// `Expect: 100-continue` is answered here when the body will be read.
+    #[cfg(test)]
     pub fn next_request(
         &mut self,
         params: &ConnParams,
         pool: &mut BufPool,
     ) -> Result<bool, HttpError> {
-        self.next_request_with(params, pool, &|_, _| None)
+        self.next_request_with(params, pool, &|_, _| BodyPlan::default())
     }
 
-    /// `next_request`, with a body limit per request (see
+    /// `next_request`, with a body plan per request (see
     /// `RequestReader::next_request_with`).
     pub fn next_request_with(
         &mut self,
         params: &ConnParams,
         pool: &mut BufPool,
-        body_limit: &dyn Fn(&Head, &[u8]) -> Option<usize>,
+        body_plan: &dyn Fn(&Head, &[u8]) -> BodyPlan,
     ) -> Result<bool, HttpError> {
-        let ready = self.reader.next_request_with(params, body_limit)?;
+        let ready = self.reader.next_request_with(params, body_plan)?;
         if self.reader.take_continue() {
             self.out.push_bytes(pool, b"HTTP/1.1 100 Continue\r\n\r\n");
         }
@@ -416,6 +451,11 @@ impl<S: Read + Write> Conn<S> {
         pool: &mut BufPool,
     ) -> Option<Pending> {
         let pending = self.pending.take()?;
+        // A streamed body not all read (the app answered first) or broken:
+        // its rest cannot be told from a next request.
+        let close = close || std::mem::take(&mut self.close_after) || self.reader.feeds_body();
+        self.reader.abandon_body();
+        self.body = None;
         let persist = self.persistence(&pending, params, close);
         self.out
             .push_response(pool, (response, fixed), pending.head_only, persist, date);
@@ -428,11 +468,112 @@ impl<S: Read + Write> Conn<S> {
         Some(pending)
     }
 
+    /// The app gave its sink for the request's streamed body (a request
+    /// whose body is not streamed gets the end at once: its body was in
+    /// the request).
+    pub fn attach_body(&mut self, link: BodyLink) {
+        if self.feeds_body() {
+            self.body = Some(link);
+        } else {
+            link.complete_now();
+        }
+    }
+
+    /// Hands the streamed body's buffered bytes to the app's sink, and its
+    /// end once it has all come, broken, or the client has gone; true if
+    /// any byte went.
+    pub fn feed_body(&mut self) -> bool {
+        let Some(link) = &mut self.body else {
+            return false;
+        };
+        let (fed, outcome) = link.feed(&mut self.reader, self.read_closed, &self.peer);
+        let Some(outcome) = outcome else {
+            return fed;
+        };
+        if outcome != BODY_COMPLETE {
+            self.reader.abandon_body();
+            self.close_after = true;
+        }
+        if let Some(link) = self.body.take() {
+            link.end(outcome);
+        }
+        fed
+    }
+
+    /// True if the streamed answer to request `id` is going out.
+    pub fn streams_for(&self, id: u64) -> bool {
+        self.streamed.as_ref().is_some_and(|s| s.request_id() == id)
+    }
+
+    /// True while a streamed answer is going out.
+    pub fn is_streaming(&self) -> bool {
+        self.phase == Phase::Streaming
+    }
+
+    /// The app started a streamed answer to the request with it: queues
+    /// the head (framed as `framing::plan` picks) and moves to streaming;
+    /// `open` counts the worker's open streams. Returns the request.
+    pub fn start_stream(
+        &mut self,
+        head: &mut Response,
+        (line, open): (Arc<StreamLine>, Arc<AtomicU64>),
+        (date, params, close): (&str, &ConnParams, bool),
+        pool: &mut BufPool,
+    ) -> Option<Pending> {
+        let pending = self.pending.take()?;
+        let plan = framing::plan(
+            pending.head_only,
+            head.status,
+            line.declared(),
+            pending.version_minor,
+        );
+        let persist = if plan.must_close {
+            Persist::Close
+        } else {
+            self.persistence(&pending, params, close)
+        };
+        self.out.push_stream_head(pool, head, (plan, persist), date);
+        self.streamed = Some(ConnStream::new(line, (plan.framing, persist), open));
+        self.phase = Phase::Streaming;
+        Some(pending)
+    }
+
+    /// Takes what the stream's app sent into the output, framed. A body
+    /// ended well moves the connection on (to the next request, or to
+    /// closing; `close` forces closing); one ended abnormally closes it
+    /// after what was queued, without a terminating chunk.
+    pub fn pull_stream(&mut self, pool: &mut BufPool, close: bool) {
+        let Some(stream) = &self.streamed else {
+            return;
+        };
+        let (progressed, ended) = stream.pull(&mut self.out, pool, close);
+        self.stream_progress |= progressed;
+        let Some(persist) = ended else {
+            return;
+        };
+        self.streamed = None;
+        self.served += 1;
+        self.phase = if persist == Persist::Close {
+            Phase::Closing
+        } else {
+            Phase::Reading
+        };
+    }
+
+    /// Tells the stream's app side how much output still waits (its
+    /// queue's room, its drain task).
+    pub fn report_stream(&self) {
+        if let Some(stream) = &self.streamed {
+            stream.report(self.out.len());
+        }
+    }
+
     /// Answers a request that could not be read, then closes.
     pub fn fail(&mut self, error: &HttpError, date: &str, pool: &mut BufPool) {
         log::debug!("{}: {error}", self.peer);
         self.reader.abandon();
         self.pending = None;
+        self.body = None;
         let mut response = HostAnswer::Http(error.clone()).response();
         self.out
             .push_response(pool, (&mut response, &[]), false, Persist::Close, date);

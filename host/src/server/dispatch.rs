@@ -2,13 +2,14 @@
 //! table; the app runs inline on the loop or, when it says it blocks, on the
 //! blocking pool. The answer is queued on the connection's output.
 
-use super::conn::{AccessInfo, Conn};
+use super::conn::{AccessInfo, Conn, Pending};
 use crate::apps::loader::LoadedApp;
 use crate::apps::services::{Job, Pool, Refused};
 use crate::http::answer::HostAnswer;
-use crate::http::parse::Head;
+use crate::http::parse::{BodyKind, Head};
+use crate::http::reader::BodyPlan;
 use crate::http::reader::BufPool;
-use crate::inbox::Inbox;
+use crate::inbox::{Inbox, StreamStart};
 use crate::ops::access_log::Answered;
 use crate::ops::admin;
 use crate::ops::netfilter::{forwarded_client, peer_ip};
@@ -93,17 +94,7 @@ impl Dispatcher {
             (Some(response), _) => (Some((response, &[][..])), None),
             (None, None) => (Some((HostAnswer::NoMount.response(), &[][..])), None),
             (None, Some((app, split))) => {
-                let (server_name, server_port) = self
-                    .locals
-                    .get(conn.listener())
-                    .cloned()
-                    .unwrap_or_else(|| ("localhost".into(), 0));
-                let meta = Meta {
-                    server_name,
-                    server_port,
-                    peer: client,
-                    scheme,
-                };
+                let meta = self.meta(conn.listener(), client, scheme);
                 with_view(&parts, body, split, &meta, |request| {
                     match shared.pool.as_ref().filter(|_| app.blocks(request)) {
                         Some(pool) => {
@@ -115,7 +106,7 @@ impl Dispatcher {
                                 pool,
                                 (app, path, deadline),
                                 owned,
-                                responder(token, id, app, &self.queue),
+                                responder((token, id), app, &self.queue, &shared.params),
                             );
                             (r.map(|r| (r, &[][..])), Some(Box::<str>::from(path)))
                         }
@@ -140,6 +131,54 @@ impl Dispatcher {
         answer
     }
 
+    /// Decides, once a head is parsed, the request's body limit (its app's
+    /// own `max_body`, when some app has one) and whether its app reads the
+    /// body as it arrives (asked with the head only).
+    pub(super) fn body_plan(
+        &self,
+        head: &Head,
+        buf: &[u8],
+        peer: &Arc<str>,
+        listener: usize,
+    ) -> BodyPlan {
+        let shared = &*self.shared;
+        if head.body == BodyKind::None && shared.app_body_limits.is_none() {
+            return BodyPlan::default();
+        }
+        let parts = HeadText::new(head, buf);
+        let apps = shared.apps.load();
+        let route = apps.mounts.resolve(parts.path);
+        let limit = shared.app_body_limits.map(|default| {
+            route
+                .and_then(|(a, _)| a.limits.max_body)
+                .unwrap_or(default)
+        });
+        let stream = match route {
+            Some((app, split)) if head.body != BodyKind::None && app.may_read_bodies() => {
+                let (client, scheme) = client_of(shared, head, buf, peer);
+                let meta = self.meta(listener, client, scheme);
+                with_view(&parts, &[], split, &meta, |request| app.reads_body(request))
+            }
+            _ => false,
+        };
+        BodyPlan { limit, stream }
+    }
+
+    /// What the app sees of the listener and the client.
+    fn meta(&self, listener: usize, peer: Arc<str>, scheme: &'static str) -> Meta {
+        let (server_name, server_port) = self
+            .locals
+            .get(listener)
+            .cloned()
+            .unwrap_or_else(|| ("localhost".into(), 0));
+        Meta {
+            server_name,
+            server_port,
+            peer,
+            scheme,
+        }
+    }
+
     /// Runs the app's handler on this loop; its answer if given at once,
     /// and the clock read after it.
     fn run_inline(
@@ -154,7 +193,10 @@ impl Dispatcher {
         let beat = shared.watch.beat(self.worker);
         beat.enter(app.slot, path);
         begin_inline(&self.queue, id);
-        app.handle(request, responder(token, id, app, &self.queue));
+        app.handle(
+            request,
+            responder((token, id), app, &self.queue, &shared.params),
+        );
         let inline = end_inline();
         beat.leave();
         let now = Instant::now();
@@ -196,6 +238,44 @@ impl Dispatcher {
         ) else {
             return;
         };
+        self.record(&pending, status, body_len);
+    }
+
+    /// The app started a streamed answer to the request `conn` waits on:
+    /// its head is queued, counted and logged now (the access log's size
+    /// is the declared length, or 0 when the body is framed by the host).
+    /// A head with a status that is not final is answered 500 instead.
+    pub(super) fn start_stream<S: Read + Write>(
+        &self,
+        conn: &mut Conn<S>,
+        start: StreamStart,
+        (date, open): (&str, Arc<std::sync::atomic::AtomicU64>),
+        pool: &mut BufPool,
+    ) {
+        let StreamStart { mut head, line } = start;
+        let slot = conn.pending().and_then(|p| p.slot);
+        if !(200..=599).contains(&head.status) {
+            line.close();
+            self.finish(conn, (final_status(head, slot), &[]), date, false, pool);
+            return;
+        }
+        let close = self.shared.control.draining();
+        let declared = line.declared().unwrap_or(0);
+        let status = head.status;
+        let params = &self.shared.params;
+        let Some(pending) = conn.start_stream(&mut head, (line, open), (date, params, close), pool)
+        else {
+            return;
+        };
+        self.record(
+            &pending,
+            status,
+            usize::try_from(declared).unwrap_or(usize::MAX),
+        );
+    }
+
+    /// Counts an answer to `pending` and writes its access-log line.
+    fn record(&self, pending: &Pending, status: u16, body_len: usize) {
         self.shared.stats[self.worker]
             .app(pending.slot)
             .record(status, self.now.saturating_duration_since(pending.started));

@@ -10,7 +10,9 @@
 
 mod acceptor;
 mod admission;
+mod body_feed;
 pub(crate) mod conn;
+mod conn_stream;
 mod dispatch;
 mod listener;
 pub(crate) mod request;
@@ -23,17 +25,17 @@ use crate::http::parse::Head;
 use crate::http::reader::BufPool;
 use crate::http::response::DateCache;
 use crate::http::{ConnParams, HttpError};
-use crate::inbox::{Inbox, InboxItems};
+use crate::inbox::{Inbox, InboxItems, StreamNotice};
 use crate::ops::stats::bump;
 use crate::ops::watchdog::{Beat, Finished};
 use crate::poller::{Event, Poller, Token, WAKER};
 use crate::shared::Shared;
 pub use acceptor::MAX_LISTENERS;
 use acceptor::{listener_of, Acceptor};
+use body_feed::BodyLink;
 use conn::{Conn, Deadline};
 use dispatch::{warn_if_blocked, Dispatcher};
 pub use listener::{Listener, Stream, UNIX_PEER};
-use request::HeadText;
 use shed::Shedder;
 pub use shed::MAX_LINGERING;
 use slab::Slab;
@@ -186,7 +188,13 @@ impl Server {
             .map(|at| at.saturating_duration_since(now));
         let sweep =
             (!self.conns.is_empty()).then(|| self.next_sweep.saturating_duration_since(now));
-        for bound in [sweep, self.shedder.timeout(), retry].into_iter().flatten() {
+        // Work pushed while the inbox was applied (a stream's drain task)
+        // runs on the next turn, without waiting.
+        let pushed = self.queue.has_items().then_some(Duration::ZERO);
+        for bound in [sweep, self.shedder.timeout(), retry, pushed]
+            .into_iter()
+            .flatten()
+        {
             timeout = Some(timeout.map_or(bound, |t| t.min(bound)));
         }
         self.beat().waiting();
@@ -263,11 +271,12 @@ impl Server {
         // output is over the bound, or a request is with an app) reads
         // when it may, without waiting for another edge.
         conn.note_ready(ev.readable, ev.hup);
-        // While a request is with the app, no request byte is read; a
-        // hang-up is looked at only for a socket error (a reset): then the
-        // slot is freed now and the late answer dropped. A half-close still
-        // gets its answer; elsewhere the answer's write finds the peer gone.
-        if ev.hup && conn.is_dispatched() {
+        // While a request is with the app (or its answer streams out), no
+        // request byte is read; a hang-up is looked at only for a socket
+        // error (a reset): then the slot is freed now and the late answer
+        // (or the stream) dropped. A half-close still gets its answer;
+        // elsewhere the answer's write finds the peer gone.
+        if ev.hup && ((conn.is_dispatched() && !conn.feeds_body()) || conn.is_streaming()) {
             if let Ok(Some(e)) = conn.stream().take_error() {
                 log::debug!("{} failed while its request was pending: {e}", conn.peer());
                 self.close(token);
@@ -290,6 +299,9 @@ impl Server {
             };
             let was_full = conn.output_full();
             let read = conn.read_due() && conn.read_some(params, &mut self.bufs);
+            // A streamed body's bytes go to its app; what that frees in the
+            // buffer is read on the next round (no new edge would come).
+            let fed = conn.feed_body();
             let (served, held_back) = self.serve(token);
             let Some(conn) = self.conns.get_mut(token.0) else {
                 return;
@@ -304,7 +316,8 @@ impl Server {
             // socket. Output still over the bound waits for writability
             // (the write stopped at `WouldBlock`, so it will be reported).
             let more = held_back || conn.read_due();
-            if !more || !(read || served > 0 || was_full) || !conn.may_take_requests() {
+            let reading = conn.may_take_requests() || conn.feeds_body();
+            if !more || !(read || fed || served > 0 || was_full) || !reading {
                 break;
             }
         }
@@ -323,18 +336,9 @@ impl Server {
             if !conn.may_take_requests() {
                 return (served, conn.output_full());
             }
-            let read = match self.shared.app_body_limits {
-                None => conn.next_request(&self.shared.params, &mut self.bufs),
-                Some(default) => {
-                    let apps = self.shared.apps.load();
-                    let limit = |head: &Head, buf: &[u8]| {
-                        let path = HeadText::new(head, buf).path;
-                        let app = apps.mounts.resolve(path).map(|(app, _)| app);
-                        Some(app.and_then(|a| a.limits.max_body).unwrap_or(default))
-                    };
-                    conn.next_request_with(&self.shared.params, &mut self.bufs, &limit)
-                }
-            };
+            let (peer, via) = (conn.peer().clone(), conn.listener());
+            let plan = |head: &Head, buf: &[u8]| self.dispatcher.body_plan(head, buf, &peer, via);
+            let read = conn.next_request_with(&self.shared.params, &mut self.bufs, &plan);
             match read {
                 Ok(false) => return (served, false),
                 Ok(true) => {
@@ -389,7 +393,51 @@ impl Server {
             conn.note_ready(true, false);
             self.pump(c.token);
         }
+        for notice in inbox.streams.drain(..) {
+            self.on_stream(notice);
+        }
+        for attach in inbox.bodies.drain(..) {
+            let link = BodyLink::new(attach.sink, attach.responder);
+            match self.conns.get_mut(attach.token.0) {
+                Some(conn) if conn.waits_for(attach.id) => {
+                    conn.attach_body(link);
+                    self.pump(attach.token);
+                }
+                // The connection went: the sink hears the body broke.
+                _ => drop(link),
+            }
+        }
         self.inbox = inbox;
+    }
+
+    /// A streamed answer started, or its app sent more or ended it: the
+    /// chunks go to the connection's output and out. A notice for a
+    /// connection that has gone closes the line (the app's next send
+    /// answers closed).
+    fn on_stream(&mut self, notice: StreamNotice) {
+        let StreamNotice { token, id, start } = notice;
+        let draining = self.shared.control.draining();
+        let Some(conn) = self.conns.get_mut(token.0) else {
+            if let Some(start) = start {
+                start.line.close();
+            }
+            return;
+        };
+        if let Some(start) = start {
+            if !conn.waits_for(id) {
+                start.line.close();
+                return;
+            }
+            let open = self.shared.stats[self.worker].streams.clone();
+            self.dispatcher
+                .start_stream(conn, start, (self.date.get(), open), &mut self.bufs);
+        } else if !conn.streams_for(id) {
+            return;
+        }
+        conn.pull_stream(&mut self.bufs, draining);
+        // Pipelined bytes may wait behind a stream that just ended.
+        conn.note_ready(true, false);
+        self.pump(token);
     }
 
     /// After `pump` has written: closes a finished connection, or updates
@@ -402,6 +450,7 @@ impl Server {
             self.close(token);
             return;
         }
+        conn.report_stream();
         conn.update_deadline(&self.shared.params, self.dispatcher.now);
         conn.release_buffers(&mut self.bufs);
         if let Some(wanted) = conn.interest_change() {
@@ -448,6 +497,15 @@ impl Server {
             match deadline {
                 Deadline::Idle | Deadline::Send => {
                     log::debug!("{}: {deadline:?} timeout, closing", conn.peer());
+                    self.close(token);
+                    continue;
+                }
+                Deadline::StreamIdle => {
+                    log::info!(
+                        "{}: the app sent nothing for stream_idle_timeout ({:?}); ending its stream",
+                        conn.peer(),
+                        self.shared.params.stream_idle_timeout
+                    );
                     self.close(token);
                     continue;
                 }

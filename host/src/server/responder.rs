@@ -6,16 +6,34 @@
 //! loop matches each completion against the connection's pending request id,
 //! so an answer for a connection that has gone (or whose slab key was
 //! reused) is dropped safely.
+//!
+//! A streamed response (`start_stream`) posts to the same loop: the
+//! sender the app holds shares a small locked queue (`StreamLine`) with its
+//! connection. `send` appends a chunk there (refused while the connection's
+//! queued bytes are over `--stream-queue`) and, when no notice is already
+//! on its way, pushes a stream notice (token, request id) into the loop's
+//! inbox, which wakes the poller from another thread (as a completion
+//! does). The loop takes the chunks into the connection's output, frames
+//! and writes them, updates the queued count, and runs the app's
+//! `on_drain` task and wakes blocking senders once it is under the bound.
+//! A connection that closes marks its line closed (later sends answer
+//! `SEND_CLOSED`) and runs the drain task so the app hears of it.
 
 use crate::apps::loader::LoadedApp;
 use crate::http::answer::HostAnswer;
+use crate::http::ConnParams;
+use crate::inbox::{BodyAttach, StreamStart};
 pub use crate::inbox::{Completion, Inbox};
 use crate::poller::Token;
+use crate::stream_line::{HostStream, LineAddr, StreamLine};
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::{RSlice, RString};
+use abi_stable::std_types::{ROption, RSlice, RString};
 use std::cell::RefCell;
 use std::sync::Arc;
-use stoa_app_api::abi::{RawResponder, RawResponder_TO, ResponderBox, StaticHeader};
+use std::time::Duration;
+use stoa_app_api::abi::{
+    BodySinkBox, RawResponder, RawResponder_TO, RawStream_TO, ResponderBox, StaticHeader, StreamBox,
+};
 use stoa_app_api::Response;
 
 pub use crate::http::response::Fixed;
@@ -69,6 +87,8 @@ struct HostResponder {
     _generation: Arc<LoadedApp>,
     queue: Arc<Inbox>,
     answered: bool,
+    /// `--stream-queue` and `--send-timeout`, for a streamed answer.
+    stream_limits: (usize, Duration),
 }
 
 impl HostResponder {
@@ -122,6 +142,64 @@ impl RawResponder for HostResponder {
         );
         self.deliver(HostAnswer::AppPanicked(app).response());
     }
+
+    fn start_stream(mut self, mut head: Response, length: ROption<u64>) -> StreamBox {
+        self.answered = true;
+        let declared = length.into_option();
+        let body = head.body.len() as u64;
+        let addr = LineAddr {
+            token: self.token,
+            id: self.id,
+            inbox: self.queue.clone(),
+            slot: self.slot,
+        };
+        let (bound, send_timeout) = self.stream_limits;
+        let line = StreamLine::new(addr, bound, send_timeout, declared, body);
+        if declared.is_some_and(|d| body > d) {
+            // The head's body alone overruns the declared length.
+            head.body.truncate(0);
+            line.finish();
+        }
+        self.queue.push_stream(
+            self.token,
+            self.id,
+            Some(StreamStart {
+                head,
+                line: line.clone(),
+            }),
+        );
+        RawStream_TO::from_value(HostStream::new(line), TD_Opaque)
+    }
+
+    fn read_body(mut self, sink: BodySinkBox) {
+        self.answered = true;
+        let responder = self.again();
+        self.queue.push_body(BodyAttach {
+            token: self.token,
+            id: self.id,
+            sink,
+            responder,
+        });
+    }
+}
+
+impl HostResponder {
+    /// The same request's responder, handed back to the app with the end
+    /// of its streamed body.
+    fn again(&self) -> ResponderBox {
+        RawResponder_TO::from_value(
+            HostResponder {
+                token: self.token,
+                id: self.id,
+                slot: self.slot,
+                _generation: self._generation.clone(),
+                queue: self.queue.clone(),
+                answered: false,
+                stream_limits: self.stream_limits,
+            },
+            TD_Opaque,
+        )
+    }
 }
 
 impl Drop for HostResponder {
@@ -136,7 +214,12 @@ impl Drop for HostResponder {
 
 /// Makes the responder handed to `app` for request `id` on connection
 /// `token`.
-pub fn responder(token: Token, id: u64, app: &Arc<LoadedApp>, queue: &Arc<Inbox>) -> ResponderBox {
+pub fn responder(
+    (token, id): (Token, u64),
+    app: &Arc<LoadedApp>,
+    queue: &Arc<Inbox>,
+    params: &ConnParams,
+) -> ResponderBox {
     RawResponder_TO::from_value(
         HostResponder {
             token,
@@ -145,6 +228,7 @@ pub fn responder(token: Token, id: u64, app: &Arc<LoadedApp>, queue: &Arc<Inbox>
             _generation: app.clone(),
             queue: queue.clone(),
             answered: false,
+            stream_limits: (params.stream_queue, params.send_timeout),
         },
         TD_Opaque,
     )
