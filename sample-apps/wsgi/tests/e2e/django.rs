@@ -1,0 +1,30 @@
+//! The seed's Django hello project (examples/djangohello, Django from
+//! PyPI) answering through the host.
+
+use crate::wsgi::{django_project, require_python, Wsgi};
+
+fn django_hello(poller: &str) {
+    require_python(&["django"]);
+    let wsgi = Wsgi::start(
+        poller,
+        "djangohello.wsgi:application",
+        &django_project(),
+        "/",
+        &[],
+    );
+    let mut c = wsgi.server.connect();
+    for _ in 0..3 {
+        let r = c.request(&crate::client::get("/hello/"));
+        assert_eq!((r.status, r.text()), (200, "Hello World!"), "{r:?}");
+        assert_eq!(r.header("Content-Type"), Some("text/html; charset=utf-8"));
+        // Django's security middleware ran.
+        assert_eq!(r.header("X-Frame-Options"), Some("DENY"));
+    }
+    let r = c.request(&crate::client::get("/nothing/"));
+    assert_eq!(r.status, 404, "{r:?}");
+    // The native app beside it still answers.
+    let r = wsgi.server.get("/demo/justnow/");
+    assert_eq!(r.status, 200, "{r:?}");
+}
+
+matrix!(django_hello);
