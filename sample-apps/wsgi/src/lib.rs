@@ -8,8 +8,10 @@
 //! [apps.wsgi.settings]
 //! module = "mysite.wsgi:application"   # "package.module:callable"
 //! python_path = ["/srv/mysite"]        # put in front of sys.path
-//! trusted_proxies = ["127.0.0.1"]      # whose X-Forwarded-Proto is believed
 //! ```
+//!
+//! `wsgi.url_scheme` and `REMOTE_ADDR` follow the host's `--trusted-proxy`
+//! (the host resolves `X-Forwarded-Proto`/`-For` from trusted peers only).
 //!
 //! Every request runs on the host's blocking pool (the app says it
 //! blocks), holding the interpreter's lock only while in Python. The

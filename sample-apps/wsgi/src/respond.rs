@@ -15,6 +15,8 @@ pub struct Exchange {
     head: Option<Head>,
     /// True once the head has gone to the sink (the first non-empty chunk).
     sent: bool,
+    /// The application returned a list of at most one item.
+    pub whole: bool,
     /// `None` once the driver has taken it back (the call is over).
     sink: Option<Box<dyn Sink>>,
 }
@@ -26,6 +28,7 @@ pub fn shared(sink: Box<dyn Sink>) -> Shared {
     Arc::new(Mutex::new(Exchange {
         head: None,
         sent: false,
+        whole: false,
         sink: Some(sink),
     }))
 }
@@ -62,7 +65,8 @@ impl Exchange {
                 "the application sent body bytes before calling start_response",
             )
         })?;
-        self.sink_mut()?.start(head);
+        let whole = self.whole;
+        self.sink_mut()?.start(head, whole);
         self.sent = true;
         Ok(())
     }

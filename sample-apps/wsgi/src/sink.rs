@@ -17,8 +17,10 @@ pub struct Head {
 /// response short).
 pub trait Sink: Send {
     /// The status and headers (the host adds `Content-Length`, `Date`,
-    /// `Server` and `Connection` itself).
-    fn start(&mut self, head: Head);
+    /// `Server` and `Connection` itself). `whole` says the body is known
+    /// to come in one piece (the application returned a list of at most
+    /// one item), so there is nothing to gain from streaming it.
+    fn start(&mut self, head: Head, whole: bool);
     /// A piece of the body; `false` once the client is gone (the
     /// application is then asked to stop: its iterable is closed).
     fn write(&mut self, chunk: &[u8]) -> bool;
@@ -52,7 +54,7 @@ impl Buffered {
 }
 
 impl Sink for Buffered {
-    fn start(&mut self, head: Head) {
+    fn start(&mut self, head: Head, _whole: bool) {
         self.head = Some(head);
     }
 
@@ -133,10 +135,13 @@ mod tests {
     fn a_buffered_response_is_the_head_and_every_chunk() {
         let r = run(|sink| {
             let headers = vec![("X-Name".to_string(), "caf\u{e9}".to_string())];
-            sink.start(Head {
-                status: 201,
-                headers,
-            });
+            sink.start(
+                Head {
+                    status: 201,
+                    headers,
+                },
+                false,
+            );
             sink.write(b"one ") && sink.write(b"two")
         });
         assert_eq!(r.status, 201);
@@ -148,10 +153,13 @@ mod tests {
     fn no_status_or_an_abort_is_a_500() {
         assert_eq!(run(|_| true).status, 500);
         let r = run(|sink| {
-            sink.start(Head {
-                status: 200,
-                headers: Vec::new(),
-            });
+            sink.start(
+                Head {
+                    status: 200,
+                    headers: Vec::new(),
+                },
+                true,
+            );
             let _ = sink.write(b"half");
             false
         });

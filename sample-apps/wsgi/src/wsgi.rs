@@ -11,7 +11,7 @@ use crate::sink::Sink;
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict, PyList};
 use stoa_app_api::{log, Request};
 
 /// A loaded WSGI application.
@@ -85,6 +85,11 @@ impl Wsgi {
             },
         )?;
         let result = self.app.bind(py).call1((environ, start))?;
+        // A list of one item (a framework's usual answer) is the whole body.
+        let whole = result
+            .downcast::<PyList>()
+            .is_ok_and(|list| list.len() <= 1);
+        lock(exchange).whole = whole;
         let sent = send_all(py, &result, exchange);
         // close() is called whatever happened (PEP 3333), its error after
         // the iteration's.
