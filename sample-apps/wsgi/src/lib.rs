@@ -14,7 +14,9 @@
 //! (the host resolves `X-Forwarded-Proto`/`-For` from trusted peers only).
 //!
 //! Every request runs on the host's blocking pool (the app says it
-//! blocks), holding the interpreter's lock only while in Python. The
+//! blocks), holding the interpreter's lock only while in Python. Response
+//! iterables are streamed chunk by chunk (`stream.rs` says when a body is
+//! collected instead). The
 //! interpreter is one per process, shared by every generation of this
 //! plugin (see `python.rs`): a change to the Python code needs a re-exec
 //! of the host, not a plugin replace. The app's name is `wsgi`, so one
@@ -28,6 +30,7 @@ mod python;
 mod respond;
 mod settings;
 mod sink;
+mod stream;
 mod wsgi;
 
 pub use settings::WsgiSettings;
@@ -57,7 +60,7 @@ impl App for WsgiApp {
 
     fn handle(&self, request: &Request<'_>, responder: Responder) {
         self.wsgi
-            .serve(request, Box::new(sink::Buffered::new(responder)));
+            .serve(request, Box::new(stream::Streaming::new(responder)));
     }
 }
 

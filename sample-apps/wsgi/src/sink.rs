@@ -35,8 +35,8 @@ pub trait Sink: Send {
     fn abort(self: Box<Self>, why: &str);
 }
 
-/// Today's host API: the body is collected and answered in one response
-/// when the application is done.
+/// The body collected and answered in one response when the application
+/// is done (the streaming sink's way for a body that comes in one piece).
 pub struct Buffered {
     responder: Responder,
     head: Option<Head>,
@@ -72,21 +72,26 @@ impl Sink for Buffered {
         let Some(head) = head else {
             return responder.respond(server_error("the application sent no status"));
         };
-        let mut response = Response::new(head.status);
-        response.headers = head
-            .headers
-            .into_iter()
-            .map(|(name, value)| stoa_app_api::Header {
-                name: name.into(),
-                value: latin1(&value).into(),
-            })
-            .collect();
-        responder.respond(response.with_body(body));
+        responder.respond(head_response(head).with_body(body));
     }
 
     fn abort(self: Box<Self>, why: &str) {
         self.responder.respond(server_error(why));
     }
+}
+
+/// A response with the head's status and headers and no body.
+pub fn head_response(head: Head) -> Response {
+    let mut response = Response::new(head.status);
+    response.headers = head
+        .headers
+        .into_iter()
+        .map(|(name, value)| stoa_app_api::Header {
+            name: name.into(),
+            value: latin1(&value).into(),
+        })
+        .collect();
+    response
 }
 
 /// The 500 answered for a failed application (details are in the log).

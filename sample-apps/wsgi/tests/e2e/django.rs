@@ -19,6 +19,9 @@ fn django_hello(poller: &str) {
         assert_eq!(r.header("Content-Type"), Some("text/html; charset=utf-8"));
         // Django's security middleware ran.
         assert_eq!(r.header("X-Frame-Options"), Some("DENY"));
+        // A small declared length: answered whole, not streamed.
+        assert_eq!(r.header("Content-Length"), Some("12"));
+        assert_eq!(r.header("Transfer-Encoding"), None);
     }
     let r = c.request(&crate::client::get("/nothing/"));
     assert_eq!(r.status, 404, "{r:?}");

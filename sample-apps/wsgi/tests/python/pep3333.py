@@ -9,6 +9,7 @@ request (a 500, and the test), it is never just printed.
 
 import json
 import sys
+import threading
 import warnings
 from wsgiref.validate import validator
 
@@ -91,6 +92,28 @@ def chunks_view(environ, start_response):
     return Closing([b"one,", b"", b"two,", b"three"])
 
 
+released = threading.Event()
+
+
+def stream_view(environ, start_response):
+    """A generator: the first chunk, then the second once /release is
+    asked (at most 10 s later), so a client sees the first one alone."""
+    start_response("200 OK", [("Content-Type", "text/plain")])
+
+    def body():
+        yield b"first,"
+        released.wait(10)
+        released.clear()
+        yield b"second"
+
+    return body()
+
+
+def release_view(environ, start_response):
+    released.set()
+    return text(start_response, "released")
+
+
 def closed_view(environ, start_response):
     return text(start_response, str(len(closed)))
 
@@ -136,6 +159,8 @@ ROUTES = {
     "/write": write_view,
     "/chunks": chunks_view,
     "/closed": closed_view,
+    "/stream": stream_view,
+    "/release": release_view,
     "/exc-info": exc_info_view,
     "/exc-info-late": exc_info_late_view,
     "/raise": raise_view,
@@ -160,6 +185,10 @@ def raw(environ, start_response):
         return ["not bytes"]
     elif path == "/raw/no-start":
         return [b"body without a status"]
+    elif path == "/raw/list":
+        # A one-item list, unwrapped (the checker would wrap it): answered whole.
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"whole"]
     return [b""]
 
 
