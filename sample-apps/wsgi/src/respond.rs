@@ -7,7 +7,7 @@ use crate::sink::{Head, Sink};
 use pyo3::exceptions::{PyAssertionError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 /// The state of one response.
 pub struct Exchange {
@@ -33,7 +33,23 @@ pub fn shared(sink: Box<dyn Sink>) -> Shared {
     }))
 }
 
-pub fn lock(shared: &Shared) -> MutexGuard<'_, Exchange> {
+/// The exchange, from Python code (the GIL held). Never waits: a sink
+/// write releases the GIL while holding the exchange, so a second Python
+/// thread waiting here with the GIL would deadlock with it. PEP 3333 gives
+/// `start_response` and `write()` to the thread that called the
+/// application; another thread using them at the same moment gets an error.
+pub fn lock(shared: &Shared) -> PyResult<MutexGuard<'_, Exchange>> {
+    match shared.try_lock() {
+        Ok(exchange) => Ok(exchange),
+        Err(TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+        Err(TryLockError::WouldBlock) => Err(PyRuntimeError::new_err(
+            "start_response or write() called from two threads at once",
+        )),
+    }
+}
+
+/// The exchange, from Rust with the GIL released: waits its turn.
+pub fn lock_released(shared: &Shared) -> MutexGuard<'_, Exchange> {
     shared.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -62,7 +78,7 @@ impl Exchange {
         }
         let head = self.head.clone().ok_or_else(|| {
             PyAssertionError::new_err(
-                "the application sent body bytes before calling start_response",
+                "the application returned or sent body bytes without calling start_response",
             )
         })?;
         let whole = self.whole;
@@ -100,7 +116,7 @@ impl StartResponse {
         exc_info: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Write> {
         let exc_info = exc_info.filter(|e| !e.is_none());
-        let mut exchange = lock(&self.exchange);
+        let mut exchange = lock(&self.exchange)?;
         match exc_info {
             // Too late to change the head: re-raise the application's error.
             Some(info) if exchange.sent => return Err(reraise(py, info)),
@@ -146,7 +162,7 @@ impl Write {
         let bytes = data.downcast::<PyBytes>().map_err(|_| {
             PyTypeError::new_err(format!("write() takes bytes, got {}", type_name(data)))
         })?;
-        lock(&self.exchange).send(py, bytes.as_bytes())?;
+        lock(&self.exchange)?.send(py, bytes.as_bytes())?;
         Ok(())
     }
 }

@@ -5,7 +5,7 @@
 use crate::environ;
 use crate::io::Errors;
 use crate::python::traceback;
-use crate::respond::{self, lock, Shared, StartResponse};
+use crate::respond::{self, lock, lock_released, Shared, StartResponse};
 use crate::settings::WsgiSettings;
 use crate::sink::Sink;
 use pyo3::exceptions::PyTypeError;
@@ -58,7 +58,7 @@ impl Wsgi {
             errors.borrow().flush(py);
             called.map_err(|e| traceback(py, &e))
         });
-        let Some(sink) = lock(&exchange).take_sink() else {
+        let Some(sink) = lock_released(&exchange).take_sink() else {
             return;
         };
         match outcome {
@@ -89,7 +89,7 @@ impl Wsgi {
         let whole = result
             .downcast::<PyList>()
             .is_ok_and(|list| list.len() <= 1);
-        lock(exchange).whole = whole;
+        lock(exchange)?.whole = whole;
         let sent = send_all(py, &result, exchange);
         // close() is called whatever happened (PEP 3333), its error after
         // the iteration's.
@@ -99,7 +99,7 @@ impl Wsgi {
         };
         sent?;
         closed?;
-        lock(exchange).send_head()
+        lock(exchange)?.send_head()
     }
 }
 
@@ -114,7 +114,7 @@ fn send_all(py: Python<'_>, result: &Bound<'_, PyAny>, exchange: &Shared) -> PyR
                 respond::type_name(&item)
             ))
         })?;
-        if !lock(exchange).send(py, chunk.as_bytes())? {
+        if !lock(exchange)?.send(py, chunk.as_bytes())? {
             break;
         }
     }

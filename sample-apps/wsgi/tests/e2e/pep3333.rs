@@ -201,7 +201,7 @@ fn failures_are_500_with_a_traceback(poller: &str) {
             "start_response called a second time without exc_info",
         ),
         ("/pep/raw/str-body", "yielded str, not bytes"),
-        ("/pep/raw/no-start", "before calling start_response"),
+        ("/pep/raw/no-start", "without calling start_response"),
     ];
     let mut c = server.connect();
     for (path, why) in cases {
