@@ -86,6 +86,10 @@ struct CompareArgs {
     /// Where the sample plugins are [default: the stoa binary's directory].
     #[arg(long)]
     apps_from: Option<PathBuf>,
+    /// A plugin file to serve beside the sample apps (repeatable), e.g. the
+    /// WSGI bridge with --stoa-arg=--config=FILE for its settings.
+    #[arg(long = "app")]
+    extra_apps: Vec<PathBuf>,
     /// Output directory for NAME.md, NAME.csv and NAME.svg.
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
@@ -381,6 +385,7 @@ fn run_compare(a: CompareArgs) -> Result<ExitCode, String> {
     let mut opts = compare::Options {
         stoa,
         apps_from,
+        extra_apps: a.extra_apps,
         backends: a.backends,
         paths: a.paths,
         concurrency: a.concurrency,

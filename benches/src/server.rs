@@ -18,8 +18,9 @@ pub const SAMPLE_PLUGINS: [&str; 4] = [
     "libdemo.so",
 ];
 
-/// Copies the sample plugins from `from` into a fresh `dir`.
-pub fn prepare_apps(from: &Path, dir: &Path) -> Result<(), String> {
+/// Copies the sample plugins from `from`, and the `extra` plugin files
+/// (`compare --app`), into a fresh `dir`.
+pub fn prepare_apps(from: &Path, extra: &[PathBuf], dir: &Path) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     for name in SAMPLE_PLUGINS {
         let src = from.join(name);
@@ -30,6 +31,12 @@ pub fn prepare_apps(from: &Path, dir: &Path) -> Result<(), String> {
             ));
         }
         std::fs::copy(&src, dir.join(name)).map_err(|e| format!("{}: {e}", src.display()))?;
+    }
+    for src in extra {
+        let name = src
+            .file_name()
+            .ok_or_else(|| format!("--app {}: not a file name", src.display()))?;
+        std::fs::copy(src, dir.join(name)).map_err(|e| format!("--app {}: {e}", src.display()))?;
     }
     Ok(())
 }

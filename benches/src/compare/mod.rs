@@ -36,7 +36,7 @@ pub fn run(opts: &Options) -> Result<Outcome, String> {
             .map_err(|e| format!("pinning the load generator: {e}"))?;
     }
     let apps = opts.work_dir.join("apps");
-    prepare_apps(&opts.apps_from, &apps)?;
+    prepare_apps(&opts.apps_from, &opts.extra_apps, &apps)?;
     let bar = ProgressBar::new(total_runs(opts));
     bar.set_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} runs {msg}")

@@ -41,6 +41,8 @@ impl Peer {
 pub struct Options {
     pub stoa: PathBuf,
     pub apps_from: PathBuf,
+    /// Plugin files served beside the sample apps (`--app`).
+    pub extra_apps: Vec<PathBuf>,
     pub backends: Vec<String>,
     pub paths: Vec<String>,
     pub concurrency: Vec<usize>,

@@ -1,0 +1,5 @@
+from django.http import HttpResponse
+
+
+def hello(request):
+    return HttpResponse("Hello World!")

@@ -1,0 +1,122 @@
+//! The PEP 3333 driver: builds the environ, calls the application, sends
+//! what its iterable yields, closes it, and turns an exception into a 500
+//! with the traceback in the host's log.
+
+use crate::environ;
+use crate::io::Errors;
+use crate::python::traceback;
+use crate::respond::{self, lock, lock_released, Shared, StartResponse};
+use crate::settings::WsgiSettings;
+use crate::sink::Sink;
+use pyo3::exceptions::PyTypeError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+use stoa_app_api::{log, Request};
+
+/// A loaded WSGI application.
+pub struct Wsgi {
+    app: Py<PyAny>,
+    base: Py<PyDict>,
+    errors: Py<Errors>,
+}
+
+impl Wsgi {
+    /// Starts the interpreter (once per process) and imports the
+    /// application; the error is the refusal the host logs, the traceback
+    /// is logged here.
+    pub fn load(settings: WsgiSettings) -> Result<Wsgi, String> {
+        crate::python::start()?;
+        let target = format!("{}:{}", settings.module, settings.callable);
+        Python::with_gil(|py| {
+            let loaded = crate::python::import_app(
+                py,
+                &settings.python_path,
+                &settings.module,
+                &settings.callable,
+            );
+            let app = loaded.map_err(|e| {
+                let trace = traceback(py, &e);
+                let last = trace.lines().last().unwrap_or_default().to_string();
+                py.allow_threads(|| {
+                    log::error!("importing the WSGI application {target} raised:\n{trace}");
+                });
+                format!("the WSGI application {target} failed to import: {last}")
+            })?;
+            let base = environ::base(py).map_err(|e| e.to_string())?;
+            let errors = Py::new(py, Errors::new()).map_err(|e| e.to_string())?;
+            Ok(Wsgi { app, base, errors })
+        })
+    }
+
+    /// Answers `request` through `sink`.
+    pub fn serve(&self, request: &Request<'_>, sink: Box<dyn Sink>) {
+        let exchange = respond::shared(sink);
+        let outcome = Python::with_gil(|py| {
+            let called = self.call(py, request, &exchange);
+            let errors = self.errors.bind(py);
+            errors.borrow().flush(py);
+            called.map_err(|e| traceback(py, &e))
+        });
+        let Some(sink) = lock_released(&exchange).take_sink() else {
+            return;
+        };
+        match outcome {
+            Ok(()) => sink.finish(),
+            Err(trace) => {
+                log::error!(
+                    "{} {}{}: the WSGI application raised:\n{trace}",
+                    request.method,
+                    request.script_name,
+                    request.path_info
+                );
+                sink.abort("the application raised an exception (see the log)");
+            }
+        }
+    }
+
+    fn call(&self, py: Python<'_>, request: &Request<'_>, exchange: &Shared) -> PyResult<()> {
+        let errors = self.errors.bind(py).clone();
+        let environ = environ::environ(py, &self.base, request, errors)?;
+        let start = Bound::new(
+            py,
+            StartResponse {
+                exchange: exchange.clone(),
+            },
+        )?;
+        let result = self.app.bind(py).call1((environ, start))?;
+        // A list of one item (a framework's usual answer) is the whole body.
+        let whole = result
+            .downcast::<PyList>()
+            .is_ok_and(|list| list.len() <= 1);
+        lock(exchange)?.whole = whole;
+        let sent = send_all(py, &result, exchange);
+        // close() is called whatever happened (PEP 3333), its error after
+        // the iteration's.
+        let closed = match result.hasattr(intern!(py, "close"))? {
+            true => result.call_method0(intern!(py, "close")).map(drop),
+            false => Ok(()),
+        };
+        sent?;
+        closed?;
+        lock(exchange)?.send_head()
+    }
+}
+
+/// Sends each chunk of the response iterable as it comes; stops early if
+/// the client is gone.
+fn send_all(py: Python<'_>, result: &Bound<'_, PyAny>, exchange: &Shared) -> PyResult<()> {
+    for item in result.try_iter()? {
+        let item = item?;
+        let chunk = item.downcast::<PyBytes>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "the response iterable yielded {}, not bytes",
+                respond::type_name(&item)
+            ))
+        })?;
+        if !lock(exchange)?.send(py, chunk.as_bytes())? {
+            break;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,18 @@
+//! End-to-end tests of the WSGI bridge: the real `stoa` binary of the main
+//! workspace, started on `--bind 127.0.0.1:0` on every poller backend with
+//! this plugin and a Python application, spoken to in raw HTTP/1.1. The
+//! harness and the client are the main suite's own files.
+
+#[macro_use]
+#[allow(dead_code)]
+#[path = "../../../../tests/e2e/harness.rs"]
+mod harness;
+#[allow(dead_code)]
+#[path = "../../../../tests/e2e/client.rs"]
+mod client;
+mod plugins;
+mod wsgi;
+
+mod django;
+mod loading;
+mod pep3333;

@@ -1,0 +1,256 @@
+//! Each point of PEP 3333 through the host, with the test application
+//! (tests/python/pep3333.py) behind wsgiref.validate's checker and
+//! Python warnings turned into errors: a warning fails the request.
+
+use crate::client::{get, request, with_body, Response};
+use crate::wsgi::{json, require_python, test_apps, Wsgi};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+fn start(poller: &str, args: &[&str]) -> Wsgi {
+    require_python(&["wsgiref.validate"]);
+    Wsgi::start(poller, "pep3333:application", &test_apps(), "/pep", args)
+}
+
+fn ok(r: &Response) -> &Response {
+    assert_eq!(r.status, 200, "{r:?}");
+    r
+}
+
+fn environ_and_input(poller: &str) {
+    let wsgi = start(poller, &[]);
+    let mut c = wsgi.server.connect();
+    // One keep-alive connection for every request.
+    let r = c.request(&request(
+        "GET",
+        "/pep/environ/caf%C3%A9%20x?q=a%20b&r=1",
+        &[
+            "Accept-Language: fr",
+            "Cookie: a=1",
+            "Cookie: b=2",
+            "X_Spoof: no",
+            "X-Multi: 1",
+            "X-Multi: 2",
+        ],
+    ));
+    let env = json(&ok(&r).body);
+    assert_eq!(env["REQUEST_METHOD"], "GET");
+    assert_eq!(env["SCRIPT_NAME"], "/pep");
+    // Percent-decoded, then each byte one latin-1 character.
+    assert_eq!(env["PATH_INFO"], "/environ/caf\u{c3}\u{a9} x");
+    let raw: Vec<u64> = "/environ/café x".bytes().map(u64::from).collect();
+    assert_eq!(env["path_bytes"], serde_json::json!(raw));
+    assert_eq!(env["QUERY_STRING"], "q=a%20b&r=1");
+    assert_eq!(env["SERVER_NAME"], "127.0.0.1");
+    assert_eq!(env["SERVER_PORT"], wsgi.server.port.to_string());
+    assert_eq!(env["SERVER_PROTOCOL"], "HTTP/1.1");
+    assert_eq!(env["REMOTE_ADDR"], "127.0.0.1");
+    assert_eq!(env["HTTP_HOST"], "localhost");
+    assert_eq!(env["HTTP_ACCEPT_LANGUAGE"], "fr");
+    assert_eq!(env["HTTP_COOKIE"], "a=1; b=2");
+    assert_eq!(env["HTTP_X_MULTI"], "1, 2");
+    assert!(env.get("HTTP_X_SPOOF").is_none(), "{env}");
+    assert!(env.get("CONTENT_LENGTH").is_none(), "{env}");
+    assert_eq!(env["wsgi.url_scheme"], "http");
+    assert_eq!(env["wsgi.version"], serde_json::json!([1, 0]));
+    assert_eq!(env["wsgi.multithread"], true);
+    assert_eq!(env["wsgi.multiprocess"], false);
+    assert_eq!(env["wsgi.run_once"], false);
+
+    let body = b"abcdef\nline two\nthree\nfour\nfive";
+    let r = c.request(&with_body(
+        "POST",
+        "/pep/input",
+        &[
+            "Content-Type: text/plain",
+            &format!("Content-Length: {}", body.len()),
+        ],
+        body,
+    ));
+    let got = json(&ok(&r).body);
+    assert_eq!(got["read3"], "abc");
+    assert_eq!(got["readline"], "def\n");
+    assert_eq!(got["readline2"], "li");
+    assert_eq!(got["readlines"], serde_json::json!(["ne two\n"]));
+    assert_eq!(
+        got["iterated"],
+        serde_json::json!(["three\n", "four\n", "five"])
+    );
+    assert_eq!(got["after"], "");
+    assert_eq!(got["content_length"], body.len().to_string());
+    assert_eq!(got["content_type"], "text/plain");
+
+    // A chunked body arrives de-chunked, with its length.
+    let r = c.request(&with_body(
+        "POST",
+        "/pep/input",
+        &["Transfer-Encoding: chunked"],
+        b"5\r\nab\ncd\r\n0\r\n\r\n",
+    ));
+    let got = json(&ok(&r).body);
+    assert_eq!(
+        (got["read3"].as_str(), got["readline"].as_str()),
+        (Some("ab\n"), Some("cd"))
+    );
+    assert_eq!(got["iterated"], serde_json::json!([]));
+    assert_eq!(got["content_length"], "5");
+}
+
+fn responses(poller: &str) {
+    let wsgi = start(poller, &[]);
+    let server = &wsgi.server;
+    let r = server.get("/pep/write");
+    assert_eq!(ok(&r).text(), "written,iterated");
+
+    // Every chunk, in order; the iterable is closed once per request.
+    let before: u32 = server.get("/pep/closed").text().parse().expect("a count");
+    let r = server.get("/pep/chunks");
+    assert_eq!(ok(&r).text(), "one,two,three");
+    assert_eq!(r.header("X-Chunks"), Some("4"));
+    let after: u32 = server.get("/pep/closed").text().parse().expect("a count");
+    assert_eq!(after, before + 1);
+
+    let r = server.get("/pep/headers");
+    assert_eq!(ok(&r).header_count("Set-Cookie"), 2);
+    assert_eq!(r.header("Content-Type"), Some("text/plain; charset=utf-8"));
+
+    // exc_info before the head went: the application's new head is sent.
+    let r = server.get("/pep/exc-info");
+    assert_eq!((r.status, r.text()), (503, "recovered"), "{r:?}");
+    assert_eq!(r.header("Retry-After"), Some("7"));
+
+    // wsgi.errors lines reach the host's log.
+    assert_eq!(ok(&server.get("/pep/errors")).text(), "logged");
+    assert!(
+        server.wait_log(&["wsgi.errors: pep3333 first line"]),
+        "{}",
+        server.log()
+    );
+    assert!(
+        server.wait_log(&["wsgi.errors: pep3333 second line"]),
+        "{}",
+        server.log()
+    );
+
+    // Nothing the checker would flag was raised as a warning-turned-error.
+    assert!(!server.log_contains("WSGIWarning"), "{}", server.log());
+}
+
+/// A generator's chunks reach the client as they are produced: the first
+/// one arrives while the generator waits for another request; a one-item
+/// list is answered whole, with its length.
+fn iterables_stream_chunk_by_chunk(poller: &str) {
+    let wsgi = start(poller, &[]);
+    let server = &wsgi.server;
+    let mut s = TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    s.write_all(&get("/pep/stream")).expect("send");
+    let mut seen = Vec::new();
+    let first = read_until(&mut s, &mut seen, b"first,");
+    assert!(
+        first,
+        "no first chunk before the generator went on: {:?}",
+        String::from_utf8_lossy(&seen)
+    );
+    let head = String::from_utf8_lossy(&seen).to_ascii_lowercase();
+    assert!(head.contains("transfer-encoding: chunked"), "{head}");
+    assert!(!head.contains("second"), "{head}");
+    assert_eq!(ok(&server.get("/pep/release")).text(), "released");
+    assert!(
+        read_until(&mut s, &mut seen, b"0\r\n\r\n"),
+        "{:?}",
+        String::from_utf8_lossy(&seen)
+    );
+    assert!(String::from_utf8_lossy(&seen).contains("second"));
+
+    // A one-item list is answered whole (Django's small declared length:
+    // tests/e2e/django.rs).
+    let r = server.get("/pep/raw/list");
+    assert_eq!(
+        (ok(&r).text(), r.header("Content-Length")),
+        ("whole", Some("5")),
+        "{r:?}"
+    );
+    assert_eq!(r.header("Transfer-Encoding"), None, "{r:?}");
+}
+
+/// Reads into `seen` until it holds `needle`; false on timeout or close.
+fn read_until(s: &mut TcpStream, seen: &mut Vec<u8>, needle: &[u8]) -> bool {
+    let mut buf = [0u8; 4096];
+    while !seen.windows(needle.len()).any(|w| w == needle) {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+        }
+    }
+    true
+}
+
+fn failures_are_500_with_a_traceback(poller: &str) {
+    let wsgi = start(poller, &[]);
+    let server = &wsgi.server;
+    let cases = [
+        ("/pep/raise", "RuntimeError: boom from the pep3333 app"),
+        ("/pep/raw/bad-status", "is not a three-digit code"),
+        ("/pep/raw/bad-header", "control character"),
+        ("/pep/raw/hop-by-hop", "hop-by-hop"),
+        (
+            "/pep/raw/twice",
+            "start_response called a second time without exc_info",
+        ),
+        ("/pep/raw/str-body", "yielded str, not bytes"),
+        ("/pep/raw/no-start", "without calling start_response"),
+    ];
+    let mut c = server.connect();
+    for (path, why) in cases {
+        let r = c.request(&get(path));
+        assert_eq!(r.status, 500, "{path}: {r:?}");
+        assert!(
+            r.text().starts_with("Internal Server Error"),
+            "{path}: {r:?}"
+        );
+        assert!(
+            !r.text().contains(why),
+            "{path}: details stay in the log: {r:?}"
+        );
+        assert!(
+            server.wait_log(&[why]),
+            "{path}: no {why:?} in the log:\n{}",
+            server.log()
+        );
+    }
+    assert!(server.wait_log(&["GET /pep/raise: the WSGI application raised"]));
+    assert!(server.wait_log(&["Traceback (most recent call last):"]));
+    // The connection and the app still serve.
+    assert_eq!(
+        ok(&c.request(&get("/pep/write"))).text(),
+        "written,iterated"
+    );
+}
+
+fn url_scheme_from_trusted_proxies_only(poller: &str) {
+    let forwarded = ["X-Forwarded-Proto: https"];
+    let wsgi = start(poller, &[]);
+    let r = wsgi
+        .server
+        .connect()
+        .request(&request("GET", "/pep/environ", &forwarded));
+    assert_eq!(json(&ok(&r).body)["wsgi.url_scheme"], "http");
+    drop(wsgi);
+    let wsgi = start(poller, &["--trusted-proxy", "127.0.0.1/32"]);
+    let r = wsgi
+        .server
+        .connect()
+        .request(&request("GET", "/pep/environ", &forwarded));
+    assert_eq!(json(&ok(&r).body)["wsgi.url_scheme"], "https");
+}
+
+matrix!(
+    environ_and_input,
+    responses,
+    iterables_stream_chunk_by_chunk,
+    failures_are_500_with_a_traceback,
+    url_scheme_from_trusted_proxies_only
+);

@@ -1,0 +1,97 @@
+//! Starting a host that serves a WSGI application: its configuration file
+//! (`[apps.wsgi]` mount and settings), the Python a test needs, and the
+//! JSON answers of the test application.
+
+use crate::harness::{Server, TempDir};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The test applications (`tests/python`).
+pub fn test_apps() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python")
+}
+
+/// The Django hello project (`examples/djangohello`).
+pub fn django_project() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/djangohello")
+}
+
+/// Fails the test, naming the missing tool, unless `python3` imports every
+/// module (the interpreter the plugin embeds is the one pyo3 found as
+/// `python3`).
+pub fn require_python(modules: &[&str]) {
+    for module in modules {
+        let out = Command::new("python3")
+            .args(["-c", &format!("import {module}")])
+            .output();
+        match out {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => panic!(
+                "this test needs the Python package `{module}` (pip install {module}; \
+                 .ci/run installs it): {}",
+                String::from_utf8_lossy(&o.stderr)
+            ),
+            Err(e) => panic!("this test needs python3 on PATH: {e}"),
+        }
+    }
+}
+
+/// A host serving `module` (from `python_path`) mounted at `mount`, with
+/// the `demo` app beside it and extra flags.
+pub struct Wsgi {
+    pub server: Server,
+    _config: TempDir,
+}
+
+impl Wsgi {
+    pub fn start(
+        poller: &str,
+        module: &str,
+        python_path: &Path,
+        mount: &str,
+        args: &[&str],
+    ) -> Wsgi {
+        Wsgi::start_with(poller, config(module, python_path, mount, ""), args)
+    }
+
+    /// Starts with an `[apps.wsgi]` table that says `optional = true`:
+    /// the host serves the other apps when this one is refused.
+    pub fn start_optional(poller: &str, module: &str, python_path: &Path, mount: &str) -> Wsgi {
+        let config = config(module, python_path, mount, "optional = true\n");
+        Wsgi::start_with(poller, config, &[])
+    }
+
+    fn start_with(poller: &str, (config, path): (TempDir, String), args: &[&str]) -> Wsgi {
+        let mut all = vec!["--config", path.as_str()];
+        all.extend_from_slice(args);
+        let server = Server::launch(poller)
+            .apps(&["wsgi", "demo"])
+            .args(&all)
+            .start();
+        Wsgi {
+            server,
+            _config: config,
+        }
+    }
+}
+
+/// A configuration file with the `[apps.wsgi]` table (`extra` lines in it).
+fn config(module: &str, python_path: &Path, mount: &str, extra: &str) -> (TempDir, String) {
+    let dir = TempDir::new("wsgi-config");
+    let path = dir.path().join("stoa.toml");
+    let text = format!(
+        "[apps.wsgi]\nmount = {mount:?}\n{extra}\n[apps.wsgi.settings]\nmodule = {module:?}\n\
+         python_path = [{:?}]\n",
+        python_path.display().to_string()
+    );
+    std::fs::write(&path, text).expect("write the configuration file");
+    let path = path.display().to_string();
+    (dir, path)
+}
+
+/// A JSON body.
+pub fn json(body: &[u8]) -> Value {
+    serde_json::from_slice(body)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(body)))
+}
