@@ -11,7 +11,7 @@
 //! a value it cannot read.
 
 use crate::common::{bytes, fetch, install_atomically, path_of, status, wait_body, wait_log, HOT};
-use crate::harness::{plugins, wait_until, Server, TempDir, SAMPLE_APPS, STOA};
+use crate::harness::{plugins, wait_until, Server, TempDir, SAMPLE_APPS, STOA, WAIT};
 use rustix::process::Signal;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -72,14 +72,28 @@ fn expect_refusals(server: &Server) {
         let lines = server.log_lines(&["refused plugin", &path]);
         assert_eq!(lines.len(), 1, "one line for {file}: {lines:#?}");
     }
-    let doc = status(server);
-    let refused = doc["refused"].as_array().expect("a refused list");
-    for (file, reason) in REFUSALS {
+    // Status is published after the scan's log lines: wait for it.
+    let listed = |doc: &Value, file: &str, reason: &str| {
         let path = path_of(server, file);
+        doc["refused"].as_array().is_some_and(|refused| {
+            refused.iter().any(|r| {
+                r["file"] == path.as_str()
+                    && r["reason"].as_str().is_some_and(|t| t.contains(reason))
+            })
+        })
+    };
+    let mut doc = Value::Null;
+    wait_until(WAIT, || {
+        doc = status(server);
+        REFUSALS
+            .iter()
+            .all(|(file, reason)| listed(&doc, file, reason))
+    });
+    for (file, reason) in REFUSALS {
         assert!(
-            refused.iter().any(|r| r["file"] == path.as_str()
-                && r["reason"].as_str().is_some_and(|t| t.contains(reason))),
-            "{path} ({reason}) not in refused: {refused:#?}"
+            listed(&doc, file, reason),
+            "{file} ({reason}) not in refused: {:#}",
+            doc["refused"]
         );
     }
     let open: Vec<String> = fd_links(server.pid());
