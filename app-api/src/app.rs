@@ -149,6 +149,11 @@ impl Responder {
             None => unreachable!("a Responder holds its raw responder until consumed"),
         }
     }
+
+    /// The host's responder, taken out (for the other ways to answer).
+    pub(crate) fn into_raw(mut self) -> Option<ResponderBox> {
+        self.inner.take()
+    }
 }
 
 impl Drop for Responder {

@@ -568,6 +568,8 @@ pub mod helpers;
 pub mod host;
 pub mod stream;
 pub mod testing;
+pub mod websocket;
+mod websocket_testing;
 
 pub use abi::{Header, HeaderRef, Request, Response};
 pub use app::{App, Responder};
@@ -575,6 +577,7 @@ pub use context::{Context, Settings, SettingsError};
 pub use host::{host, Host, PoolFull};
 pub use log;
 pub use stream::{BodyEnd, BodySink, Sent, Stream};
+pub use websocket::{WebSocket, WsMessage, WsSender};
 
 #[doc(hidden)]
 pub use abi_stable;

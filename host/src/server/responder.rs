@@ -21,9 +21,10 @@
 
 use crate::apps::loader::LoadedApp;
 use crate::http::answer::HostAnswer;
+use crate::http::ws::handshake::Refusal;
 use crate::http::ConnParams;
+pub use crate::inbox::{Answer, Completion, Inbox, Upgrade};
 use crate::inbox::{BodyAttach, StreamStart};
-pub use crate::inbox::{Completion, Inbox};
 use crate::poller::Token;
 use crate::stream_line::{HostStream, LineAddr, StreamLine};
 use abi_stable::sabi_trait::TD_Opaque;
@@ -32,7 +33,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Duration;
 use stoa_app_api::abi::{
-    BodySinkBox, RawResponder, RawResponder_TO, RawStream_TO, ResponderBox, StreamBox,
+    BodySinkBox, RawResponder, RawResponder_TO, RawStream_TO, ResponderBox, StreamBox, WsSessionBox,
 };
 use stoa_app_api::Response;
 
@@ -40,11 +41,11 @@ use stoa_app_api::Response;
 struct Inline {
     queue: usize,
     id: u64,
-    response: Option<Response>,
+    answer: Option<Answer>,
 }
 
 thread_local! {
-    static INLINE: RefCell<Inline> = const { RefCell::new(Inline { queue: 0, id: 0, response: None }) };
+    static INLINE: RefCell<Inline> = const { RefCell::new(Inline { queue: 0, id: 0, answer: None }) };
 }
 
 fn queue_key(queue: &Inbox) -> usize {
@@ -57,17 +58,17 @@ pub fn begin_inline(queue: &Arc<Inbox>, id: u64) {
         let mut s = s.borrow_mut();
         s.queue = queue_key(queue);
         s.id = id;
-        s.response = None;
+        s.answer = None;
     });
 }
 
 /// Ends the dispatch; returns the answer if the app gave it inline.
-pub fn end_inline() -> Option<Response> {
+pub fn end_inline() -> Option<Answer> {
     INLINE.with(|s| {
         let mut s = s.borrow_mut();
         s.queue = 0;
         s.id = 0;
-        s.response.take()
+        s.answer.take()
     })
 }
 
@@ -83,24 +84,31 @@ struct HostResponder {
     answered: bool,
     /// `--stream-queue` and `--send-timeout`, for a streamed answer.
     stream_limits: (usize, Duration),
+    /// The `Sec-WebSocket-Accept` value, when the request is a valid
+    /// WebSocket handshake.
+    accept: Option<Box<str>>,
 }
 
 impl HostResponder {
     fn deliver(&self, response: Response) {
+        self.deliver_answer(Answer::Response(response));
+    }
+
+    fn deliver_answer(&self, answer: Answer) {
         let key = queue_key(&self.queue);
-        let mut slot = Some(response);
+        let mut slot = Some(answer);
         // A thread being torn down has no slot: fall through to the queue.
         let _ = INLINE.try_with(|s| {
             let mut s = s.borrow_mut();
-            if s.queue == key && s.id == self.id && s.response.is_none() {
-                s.response = slot.take();
+            if s.queue == key && s.id == self.id && s.answer.is_none() {
+                s.answer = slot.take();
             }
         });
-        if let Some(response) = slot {
+        if let Some(answer) = slot {
             self.queue.push_completion(Completion {
                 token: self.token,
                 id: self.id,
-                response,
+                answer,
             });
         }
     }
@@ -160,6 +168,20 @@ impl RawResponder for HostResponder {
             responder,
         });
     }
+
+    fn accept_websocket(mut self, session: WsSessionBox) {
+        self.answered = true;
+        match self.accept.take() {
+            Some(accept) => self.deliver_answer(Answer::Upgrade(Box::new(Upgrade {
+                accept,
+                session,
+                slot: self.slot,
+                generation: self._generation.clone(),
+            }))),
+            // Not a WebSocket handshake: 426, the session dropped unopened.
+            None => self.deliver(HostAnswer::WebSocket(Refusal::NotAsked).response()),
+        }
+    }
 }
 
 impl HostResponder {
@@ -175,6 +197,7 @@ impl HostResponder {
                 queue: self.queue.clone(),
                 answered: false,
                 stream_limits: self.stream_limits,
+                accept: None,
             },
             TD_Opaque,
         )
@@ -192,12 +215,13 @@ impl Drop for HostResponder {
 }
 
 /// Makes the responder handed to `app` for request `id` on connection
-/// `token`.
+/// `token`; `accept` is the `Sec-WebSocket-Accept` value of a valid
+/// WebSocket handshake.
 pub fn responder(
     (token, id): (Token, u64),
     app: &Arc<LoadedApp>,
     queue: &Arc<Inbox>,
-    params: &ConnParams,
+    (params, accept): (&ConnParams, Option<Box<str>>),
 ) -> ResponderBox {
     RawResponder_TO::from_value(
         HostResponder {
@@ -208,6 +232,7 @@ pub fn responder(
             queue: queue.clone(),
             answered: false,
             stream_limits: (params.stream_queue, params.send_timeout),
+            accept,
         },
         TD_Opaque,
     )
