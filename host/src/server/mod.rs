@@ -316,6 +316,10 @@ impl Server {
             let Some(conn) = self.conns.get_mut(token.0) else {
                 return;
             };
+            if conn.is_upgraded() {
+                // Switched to WebSocket by that request's answer.
+                return self.pump_ws(token);
+            }
             if let Err(e) = conn.flush(&mut self.bufs) {
                 log::debug!("write to {} failed: {e}", conn.peer());
                 self.close(token);
