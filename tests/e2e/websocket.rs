@@ -19,6 +19,7 @@ matrix!(
     bad_handshakes_are_refused_naming_the_fault,
     a_raw_handshake_switches_and_frames_sent_with_it_are_read,
     a_drain_closes_open_websockets_with_1001_and_status_counts_them,
+    a_silent_peer_is_pinged_then_dropped,
 );
 
 const CLIENT: &str = concat!(
@@ -190,6 +191,33 @@ fn a_raw_handshake_switches_and_frames_sent_with_it_are_read(poller: &str) {
     c.send(&masked(0x8, &[0x03, 0xe8]));
     assert_eq!(c.read_bytes(4), b"\x88\x02\x03\xe8", "the close echo");
     c.assert_closed();
+}
+
+/// A raw client that completes the handshake, then neither sends nor
+/// answers anything.
+fn silent_websocket(server: &Server) -> Client {
+    let mut c = Client::connect(server.port);
+    let r = c.request(&handshake(
+        "GET",
+        &[
+            "Upgrade: websocket",
+            "Connection: Upgrade",
+            "Sec-WebSocket-Version: 13",
+            KEY,
+        ],
+    ));
+    assert_eq!(r.status, 101, "{r:?}");
+    c
+}
+
+fn a_silent_peer_is_pinged_then_dropped(poller: &str) {
+    let server = Server::start(poller, &["demo"], &["--ws-ping-interval", "300ms"]);
+    let mut c = silent_websocket(&server);
+    // A ping with no payload, then (unanswered) the end of the connection.
+    assert_eq!(c.read_bytes(2), b"\x89\x00", "a ping");
+    c.assert_closed();
+    let gone = wait_until(WAIT, || status(&server)["websockets"]["open"] == 0);
+    assert!(gone, "status: {}", status(&server));
 }
 
 fn a_drain_closes_open_websockets_with_1001_and_status_counts_them(poller: &str) {

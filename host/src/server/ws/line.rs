@@ -205,3 +205,97 @@ impl RawWsSender for HostSender {
         self.0.offer(Outgoing::Close(code, reason), len)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inbox::InboxItems;
+    use crate::poller::Wake;
+    use abi_stable::sabi_trait::TD_Opaque;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use stoa_app_api::abi::{Task, Task_TO, WS_BINARY};
+
+    struct NoWake;
+    impl Wake for NoWake {
+        fn wake(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    struct Flag(Arc<AtomicBool>);
+    impl Task for Flag {
+        fn run(self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    fn line(bound: usize) -> (Arc<Inbox>, Arc<Line>) {
+        let inbox = Arc::new(Inbox::new(Arc::new(NoWake)));
+        let line = Line::new((inbox.clone(), Token(7), 42), bound, Duration::ZERO);
+        (inbox, line)
+    }
+
+    fn bytes(n: usize) -> Vec<u8> {
+        vec![b'x'; n]
+    }
+
+    #[test]
+    fn sends_past_the_bound_wait_and_the_drain_task_runs_when_it_has_room() {
+        let (inbox, line) = line(100);
+        let sender = HostSender(line.clone());
+        let data = bytes(60);
+        assert_eq!(sender.send(WS_BINARY, RSlice::from_slice(&data)), SEND_SENT);
+        assert_eq!(sender.send(WS_BINARY, RSlice::from_slice(&data)), SEND_SENT);
+        // 120 queued: over the bound, the next is not taken.
+        assert_eq!(
+            sender.send(WS_BINARY, RSlice::from_slice(&data)),
+            SEND_WOULD_BLOCK
+        );
+        let ran = Arc::new(AtomicBool::new(false));
+        sender.on_drain(Task_TO::from_value(Flag(ran.clone()), TD_Opaque));
+        // One notice for the two messages.
+        let mut items = InboxItems::default();
+        inbox.drain(&mut items);
+        assert_eq!(items.ws_notices, vec![(Token(7), 42)]);
+        assert_eq!(line.take().len(), 2);
+        // Still 120 bytes in the connection's output: no room yet.
+        assert!(line.set_pending(120).is_none());
+        let task = line.set_pending(10).expect("room: the drain task");
+        task.run();
+        assert!(ran.load(Ordering::SeqCst));
+        assert_eq!(sender.send(WS_BINARY, RSlice::from_slice(&data)), SEND_SENT);
+    }
+
+    #[test]
+    fn a_close_is_taken_over_the_bound_and_ends_the_line() {
+        let (_inbox, line) = line(10);
+        let sender = HostSender(line.clone());
+        let data = bytes(20);
+        assert_eq!(sender.send(WS_BINARY, RSlice::from_slice(&data)), SEND_SENT);
+        assert_eq!(sender.close(1000, RStr::from_str("done")), SEND_SENT);
+        assert_eq!(sender.close(1000, RStr::from_str("again")), SEND_CLOSED);
+        assert_eq!(
+            sender.send(WS_BINARY, RSlice::from_slice(&data)),
+            SEND_CLOSED
+        );
+        assert!(matches!(line.take().back(), Some(Outgoing::Close(1000, _))));
+    }
+
+    #[test]
+    fn text_that_is_not_utf8_is_refused_and_a_shut_line_takes_nothing() {
+        let (_inbox, line) = line(100);
+        let sender = HostSender(line.clone());
+        assert_eq!(
+            sender.send(WS_TEXT, RSlice::from_slice(&[0xff])),
+            SEND_CLOSED
+        );
+        assert!(line.take().is_empty());
+        assert!(line.shut().is_none());
+        assert_eq!(sender.send(WS_TEXT, RSlice::from_slice(b"ok")), SEND_CLOSED);
+        // A blocking send on a shut line does not wait.
+        assert_eq!(
+            sender.send_blocking(WS_TEXT, RSlice::from_slice(b"ok")),
+            SEND_CLOSED
+        );
+    }
+}
