@@ -11,6 +11,9 @@ use crate::server::ws::{Expired, Link};
 use std::io::{self, Read};
 use std::time::Instant;
 
+/// Most read-and-write rounds of one pump.
+const PUMP_ROUNDS: usize = 8;
+
 /// What the loop does with a WebSocket connection after a pump.
 #[derive(Debug, PartialEq, Eq)]
 pub enum WsFlow {
@@ -85,7 +88,10 @@ impl Conn<Stream> {
     /// hands their messages to the app, writes, and says whether to keep
     /// the connection.
     pub fn pump_ws(&mut self, now: Instant, pool: &mut BufPool) -> WsFlow {
-        loop {
+        // A fast producer to a fast reader would keep the loop here; after
+        // a few rounds the rest waits for the next turn (the app's queued
+        // messages have a notice in the inbox, readable bytes an event).
+        for _ in 0..PUMP_ROUNDS {
             let read = self.read_frames(now, pool);
             if let Err(e) = self.flush(pool) {
                 log::debug!("write to WebSocket {} failed: {e}", self.peer);
@@ -107,6 +113,10 @@ impl Conn<Stream> {
                 return WsFlow::Open;
             }
         }
+        if let Some(link) = self.ws.as_deref() {
+            link.nudge();
+        }
+        WsFlow::Open
     }
 
     /// Reads and handles frames until the socket would block, the output

@@ -201,8 +201,9 @@ impl Server {
             .map(|at| at.saturating_duration_since(now));
         let sweep =
             (!self.conns.is_empty()).then(|| self.next_sweep.saturating_duration_since(now));
-        // Work pushed while the inbox was applied (a stream's drain task)
-        // runs on the next turn, without waiting.
+        // Work pushed while the inbox was applied (a stream's drain task, a
+        // WebSocket app's answer to a message read there) runs on the next
+        // turn, without waiting.
         let pushed = self.queue.has_items().then_some(Duration::ZERO);
         for bound in [sweep, self.shedder.timeout(), retry, pushed]
             .into_iter()

@@ -121,6 +121,11 @@ impl Line {
         s.drain.take()
     }
 
+    /// A notice without a message: the loop pumps the connection again.
+    pub fn nudge(&self) {
+        self.inbox.push_ws_notice(self.token, self.id);
+    }
+
     /// The WebSocket id the line belongs to.
     pub fn id(&self) -> u64 {
         self.id

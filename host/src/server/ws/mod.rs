@@ -117,6 +117,11 @@ impl Link {
         self.line.id()
     }
 
+    /// Asks the loop to pump this WebSocket again next turn.
+    pub fn nudge(&self) {
+        self.line.nudge();
+    }
+
     /// Gives the app its sender (`on_open`).
     pub fn open(&mut self) {
         let sender = RawWsSender_TO::from_value(HostSender(self.line.clone()), TD_Opaque);
