@@ -125,9 +125,29 @@ impl Link {
     /// Gives the app its sender (`on_open`).
     pub fn open(&mut self) {
         let sender = RawWsSender_TO::from_value(HostSender(self.line.clone()), TD_Opaque);
-        if let Some(session) = &mut self.session {
-            session.on_open(sender);
-        }
+        self.in_app(|session| session.on_open(sender));
+    }
+
+    /// Calls the app's session, if it is still open, as the loop calls a
+    /// handler: under the watchdog's eye (named for stuck-loop reports and
+    /// the app's timers) and with the blocked-loop warning.
+    fn in_app(&mut self, f: impl FnOnce(&mut WsSessionBox)) {
+        let Some(session) = &mut self.session else {
+            return;
+        };
+        let (shared, worker) = &self.stats;
+        let beat = shared.watch.beat(*worker);
+        beat.enter(self.slot, "(a WebSocket callback)");
+        let started = Instant::now();
+        f(session);
+        beat.leave();
+        let app = crate::apps::loader::slot_name(self.slot);
+        super::dispatch::warn_if_blocked(
+            shared.loop_block_warn,
+            started.elapsed(),
+            format_args!("app {app} (a WebSocket callback)"),
+            "hand slow work to Host::spawn_blocking with a clone of the sender",
+        );
     }
 
     /// The codec, for the connection's reads and writes.
@@ -151,9 +171,7 @@ impl Link {
                     Message::Binary(b) => (WS_BINARY, b),
                     _ => return,
                 };
-                if let Some(session) = &mut self.session {
-                    session.on_message(kind, RSlice::from_slice(data));
-                }
+                self.in_app(|session| session.on_message(kind, RSlice::from_slice(data)));
             }
             Step::Closed { code, reason } => self.end(code, &reason),
             Step::Failed { code, why } => {
@@ -169,10 +187,11 @@ impl Link {
 
     /// Tells the app the WebSocket ended (once) and shuts its line.
     fn end(&mut self, code: u16, reason: &str) {
-        if let Some(mut session) = self.session.take() {
+        if self.session.is_some() {
             let (shared, worker) = &self.stats;
             crate::ops::stats::bump(&shared.stats[*worker].ws_closed, 1);
-            session.on_close(code, RStr::from_str(reason));
+            self.in_app(|session| session.on_close(code, RStr::from_str(reason)));
+            self.session = None;
         }
         run(self.line.shut());
     }
