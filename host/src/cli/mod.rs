@@ -216,9 +216,10 @@ pub struct Cli {
           value_parser = parse_size_usize, help_heading = LIMITS)]
     pub max_body: usize,
 
-    /// Bytes of a streamed response queued per connection (from 4K to
-    /// 64M): past it the app's sends answer WouldBlock until the client
-    /// reads, so a slow client costs at most this much memory.
+    /// Bytes of a streamed response (or of a WebSocket's messages) queued
+    /// per connection (from 4K to 64M): past it the app's sends answer
+    /// WouldBlock until the client reads, so a slow client costs at most
+    /// this much memory.
     #[arg(long, env = "STOA_STREAM_QUEUE", value_name = "SIZE", default_value = "256K",
           value_parser = parse_stream_queue, help_heading = LIMITS)]
     pub stream_queue: usize,

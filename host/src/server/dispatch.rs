@@ -5,7 +5,7 @@
 use super::conn::{AccessInfo, Conn, Pending};
 use super::listener::Stream;
 use super::ws::line::Line;
-use super::ws::{Link, QUEUE_BOUND};
+use super::ws::Link;
 use crate::apps::loader::LoadedApp;
 use crate::apps::services::{Job, Pool, Refused};
 use crate::http::answer::HostAnswer;
@@ -317,7 +317,8 @@ impl Dispatcher {
         let params = &self.shared.params;
         let line = Line::new(
             (self.queue.clone(), token, id),
-            QUEUE_BOUND,
+            // A WebSocket's queue is bounded as a streamed answer's is.
+            params.stream_queue,
             params.send_timeout,
         );
         let accept = upgrade.accept.clone();

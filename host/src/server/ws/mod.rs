@@ -27,10 +27,6 @@ use stoa_app_api::abi::{RawWsSender_TO, TaskBox, WsSessionBox, WS_BINARY, WS_TEX
 /// answer, and how long a half-closed connection waits for the peer's EOF.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
-/// Bytes queued for one WebSocket (its output plus what its app queued)
-/// at or over which the app's sends answer "would block".
-pub const QUEUE_BOUND: usize = 256 * 1024;
-
 /// The timing policy of open WebSockets.
 #[derive(Clone, Copy, Debug)]
 pub struct WsParams {
