@@ -58,7 +58,7 @@ fn client(port: u16, args: &[&str]) -> Child {
 }
 
 /// Runs the client to its end: its stdout, after checking it could run.
-fn run_client(port: u16, args: &[&str]) -> String {
+pub fn run_client(port: u16, args: &[&str]) -> String {
     let out = client(port, args)
         .wait_with_output()
         .expect("wait for python3");
