@@ -1,7 +1,8 @@
 //! Balancers in front of Stoa: a real nginx running `deploy/nginx.conf` in
 //! front of two instances spreads load and loses no request through a
 //! rolling restart (each instance stopped with SIGTERM and started again on
-//! its port), and the `deploy/` configs pass `nginx -t` and `haproxy -c`.
+//! its port), a WebSocket to `/demo/ws` goes through it, and the `deploy/`
+//! configs pass `nginx -t` and `haproxy -c`.
 //! A test whose tool is not installed fails, naming the tool and how to
 //! install it (`.ci/run` installs both). Every load
 //! loop is bounded in requests and time; only 127.0.0.1 is used.
