@@ -141,6 +141,14 @@ pub trait RawResponder: Send {
     /// order), then calls its `end` with how the body ended and a responder
     /// to answer with.
     fn read_body(self, sink: BodySinkBox);
+
+    /// Appended in 0.2.4: accepts the request's WebSocket handshake (RFC
+    /// 6455): the host answers `101 Switching Protocols` and from then on
+    /// calls `session` with the connection's messages (see
+    /// [`RawWsSession`]). A request that did not ask for a WebSocket is
+    /// answered `426 Upgrade Required` instead, and `session` is dropped
+    /// unopened.
+    fn accept_websocket(self, session: WsSessionBox);
 }
 
 /// How a streamed request body ended (`RawBodySink::end`).
@@ -260,6 +268,66 @@ impl StaticHeader {
         }
     }
 }
+
+/// A WebSocket message's kind, as it crosses the ABI: text (valid UTF-8).
+pub const WS_TEXT: u8 = 1;
+/// A WebSocket message's kind, as it crosses the ABI: binary.
+pub const WS_BINARY: u8 = 2;
+
+/// An open WebSocket, as the app sees it (app-implemented, appended in
+/// 0.2.4). The host calls it on the connection's event loop, one call at a
+/// time and in order: `on_open` once, `on_message` per whole message
+/// (fragments joined, text checked as UTF-8), `on_close` once at the end.
+/// Calls must not block.
+#[sabi_trait]
+pub trait RawWsSession: Send {
+    /// The WebSocket is open; `sender` sends on it, from any thread.
+    fn on_open(&mut self, sender: WsSenderBox);
+
+    /// A whole message: `kind` is [`WS_TEXT`] or [`WS_BINARY`]; `data`
+    /// is valid during the call only.
+    fn on_message(&mut self, kind: u8, data: RSlice<'_, u8>);
+
+    /// The WebSocket ended: the close code the peer sent (or the host's,
+    /// such as 1009 for a message over the limit; 1006 when the TCP
+    /// connection ended without a close frame) and its reason.
+    #[sabi(last_prefix_field)]
+    fn on_close(&mut self, code: u16, reason: RStr<'_>);
+}
+
+/// The owned, type-erased session passed through the ABI.
+pub type WsSessionBox = RawWsSession_TO<'static, RBox<()>>;
+
+/// The sending half of an open WebSocket, host-implemented (appended in
+/// 0.2.4), shared by any number of threads. Like a response stream
+/// ([`RawStream`]), a connection's queue is bounded and the calls answer
+/// the same codes: a send over the bound answers [`SEND_WOULD_BLOCK`]
+/// without taking the message.
+#[sabi_trait]
+pub trait RawWsSender: Send + Sync {
+    /// Queues a message (`kind` [`WS_TEXT`], whose `data` must be UTF-8,
+    /// or [`WS_BINARY`]): [`SEND_SENT`], [`SEND_WOULD_BLOCK`] or
+    /// [`SEND_CLOSED`]. Never blocks.
+    fn send(&self, kind: u8, data: RSlice<'_, u8>) -> u8;
+
+    /// Like `send`, but waits for room while the queue is full (for pool
+    /// threads; on an event loop it acts as `send`), at most the host's
+    /// `--send-timeout`.
+    fn send_blocking(&self, kind: u8, data: RSlice<'_, u8>) -> u8;
+
+    /// Runs `task` once on the connection's event loop when the queue has
+    /// room again (at once if it has room now) or the WebSocket closed. A
+    /// second call replaces a task not yet run.
+    fn on_drain(&self, task: TaskBox);
+
+    /// Starts the close handshake with `code` and `reason` (cut to fit a
+    /// control frame): [`SEND_SENT`], or [`SEND_CLOSED`] if it was closing.
+    #[sabi(last_prefix_field)]
+    fn close(&self, code: u16, reason: RStr<'_>) -> u8;
+}
+
+/// The owned, type-erased sender passed through the ABI.
+pub type WsSenderBox = RawWsSender_TO<'static, RBox<()>>;
 
 /// The owned, type-erased responder passed through the ABI.
 pub type ResponderBox = RawResponder_TO<'static, RBox<()>>;

@@ -160,6 +160,11 @@ impl Responder {
             }
         }
     }
+
+    /// The host's responder, taken out (for the other ways to answer).
+    pub(crate) fn into_raw(mut self) -> Option<ResponderBox> {
+        self.inner.take()
+    }
 }
 
 /// A response plus headers that are string constants ([`StaticHeader`]s,

@@ -376,6 +376,68 @@
 //! assert_eq!(response.body_str(), Ok("12 bytes\n"));
 //! ```
 //!
+//! ## A WebSocket
+//!
+//! [`Responder::accept_websocket`] accepts an `Upgrade: websocket` request
+//! with a [`WebSocket`] session object: the host answers `101` and calls it
+//! on the connection's event loop, in order: `on_open` with a [`WsSender`],
+//! `on_message` for each whole message (fragments joined, text checked as
+//! UTF-8), `on_close` once with the close code. The host does the protocol
+//! (handshake checks, pings, masking, the size limit `--ws-max-message`,
+//! the close handshake). The sender clones and sends from any thread with
+//! the same bounded queue as a [`Stream`]: [`Sent::WouldBlock`] while the
+//! connection has too much queued (the message not taken; [`WsSender::on_drain`]
+//! runs a callback once there is room), [`Sent::Closed`] once it is gone.
+//! Session callbacks must not block; a panic in one is logged and closes
+//! the WebSocket with 1011. [`testing::websocket`] plays the client in a
+//! unit test:
+//!
+//! ```
+//! use stoa_app_api::testing::{self, Received};
+//! use stoa_app_api::{App, Request, Responder, Response, WebSocket, WsMessage, WsSender};
+//!
+//! /// Answers each text message in upper case; closes on "bye".
+//! struct Shout(Option<WsSender>);
+//!
+//! impl WebSocket for Shout {
+//!     fn on_open(&mut self, sender: WsSender) {
+//!         self.0 = Some(sender);
+//!     }
+//!
+//!     fn on_message(&mut self, message: WsMessage<'_>) {
+//!         let (Some(sender), WsMessage::Text(text)) = (&self.0, message) else {
+//!             return;
+//!         };
+//!         if text == "bye" {
+//!             sender.close(1000, "bye");
+//!         } else {
+//!             sender.send_text(&text.to_uppercase());
+//!         }
+//!     }
+//! }
+//!
+//! struct Loud;
+//!
+//! impl App for Loud {
+//!     fn handle(&self, request: &Request<'_>, responder: Responder) {
+//!         match request.path_info.as_str() {
+//!             "/ws" => responder.accept_websocket(Shout(None)),
+//!             _ => responder.respond(Response::text(404, "Not Found\n")),
+//!         }
+//!     }
+//! }
+//!
+//! let Ok(mut ws) = testing::websocket(&Loud, &Request::sample("GET", "/loud", "/ws", "")) else {
+//!     panic!("not accepted");
+//! };
+//! ws.send_text("hello");
+//! ws.send_text("bye");
+//! assert_eq!(
+//!     ws.received(),
+//!     [Received::Text("HELLO".into()), Received::Close(1000, "bye".into())]
+//! );
+//! ```
+//!
 //! ## A blocking handler on the pool
 //!
 //! A handler that blocks its thread (a sleep, a file or database call, a
@@ -602,6 +664,8 @@ pub mod helpers;
 pub mod host;
 pub mod stream;
 pub mod testing;
+pub mod websocket;
+mod websocket_testing;
 
 pub use abi::{Header, HeaderRef, Request, Response, StaticHeader};
 pub use app::{Answer, App, Responder};
@@ -609,6 +673,7 @@ pub use context::{Context, Settings, SettingsError};
 pub use host::{host, Host, PoolFull};
 pub use log;
 pub use stream::{BodyEnd, BodySink, Sent, Stream};
+pub use websocket::{WebSocket, WsMessage, WsSender};
 
 #[doc(hidden)]
 pub use abi_stable;

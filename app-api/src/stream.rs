@@ -32,7 +32,7 @@ pub enum Sent {
 }
 
 impl Sent {
-    fn from_wire(code: u8) -> Sent {
+    pub(crate) fn from_wire(code: u8) -> Sent {
         match code {
             SEND_SENT => Sent::Ok,
             SEND_WOULD_BLOCK => Sent::WouldBlock,

@@ -26,7 +26,7 @@
 use crate::abi::{BodySinkBox, BODY_COMPLETE};
 use crate::abi::{
     HostModule, HostRef, LogLevel, RawResponder, RawResponder_TO, RawStream, RawStream_TO, Request,
-    Response, StreamBox, TaskBox, SEND_CLOSED, SEND_SENT,
+    Response, StreamBox, TaskBox, WsSessionBox, SEND_CLOSED, SEND_SENT,
 };
 use crate::app::{App, Responder};
 use abi_stable::prefix_type::PrefixTypeTrait;
@@ -71,6 +71,7 @@ pub fn outcome(app: &dyn App, request: &Request<'_>, wait: Duration) -> Outcome 
     let recorder = Recorder {
         tx: Some(tx),
         body: request.body.as_slice().to_vec(),
+        ws: None,
     };
     let raw = RawResponder_TO::from_value(recorder, TD_Opaque);
     let responder = Responder::from_raw(raw);
@@ -86,9 +87,13 @@ pub fn outcome(app: &dyn App, request: &Request<'_>, wait: Duration) -> Outcome 
 
 /// The recording responder: sends what became of the request once. It
 /// keeps the request's body for an app that reads it as it arrives.
-struct Recorder {
-    tx: Option<Sender<Outcome>>,
-    body: Vec<u8>,
+pub(crate) struct Recorder {
+    pub(crate) tx: Option<Sender<Outcome>>,
+    pub(crate) body: Vec<u8>,
+    /// Where an accepted WebSocket's session goes (`websocket`); without
+    /// it, an accept is answered 426 as the host answers a request that
+    /// did not ask for one.
+    pub(crate) ws: Option<Sender<WsSessionBox>>,
 }
 
 impl Recorder {
@@ -118,6 +123,7 @@ impl RawResponder for Recorder {
         let responder = Recorder {
             tx: self.tx.take(),
             body: Vec::new(),
+            ws: self.ws.take(),
         };
         sink.end(
             BODY_COMPLETE,
@@ -133,6 +139,16 @@ impl RawResponder for Recorder {
             },
             TD_Opaque,
         )
+    }
+
+    fn accept_websocket(mut self, session: WsSessionBox) {
+        match self.ws.take() {
+            Some(ws) => {
+                self.tx = None;
+                let _ = ws.send(session);
+            }
+            None => self.send(Outcome::Answered(Response::text(426, "Upgrade Required\n"))),
+        }
     }
 }
 
@@ -188,6 +204,8 @@ impl Drop for Recorder {
         self.send(Outcome::Dropped);
     }
 }
+
+pub use crate::websocket_testing::{websocket, Received, WsTest};
 
 extern "C" fn log_to_stderr(level: LogLevel, target: RStr<'_>, message: RStr<'_>) {
     let level = match level {

@@ -13,7 +13,7 @@ use std::hint::black_box;
 use std::path::PathBuf;
 use stoa_app_api::abi::{
     AppModuleRef, HeaderRef, HostModule, HostRef, InitContext, LogLevel, RawResponder,
-    RawResponder_TO, Request, StreamBox, TaskBox,
+    RawResponder_TO, Request, StreamBox, TaskBox, WsSessionBox,
 };
 use stoa_app_api::{App, Responder, Response};
 
@@ -35,6 +35,10 @@ impl RawResponder for BenchResponder {
 
     fn read_body(self, sink: stoa_app_api::abi::BodySinkBox) {
         drop(sink);
+    }
+
+    fn accept_websocket(self, session: WsSessionBox) {
+        drop(session);
     }
 }
 

@@ -117,6 +117,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
                 .fold(cli.max_body, usize::max),
             ..cli.conn_params()
         },
+        ws: cli.ws_params(),
         shortest_app_timeout: cli
             .app_sections
             .values()

@@ -11,14 +11,36 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use stoa_app_api::abi::{BodySinkBox, ResponderBox, TaskBox};
+use stoa_app_api::abi::{BodySinkBox, ResponderBox, TaskBox, WsSessionBox};
 use stoa_app_api::Response;
 
 /// One finished request, for the loop to write out.
 pub struct Completion {
     pub token: Token,
     pub id: u64,
-    pub response: Response,
+    pub answer: Answer,
+}
+
+/// How an app answered a request.
+pub enum Answer {
+    /// A response, and constant headers to write after its own (always
+    /// empty in a completion: an answer queued from off the loop has them
+    /// copied in).
+    Response(Response, crate::http::response::Fixed),
+    /// It accepted the request's WebSocket handshake.
+    Upgrade(Box<Upgrade>),
+}
+
+/// An accepted WebSocket handshake, for the loop to switch to.
+pub struct Upgrade {
+    /// The `Sec-WebSocket-Accept` value.
+    pub accept: Box<str>,
+    pub session: WsSessionBox,
+    /// The app's counters slot, which names it.
+    pub slot: usize,
+    /// The app generation the session's code belongs to: an open
+    /// WebSocket holds it, as a request in flight does.
+    pub generation: Arc<dyn Send + Sync>,
 }
 
 /// A streamed response started (`start`), or its app sent more or ended it.
@@ -52,6 +74,8 @@ pub struct InboxItems {
     pub bodies: Vec<BodyAttach>,
     /// Each with the slot of the app that set it, if known.
     pub timers: Vec<(Instant, Option<usize>, TaskBox)>,
+    /// WebSockets whose app queued messages: (connection, WebSocket id).
+    pub ws_notices: Vec<(Token, u64)>,
 }
 
 impl InboxItems {
@@ -60,6 +84,7 @@ impl InboxItems {
             && self.timers.is_empty()
             && self.streams.is_empty()
             && self.bodies.is_empty()
+            && self.ws_notices.is_empty()
     }
 }
 
@@ -171,6 +196,11 @@ impl Inbox {
         self.pending.load(Ordering::Acquire)
     }
 
+    /// Tells the loop a WebSocket's app queued messages.
+    pub fn push_ws_notice(self: &Arc<Self>, token: Token, id: u64) {
+        self.push(|items| items.ws_notices.push((token, id)));
+    }
+
     /// Moves everything queued into `into` (which should be empty); false,
     /// without taking the lock, when nothing was pushed since the last
     /// drain (see the pending flag above).
@@ -274,7 +304,7 @@ mod tests {
                         inbox.push_completion(Completion {
                             token: Token(p),
                             id: i as u64,
-                            response: Response::new(200),
+                            answer: Answer::Response(Response::new(200), &[]),
                         });
                     }
                 })

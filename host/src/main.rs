@@ -76,6 +76,12 @@ fn setup_logging(level: log::LevelFilter, format: LogFormat) -> Result<(), fern:
             out.finish(format_args!("{line}"))
         }),
     };
-    dispatch.level(level).chain(std::io::stderr()).apply()?;
+    // tungstenite logs every frame at debug and trace; the host logs what
+    // a WebSocket comes to itself.
+    dispatch
+        .level(level)
+        .level_for("tungstenite", level.min(log::LevelFilter::Info))
+        .chain(std::io::stderr())
+        .apply()?;
     Ok(())
 }

@@ -19,6 +19,8 @@ pub struct Shared {
     /// Limits and timeouts; `params.max_body` is the largest body any app
     /// may take (the flag, or an app's larger own `max_body`).
     pub params: ConnParams,
+    /// Limits and timing of open WebSockets.
+    pub ws: crate::server::WsParams,
     /// `--max-body`, when some app has its own `max_body`: each request's
     /// limit is then its app's, or this.
     pub app_body_limits: Option<usize>,

@@ -1,7 +1,8 @@
 //! Balancers in front of Stoa: a real nginx running `deploy/nginx.conf` in
 //! front of two instances spreads load and loses no request through a
 //! rolling restart (each instance stopped with SIGTERM and started again on
-//! its port), and the `deploy/` configs pass `nginx -t` and `haproxy -c`.
+//! its port), a WebSocket to `/demo/ws` goes through it, and the `deploy/`
+//! configs pass `nginx -t` and `haproxy -c`.
 //! A test whose tool is not installed fails, naming the tool and how to
 //! install it (`.ci/run` installs both). Every load
 //! loop is bounded in requests and time; only 127.0.0.1 is used.
@@ -67,53 +68,15 @@ impl Drop for Nginx {
 
 #[test]
 fn nginx_in_front_of_two_instances_loses_nothing_in_a_rolling_restart() {
-    let nginx = tool("nginx");
     let args = ["--workers", "2", "--graceful-timeout", "10", "--no-watch"];
     let instance = |port| {
         let launch = Server::launch("epoll").port(port).apps(&["article"]);
         launch.args(&args).start()
     };
     let mut instances = [0, 0].map(instance);
-    // deploy/nginx.conf itself, in the foreground, with our two instances
-    // for its four and a free port for 8080.
-    let listen = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a port");
-    let listen = listen.port();
-    let mut conf = String::from("daemon off;\nmaster_process off;\n");
-    for line in std::fs::read_to_string(deploy("nginx.conf"))
-        .expect("nginx.conf")
-        .lines()
-    {
-        let line = line.replace("listen 8080;", &format!("listen 127.0.0.1:{listen};"));
-        if line.trim_start().starts_with("server 127.0.0.1:8001") {
-            for s in &instances {
-                conf += &line.replace(":8001", &format!(":{}", s.port));
-                conf.push('\n');
-            }
-        } else if !line.trim_start().starts_with("server 127.0.0.1:800") {
-            conf += &line.replace("worker_processes auto;", "worker_processes 1;");
-            conf.push('\n');
-        }
-    }
-    assert!(
-        conf.contains(&format!("listen 127.0.0.1:{listen};")),
-        "{conf}"
-    );
-    let (dir, prefix) = nginx_prefix("nginx");
-    std::fs::write(dir.path().join("nginx.conf"), &conf).expect("write nginx.conf");
-    let started = Command::new(nginx)
-        .args(["-p", &prefix, "-c", "nginx.conf", "-e", "logs/error.log"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn();
-    let _nginx = Nginx(started.expect("start nginx"));
+    let ports = instances.each_ref().map(|s| s.port);
+    let (_nginx, dir, listen) = start_nginx(&ports);
     let log = || std::fs::read_to_string(dir.path().join("logs/error.log")).unwrap_or_default();
-    let up = wait_until(Duration::from_secs(10), || {
-        TcpStream::connect(("127.0.0.1", listen)).is_ok()
-    });
-    assert!(up, "nginx did not listen on {listen}:\n{}", log());
 
     // Spread: round robin over both instances.
     for i in 0..20 {
@@ -203,6 +166,77 @@ fn nginx_in_front_of_two_instances_loses_nothing_in_a_rolling_restart() {
         during < MOST,
         "the load ended before both restarts were done"
     );
+}
+
+/// Starts `deploy/nginx.conf` itself, in the foreground, with `ports` for
+/// its four instances and a free port for 8080; waits until it listens.
+/// Returns it (killed on drop), its prefix directory and its port.
+fn start_nginx(ports: &[u16]) -> (Nginx, TempDir, u16) {
+    let nginx = tool("nginx");
+    let listen = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a port");
+    let listen = listen.port();
+    let mut conf = String::from("daemon off;\nmaster_process off;\n");
+    for line in std::fs::read_to_string(deploy("nginx.conf"))
+        .expect("nginx.conf")
+        .lines()
+    {
+        let line = line.replace("listen 8080;", &format!("listen 127.0.0.1:{listen};"));
+        if line.trim_start().starts_with("server 127.0.0.1:8001") {
+            for port in ports {
+                conf += &line.replace(":8001", &format!(":{port}"));
+                conf.push('\n');
+            }
+        } else if !line.trim_start().starts_with("server 127.0.0.1:800") {
+            conf += &line.replace("worker_processes auto;", "worker_processes 1;");
+            conf.push('\n');
+        }
+    }
+    assert!(
+        conf.contains(&format!("listen 127.0.0.1:{listen};")),
+        "{conf}"
+    );
+    let (dir, prefix) = nginx_prefix("nginx");
+    std::fs::write(dir.path().join("nginx.conf"), &conf).expect("write nginx.conf");
+    let started = Command::new(nginx)
+        .args(["-p", &prefix, "-c", "nginx.conf", "-e", "logs/error.log"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    let nginx = Nginx(started.expect("start nginx"));
+    let up = wait_until(Duration::from_secs(10), || {
+        TcpStream::connect(("127.0.0.1", listen)).is_ok()
+    });
+    let log = std::fs::read_to_string(dir.path().join("logs/error.log")).unwrap_or_default();
+    assert!(up, "nginx did not listen on {listen}:\n{log}");
+    (nginx, dir, listen)
+}
+
+/// `deploy/nginx.conf` passes a WebSocket through to `/demo/ws` (the
+/// Upgrade and Connection headers are hop-by-hop: without its location
+/// block nginx would drop them and the handshake would get 426).
+#[test]
+fn nginx_passes_websockets_through_to_demo_ws() {
+    let instance = Server::launch("epoll").apps(&["demo"]).start();
+    let (_nginx, dir, listen) = start_nginx(&[instance.port]);
+    let cases = [
+        "echo",
+        "fragmentation",
+        "ping_pong",
+        "close_handshake",
+        "broadcast",
+    ];
+    let out = crate::websocket::run_client(listen, &cases);
+    for case in cases {
+        assert!(
+            out.lines().any(|l| l == format!("{case} ok")),
+            "{case} through nginx:\n{out}\nnginx:\n{}\nstoa:\n{}",
+            std::fs::read_to_string(dir.path().join("logs/error.log")).unwrap_or_default(),
+            instance.log()
+        );
+    }
 }
 
 #[test]

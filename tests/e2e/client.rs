@@ -226,6 +226,16 @@ impl Client {
         }
     }
 
+    /// Reads exactly `n` more bytes (after a response, say a `101`'s).
+    pub fn read_bytes(&mut self, n: usize) -> Vec<u8> {
+        while self.buf.len() < n {
+            if self.fill("bytes") == 0 {
+                panic!("connection closed after {} of {n} bytes", self.buf.len());
+            }
+        }
+        self.buf.drain(..n).collect()
+    }
+
     /// Reads until the server closes the connection; returns the bytes that
     /// came before the end. Fails the test if it stays open.
     pub fn read_until_closed(&mut self) -> Vec<u8> {

@@ -41,4 +41,5 @@ mod streaming;
 mod survival;
 mod unix_socket;
 mod upload;
+mod websocket;
 mod workers_and_drain;

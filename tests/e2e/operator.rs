@@ -160,7 +160,7 @@ fn refused_flags(args: &[&str]) -> String {
 
 #[test]
 fn zero_and_oversized_values_are_refused_naming_the_flag() {
-    let cases: [(&[&str], &[&str]); 7] = [
+    let cases: [(&[&str], &[&str]); 9] = [
         (&["--workers", "0"], &["--workers", "1..=1024"]),
         (
             &["--poller", "select", "--max-connections", "1000000000"],
@@ -182,6 +182,11 @@ fn zero_and_oversized_values_are_refused_naming_the_flag() {
         ),
         (&["--bind", "unix:"], &["--bind", "give the socket's path"]),
         (&["--max-headers", "0"], &["--max-headers"]),
+        (&["--ws-max-message", "0"], &["--ws-max-message", "zero"]),
+        (
+            &["--ws-ping-interval", "0s"],
+            &["--ws-ping-interval", "zero"],
+        ),
     ];
     for (args, needles) in cases {
         let stderr = refused_flags(args);

@@ -216,12 +216,19 @@ pub struct Cli {
           value_parser = parse_size_usize, help_heading = LIMITS)]
     pub max_body: usize,
 
-    /// Bytes of a streamed response queued per connection (from 4K to
-    /// 64M): past it the app's sends answer WouldBlock until the client
-    /// reads, so a slow client costs at most this much memory.
+    /// Bytes of a streamed response (or of a WebSocket's messages) queued
+    /// per connection (from 4K to 64M): past it the app's sends answer
+    /// WouldBlock until the client reads, so a slow client costs at most
+    /// this much memory.
     #[arg(long, env = "STOA_STREAM_QUEUE", value_name = "SIZE", default_value = "256K",
           value_parser = parse_stream_queue, help_heading = LIMITS)]
     pub stream_queue: usize,
+
+    /// Largest WebSocket message, its fragments added up (the connection is
+    /// closed with 1009 past it).
+    #[arg(long, env = "STOA_WS_MAX_MESSAGE", value_name = "SIZE", default_value = "16M",
+          value_parser = parse_size_usize, help_heading = LIMITS)]
+    pub ws_max_message: usize,
 
     /// Requests on one keep-alive connection before it is closed.
     #[arg(long, env = "STOA_MAX_REQUESTS_PER_CONN", value_name = "N", default_value_t = 1000,
@@ -258,6 +265,12 @@ pub struct Cli {
     #[arg(long, env = "STOA_STREAM_IDLE_TIMEOUT", value_name = "DURATION", default_value = "60s",
           value_parser = parse_secs, help_heading = TIMEOUTS)]
     pub stream_idle_timeout: Duration,
+
+    /// Silence after which an open WebSocket's peer is pinged; a peer still
+    /// silent after another interval is dropped.
+    #[arg(long, env = "STOA_WS_PING_INTERVAL", value_name = "DURATION", default_value = "30s",
+          value_parser = parse_secs, help_heading = TIMEOUTS)]
+    pub ws_ping_interval: Duration,
 
     /// Time to let in-flight requests finish after SIGTERM/SIGINT; the
     /// process then ends even if a worker is stuck in app code.
@@ -368,6 +381,14 @@ fn parse_level(s: &str) -> Result<log::LevelFilter, String> {
 }
 
 impl Cli {
+    /// The WebSocket limit and ping policy from the flags.
+    pub fn ws_params(&self) -> crate::server::WsParams {
+        crate::server::WsParams {
+            max_message: self.ws_max_message,
+            ping_interval: self.ws_ping_interval,
+        }
+    }
+
     /// The per-connection limits and timeouts from the flags.
     pub fn conn_params(&self) -> ConnParams {
         ConnParams {

@@ -3,6 +3,7 @@
 //! Apps' answers never pass through here.
 
 use super::response::reason;
+use super::ws::handshake::Refusal;
 use super::HttpError;
 use std::borrow::Cow;
 use stoa_app_api::Response;
@@ -38,6 +39,10 @@ pub enum HostAnswer {
     Stuck(String),
     /// The app did not answer within `app_timeout` (504).
     AppTimeout,
+    /// A WebSocket handshake the host refuses (400, or 426 with
+    /// `Sec-WebSocket-Version: 13`), or an accept of a request that asked
+    /// for none (426).
+    WebSocket(Refusal),
     /// A request that could not be read (400, 408, 413, 414, 417, 431, 501,
     /// 505).
     Http(HttpError),
@@ -57,6 +62,7 @@ impl HostAnswer {
             | HostAnswer::NoApps
             | HostAnswer::Stuck(_) => 503,
             HostAnswer::AppTimeout => 504,
+            HostAnswer::WebSocket(r) => r.status(),
             HostAnswer::Http(e) => e.status(),
         }
     }
@@ -80,6 +86,7 @@ impl HostAnswer {
             HostAnswer::Stuck(why) => return Cow::Borrowed(why.as_str()),
             HostAnswer::AppPanicked(app) => return Cow::Owned(format!("app {app} panicked")),
             HostAnswer::Http(e) => return Cow::Owned(e.to_string()),
+            HostAnswer::WebSocket(r) => return Cow::Owned(r.to_string()),
         })
     }
 
@@ -93,6 +100,9 @@ impl HostAnswer {
             HostAnswer::PoolFull | HostAnswer::AppShareFull | HostAnswer::AtCapacity => {
                 response.with_header("Retry-After", "1")
             }
+            HostAnswer::WebSocket(r) if r.status() == 426 => response
+                .with_header("Upgrade", "websocket")
+                .with_header("Sec-WebSocket-Version", super::ws::handshake::VERSION),
             _ => response,
         }
     }

@@ -11,6 +11,7 @@ pub(crate) mod output;
 pub mod parse;
 pub mod reader;
 pub mod response;
+pub mod ws;
 
 use std::time::Duration;
 

@@ -383,6 +383,15 @@ impl RequestReader {
         }
     }
 
+    /// Takes the bytes buffered past the last request (a protocol the
+    /// connection switched to reads them first) and gives the buffer back.
+    pub fn take_rest(&mut self, pool: &mut BufPool) -> Vec<u8> {
+        let rest = self.buf[self.start..self.end].to_vec();
+        self.start = self.end;
+        self.release(pool);
+        rest
+    }
+
     /// Forgets a request that could not be read (the connection closes).
     pub fn abandon(&mut self) {
         self.head = None;

@@ -74,6 +74,7 @@ fn status_json(shared: &Shared) -> String {
                 "accepted": w.accepted.load(Relaxed),
                 "closed": w.closed.load(Relaxed),
                 "open": w.open(),
+                "websockets": w.websockets(),
                 "shed": w.shed.load(Relaxed),
                 "accept_paused_seconds": w.accept_paused_secs(),
                 "requests": w.requests(),
@@ -140,6 +141,10 @@ fn status_json(shared: &Shared) -> String {
         "streams": {
             "open": shared.stats.iter().map(|w| w.streams.load(Relaxed)).sum::<u64>(),
         },
+        "websockets": {
+            "open": shared.stats.iter().map(WorkerStats::websockets).sum::<u64>(),
+            "opened": shared.stats.iter().map(|w| w.ws_opened.load(Relaxed)).sum::<u64>(),
+        },
         "per_worker": workers,
         "requests": by_app,
         "stuck_workers": survival::stuck_json(shared),
@@ -180,9 +185,10 @@ fn metrics_text(shared: &Shared) -> String {
         u8::from(shared.control.draining())
     );
     type Field = fn(&WorkerStats) -> u64;
-    let per_worker: [(&str, &str, Field); 4] = [
+    let per_worker: [(&str, &str, Field); 5] = [
         ("stoa_connections_open", "gauge", WorkerStats::open),
         ("stoa_streams_open", "gauge", |w| w.streams.load(Relaxed)),
+        ("stoa_websockets_open", "gauge", WorkerStats::websockets),
         ("stoa_connections_accepted_total", "counter", |w| {
             w.accepted.load(Relaxed)
         }),

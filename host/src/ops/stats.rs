@@ -74,6 +74,9 @@ pub const APP_SLOTS: usize = 64;
 pub struct WorkerStats {
     pub accepted: AtomicU64,
     pub closed: AtomicU64,
+    /// WebSockets opened and ended (open = the difference).
+    pub ws_opened: AtomicU64,
+    pub ws_closed: AtomicU64,
     /// Connections answered 503 at the cap (`--overload shed`).
     pub shed: AtomicU64,
     /// Microseconds accepts were paused, over pauses that have ended.
@@ -99,6 +102,8 @@ impl Default for WorkerStats {
         WorkerStats {
             accepted: AtomicU64::new(0),
             closed: AtomicU64::new(0),
+            ws_opened: AtomicU64::new(0),
+            ws_closed: AtomicU64::new(0),
             shed: AtomicU64::new(0),
             paused_us: AtomicU64::new(0),
             paused_since: AtomicU64::new(0),
@@ -119,6 +124,13 @@ impl WorkerStats {
         self.accepted
             .load(Relaxed)
             .saturating_sub(self.closed.load(Relaxed))
+    }
+
+    /// WebSockets open now.
+    pub fn websockets(&self) -> u64 {
+        self.ws_opened
+            .load(Relaxed)
+            .saturating_sub(self.ws_closed.load(Relaxed))
     }
 
     /// Seconds accepts have been paused, the current pause included.

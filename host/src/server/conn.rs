@@ -27,6 +27,7 @@ use crate::http::{ConnParams, HttpError};
 use crate::poller::Interest;
 use crate::server::body_feed::BodyLink;
 use crate::server::conn_stream::ConnStream;
+use crate::server::ws::Link;
 use crate::stream_line::StreamLine;
 use std::io::{self, Read, Write};
 use std::sync::atomic::AtomicU64;
@@ -48,6 +49,8 @@ enum Phase {
     /// A streamed answer is going out; like `Dispatched`, nothing is read.
     Streaming,
     Closing,
+    /// Switched to WebSocket (`ws`): frames, not requests, from now on.
+    Upgraded,
 }
 
 /// Which timeout a connection is under (see `ConnParams`).
@@ -66,6 +69,8 @@ pub enum Deadline {
     /// A streamed answer's app sent nothing for `stream_idle_timeout`:
     /// close (the body ends abnormally).
     StreamIdle,
+    /// An open WebSocket's ping, close or linger timeout (`ws::Link`).
+    WebSocket,
 }
 
 pub use crate::ops::access_log::AccessInfo;
@@ -117,6 +122,8 @@ pub struct Conn<S> {
     body: Option<BodyLink>,
     /// A streamed body broke or was cut short: close after the answer.
     close_after: bool,
+    /// The WebSocket, once switched to one.
+    ws: Option<Box<Link>>,
 }
 
 impl<S> Conn<S> {
@@ -140,6 +147,7 @@ impl<S> Conn<S> {
             stream_progress: false,
             body: None,
             close_after: false,
+            ws: None,
         }
     }
 
@@ -291,7 +299,8 @@ impl<S> Conn<S> {
 
     /// The interest this connection needs now.
     fn wanted_interest(&self) -> Interest {
-        let read = (self.may_take_requests() || self.feeds_body()) && !self.read_closed;
+        let frames = self.phase == Phase::Upgraded && !self.output_full();
+        let read = (self.may_take_requests() || self.feeds_body() || frames) && !self.read_closed;
         match (read, self.has_output()) {
             (true, true) => Interest::BOTH,
             (true, false) => Interest::READABLE,
@@ -332,6 +341,10 @@ impl<S> Conn<S> {
     /// (trickling bytes do not extend it); the body, send and idle timeouts
     /// restart on progress.
     pub fn update_deadline(&mut self, params: &ConnParams, now: Instant) {
+        if let (false, Some(link)) = (self.has_output(), &self.ws) {
+            self.deadline = Some((link.deadline(), Deadline::WebSocket));
+            return;
+        }
         let want = if self.has_output() {
             Deadline::Send
         } else {
@@ -339,7 +352,7 @@ impl<S> Conn<S> {
                 Phase::Dispatched if self.reader.in_body() => Deadline::Body,
                 Phase::Dispatched => Deadline::App,
                 Phase::Streaming => Deadline::StreamIdle,
-                Phase::Closing => Deadline::Send,
+                Phase::Closing | Phase::Upgraded => Deadline::Send,
                 Phase::Reading if self.reader.in_body() => Deadline::Body,
                 Phase::Reading if self.reader.is_empty() => Deadline::Idle,
                 Phase::Reading => Deadline::Head,
@@ -349,7 +362,7 @@ impl<S> Conn<S> {
             Deadline::Idle | Deadline::Body => std::mem::take(&mut self.reader.progressed),
             Deadline::Send => self.write_progress,
             Deadline::StreamIdle => self.stream_progress,
-            Deadline::Head | Deadline::App => false,
+            Deadline::Head | Deadline::App | Deadline::WebSocket => false,
         };
         self.stream_progress = false;
         self.reader.progressed = false;
@@ -364,7 +377,7 @@ impl<S> Conn<S> {
                     .as_ref()
                     .and_then(|p| p.timeout)
                     .unwrap_or(params.app_timeout),
-                Deadline::Send => params.send_timeout,
+                Deadline::Send | Deadline::WebSocket => params.send_timeout,
                 Deadline::StreamIdle => params.stream_idle_timeout,
             };
             self.deadline = Some((now + limit, want));
@@ -386,6 +399,8 @@ impl<S> Conn<S> {
                 Phase::Closing => true,
                 Phase::Reading => self.read_closed,
                 Phase::Dispatched | Phase::Streaming => false,
+                // A WebSocket ends at the peer's EOF, after its last frame.
+                Phase::Upgraded => self.read_closed,
             }
     }
 }
@@ -586,6 +601,10 @@ impl<S: Read + Write> Conn<S> {
         Ok(())
     }
 }
+
+#[path = "conn_ws.rs"]
+mod ws;
+pub use ws::WsFlow;
 
 #[cfg(test)]
 #[path = "conn_tests.rs"]

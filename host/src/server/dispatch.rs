@@ -3,19 +3,23 @@
 //! blocking pool. The answer is queued on the connection's output.
 
 use super::conn::{AccessInfo, Conn, Pending};
+use super::listener::Stream;
+use super::ws::line::Line;
+use super::ws::Link;
 use crate::apps::loader::LoadedApp;
 use crate::apps::services::{Job, Pool, Refused};
 use crate::http::answer::HostAnswer;
 use crate::http::parse::{BodyKind, Head};
 use crate::http::reader::BodyPlan;
 use crate::http::reader::BufPool;
+use crate::http::ws::handshake;
 use crate::inbox::{Inbox, StreamStart};
 use crate::ops::access_log::Answered;
 use crate::ops::admin;
 use crate::ops::netfilter::{forwarded_client, peer_ip};
 use crate::poller::Token;
 use crate::server::request::{with_view, HeadText, Meta, OwnedRequest};
-use crate::server::responder::{begin_inline, end_inline, responder, Answer};
+use crate::server::responder::{begin_inline, end_inline, responder, Answer, Fixed, Upgrade};
 use crate::shared::Shared;
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -73,7 +77,18 @@ impl Dispatcher {
         // The client the request speaks for: the peer, or the one a trusted
         // proxy names. Status rules, apps and the access log all see it.
         let (client, scheme) = client_of(shared, head, buf, conn.peer());
-        let host_answer = if path.starts_with(admin::PREFIX) {
+        // A request asking for a WebSocket is checked before any app sees
+        // it: a malformed handshake is the host's to refuse.
+        let (refusal, accept) = match handshake::asks_for_websocket(head, buf) {
+            false => (None, None),
+            true => match handshake::check(head, buf) {
+                Ok(accept) => (None, Some(Box::<str>::from(accept))),
+                Err(r) => (Some(HostAnswer::WebSocket(r).response()), None),
+            },
+        };
+        let host_answer = if refusal.is_some() {
+            refusal
+        } else if path.starts_with(admin::PREFIX) {
             admin::answer(shared, path, &client)
         } else {
             None
@@ -91,8 +106,11 @@ impl Dispatcher {
         // The clock read after a handler that ran on the loop.
         let mut after = None;
         let (answer, blocking_path) = match (host_answer, route) {
-            (Some(response), _) => (Some((response, &[][..])), None),
-            (None, None) => (Some((HostAnswer::NoMount.response(), &[][..])), None),
+            (Some(response), _) => (Some(Answer::Response(response, &[])), None),
+            (None, None) => (
+                Some(Answer::Response(HostAnswer::NoMount.response(), &[])),
+                None,
+            ),
             (None, Some((app, split))) => {
                 let meta = self.meta(conn.listener(), client, scheme);
                 with_view(&parts, body, split, &meta, |request| {
@@ -106,13 +124,13 @@ impl Dispatcher {
                                 pool,
                                 (app, path, deadline),
                                 owned,
-                                responder((token, id), app, &self.queue, &shared.params),
+                                responder((token, id), app, &self.queue, (&shared.params, accept)),
                             );
-                            (r.map(|r| (r, &[][..])), Some(Box::<str>::from(path)))
+                            (r, Some(Box::<str>::from(path)))
                         }
                         None => {
                             let (inline, now) =
-                                self.run_inline(app, path, request, (token, id), started);
+                                self.run_inline((app, path, request), (token, id), accept, started);
                             after = Some(now);
                             (inline, None)
                         }
@@ -183,10 +201,9 @@ impl Dispatcher {
     /// and the clock read after it.
     fn run_inline(
         &self,
-        app: &Arc<LoadedApp>,
-        path: &str,
-        request: &stoa_app_api::abi::Request<'_>,
+        (app, path, request): (&Arc<LoadedApp>, &str, &stoa_app_api::abi::Request<'_>),
         (token, id): (Token, u64),
+        accept: Option<Box<str>>,
         started: Instant,
     ) -> (Option<Answer>, Instant) {
         let shared = &*self.shared;
@@ -195,7 +212,7 @@ impl Dispatcher {
         begin_inline(&self.queue, id);
         app.handle(
             request,
-            responder((token, id), app, &self.queue, &shared.params),
+            responder((token, id), app, &self.queue, (&shared.params, accept)),
         );
         let inline = end_inline();
         beat.leave();
@@ -217,7 +234,7 @@ impl Dispatcher {
     pub(super) fn finish<S: Read + Write>(
         &self,
         conn: &mut Conn<S>,
-        (response, fixed): Answer,
+        (response, fixed): (Response, Fixed),
         date: &str,
         close: bool,
         pool: &mut BufPool,
@@ -272,6 +289,61 @@ impl Dispatcher {
             status,
             usize::try_from(declared).unwrap_or(usize::MAX),
         );
+    }
+
+    /// Queues the app's answer: a response (`finish`), or the switch to
+    /// WebSocket.
+    pub(super) fn answer(
+        &self,
+        (conn, token): (&mut Conn<Stream>, Token),
+        answer: Answer,
+        date: &str,
+        pool: &mut BufPool,
+    ) {
+        match answer {
+            Answer::Response(response, fixed) => {
+                self.finish(conn, (response, fixed), date, false, pool)
+            }
+            Answer::Upgrade(upgrade) => self.upgrade((conn, token), *upgrade, date, pool),
+        }
+    }
+
+    /// Answers `101` and opens the app's WebSocket session on `conn`.
+    fn upgrade(
+        &self,
+        (conn, token): (&mut Conn<Stream>, Token),
+        upgrade: Upgrade,
+        date: &str,
+        pool: &mut BufPool,
+    ) {
+        if self.shared.control.draining() {
+            // A WebSocket opened now would be closed at once.
+            let draining = HostAnswer::Draining.response();
+            return self.finish(conn, (draining, &[]), date, true, pool);
+        }
+        let Some(id) = conn.pending().map(|p| p.id) else {
+            return;
+        };
+        let params = &self.shared.params;
+        let line = Line::new(
+            (self.queue.clone(), token, id),
+            // A WebSocket's queue is bounded as a streamed answer's is.
+            params.stream_queue,
+            params.send_timeout,
+        );
+        let accept = upgrade.accept.clone();
+        let at = (self.shared.clone(), self.worker);
+        let now = self.now;
+        let Some(pending) = conn.upgrade((&accept, date), pool, |rest| {
+            Link::new(upgrade, line, at, rest, now)
+        }) else {
+            return;
+        };
+        self.record(&pending, 101, 0);
+        if let Some(link) = conn.link() {
+            log::debug!("WebSocket {id} open for app {}", link.app());
+            link.open();
+        }
     }
 
     /// Counts an answer to `pending` and writes its access-log line.
@@ -371,7 +443,7 @@ fn submit_blocking(
     (app, path, deadline): (&Arc<LoadedApp>, &str, Instant),
     owned: OwnedRequest,
     responder: stoa_app_api::abi::ResponderBox,
-) -> Option<Response> {
+) -> Option<Answer> {
     let run_app = app.clone();
     let work = Box::new(move |run: bool| {
         if run {
@@ -386,13 +458,11 @@ fn submit_blocking(
             // Dropping the job drops its responder, whose answer (a 500) is
             // ignored: this 503 answers the request first.
             drop(job);
-            Some(
-                match why {
-                    Refused::QueueFull => HostAnswer::PoolFull,
-                    Refused::ShareFull => HostAnswer::AppShareFull,
-                }
-                .response(),
-            )
+            let refusal = match why {
+                Refused::QueueFull => HostAnswer::PoolFull,
+                Refused::ShareFull => HostAnswer::AppShareFull,
+            };
+            Some(Answer::Response(refusal.response(), &[]))
         }
     }
 }

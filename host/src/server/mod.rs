@@ -19,6 +19,7 @@ pub(crate) mod request;
 pub(crate) mod responder;
 mod shed;
 pub(crate) mod timers;
+pub(crate) mod ws;
 
 use crate::http::answer::HostAnswer;
 use crate::http::parse::Head;
@@ -33,7 +34,7 @@ use crate::shared::Shared;
 pub use acceptor::MAX_LISTENERS;
 use acceptor::{listener_of, Acceptor};
 use body_feed::BodyLink;
-use conn::{Conn, Deadline};
+use conn::{Conn, Deadline, WsFlow};
 use dispatch::{warn_if_blocked, Dispatcher};
 pub use listener::{Listener, Stream, UNIX_PEER};
 use shed::Shedder;
@@ -44,6 +45,7 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use timers::Timers;
+pub use ws::WsParams;
 
 /// One event loop.
 pub struct Server {
@@ -161,11 +163,22 @@ impl Server {
         // client may be sending its next request right now, and a close
         // then resets it. They get a short grace; a request in it is
         // answered with `Connection: close`.
-        let by = Instant::now() + DRAIN_IDLE_GRACE.min(self.shared.params.keep_alive_timeout);
-        for (_, conn) in self.conns.iter_mut() {
+        let now = Instant::now();
+        let by = now + DRAIN_IDLE_GRACE.min(self.shared.params.keep_alive_timeout);
+        let mut websockets = Vec::new();
+        for (key, conn) in self.conns.iter_mut() {
             if conn.is_between_requests() {
                 conn.close_idle_by(by);
             }
+            if conn.is_upgraded() {
+                // Open WebSockets are told the host is going away (1001)
+                // and get `ws::CLOSE_GRACE` to answer.
+                conn.close_ws(1001, "the server is shutting down", now, &mut self.bufs);
+                websockets.push(Token(key));
+            }
+        }
+        for token in websockets {
+            self.pump_ws(token);
         }
         self.next_sweep = self.next_sweep.min(by);
     }
@@ -188,8 +201,9 @@ impl Server {
             .map(|at| at.saturating_duration_since(now));
         let sweep =
             (!self.conns.is_empty()).then(|| self.next_sweep.saturating_duration_since(now));
-        // Work pushed while the inbox was applied (a stream's drain task)
-        // runs on the next turn, without waiting.
+        // Work pushed while the inbox was applied (a stream's drain task, a
+        // WebSocket app's answer to a message read there) runs on the next
+        // turn, without waiting.
         let pushed = self.queue.has_items().then_some(Duration::ZERO);
         for bound in [sweep, self.shedder.timeout(), retry, pushed]
             .into_iter()
@@ -297,6 +311,9 @@ impl Server {
             let Some(conn) = self.conns.get_mut(token.0) else {
                 return;
             };
+            if conn.is_upgraded() {
+                return self.pump_ws(token);
+            }
             let was_full = conn.output_full();
             let read = conn.read_due() && conn.read_some(params, &mut self.bufs);
             // A streamed body's bytes go to its app; what that frees in the
@@ -306,6 +323,10 @@ impl Server {
             let Some(conn) = self.conns.get_mut(token.0) else {
                 return;
             };
+            if conn.is_upgraded() {
+                // Switched to WebSocket by that request's answer.
+                return self.pump_ws(token);
+            }
             if let Err(e) = conn.flush(&mut self.bufs) {
                 log::debug!("write to {} failed: {e}", conn.peer());
                 self.close(token);
@@ -344,11 +365,10 @@ impl Server {
                 Ok(true) => {
                     served += 1;
                     match self.dispatcher.dispatch(conn, token) {
-                        Some(response) => self.dispatcher.finish(
-                            conn,
-                            response,
+                        Some(answer) => self.dispatcher.answer(
+                            (conn, token),
+                            answer,
                             self.date.get(),
-                            false,
                             &mut self.bufs,
                         ),
                         None => return (served, false),
@@ -382,13 +402,8 @@ impl Server {
                 );
                 continue;
             };
-            self.dispatcher.finish(
-                conn,
-                (c.response, &[]),
-                self.date.get(),
-                false,
-                &mut self.bufs,
-            );
+            self.dispatcher
+                .answer((conn, c.token), c.answer, self.date.get(), &mut self.bufs);
             // Bytes may have arrived while the app worked.
             conn.note_ready(true, false);
             self.pump(c.token);
@@ -405,6 +420,15 @@ impl Server {
                 }
                 // The connection went: the sink hears the body broke.
                 _ => drop(link),
+            }
+        }
+        for (token, id) in inbox.ws_notices.drain(..) {
+            let Some(conn) = self.conns.get_mut(token.0) else {
+                continue;
+            };
+            if conn.link().is_some_and(|link| link.id() == id) {
+                conn.take_outgoing(self.dispatcher.now, &mut self.bufs);
+                self.pump_ws(token);
             }
         }
         self.inbox = inbox;
@@ -438,6 +462,17 @@ impl Server {
         // Pipelined bytes may wait behind a stream that just ended.
         conn.note_ready(true, false);
         self.pump(token);
+    }
+
+    /// Serves a WebSocket connection: its frames in, the app's out.
+    fn pump_ws(&mut self, token: Token) {
+        let Some(conn) = self.conns.get_mut(token.0) else {
+            return;
+        };
+        match conn.pump_ws(self.dispatcher.now, &mut self.bufs) {
+            WsFlow::Open => self.settle(token),
+            WsFlow::Close => self.close(token),
+        }
     }
 
     /// After `pump` has written: closes a finished connection, or updates
@@ -495,6 +530,13 @@ impl Server {
                 continue;
             };
             match deadline {
+                Deadline::WebSocket => {
+                    match conn.expire_ws(now, &mut self.bufs) {
+                        WsFlow::Open => self.pump_ws(token),
+                        WsFlow::Close => self.close(token),
+                    }
+                    continue;
+                }
                 Deadline::Idle | Deadline::Send => {
                     log::debug!("{}: {deadline:?} timeout, closing", conn.peer());
                     self.close(token);

@@ -21,9 +21,10 @@
 
 use crate::apps::loader::LoadedApp;
 use crate::http::answer::HostAnswer;
+use crate::http::ws::handshake::Refusal;
 use crate::http::ConnParams;
+pub use crate::inbox::{Answer, Completion, Inbox, Upgrade};
 use crate::inbox::{BodyAttach, StreamStart};
-pub use crate::inbox::{Completion, Inbox};
 use crate::poller::Token;
 use crate::stream_line::{HostStream, LineAddr, StreamLine};
 use abi_stable::sabi_trait::TD_Opaque;
@@ -32,15 +33,12 @@ use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Duration;
 use stoa_app_api::abi::{
-    BodySinkBox, RawResponder, RawResponder_TO, RawStream_TO, ResponderBox, StaticHeader, StreamBox,
+    BodySinkBox, RawResponder, RawResponder_TO, RawStream_TO, ResponderBox, StaticHeader,
+    StreamBox, WsSessionBox,
 };
 use stoa_app_api::Response;
 
 pub use crate::http::response::Fixed;
-
-/// An answer ready for the connection: the response and its constant
-/// headers (none for the host's own answers).
-pub type Answer = (Response, Fixed);
 
 /// The request being dispatched on this thread, and its answer if given inline.
 struct Inline {
@@ -89,6 +87,9 @@ struct HostResponder {
     answered: bool,
     /// `--stream-queue` and `--send-timeout`, for a streamed answer.
     stream_limits: (usize, Duration),
+    /// The `Sec-WebSocket-Accept` value, when the request is a valid
+    /// WebSocket handshake.
+    accept: Option<Box<str>>,
 }
 
 impl HostResponder {
@@ -100,8 +101,12 @@ impl HostResponder {
     /// thread's slot as it is; otherwise the constant headers are copied
     /// into the response, which goes through the loop's queue.
     fn deliver_with(&self, response: Response, fixed: Fixed) {
+        self.deliver_answer(Answer::Response(response, fixed));
+    }
+
+    fn deliver_answer(&self, answer: Answer) {
         let key = queue_key(&self.queue);
-        let mut slot = Some((response, fixed));
+        let mut slot = Some(answer);
         // A thread being torn down has no slot: fall through to the queue.
         let _ = INLINE.try_with(|s| {
             let mut s = s.borrow_mut();
@@ -109,14 +114,20 @@ impl HostResponder {
                 s.answer = slot.take();
             }
         });
-        if let Some((response, fixed)) = slot {
-            let response = fixed.iter().fold(response, |r, h| {
-                r.with_header(h.name.as_str(), h.value.as_str())
-            });
+        if let Some(answer) = slot {
+            let answer = match answer {
+                Answer::Response(response, fixed) if !fixed.is_empty() => {
+                    let response = fixed.iter().fold(response, |r, h| {
+                        r.with_header(h.name.as_str(), h.value.as_str())
+                    });
+                    Answer::Response(response, &[])
+                }
+                other => other,
+            };
             self.queue.push_completion(Completion {
                 token: self.token,
                 id: self.id,
-                response,
+                answer,
             });
         }
     }
@@ -181,6 +192,20 @@ impl RawResponder for HostResponder {
             responder,
         });
     }
+
+    fn accept_websocket(mut self, session: WsSessionBox) {
+        self.answered = true;
+        match self.accept.take() {
+            Some(accept) => self.deliver_answer(Answer::Upgrade(Box::new(Upgrade {
+                accept,
+                session,
+                slot: self.slot,
+                generation: self._generation.clone(),
+            }))),
+            // Not a WebSocket handshake: 426, the session dropped unopened.
+            None => self.deliver(HostAnswer::WebSocket(Refusal::NotAsked).response()),
+        }
+    }
 }
 
 impl HostResponder {
@@ -196,6 +221,7 @@ impl HostResponder {
                 queue: self.queue.clone(),
                 answered: false,
                 stream_limits: self.stream_limits,
+                accept: None,
             },
             TD_Opaque,
         )
@@ -213,12 +239,13 @@ impl Drop for HostResponder {
 }
 
 /// Makes the responder handed to `app` for request `id` on connection
-/// `token`.
+/// `token`; `accept` is the `Sec-WebSocket-Accept` value of a valid
+/// WebSocket handshake.
 pub fn responder(
     (token, id): (Token, u64),
     app: &Arc<LoadedApp>,
     queue: &Arc<Inbox>,
-    params: &ConnParams,
+    (params, accept): (&ConnParams, Option<Box<str>>),
 ) -> ResponderBox {
     RawResponder_TO::from_value(
         HostResponder {
@@ -229,6 +256,7 @@ pub fn responder(
             queue: queue.clone(),
             answered: false,
             stream_limits: (params.stream_queue, params.send_timeout),
+            accept,
         },
         TD_Opaque,
     )

@@ -136,7 +136,10 @@ mod tests {
     use stoa_app_api::testing::call;
 
     fn get(path: &'static str, query: &'static str) -> Response {
-        call(&crate::Demo, &Request::sample("GET", "/demo", path, query))
+        call(
+            &crate::Demo::default(),
+            &Request::sample("GET", "/demo", path, query),
+        )
     }
 
     #[test]

@@ -63,8 +63,8 @@ mod tests {
             body: RSlice::from_slice(b"abc"),
             ..Request::sample("POST", "/demo", UPLOAD, "")
         };
-        assert!(crate::Demo.reads_body(&request));
-        let r = call(&crate::Demo, &request);
+        assert!(crate::Demo::default().reads_body(&request));
+        let r = call(&crate::Demo::default(), &request);
         assert_eq!(
             r.body_str(),
             Ok("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad  3 bytes\n")

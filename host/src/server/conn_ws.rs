@@ -1,0 +1,217 @@
+//! A connection's WebSocket half: the switch from HTTP (the `101`, the
+//! bytes that followed the handshake) and the moves of its frames between
+//! the socket, the codec and the output (see `server::ws` for the link).
+
+use super::{Conn, Pending, Phase};
+use crate::http::reader::BufPool;
+use crate::http::ws::codec::Step;
+use crate::http::ws::handshake::write_switch;
+use crate::server::listener::Stream;
+use crate::server::ws::{Expired, Link};
+use std::io::{self, Read};
+use std::time::Instant;
+
+/// Most read-and-write rounds of one pump.
+const PUMP_ROUNDS: usize = 8;
+
+/// What the loop does with a WebSocket connection after a pump.
+#[derive(Debug, PartialEq, Eq)]
+pub enum WsFlow {
+    /// Keep it (waiting for bytes, for the socket, or for the app).
+    Open,
+    /// Close it now.
+    Close,
+}
+
+/// A reader that counts what it read (any byte from the peer, a ping
+/// included, shows it is alive).
+struct Counted<'a, R> {
+    inner: &'a mut R,
+    n: usize,
+}
+
+impl<R: Read> Read for Counted<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.n += n;
+        Ok(n)
+    }
+}
+
+impl<S> Conn<S> {
+    /// True once switched to WebSocket.
+    pub fn is_upgraded(&self) -> bool {
+        self.phase == Phase::Upgraded
+    }
+
+    /// The WebSocket, once switched to one.
+    pub fn link(&mut self) -> Option<&mut Link> {
+        self.ws.as_deref_mut()
+    }
+
+    /// Queues the codec's frames for the socket.
+    fn queue_frames(&mut self, pool: &mut BufPool) {
+        if let Some(link) = self.ws.as_deref_mut() {
+            let frames = link.codec().output();
+            if !frames.is_empty() {
+                self.out.push_bytes(pool, frames);
+                frames.clear();
+            }
+        }
+    }
+}
+
+impl Conn<Stream> {
+    /// Answers the request with the app `101 Switching Protocols` and
+    /// switches to WebSocket: `link` is made from the bytes the client sent
+    /// after its handshake. Returns the request answered.
+    pub fn upgrade(
+        &mut self,
+        (accept, date): (&str, &str),
+        pool: &mut BufPool,
+        link: impl FnOnce(Vec<u8>) -> Link,
+    ) -> Option<Pending> {
+        let pending = self.pending.take()?;
+        let mut head = Vec::with_capacity(192);
+        write_switch(&mut head, accept, date);
+        self.out.push_bytes(pool, &head);
+        let rest = self.reader.take_rest(pool);
+        self.ws = Some(Box::new(link(rest)));
+        self.phase = Phase::Upgraded;
+        self.served += 1;
+        // The bytes after the handshake are read first.
+        self.read_ready = true;
+        Some(pending)
+    }
+
+    /// Reads frames while it may (bytes waiting, output under the bound),
+    /// hands their messages to the app, writes, and says whether to keep
+    /// the connection.
+    pub fn pump_ws(&mut self, now: Instant, pool: &mut BufPool) -> WsFlow {
+        // A fast producer to a fast reader would keep the loop here; after
+        // a few rounds the rest waits for the next turn (the app's queued
+        // messages have a notice in the inbox, readable bytes an event).
+        for _ in 0..PUMP_ROUNDS {
+            let read = self.read_frames(now, pool);
+            if let Err(e) = self.flush(pool) {
+                log::debug!("write to WebSocket {} failed: {e}", self.peer);
+                return WsFlow::Close;
+            }
+            let pending = self.out.len();
+            let Some(link) = self.ws.as_deref_mut() else {
+                return WsFlow::Close;
+            };
+            link.set_pending(pending);
+            // The app's drain task may have queued more.
+            if self.take_outgoing(now, pool) {
+                continue;
+            }
+            if self.ws.as_deref().is_some_and(Link::done) {
+                return self.linger(now);
+            }
+            if !read || !self.read_ready || self.read_closed || self.output_full() {
+                return WsFlow::Open;
+            }
+        }
+        if let Some(link) = self.ws.as_deref() {
+            link.nudge();
+        }
+        WsFlow::Open
+    }
+
+    /// Reads and handles frames until the socket would block, the output
+    /// is over the bound, or the WebSocket is done; true if any step came.
+    fn read_frames(&mut self, now: Instant, pool: &mut BufPool) -> bool {
+        let mut any = false;
+        while self.read_ready && !self.read_closed && !self.output_full() {
+            let Some(link) = self.ws.as_deref_mut() else {
+                break;
+            };
+            if link.done() {
+                break;
+            }
+            let mut src = Counted {
+                inner: &mut self.stream,
+                n: 0,
+            };
+            let step = link.codec().read(&mut src);
+            if src.n > 0 {
+                link.heard(now);
+            }
+            match step {
+                Step::Idle => self.read_ready = false,
+                Step::Gone { .. } => self.read_closed = true,
+                _ => any = true,
+            }
+            let idle = step == Step::Idle;
+            link.on_step(step);
+            self.queue_frames(pool);
+            if idle {
+                break;
+            }
+        }
+        any
+    }
+
+    /// Frames what the app queued; true if anything was queued.
+    pub fn take_outgoing(&mut self, now: Instant, pool: &mut BufPool) -> bool {
+        let before = self.out.len();
+        if let Some(link) = self.ws.as_deref_mut() {
+            link.take_outgoing(now);
+        }
+        self.queue_frames(pool);
+        self.out.len() > before
+    }
+
+    /// The WebSocket is done: once its last frame is out, half-close and
+    /// read (discarding) to the peer's EOF.
+    fn linger(&mut self, now: Instant) -> WsFlow {
+        if self.has_output() {
+            return WsFlow::Open;
+        }
+        if self.read_closed {
+            return WsFlow::Close;
+        }
+        let Some(link) = self.ws.as_deref_mut() else {
+            return WsFlow::Close;
+        };
+        if link.begin_linger(now) && self.stream.shutdown_write().is_err() {
+            return WsFlow::Close;
+        }
+        let mut scratch = [0u8; 4096];
+        loop {
+            match self.stream.read(&mut scratch) {
+                Ok(0) => return WsFlow::Close,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.read_ready = false;
+                    return WsFlow::Open;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return WsFlow::Close,
+            }
+        }
+    }
+
+    /// Starts the close handshake from the host's side (a drain's 1001).
+    pub fn close_ws(&mut self, code: u16, reason: &str, now: Instant, pool: &mut BufPool) {
+        if let Some(link) = self.ws.as_deref_mut() {
+            link.close(code, reason, now);
+        }
+        self.queue_frames(pool);
+    }
+
+    /// The WebSocket's deadline passed: ping a silent peer, or give up.
+    pub fn expire_ws(&mut self, now: Instant, pool: &mut BufPool) -> WsFlow {
+        let Some(link) = self.ws.as_deref_mut() else {
+            return WsFlow::Close;
+        };
+        match link.expire(now) {
+            Expired::Pinged => {
+                self.queue_frames(pool);
+                WsFlow::Open
+            }
+            Expired::Drop => WsFlow::Close,
+        }
+    }
+}

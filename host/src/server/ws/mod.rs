@@ -1,0 +1,289 @@
+//! An open WebSocket on a connection: the framing (`http::ws::codec`), the
+//! app's session, and the line its sender posts through (`line`). The
+//! connection stays on its worker's loop and poller; the loop reads frames
+//! into the codec, hands whole messages to the session (on the loop, in
+//! order), and writes what the codec and the app queue.
+//!
+//! Endings: the peer's close is echoed, a broken protocol gets its close
+//! code (1002, 1007, 1009), the app's close or a drain's 1001 waits for the
+//! peer's answer at most `CLOSE_GRACE`. Once no more frames are to be
+//! read or sent the host half-closes the TCP connection and reads on until
+//! the peer's EOF (at most `CLOSE_GRACE`), so that bytes still in flight
+//! from the peer do not turn the close into a reset that would lose the
+//! close frame. A peer silent for `ws_ping_interval` gets a ping; one still
+//! silent after another interval is dropped.
+
+pub mod line;
+
+use crate::http::ws::codec::{code, Codec, Limits, Message, Step};
+use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::std_types::{RSlice, RStr};
+use line::{HostSender, Line, Outgoing};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use stoa_app_api::abi::{RawWsSender_TO, TaskBox, WsSessionBox, WS_BINARY, WS_TEXT};
+
+/// How long a close handshake the host started waits for the peer's
+/// answer, and how long a half-closed connection waits for the peer's EOF.
+pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// The timing policy of open WebSockets.
+#[derive(Clone, Copy, Debug)]
+pub struct WsParams {
+    /// Largest message (`--ws-max-message`).
+    pub max_message: usize,
+    /// Silence after which the peer is pinged, and then dropped
+    /// (`--ws-ping-interval`).
+    pub ping_interval: Duration,
+}
+
+impl Default for WsParams {
+    fn default() -> Self {
+        WsParams {
+            max_message: 16 << 20,
+            ping_interval: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What the loop should do with a WebSocket whose deadline passed.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Expired {
+    /// A ping went out: write it.
+    Pinged,
+    /// Close the connection now.
+    Drop,
+}
+
+/// One open (or closing) WebSocket.
+pub struct Link {
+    codec: Codec,
+    /// The app's session until `on_close` has run.
+    session: Option<WsSessionBox>,
+    line: Arc<Line>,
+    /// The app's counters slot (its name in logs).
+    slot: usize,
+    /// Keeps the app's generation counted as busy while open.
+    _generation: Arc<dyn Send + Sync>,
+    stats: (Arc<crate::shared::Shared>, usize),
+    params: WsParams,
+    /// When the peer last sent a byte.
+    heard: Instant,
+    pinged: bool,
+    /// When the host sent a close frame of its own, waiting for the answer.
+    closing_since: Option<Instant>,
+    /// Once half-closed: when the wait for the peer's EOF ends.
+    linger_until: Option<Instant>,
+}
+
+impl Link {
+    /// A WebSocket just switched to: `leftover` are bytes the client sent
+    /// right after its handshake.
+    pub fn new(
+        upgrade: crate::inbox::Upgrade,
+        line: Arc<Line>,
+        (shared, worker): (Arc<crate::shared::Shared>, usize),
+        leftover: Vec<u8>,
+        now: Instant,
+    ) -> Self {
+        let params = shared.ws;
+        crate::ops::stats::bump(&shared.stats[worker].ws_opened, 1);
+        Link {
+            codec: Codec::new(
+                leftover,
+                Limits {
+                    max_message: params.max_message,
+                },
+            ),
+            session: Some(upgrade.session),
+            line,
+            slot: upgrade.slot,
+            _generation: upgrade.generation,
+            stats: (shared, worker),
+            params,
+            heard: now,
+            pinged: false,
+            closing_since: None,
+            linger_until: None,
+        }
+    }
+
+    /// The id the line's notices carry.
+    pub fn id(&self) -> u64 {
+        self.line.id()
+    }
+
+    /// Asks the loop to pump this WebSocket again next turn.
+    pub fn nudge(&self) {
+        self.line.nudge();
+    }
+
+    /// Gives the app its sender (`on_open`).
+    pub fn open(&mut self) {
+        let sender = RawWsSender_TO::from_value(HostSender(self.line.clone()), TD_Opaque);
+        self.in_app(|session| session.on_open(sender));
+    }
+
+    /// Calls the app's session, if it is still open, as the loop calls a
+    /// handler: under the watchdog's eye (named for stuck-loop reports and
+    /// the app's timers) and with the blocked-loop warning.
+    fn in_app(&mut self, f: impl FnOnce(&mut WsSessionBox)) {
+        let Some(session) = &mut self.session else {
+            return;
+        };
+        let (shared, worker) = &self.stats;
+        let beat = shared.watch.beat(*worker);
+        beat.enter(self.slot, "(a WebSocket callback)");
+        let started = Instant::now();
+        f(session);
+        beat.leave();
+        let app = crate::apps::loader::slot_name(self.slot);
+        super::dispatch::warn_if_blocked(
+            shared.loop_block_warn,
+            started.elapsed(),
+            format_args!("app {app} (a WebSocket callback)"),
+            "hand slow work to Host::spawn_blocking with a clone of the sender",
+        );
+    }
+
+    /// The codec, for the connection's reads and writes.
+    pub fn codec(&mut self) -> &mut Codec {
+        &mut self.codec
+    }
+
+    /// The peer sent bytes at `now`.
+    pub fn heard(&mut self, now: Instant) {
+        self.heard = now;
+        self.pinged = false;
+    }
+
+    /// Acts on what the peer's bytes came to.
+    pub fn on_step(&mut self, step: Step) {
+        match step {
+            Step::Idle => {}
+            Step::Message(message) => {
+                let (kind, data): (u8, &[u8]) = match &message {
+                    Message::Text(t) => (WS_TEXT, t.as_bytes()),
+                    Message::Binary(b) => (WS_BINARY, b),
+                    _ => return,
+                };
+                self.in_app(|session| session.on_message(kind, RSlice::from_slice(data)));
+            }
+            Step::Closed { code, reason } => self.end(code, &reason),
+            Step::Failed { code, why } => {
+                log::debug!("WebSocket failed with {code}: {why}");
+                self.end(code, &why);
+            }
+            Step::Gone { why } => {
+                log::debug!("WebSocket gone: {why}");
+                self.end(code::ABNORMAL, &why);
+            }
+        }
+    }
+
+    /// Tells the app the WebSocket ended (once) and shuts its line.
+    fn end(&mut self, code: u16, reason: &str) {
+        if self.session.is_some() {
+            let (shared, worker) = &self.stats;
+            crate::ops::stats::bump(&shared.stats[*worker].ws_closed, 1);
+            self.in_app(|session| session.on_close(code, RStr::from_str(reason)));
+            self.session = None;
+        }
+        run(self.line.shut());
+    }
+
+    /// Frames what the app queued (messages, a close).
+    pub fn take_outgoing(&mut self, now: Instant) {
+        for message in self.line.take() {
+            match message {
+                Outgoing::Text(t) => {
+                    let _ = self.codec.send(Message::text(t));
+                }
+                Outgoing::Binary(b) => {
+                    let _ = self.codec.send(Message::binary(b));
+                }
+                Outgoing::Close(c, reason) => self.close(c, &reason, now),
+            }
+        }
+    }
+
+    /// Starts the close handshake from the host's side (the app's close,
+    /// a drain's 1001).
+    pub fn close(&mut self, code: u16, reason: &str, now: Instant) {
+        if !self.codec.closing() {
+            self.codec.close(code, reason);
+            self.closing_since = Some(now);
+        }
+    }
+
+    /// `pending` bytes wait for the socket: the app's drain task runs if
+    /// there is room.
+    pub fn set_pending(&self, pending: usize) {
+        run(self.line.set_pending(pending));
+    }
+
+    /// True once no frame will be read or sent: the connection half-closes
+    /// and waits for the peer's EOF.
+    pub fn done(&self) -> bool {
+        self.codec.done()
+    }
+
+    /// Starts the wait for the peer's EOF after a half-close; false if it
+    /// had started.
+    pub fn begin_linger(&mut self, now: Instant) -> bool {
+        if self.linger_until.is_some() {
+            return false;
+        }
+        self.linger_until = Some(now + CLOSE_GRACE);
+        true
+    }
+
+    /// When the next timeout of this WebSocket falls.
+    pub fn deadline(&self) -> Instant {
+        if let Some(at) = self.linger_until {
+            return at;
+        }
+        if let Some(since) = self.closing_since {
+            return since + CLOSE_GRACE;
+        }
+        let silence = if self.pinged { 2 } else { 1 };
+        self.heard + self.params.ping_interval * silence
+    }
+
+    /// The deadline passed: ping a silent peer, or give up on it.
+    pub fn expire(&mut self, now: Instant) -> Expired {
+        if now < self.deadline() {
+            return Expired::Pinged;
+        }
+        let why = if self.linger_until.is_some() || self.closing_since.is_some() {
+            "no close answer within the close grace"
+        } else if self.pinged {
+            "no answer to a ping within ws_ping_interval"
+        } else {
+            self.pinged = true;
+            self.codec.ping();
+            return Expired::Pinged;
+        };
+        log::debug!("WebSocket closed: {why}");
+        self.end(code::ABNORMAL, why);
+        Expired::Drop
+    }
+
+    /// The app's name, for logs.
+    pub fn app(&self) -> String {
+        crate::apps::loader::slot_name(self.slot)
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.end(code::ABNORMAL, "the connection closed");
+    }
+}
+
+/// Runs an app's drain task on the loop.
+fn run(task: Option<TaskBox>) {
+    if let Some(task) = task {
+        task.run();
+    }
+}

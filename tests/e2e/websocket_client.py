@@ -1,0 +1,187 @@
+"""A real WebSocket client (Python's `websockets`) against a running stoa.
+
+    python3 websocket_client.py PORT CASE...
+
+Runs each case against ws://127.0.0.1:PORT/demo/ws and prints one line per
+case, `CASE ok` or `CASE FAIL: why`; exits 0 only if every case passed.
+Cases that must break the protocol (invalid UTF-8, an unmasked frame) write
+raw frames on the client's own socket after a real handshake, then let the
+client read the host's close frame. `many N` opens N WebSockets at once and
+has each echo a message (asyncio, one thread).
+"""
+
+import asyncio
+import os
+import resource
+import struct
+import sys
+
+try:
+    import websockets
+    from websockets.sync.client import connect
+    from websockets.asyncio.client import connect as aconnect
+except ImportError as e:  # the Rust side names the tool
+    print(f"websockets missing: {e}", file=sys.stderr)
+    sys.exit(3)
+
+PORT = int(sys.argv[1])
+BASE = f"ws://127.0.0.1:{PORT}/demo/ws"
+WAIT = 10
+
+
+def frame(opcode, payload, mask=b"\x37\xfa\x21\x3d", fin=True):
+    """A client frame, masked unless `mask` is None."""
+    first = (0x80 if fin else 0) | opcode
+    n = len(payload)
+    bit = 0x80 if mask else 0
+    if n < 126:
+        head = struct.pack("!BB", first, bit | n)
+    elif n < 1 << 16:
+        head = struct.pack("!BBH", first, bit | 126, n)
+    else:
+        head = struct.pack("!BBQ", first, bit | 127, n)
+    if not mask:
+        return head + payload
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def closed_with(ws):
+    """Reads until the host closes; the code of its close frame."""
+    try:
+        while True:
+            ws.recv(timeout=WAIT)
+    except websockets.ConnectionClosed as e:
+        return e.rcvd.code if e.rcvd else None
+
+
+def echo():
+    with connect(BASE) as ws:
+        ws.send("hello")
+        assert ws.recv(timeout=WAIT) == "hello"
+        ws.send(b"\x00\x01\xff")
+        assert ws.recv(timeout=WAIT) == b"\x00\x01\xff"
+        ws.send("héllo wörld ✓")
+        assert ws.recv(timeout=WAIT) == "héllo wörld ✓"
+
+
+def fragmentation():
+    with connect(BASE) as ws:
+        # Three frames; the two-byte "é" split across the last two.
+        ws.send(["frag", "ment h", "é"])
+        got = ws.recv(timeout=WAIT)
+        assert got == "fragment hé", got
+        ws.send([b"\x01", b"\x02\x03"])
+        got = ws.recv(timeout=WAIT)
+        assert got == b"\x01\x02\x03", got
+
+
+def ping_pong():
+    with connect(BASE) as ws:
+        assert ws.ping(b"are you there").wait(WAIT), "no pong"
+        # A ping between the fragments of a message is answered too.
+        ws.socket.sendall(frame(0x1, b"a", fin=False) + frame(0x9, b"p") + frame(0x0, b"b"))
+        got = ws.recv(timeout=WAIT)
+        assert got == "ab", got
+
+
+def close_handshake():
+    with connect(BASE) as ws:
+        ws.send("x")
+        ws.recv(timeout=WAIT)
+        ws.close(1000, "bye")
+    code = ws.protocol.close_rcvd.code if ws.protocol.close_rcvd else None
+    assert code == 1000, f"close echo {code}"
+    reason = ws.protocol.close_rcvd.reason
+    assert reason == "bye", reason
+    # The host closed the TCP connection after the handshake.
+    assert ws.protocol.state is websockets.protocol.State.CLOSED, ws.protocol.state
+
+
+def oversized():
+    with connect(BASE, max_size=None) as ws:
+        ws.send("x" * (100 * 1024))
+        code = closed_with(ws)
+        assert code == 1009, code
+
+
+def invalid_utf8():
+    with connect(BASE) as ws:
+        ws.socket.sendall(frame(0x1, b"ok\xff\xfe"))
+        code = closed_with(ws)
+        assert code == 1007, code
+
+
+def unmasked():
+    with connect(BASE) as ws:
+        ws.socket.sendall(frame(0x1, b"bare", mask=None))
+        code = closed_with(ws)
+        assert code == 1002, code
+
+
+def broadcast():
+    room = f"{BASE}?room=r{os.getpid()}"
+    with connect(room) as a, connect(room) as b:
+        a.send("from a")
+        assert b.recv(timeout=WAIT) == "from a"
+        assert a.recv(timeout=WAIT) == "from a"
+        b.send(b"\x07")
+        assert a.recv(timeout=WAIT) == b"\x07"
+        assert b.recv(timeout=WAIT) == b"\x07"
+    with connect(f"{BASE}?room=other{os.getpid()}") as c, connect(room) as a:
+        a.send("only here")
+        assert a.recv(timeout=WAIT) == "only here"
+        c.send("c")
+        assert c.recv(timeout=WAIT) == "c", "a room of its own"
+
+
+def hold():
+    """Opens a WebSocket, says so, and reports how the host closes it."""
+    with connect(BASE) as ws:
+        print("open", flush=True)
+        code = closed_with(ws)
+        print(f"closed {code}", flush=True)
+
+
+async def many(n):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = n + 64
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard), hard))
+    conns = await asyncio.gather(*(aconnect(BASE, open_timeout=30) for _ in range(n)))
+    try:
+        await asyncio.gather(*(c.send(f"m{i}") for i, c in enumerate(conns)))
+        got = await asyncio.gather(*(asyncio.wait_for(c.recv(), 30) for c in conns))
+        bad = [i for i, g in enumerate(got) if g != f"m{i}"]
+        assert not bad, f"{len(bad)} wrong echoes, first {bad[:5]}"
+    finally:
+        await asyncio.gather(*(c.close() for c in conns))
+
+
+CASES = {
+    "echo": echo,
+    "fragmentation": fragmentation,
+    "ping_pong": ping_pong,
+    "close_handshake": close_handshake,
+    "oversized": oversized,
+    "invalid_utf8": invalid_utf8,
+    "unmasked": unmasked,
+    "broadcast": broadcast,
+    "hold": hold,
+}
+
+failed = False
+args = sys.argv[2:]
+while args:
+    case = args.pop(0)
+    try:
+        if case == "many":
+            n = int(args.pop(0))
+            asyncio.run(many(n))
+            case = f"many {n}"
+        else:
+            CASES[case]()
+        print(f"{case} ok", flush=True)
+    except Exception as e:  # report and go on with the next case
+        failed = True
+        print(f"{case} FAIL: {type(e).__name__}: {e}", flush=True)
+sys.exit(1 if failed else 0)
