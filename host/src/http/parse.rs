@@ -32,6 +32,9 @@ pub struct Head {
     pub body: BodyKind,
     pub keep_alive: bool,
     pub expect_continue: bool,
+    /// An `Upgrade` field lists `websocket` (noted in the one pass over
+    /// the fields, so a plain request costs no second look).
+    pub asks_websocket: bool,
 }
 
 impl Head {
@@ -134,6 +137,7 @@ pub fn parse_head_reusing(
         body: BodyKind::None,
         keep_alive: version == 1,
         expect_continue: false,
+        asks_websocket: false,
     };
     head.headers.clear();
     head.headers.reserve(req.headers.len());
@@ -176,6 +180,8 @@ pub fn parse_head_reusing(
             hosts += 1;
             host_value = Some(h.value);
             host_field = Some(head.headers.len() - 1);
+        } else if name.eq_ignore_ascii_case("upgrade") {
+            head.asks_websocket |= has_token(h.value, "websocket");
         } else if name.eq_ignore_ascii_case("expect") {
             if h.value.eq_ignore_ascii_case(b"100-continue") {
                 // An HTTP/1.0 client is never sent a 1xx (RFC 9110 §15.2).

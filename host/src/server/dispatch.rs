@@ -79,7 +79,7 @@ impl Dispatcher {
         let (client, scheme) = client_of(shared, head, buf, conn.peer());
         // A request asking for a WebSocket is checked before any app sees
         // it: a malformed handshake is the host's to refuse.
-        let (refusal, accept) = match handshake::asks_for_websocket(head, buf) {
+        let (refusal, accept) = match handshake::asks_for_websocket(head) {
             false => (None, None),
             true => match handshake::check(head, buf) {
                 Ok(accept) => (None, Some(Box::<str>::from(accept))),
