@@ -173,9 +173,9 @@ mod tests {
 
     #[test]
     fn only_an_upgrade_to_websocket_asks() {
-        let (h, buf) = head("GET / HTTP/1.1\nHost: x\nUpgrade: h2c\nConnection: Upgrade\n\n");
+        let (h, _) = head("GET / HTTP/1.1\nHost: x\nUpgrade: h2c\nConnection: Upgrade\n\n");
         assert!(!asks_for_websocket(&h));
-        let (h, buf) = head("GET / HTTP/1.1\nHost: x\nUpgrade: foo, WebSocket\n\n");
+        let (h, _) = head("GET / HTTP/1.1\nHost: x\nUpgrade: foo, WebSocket\n\n");
         assert!(asks_for_websocket(&h));
     }
 
