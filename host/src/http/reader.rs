@@ -275,7 +275,11 @@ impl RequestReader {
             match parse_head_reusing(bytes, params, &mut self.spare_headers)? {
                 None => return Ok(false),
                 Some(head) => {
-                    let plan = body_plan(&head, bytes);
+                    // A request without a body has nothing to plan.
+                    let plan = match head.body {
+                        BodyKind::None => BodyPlan::default(),
+                        _ => body_plan(&head, bytes),
+                    };
                     self.body_limit = plan.limit;
                     self.stream_body = plan.stream && head.body != BodyKind::None;
                     self.stream_limit = plan.limit.unwrap_or(params.max_body);

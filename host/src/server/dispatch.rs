@@ -293,6 +293,7 @@ impl Dispatcher {
 
     /// Queues the app's answer: a response (`finish`), or the switch to
     /// WebSocket.
+    #[inline]
     pub(super) fn answer(
         &self,
         (conn, token): (&mut Conn<Stream>, Token),
@@ -309,6 +310,8 @@ impl Dispatcher {
     }
 
     /// Answers `101` and opens the app's WebSocket session on `conn`.
+    #[cold]
+    #[inline(never)]
     fn upgrade(
         &self,
         (conn, token): (&mut Conn<Stream>, Token),
