@@ -311,8 +311,11 @@ fn a_clean_exit_leaves_nothing_behind(poller: &str) {
             .filter(|l| l.starts_with("/memfd:"))
             .collect();
         if mode == "memfd" {
+            // A memfd the kernel would not seal (EBUSY, seen once on a
+            // loaded machine) is replaced by a private file, with a warning.
+            let unsealed = server.log_lines(&["cannot seal the memory file for"]).len();
             assert_eq!(
-                memfds.len(),
+                memfds.len() + unsealed,
                 3,
                 "{mode}: one memfd per generation: {memfds:#?}"
             );
