@@ -22,7 +22,7 @@ use crate::apps::error::LoadError;
 use crate::apps::probe::{self, ProbeTarget};
 use rustix::fs::{MemfdFlags, SealFlags};
 use std::fs::{File, OpenOptions, Permissions};
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::fd::{IntoRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -158,39 +158,33 @@ impl PluginCopies {
             },
             Mode::Dir => self.private_file(&file_name)?,
         };
-        let mut bounded = source.take(self.max_size.saturating_add(1));
-        let copied = std::io::copy(&mut bounded, &mut copy.file)
-            .map_err(LoadError::io("copy the plugin for loading"))?;
-        if copied > self.max_size {
-            return Err(LoadError::GrewTooLarge { max: self.max_size });
-        }
-        copy.len = copied;
+        self.fill(&mut copy, &source)?;
         if let Err(e) = copy.seal() {
             if !copy.is_memfd() || !e.is_busy() {
                 return Err(e);
             }
             // The kernel still saw references to the memfd's pages after
             // every retry (seen on a loaded machine): this one plugin goes
-            // through the private directory instead.
+            // through the private directory instead, copied from the same
+            // open file.
             log::warn!(
                 "plugin copies: cannot seal the memory file for {} ({e}); using a private file for it",
                 path.display()
             );
-            return self.copy_to_private_file(path, &file_name);
+            copy = self.private_file(&file_name)?;
+            self.fill(&mut copy, &source)?;
+            copy.seal()?;
         }
         elf_check::check(&copy.file, copy.len)?;
         Ok(copy)
     }
 
-    /// `path` copied into the private directory whatever the mode (after a
-    /// memfd could not be sealed).
-    fn copy_to_private_file(
-        &mut self,
-        path: &Path,
-        file_name: &str,
-    ) -> Result<PluginCopy, LoadError> {
-        let source = File::open(path).map_err(LoadError::io("open the plugin"))?;
-        let mut copy = self.private_file(file_name)?;
+    /// Copies `source` from its start into `copy`, refusing more than the
+    /// size bound.
+    fn fill(&self, copy: &mut PluginCopy, mut source: &File) -> Result<(), LoadError> {
+        source
+            .seek(SeekFrom::Start(0))
+            .map_err(LoadError::io("read the plugin"))?;
         let copied = std::io::copy(
             &mut source.take(self.max_size.saturating_add(1)),
             &mut copy.file,
@@ -200,9 +194,7 @@ impl PluginCopies {
             return Err(LoadError::GrewTooLarge { max: self.max_size });
         }
         copy.len = copied;
-        copy.seal()?;
-        elf_check::check(&copy.file, copy.len)?;
-        Ok(copy)
+        Ok(())
     }
 
     /// A new file in the private directory, created exclusively.
