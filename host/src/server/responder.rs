@@ -117,10 +117,8 @@ impl HostResponder {
         if let Some(answer) = slot {
             let answer = match answer {
                 Answer::Response(response, fixed) if !fixed.is_empty() => {
-                    let response = fixed.iter().fold(response, |r, h| {
-                        r.with_header(h.name.as_str(), h.value.as_str())
-                    });
-                    Answer::Response(response, &[])
+                    let answer = stoa_app_api::Answer { response, fixed };
+                    Answer::Response(answer.into_response(), &[])
                 }
                 other => other,
             };
