@@ -281,7 +281,7 @@ impl RequestReader {
                         _ => body_plan(&head, bytes),
                     };
                     self.body_limit = plan.limit;
-                    self.stream_body = plan.stream && head.body != BodyKind::None;
+                    self.stream_body = plan.stream;
                     self.stream_limit = plan.limit.unwrap_or(params.max_body);
                     if let (Some(limit), BodyKind::Length(n)) = (self.body_limit, head.body) {
                         if n > limit {

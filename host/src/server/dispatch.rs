@@ -9,7 +9,7 @@ use super::ws::Link;
 use crate::apps::loader::LoadedApp;
 use crate::apps::services::{Job, Pool, Refused};
 use crate::http::answer::HostAnswer;
-use crate::http::parse::{BodyKind, Head};
+use crate::http::parse::Head;
 use crate::http::reader::BodyPlan;
 use crate::http::reader::BufPool;
 use crate::http::ws::handshake;
@@ -149,8 +149,9 @@ impl Dispatcher {
         answer
     }
 
-    /// Decides, once a head is parsed, the request's body limit (its app's
-    /// own `max_body`, when some app has one) and whether its app reads the
+    /// Decides, once the head of a request with a body is parsed (the
+    /// reader asks for no other), the body limit (its app's own
+    /// `max_body`, when some app has one) and whether its app reads the
     /// body as it arrives (asked with the head only).
     pub(super) fn body_plan(
         &self,
@@ -160,9 +161,6 @@ impl Dispatcher {
         listener: usize,
     ) -> BodyPlan {
         let shared = &*self.shared;
-        if head.body == BodyKind::None && shared.app_body_limits.is_none() {
-            return BodyPlan::default();
-        }
         let parts = HeadText::new(head, buf);
         let apps = shared.apps.load();
         let route = apps.mounts.resolve(parts.path);
@@ -172,7 +170,7 @@ impl Dispatcher {
                 .unwrap_or(default)
         });
         let stream = match route {
-            Some((app, split)) if head.body != BodyKind::None && app.may_read_bodies() => {
+            Some((app, split)) if app.may_read_bodies() => {
                 let (client, scheme) = client_of(shared, head, buf, peer);
                 let meta = self.meta(listener, client, scheme);
                 with_view(&parts, &[], split, &meta, |request| app.reads_body(request))
@@ -270,10 +268,10 @@ impl Dispatcher {
         pool: &mut BufPool,
     ) {
         let StreamStart { mut head, line } = start;
-        let slot = conn.pending().and_then(|p| p.slot);
         if !(200..=599).contains(&head.status) {
             line.close();
-            self.finish(conn, (final_status(head, slot), &[]), date, false, pool);
+            // `finish` answers a status that is not final with a 500.
+            self.finish(conn, (head, &[]), date, false, pool);
             return;
         }
         let close = self.shared.control.draining();
