@@ -7,10 +7,13 @@
 # requests answered. Prints each run and the medians, and the ratio B/A.
 #
 # Usage: benches/ab_cpu.sh STOA_A STOA_B [PATH] [CONCURRENCY] [POLLER]
+#   Each binary serves the apps built beside it (lib*.so in its directory),
+#   so two builds of different app-api versions compare, each with its own.
 #   env: N (requests per point, default 500000: ~2 s of server CPU, so even
 #   10 ms ticks round by under 1%), RUNS (default 3), BENCH (stoa-bench),
 #   POLLER_B (B's poller, default POLLER: one binary twice with two pollers
-#   compares the backends)
+#   compares the backends), MODE (keepalive, the default, or close: a new
+#   connection per request)
 # Only 127.0.0.1 is loaded; every run is bounded in requests and time.
 set -euo pipefail
 
@@ -26,12 +29,16 @@ need "$BENCH" "cargo build --release"
 need taskset "util-linux"
 TMP=$(mktemp -d /tmp/stoa-abcpu.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
-mkdir -p "$TMP/apps"
-cp "$ROOT"/target/release/lib{hello_project,article,environ,demo}.so "$TMP/apps/"
+for side in A B; do
+    bin=${!side}
+    need "$bin" "a stoa binary"
+    mkdir -p "$TMP/apps-$side"
+    cp "$(dirname "$bin")"/lib{hello_project,article,environ,demo}.so "$TMP/apps-$side/"
+done
 
-# point BINARY POLLER -> prints µs of server CPU per request
+# point BINARY POLLER SIDE -> prints µs of server CPU per request
 point() {
-    start_stoa "$1" "$2"
+    APPS="$TMP/apps-$3" start_stoa "$1" "$2"
     measure "http://127.0.0.1:$SERVER_PORT$URLPATH" "$CONC" "$SERVER_PID" | cut -d' ' -f1
     stop_server
 }
@@ -39,8 +46,8 @@ point() {
 : >"$TMP/a"
 : >"$TMP/b"
 for run in $(seq "$RUNS"); do
-    a=$(point "$A" "$POLLER")
-    b=$(point "$B" "$POLLER_B")
+    a=$(point "$A" "$POLLER" A)
+    b=$(point "$B" "$POLLER_B" B)
     echo "run $run: A $a us/req  B $b us/req"
     echo "$a" >>"$TMP/a"
     echo "$b" >>"$TMP/b"

@@ -43,9 +43,10 @@ start_server() {
     exit 1
 }
 
-# start_stoa BINARY POLLER: one worker, the apps copied into $TMP/apps.
+# start_stoa BINARY POLLER: one worker, the apps copied into $APPS
+# (default $TMP/apps).
 start_stoa() {
-    start_server "$1" --bind 127.0.0.1:0 --apps "$TMP/apps" --poller "$2" \
+    start_server "$1" --bind 127.0.0.1:0 --apps "${APPS:-$TMP/apps}" --poller "$2" \
         --workers 1 --log-level warn
 }
 
@@ -54,13 +55,19 @@ stop_server() {
     wait "$SERVER_PID" 2>/dev/null || true
 }
 
-# measure URL CONC PID...: a warm-up, then N keep-alive requests from
-# stoa-bench on CPU 1 (one thread, CONC connections). Prints the PIDs' CPU
-# time per answered request in µs, req/s, then each PID's own µs/request.
+# measure URL CONC PID...: a warm-up, then N requests from stoa-bench on
+# CPU 1 (one thread, CONC connections; keep-alive unless MODE=close, a new
+# connection per request). Prints the PIDs' CPU time per answered request
+# in µs, req/s, then each PID's own µs/request.
 measure() {
-    local url=$1 conc=$2 pid before=() after=() i=0
+    local url=$1 conc=$2 pid before=() after=() i=0 keep=(-k)
     shift 2
-    local load=(taskset -c 1 "$BENCH" load -k -t 1 -c "$conc" --max-time "${MAX_TIME:-120s}")
+    case ${MODE:-keepalive} in
+        keepalive) ;;
+        close) keep=() ;;
+        *) echo "MODE=$MODE: expected keepalive or close" >&2; exit 1 ;;
+    esac
+    local load=(taskset -c 1 "$BENCH" load "${keep[@]}" -t 1 -c "$conc" --max-time "${MAX_TIME:-120s}")
     "${load[@]}" -n "${WARMUP:-20000}" "$url" >/dev/null
     for pid in "$@"; do before+=("$(cpu_ns "$pid")"); done
     "${load[@]}" -n "$N" "$url" >"$TMP/load"

@@ -187,7 +187,53 @@ impl From<Response> for Answer {
     }
 }
 
+/// `Content-Type: text/plain; charset=utf-8` as a constant list, the one
+/// [`Answer::text`] carries (a `static`, so a middleware can tell it by
+/// address with [`std::ptr::eq`]).
+pub static TEXT_PLAIN: [StaticHeader; 1] = [StaticHeader::new(
+    "Content-Type",
+    "text/plain; charset=utf-8",
+)];
+/// `Content-Type: text/html; charset=utf-8`, the list [`Answer::html`] carries.
+pub static TEXT_HTML: [StaticHeader; 1] = [StaticHeader::new(
+    "Content-Type",
+    "text/html; charset=utf-8",
+)];
+/// `Content-Type: application/json`, the list [`Answer::json`] carries.
+pub static APPLICATION_JSON: [StaticHeader; 1] =
+    [StaticHeader::new("Content-Type", "application/json")];
+
 impl Answer {
+    /// A status and a body with the constant headers `fixed` (its
+    /// `Content-Type`, say): the body's copy is the only allocation, where
+    /// [`Response::text`] and its kin allocate the header list, the
+    /// header's name and its value as well.
+    pub fn with_static(status: u16, fixed: &'static [StaticHeader], body: &[u8]) -> Self {
+        Answer {
+            response: Response {
+                status,
+                headers: RVec::new(),
+                body: RVec::from(body),
+            },
+            fixed,
+        }
+    }
+
+    /// [`Response::text`]'s answer with its `Content-Type` a constant.
+    pub fn text(status: u16, body: &str) -> Self {
+        Answer::with_static(status, &TEXT_PLAIN, body.as_bytes())
+    }
+
+    /// [`Response::html`]'s answer with its `Content-Type` a constant.
+    pub fn html(status: u16, body: &str) -> Self {
+        Answer::with_static(status, &TEXT_HTML, body.as_bytes())
+    }
+
+    /// [`Response::json`]'s answer with its `Content-Type` a constant.
+    pub fn json(status: u16, body: &[u8]) -> Self {
+        Answer::with_static(status, &APPLICATION_JSON, body)
+    }
+
     /// Adds the constant headers `fixed`. An answer holds one such list:
     /// a second one is copied into the response's own headers.
     pub fn with_fixed(mut self, fixed: &'static [StaticHeader]) -> Self {
@@ -328,12 +374,18 @@ impl<'a> Request<'a> {
         }
     }
 
-    /// The first header with this name (ASCII case-insensitive).
+    /// The first header with this name (ASCII case-insensitive). A name
+    /// sent in the case asked for (the usual one) matches on the byte
+    /// comparison; only names of the same length are compared by case.
     pub fn header(&self, name: &str) -> Option<&'a [u8]> {
+        let name = name.as_bytes();
         self.headers
             .as_slice()
             .iter()
-            .find(|h| h.name.as_str().eq_ignore_ascii_case(name))
+            .find(|h| {
+                let sent = h.name.as_str().as_bytes();
+                sent.len() == name.len() && (sent == name || sent.eq_ignore_ascii_case(name))
+            })
             .map(|h| h.value.as_slice())
     }
 

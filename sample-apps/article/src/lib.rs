@@ -20,7 +20,7 @@
 mod store;
 
 use serde::{Deserialize, Serialize};
-use stoa_app_api::{App, Context, Request, Response};
+use stoa_app_api::{Answer, App, Context, Request, Responder, Response};
 use store::{Item, Store, StoreError};
 
 /// The largest item body accepted unless `max_item_bytes` says otherwise.
@@ -191,17 +191,31 @@ impl Default for ArticleApp {
     }
 }
 
-impl App for ArticleApp {
-    fn call(&self, request: &Request<'_>) -> Response {
+impl ArticleApp {
+    /// Every route's answer. The article's `Content-Type` is a constant
+    /// (`Answer::json`), so answering it allocates only the body's copy.
+    fn answer(&self, request: &Request<'_>) -> Answer {
         let path = request.path_info.as_str();
         match (request.method.as_str(), path) {
-            ("GET" | "HEAD", "" | "/") => Response::json(200, &self.article),
-            (_, "" | "/") => not_allowed("GET, HEAD"),
+            ("GET" | "HEAD", "" | "/") => Answer::json(200, &self.article),
+            (_, "" | "/") => not_allowed("GET, HEAD").into(),
             _ => match path.strip_prefix("/items") {
-                Some(rest) if rest.is_empty() || rest.starts_with('/') => self.items(request, rest),
-                _ => Response::text(404, "Not Found"),
+                Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+                    self.items(request, rest).into()
+                }
+                _ => Response::text(404, "Not Found").into(),
             },
         }
+    }
+}
+
+impl App for ArticleApp {
+    fn handle(&self, request: &Request<'_>, responder: Responder) {
+        responder.answer(self.answer(request));
+    }
+
+    fn call(&self, request: &Request<'_>) -> Response {
+        self.answer(request).into_response()
     }
 
     /// The collection's routes query SQLite: on the blocking pool.

@@ -118,14 +118,11 @@ impl HelloProject {
     /// Runs a request through the middleware and its view.
     pub fn answer(&self, request: &Request<'_>) -> Answer {
         let site = &self.site;
-        let view = || {
-            match site.urls.resolve(request.path_info.as_str()) {
-                Some(resolved) => (resolved.view)(site, request, &resolved.params),
-                None => views::page_not_found(site, request),
-            }
-            .into()
+        let view = || match site.urls.resolve(request.path_info.as_str()) {
+            Some(resolved) => (resolved.view)(site, request, &resolved.params),
+            None => views::page_not_found(site, request),
         };
-        middleware::run(&self.middleware, site, request, &view)
+        middleware::run(&self.middleware, site, request, view)
     }
 }
 

@@ -1,27 +1,42 @@
 //! The middleware chain: host validation against `ALLOWED_HOSTS`, the
 //! security headers on every response, and `APPEND_SLASH` redirects. Each
-//! middleware gets the request and a `next` that runs the rest of the chain
-//! and the view; settings::MIDDLEWARE names them, outermost first.
+//! middleware has Django's two hooks: `process_request`, which may answer
+//! by itself, and `process_response`, which amends the answer on its way
+//! out. settings::MIDDLEWARE names them, outermost first.
 
 use crate::{settings, views, Site};
+use stoa_app_api::app::{APPLICATION_JSON, TEXT_HTML, TEXT_PLAIN};
 use stoa_app_api::log::warn;
 use stoa_app_api::{Answer, Request, Response, StaticHeader};
 
-/// Runs the rest of the chain (and finally the view).
-pub type Next<'n> = &'n dyn Fn() -> Answer;
+/// Runs before the view: `Some` answers at once (the view and the inner
+/// middleware are skipped; the outer ones still see the answer).
+pub type RequestHook = fn(&Site, &Request<'_>) -> Option<Answer>;
 
-/// One middleware: may answer by itself or call `next` and amend its
-/// answer (a response plus constant headers, see `security`).
-pub type Middleware = fn(&Site, &Request<'_>, Next<'_>) -> Answer;
+/// Runs after the view (or after an inner middleware answered) and may
+/// amend the answer in place.
+pub type ResponseHook = fn(&Site, &Request<'_>, &mut Answer);
+
+/// One middleware: either hook may be absent.
+#[derive(Clone, Copy, Debug)]
+pub struct Middleware {
+    pub process_request: Option<RequestHook>,
+    pub process_response: Option<ResponseHook>,
+}
 
 /// The middleware a settings name refers to.
 pub fn by_name(name: &str) -> Option<Middleware> {
-    match name {
-        "hello_project.middleware.SecurityMiddleware" => Some(security),
-        "hello_project.middleware.AllowedHostsMiddleware" => Some(allowed_hosts),
-        "hello_project.middleware.CommonMiddleware" => Some(common),
-        _ => None,
-    }
+    let (process_request, process_response): (Option<RequestHook>, Option<ResponseHook>) =
+        match name {
+            "hello_project.middleware.SecurityMiddleware" => (None, Some(security)),
+            "hello_project.middleware.AllowedHostsMiddleware" => (Some(allowed_hosts), None),
+            "hello_project.middleware.CommonMiddleware" => (Some(common), None),
+            _ => return None,
+        };
+    Some(Middleware {
+        process_request,
+        process_response,
+    })
 }
 
 /// Resolves the configured names; an unknown one is a configuration error.
@@ -32,12 +47,34 @@ pub fn load(names: &[&str]) -> Result<Vec<Middleware>, String> {
         .collect()
 }
 
-/// Runs `chain` around `view`, the first middleware outermost.
-pub fn run(chain: &[Middleware], site: &Site, request: &Request<'_>, view: Next<'_>) -> Answer {
-    match chain.split_first() {
-        Some((first, rest)) => first(site, request, &|| run(rest, site, request, view)),
-        None => view(),
+/// Runs `chain` around `view`, the first middleware outermost: the
+/// request hooks in order until one answers (else the view answers), then
+/// the response hooks of the middleware reached, innermost first.
+pub fn run(
+    chain: &[Middleware],
+    site: &Site,
+    request: &Request<'_>,
+    view: impl FnOnce() -> Answer,
+) -> Answer {
+    let mut reached = chain.len();
+    let mut early = None;
+    for (i, middleware) in chain.iter().enumerate() {
+        if let Some(answer) = middleware
+            .process_request
+            .and_then(|hook| hook(site, request))
+        {
+            early = Some(answer);
+            reached = i + 1;
+            break;
+        }
     }
+    let mut answer = early.unwrap_or_else(view);
+    for middleware in chain[..reached].iter().rev() {
+        if let Some(hook) = middleware.process_response {
+            hook(site, request, &mut answer);
+        }
+    }
+    answer
 }
 
 const NOSNIFF: StaticHeader = StaticHeader::new("X-Content-Type-Options", "nosniff");
@@ -45,84 +82,108 @@ const FRAME: StaticHeader = StaticHeader::new("X-Frame-Options", settings::X_FRA
 const REFERRER: StaticHeader =
     StaticHeader::new("Referrer-Policy", settings::SECURE_REFERRER_POLICY);
 
-/// The headers `security` adds, in order: constants, so they cost no
-/// allocation per response.
-const SECURITY_HEADERS: &[StaticHeader] = if settings::SECURE_CONTENT_TYPE_NOSNIFF {
-    &[NOSNIFF, FRAME, REFERRER]
-} else {
-    &[FRAME, REFERRER]
-};
+/// A constant list: `$first` (a `Content-Type`), if any, then the headers
+/// `security` adds, in order.
+macro_rules! secured {
+    ($($first:expr)?) => {
+        if settings::SECURE_CONTENT_TYPE_NOSNIFF {
+            &[$($first,)? NOSNIFF, FRAME, REFERRER]
+        } else {
+            &[$($first,)? FRAME, REFERRER]
+        }
+    };
+}
+
+/// The headers `security` adds: constants, so they cost no allocation
+/// per response.
+const SECURITY_HEADERS: &[StaticHeader] = secured!();
+const SECURE_TEXT: &[StaticHeader] = secured!(TEXT_PLAIN[0]);
+const SECURE_HTML: &[StaticHeader] = secured!(TEXT_HTML[0]);
+const SECURE_JSON: &[StaticHeader] = secured!(APPLICATION_JSON[0]);
+
+/// The list to send for an answer whose constant headers are `fixed`, when
+/// the security headers can join them as one constant list: none yet, or
+/// one of app-api's `Content-Type` lists (told by address).
+fn secured(fixed: &'static [StaticHeader]) -> Option<&'static [StaticHeader]> {
+    if fixed.is_empty() {
+        Some(SECURITY_HEADERS)
+    } else if std::ptr::eq(fixed, &TEXT_PLAIN[..]) {
+        Some(SECURE_TEXT)
+    } else if std::ptr::eq(fixed, &TEXT_HTML[..]) {
+        Some(SECURE_HTML)
+    } else if std::ptr::eq(fixed, &APPLICATION_JSON[..]) {
+        Some(SECURE_JSON)
+    } else {
+        None
+    }
+}
 
 /// Adds the security headers to whatever the inner layers answered,
 /// leaving any the view already set.
-pub fn security(_site: &Site, _request: &Request<'_>, next: Next<'_>) -> Answer {
-    let mut answer = next();
+pub fn security(_site: &Site, _request: &Request<'_>, answer: &mut Answer) {
     let is_security = |name: &str| {
         SECURITY_HEADERS
             .iter()
             .any(|h| h.name.as_str().eq_ignore_ascii_case(name))
     };
-    let view_set_one = !answer.fixed.is_empty()
-        || answer
-            .response
-            .headers
-            .iter()
-            .any(|h| is_security(h.name.as_str()));
-    if !view_set_one {
-        // The usual case: the constant list as it is.
-        return answer.with_fixed(SECURITY_HEADERS);
+    let view_set_one = answer
+        .response
+        .headers
+        .iter()
+        .any(|h| is_security(h.name.as_str()));
+    if let Some(fixed) = secured(answer.fixed).filter(|_| !view_set_one) {
+        // The usual case: one constant list, nothing allocated.
+        answer.fixed = fixed;
+        return;
     }
-    let set_by_view = |answer: &Answer, h: &StaticHeader| answer.header(h.name.as_str()).is_some();
     for h in SECURITY_HEADERS {
-        if !set_by_view(&answer, h) {
-            answer.response = answer
-                .response
-                .with_header(h.name.as_str(), h.value.as_str());
+        if answer.header(h.name.as_str()).is_none() {
+            let response = std::mem::replace(&mut answer.response, Response::new(0));
+            answer.response = response.with_header(h.name.as_str(), h.value.as_str());
         }
     }
-    answer
 }
 
 /// Answers 400 unless the `Host` header names one of the site's allowed
 /// hosts (`ALLOWED_HOSTS` or the `allowed_hosts` setting). A missing or
 /// malformed `Host` is rejected too.
-pub fn allowed_hosts(site: &Site, request: &Request<'_>, next: Next<'_>) -> Answer {
+pub fn allowed_hosts(site: &Site, request: &Request<'_>) -> Option<Answer> {
     let host = request.header("Host");
     let seen = site.accepted_host.get();
     if host.is_some_and(|h| seen.is_some_and(|seen| **seen == *h)) {
-        return next();
+        return None;
     }
     match host.and_then(domain_of) {
         Some(domain) if allowed(domain, &site.allowed_hosts) => {
             if let Some(host) = host.filter(|_| seen.is_none()) {
                 let _ = site.accepted_host.set(host.into());
             }
-            next()
+            None
         }
         _ => {
             let shown = host.map(String::from_utf8_lossy);
             warn!("Invalid Host header: {shown:?}; it may need adding to ALLOWED_HOSTS");
-            views::bad_request().into()
+            Some(views::bad_request())
         }
     }
 }
 
 /// Redirects (301) a path that matches no route to the same path with a
 /// slash appended, when that one matches, keeping the query string.
-pub fn common(site: &Site, request: &Request<'_>, next: Next<'_>) -> Answer {
-    if settings::APPEND_SLASH && should_redirect_with_slash(site, request) {
-        let mut location =
-            escape_leading_slashes(format!("{}{}/", request.script_name, request.path_info));
-        if !request.query.is_empty() {
-            location.push('?');
-            location.push_str(&request.query);
-        }
-        return Response::new(301)
-            .with_header("Content-Type", "text/html; charset=utf-8")
-            .with_header("Location", location)
-            .into();
+pub fn common(site: &Site, request: &Request<'_>) -> Option<Answer> {
+    if !(settings::APPEND_SLASH && should_redirect_with_slash(site, request)) {
+        return None;
     }
-    next()
+    let mut location =
+        escape_leading_slashes(format!("{}{}/", request.script_name, request.path_info));
+    if !request.query.is_empty() {
+        location.push('?');
+        location.push_str(&request.query);
+    }
+    let redirect = Response::new(301)
+        .with_header("Content-Type", "text/html; charset=utf-8")
+        .with_header("Location", location);
+    Some(redirect.into())
 }
 
 fn should_redirect_with_slash(site: &Site, request: &Request<'_>) -> bool {

@@ -151,8 +151,21 @@ impl Pattern {
 
     /// Matches the whole of `path` (no leading `/`), returning the captures.
     pub fn matches<'p>(&self, path: &'p str) -> Option<Params<'p>> {
+        if let Some(literal) = self.literal() {
+            // A route without placeholders: one comparison, no backtracking.
+            return (path == literal).then(Params::default);
+        }
         let mut params = Params::default();
         match_tokens(&self.tokens, path, &mut params.values).then_some(params)
+    }
+
+    /// The whole route, when it has no placeholders.
+    fn literal(&self) -> Option<&'static str> {
+        match self.tokens.as_slice() {
+            [] => Some(""),
+            [Token::Literal(text)] => Some(text),
+            _ => None,
+        }
     }
 }
 
