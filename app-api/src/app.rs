@@ -444,6 +444,63 @@ mod tests {
     }
 
     #[test]
+    fn header_lookup_takes_the_first_of_a_name_in_any_case() {
+        let h = [
+            HeaderRef {
+                name: RStr::from("Hose"),
+                value: RSlice::from_slice(b"same length, other name"),
+            },
+            HeaderRef {
+                name: RStr::from("HOST"),
+                value: RSlice::from_slice(b"a"),
+            },
+            HeaderRef {
+                name: RStr::from("Host"),
+                value: RSlice::from_slice(b"b"),
+            },
+        ];
+        let r = request(&h, "");
+        assert_eq!(r.header("Host"), Some(&b"a"[..]));
+        assert_eq!(r.header("host"), Some(&b"a"[..]));
+        assert_eq!(r.header("Hos"), None);
+    }
+
+    #[test]
+    fn typed_answers_carry_their_content_type_as_a_constant() {
+        for (answer, list, value, body) in [
+            (
+                Answer::text(200, "hi"),
+                &TEXT_PLAIN,
+                "text/plain; charset=utf-8",
+                &b"hi"[..],
+            ),
+            (
+                Answer::html(404, "<p>"),
+                &TEXT_HTML,
+                "text/html; charset=utf-8",
+                b"<p>",
+            ),
+            (
+                Answer::json(201, b"{}"),
+                &APPLICATION_JSON,
+                "application/json",
+                b"{}",
+            ),
+        ] {
+            // Nothing but the body is owned: no header was allocated.
+            assert!(answer.response.headers.is_empty());
+            assert!(std::ptr::eq(answer.fixed, &list[..]));
+            assert_eq!(answer.header("content-type"), Some(value.as_bytes()));
+            assert_eq!(answer.response.body.as_slice(), body);
+            // As a plain response (App::call), the same header, copied in.
+            let status = answer.response.status;
+            let plain = answer.into_response();
+            assert_eq!(plain.header("Content-Type"), Some(value.as_bytes()));
+            assert_eq!((plain.status, plain.headers.len()), (status, 1));
+        }
+    }
+
+    #[test]
     fn response_builders_set_content_type() {
         let r = Response::json(200, b"{}");
         assert_eq!(r.header("content-type"), Some(&b"application/json"[..]));

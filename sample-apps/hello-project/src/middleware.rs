@@ -323,6 +323,71 @@ mod tests {
         assert_eq!(escape_leading_slashes("/hello/".into()), "/hello/");
     }
 
+    fn site() -> Site {
+        Site::new().expect("the site compiles")
+    }
+
+    #[test]
+    fn security_joins_a_constant_content_type_without_allocating() {
+        let (site, request) = (site(), Request::sample("GET", "", "/", ""));
+        for (mut answer, joined) in [
+            (Answer::text(200, "t"), SECURE_TEXT),
+            (Answer::html(200, "h"), SECURE_HTML),
+            (Answer::json(200, b"{}"), SECURE_JSON),
+            (Response::new(204).into(), SECURITY_HEADERS),
+        ] {
+            security(&site, &request, &mut answer);
+            assert_eq!(answer.fixed, joined);
+            assert!(answer.response.headers.is_empty(), "nothing copied");
+        }
+        assert_eq!(SECURE_TEXT[0], TEXT_PLAIN[0]);
+        assert_eq!(&SECURE_TEXT[1..], SECURITY_HEADERS);
+    }
+
+    #[test]
+    fn security_keeps_what_the_view_set_and_copies_the_rest() {
+        const OTHER: &[StaticHeader] = &[StaticHeader::new("Cache-Control", "no-store")];
+        let (site, request) = (site(), Request::sample("GET", "", "/", ""));
+        // A constant list it cannot join: the security headers are copied.
+        let mut answer = Answer::text(200, "t").with_fixed(OTHER);
+        let mut other = Answer::from(Response::new(200)).with_fixed(OTHER);
+        security(&site, &request, &mut other);
+        assert_eq!(other.fixed, OTHER);
+        assert_eq!(other.header("X-Frame-Options"), Some(&b"DENY"[..]));
+        // A security header the view set wins over the middleware's.
+        answer.response = answer.response.with_header("x-frame-options", "SAMEORIGIN");
+        security(&site, &request, &mut answer);
+        assert_eq!(answer.header("X-Frame-Options"), Some(&b"SAMEORIGIN"[..]));
+        assert_eq!(answer.header("Referrer-Policy"), Some(&b"same-origin"[..]));
+        let response = answer.into_response();
+        assert_eq!(response.header_values("x-frame-options").count(), 1);
+    }
+
+    #[test]
+    fn an_early_answer_skips_the_view_and_inner_hooks_but_not_outer_ones() {
+        fn refuse(_: &Site, _: &Request<'_>) -> Option<Answer> {
+            Some(Answer::text(403, "no"))
+        }
+        fn mark(_: &Site, _: &Request<'_>, answer: &mut Answer) {
+            answer.response.status += 1;
+        }
+        let hooks = |request, response| Middleware {
+            process_request: request,
+            process_response: response,
+        };
+        let chain = [
+            hooks(None, Some(mark as ResponseHook)),
+            hooks(Some(refuse as RequestHook), Some(mark as ResponseHook)),
+            hooks(None, Some(mark as ResponseHook)),
+        ];
+        let (site, request) = (site(), Request::sample("GET", "", "/", ""));
+        let answer = run(&chain, &site, &request, || unreachable!("the view ran"));
+        // The refusing middleware's own hook and the outer one ran.
+        assert_eq!(answer.response.status, 405);
+        let answer = run(&chain[..1], &site, &request, || Answer::text(200, "v"));
+        assert_eq!(answer.response.status, 201);
+    }
+
     #[test]
     fn configured_middleware_all_load_and_unknown_names_fail() {
         assert_eq!(
