@@ -25,16 +25,7 @@ RUNS=${RUNS:-3}
 BENCH=${BENCH:-$ROOT/target/release/stoa-bench}
 # shellcheck source=benches/cpu_lib.sh
 . "$ROOT/benches/cpu_lib.sh"
-need "$BENCH" "cargo build --release"
-need taskset "util-linux"
-TMP=$(mktemp -d /tmp/stoa-abcpu.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
-for side in A B; do
-    bin=${!side}
-    need "$bin" "a stoa binary"
-    mkdir -p "$TMP/apps-$side"
-    cp "$(dirname "$bin")"/lib{hello_project,article,environ,demo}.so "$TMP/apps-$side/"
-done
+two_builds stoa-abcpu "$A" "$B"
 
 # point BINARY POLLER SIDE -> prints µs of server CPU per request
 point() {

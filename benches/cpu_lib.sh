@@ -13,6 +13,23 @@ need() {
 
 TICK=$(getconf CLK_TCK)
 
+# two_builds NAME A B: checks stoa-bench, taskset and the two stoa binaries,
+# makes TMP (removed at exit) and copies each binary's apps (the lib*.so
+# built beside it) into $TMP/apps-A and $TMP/apps-B.
+two_builds() {
+    need "$BENCH" "cargo build --release"
+    need taskset "util-linux"
+    TMP=$(mktemp -d "/tmp/$1.XXXXXX")
+    trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
+    local side=A bin
+    for bin in "$2" "$3"; do
+        need "$bin" "a stoa binary"
+        mkdir -p "$TMP/apps-$side"
+        cp "$(dirname "$bin")"/lib{hello_project,article,environ,demo}.so "$TMP/apps-$side/"
+        side=B
+    done
+}
+
 # cpu_ns PID: the process's CPU time so far, ns: the sum of the first field
 # of /proc/PID/task/*/schedstat (live threads), else utime + stime in ticks.
 cpu_ns() {
@@ -55,7 +72,7 @@ stop_server() {
     wait "$SERVER_PID" 2>/dev/null || true
 }
 
-# measure URL CONC PID...: a warm-up, then N requests from stoa-bench on
+# measure URL CONC PID...: a warm-up (none if WARMUP=0), then N requests from stoa-bench on
 # CPU 1 (one thread, CONC connections; keep-alive unless MODE=close, a new
 # connection per request). Prints the PIDs' CPU time per answered request
 # in µs, req/s, then each PID's own µs/request.
@@ -68,7 +85,9 @@ measure() {
         *) echo "MODE=$MODE: expected keepalive or close" >&2; exit 1 ;;
     esac
     local load=(taskset -c 1 "$BENCH" load "${keep[@]}" -t 1 -c "$conc" --max-time "${MAX_TIME:-120s}")
-    "${load[@]}" -n "${WARMUP:-20000}" "$url" >/dev/null
+    if [ "${WARMUP:-20000}" -gt 0 ]; then
+        "${load[@]}" -n "${WARMUP:-20000}" "$url" >/dev/null
+    fi
     for pid in "$@"; do before+=("$(cpu_ns "$pid")"); done
     "${load[@]}" -n "$N" "$url" >"$TMP/load"
     for pid in "$@"; do after+=("$(cpu_ns "$pid")"); done
