@@ -16,7 +16,8 @@
 #   STOA_DIR holds `stoa` and the apps' .so files (target/release works).
 #   env: N (requests measured, default 20000), WARMUP (default 5000),
 #   OUT (where the callgrind dump goes, default /tmp/stoa-callgrind.out),
-#   BENCH (stoa-bench)
+#   BENCH (stoa-bench), CALLGRIND_OPTS (more valgrind options, e.g.
+#   "--cache-sim=yes" to count cache misses too)
 # Only 127.0.0.1 is loaded; every run is bounded in requests and time.
 set -euo pipefail
 
@@ -61,7 +62,7 @@ SHIM
 cc -shared -fPIC -O2 -o "$TMP/shim.so" "$TMP/shim.c" -ldl
 
 STOA_PLUGIN_COPIES=dir STOA_PROBE_EXE=$(realpath "$DIR/stoa") LD_PRELOAD="$TMP/shim.so" \
-    start_server valgrind --tool=callgrind --compress-strings=no \
+    start_server valgrind --tool=callgrind --compress-strings=no ${CALLGRIND_OPTS:-} \
     --callgrind-out-file="$TMP/cg.out" "$DIR/stoa" --bind 127.0.0.1:0 \
     --apps "$TMP/apps" --poller "$POLLER" --workers 1 --log-level warn
 url="http://127.0.0.1:$SERVER_PORT$URLPATH"

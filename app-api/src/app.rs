@@ -384,7 +384,8 @@ impl<'a> Request<'a> {
             .iter()
             .find(|h| {
                 let sent = h.name.as_str().as_bytes();
-                sent.len() == name.len() && (sent == name || sent.eq_ignore_ascii_case(name))
+                sent.len() == name.len()
+                    && (crate::helpers::same_bytes(sent, name) || sent.eq_ignore_ascii_case(name))
             })
             .map(|h| h.value.as_slice())
     }

@@ -7,6 +7,32 @@ use crate::abi::{HeaderRef, Request, Response};
 use abi_stable::std_types::{RSlice, RStr};
 use std::borrow::Cow;
 
+/// Whether `a` and `b` hold the same bytes, as `a == b` says, compared a
+/// word at a time in line. `==` on byte slices calls libc's `memcmp`,
+/// whose set-up costs more than the comparison itself for the few bytes of
+/// a header name, a `Host` value or a route (measured: about 1% of a hello
+/// request's server CPU for three such calls).
+#[inline]
+pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    // Whole words, the last one overlapping the one before: no loop over
+    // single bytes, no call.
+    fn word<const W: usize>(s: &[u8], at: usize) -> Option<[u8; W]> {
+        s.get(at..at + W).and_then(|w| w.try_into().ok())
+    }
+    if n >= 8 {
+        (0..n / 8).all(|i| word::<8>(a, i * 8) == word::<8>(b, i * 8))
+            && word::<8>(a, n - 8) == word::<8>(b, n - 8)
+    } else if n >= 4 {
+        word::<4>(a, 0) == word::<4>(b, 0) && word::<4>(a, n - 4) == word::<4>(b, n - 4)
+    } else {
+        a.iter().zip(b).all(|(p, q)| p == q)
+    }
+}
+
 impl<'a> HeaderRef<'a> {
     /// A header view (for tests: `Request { headers, ..Request::sample(..) }`).
     pub fn new(name: &'a str, value: &'a [u8]) -> Self {
@@ -163,6 +189,29 @@ impl Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn same_bytes_says_what_eq_says() {
+        let samples: [&[u8]; 9] = [
+            b"",
+            b"a",
+            b"Host",
+            b"host",
+            b"hello/",
+            b"127.0.0.1:8000",
+            b"127.0.0.1:8001",
+            b"a-rather-longer-value-of-23",
+            b"a-rather-longer-value-of-24",
+        ];
+        for a in samples {
+            for b in samples {
+                assert_eq!(same_bytes(a, b), a == b, "{a:?} {b:?}");
+            }
+        }
+        // Leading zero bytes are not lost in the word of a remainder.
+        assert!(!same_bytes(b"\0a", b"a\0"));
+        assert!(!same_bytes(b"\0\0\0\0\0\0\0\0x", b"\0\0\0\0\0\0\0\0y"));
+    }
 
     #[test]
     fn body_as_text_or_not() {

@@ -6,37 +6,54 @@
 
 use crate::{settings, views, Site};
 use stoa_app_api::app::{APPLICATION_JSON, TEXT_HTML, TEXT_PLAIN};
+use stoa_app_api::helpers::same_bytes;
 use stoa_app_api::log::warn;
 use stoa_app_api::{Answer, Request, Response, StaticHeader};
 
-/// Runs before the view: `Some` answers at once (the view and the inner
-/// middleware are skipped; the outer ones still see the answer).
-pub type RequestHook = fn(&Site, &Request<'_>) -> Option<Answer>;
+/// One middleware of the project's own, as settings::MIDDLEWARE names them.
+/// Each has Django's hooks, either of which may do nothing: dispatched by
+/// a `match`, so the chain and its hooks inline into the request's path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Middleware {
+    /// `SecurityMiddleware`: the security headers, on the way out.
+    Security,
+    /// `AllowedHostsMiddleware`: refuses a `Host` not allowed, on the way in.
+    AllowedHosts,
+    /// `CommonMiddleware`: `APPEND_SLASH` redirects, on the way in.
+    Common,
+}
 
-/// Runs after the view (or after an inner middleware answered) and may
-/// amend the answer in place.
-pub type ResponseHook = fn(&Site, &Request<'_>, &mut Answer);
+impl Middleware {
+    /// Runs before the view: `Some` answers at once (the view and the
+    /// inner middleware are skipped; the outer ones still see the answer).
+    #[inline]
+    pub fn process_request(self, site: &Site, request: &Request<'_>) -> Option<Answer> {
+        match self {
+            Middleware::Security => None,
+            Middleware::AllowedHosts => allowed_hosts(site, request),
+            Middleware::Common => common(site, request),
+        }
+    }
 
-/// One middleware: either hook may be absent.
-#[derive(Clone, Copy, Debug)]
-pub struct Middleware {
-    pub process_request: Option<RequestHook>,
-    pub process_response: Option<ResponseHook>,
+    /// Runs after the view (or after an inner middleware answered) and
+    /// may amend the answer in place.
+    #[inline]
+    pub fn process_response(self, site: &Site, request: &Request<'_>, answer: &mut Answer) {
+        match self {
+            Middleware::Security => security(site, request, answer),
+            Middleware::AllowedHosts | Middleware::Common => {}
+        }
+    }
 }
 
 /// The middleware a settings name refers to.
 pub fn by_name(name: &str) -> Option<Middleware> {
-    let (process_request, process_response): (Option<RequestHook>, Option<ResponseHook>) =
-        match name {
-            "hello_project.middleware.SecurityMiddleware" => (None, Some(security)),
-            "hello_project.middleware.AllowedHostsMiddleware" => (Some(allowed_hosts), None),
-            "hello_project.middleware.CommonMiddleware" => (Some(common), None),
-            _ => return None,
-        };
-    Some(Middleware {
-        process_request,
-        process_response,
-    })
+    match name {
+        "hello_project.middleware.SecurityMiddleware" => Some(Middleware::Security),
+        "hello_project.middleware.AllowedHostsMiddleware" => Some(Middleware::AllowedHosts),
+        "hello_project.middleware.CommonMiddleware" => Some(Middleware::Common),
+        _ => None,
+    }
 }
 
 /// Resolves the configured names; an unknown one is a configuration error.
@@ -50,6 +67,7 @@ pub fn load(names: &[&str]) -> Result<Vec<Middleware>, String> {
 /// Runs `chain` around `view`, the first middleware outermost: the
 /// request hooks in order until one answers (else the view answers), then
 /// the response hooks of the middleware reached, innermost first.
+#[inline]
 pub fn run(
     chain: &[Middleware],
     site: &Site,
@@ -59,10 +77,7 @@ pub fn run(
     let mut reached = chain.len();
     let mut early = None;
     for (i, middleware) in chain.iter().enumerate() {
-        if let Some(answer) = middleware
-            .process_request
-            .and_then(|hook| hook(site, request))
-        {
+        if let Some(answer) = middleware.process_request(site, request) {
             early = Some(answer);
             reached = i + 1;
             break;
@@ -70,9 +85,7 @@ pub fn run(
     }
     let mut answer = early.unwrap_or_else(view);
     for middleware in chain[..reached].iter().rev() {
-        if let Some(hook) = middleware.process_response {
-            hook(site, request, &mut answer);
-        }
+        middleware.process_response(site, request, &mut answer);
     }
     answer
 }
@@ -120,6 +133,7 @@ fn secured(fixed: &'static [StaticHeader]) -> Option<&'static [StaticHeader]> {
 
 /// Adds the security headers to whatever the inner layers answered,
 /// leaving any the view already set.
+#[inline]
 pub fn security(_site: &Site, _request: &Request<'_>, answer: &mut Answer) {
     let is_security = |name: &str| {
         SECURITY_HEADERS
@@ -147,10 +161,11 @@ pub fn security(_site: &Site, _request: &Request<'_>, answer: &mut Answer) {
 /// Answers 400 unless the `Host` header names one of the site's allowed
 /// hosts (`ALLOWED_HOSTS` or the `allowed_hosts` setting). A missing or
 /// malformed `Host` is rejected too.
+#[inline]
 pub fn allowed_hosts(site: &Site, request: &Request<'_>) -> Option<Answer> {
     let host = request.header("Host");
     let seen = site.accepted_host.get();
-    if host.is_some_and(|h| seen.is_some_and(|seen| **seen == *h)) {
+    if host.is_some_and(|h| seen.is_some_and(|seen| same_bytes(seen, h))) {
         return None;
     }
     match host.and_then(domain_of) {
@@ -170,6 +185,7 @@ pub fn allowed_hosts(site: &Site, request: &Request<'_>) -> Option<Answer> {
 
 /// Redirects (301) a path that matches no route to the same path with a
 /// slash appended, when that one matches, keeping the query string.
+#[inline]
 pub fn common(site: &Site, request: &Request<'_>) -> Option<Answer> {
     if !(settings::APPEND_SLASH && should_redirect_with_slash(site, request)) {
         return None;
@@ -365,27 +381,28 @@ mod tests {
 
     #[test]
     fn an_early_answer_skips_the_view_and_inner_hooks_but_not_outer_ones() {
-        fn refuse(_: &Site, _: &Request<'_>) -> Option<Answer> {
-            Some(Answer::text(403, "no"))
-        }
-        fn mark(_: &Site, _: &Request<'_>, answer: &mut Answer) {
-            answer.response.status += 1;
-        }
-        let hooks = |request, response| Middleware {
-            process_request: request,
-            process_response: response,
+        use Middleware::{AllowedHosts, Common, Security};
+        let site = site();
+        let headers = [stoa_app_api::HeaderRef::new("Host", b"evil.example")];
+        let request = Request {
+            headers: headers[..].into(),
+            ..Request::sample("GET", "", "/hello", "")
         };
-        let chain = [
-            hooks(None, Some(mark as ResponseHook)),
-            hooks(Some(refuse as RequestHook), Some(mark as ResponseHook)),
-            hooks(None, Some(mark as ResponseHook)),
-        ];
-        let (site, request) = (site(), Request::sample("GET", "", "/", ""));
-        let answer = run(&chain, &site, &request, || unreachable!("the view ran"));
-        // The refusing middleware's own hook and the outer one ran.
-        assert_eq!(answer.response.status, 405);
-        let answer = run(&chain[..1], &site, &request, || Answer::text(200, "v"));
-        assert_eq!(answer.response.status, 201);
+        // AllowedHosts refuses: Common (inner, which would redirect to
+        // /hello/) and the view do not run; Security (outer) does.
+        let answer = run(&[Security, AllowedHosts, Common], &site, &request, || {
+            unreachable!("the view ran")
+        });
+        assert_eq!(answer.response.status, 400);
+        assert_eq!(answer.header("X-Frame-Options"), Some(&b"DENY"[..]));
+        // Security inside the refusing middleware does not run.
+        let answer = run(&[AllowedHosts, Security], &site, &request, || {
+            unreachable!("the view ran")
+        });
+        assert_eq!(answer.header("X-Frame-Options"), None);
+        // Without a refusal, Common answers before the view.
+        let answer = run(&[Common], &site, &request, || unreachable!("the view ran"));
+        assert_eq!(answer.response.status, 301);
     }
 
     #[test]
