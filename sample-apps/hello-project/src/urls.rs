@@ -210,9 +210,18 @@ pub struct Resolved<'p> {
     pub params: Params<'p>,
 }
 
+/// One compiled route: what a match needs, inline (a route without
+/// placeholders is compared as it is, without reading its tokens).
+struct Route {
+    literal: Option<&'static str>,
+    pattern: Pattern,
+    view: View,
+    name: &'static str,
+}
+
 /// The compiled URLconf.
 pub struct UrlConf {
-    routes: Vec<(Pattern, &'static Path)>,
+    routes: Vec<Route>,
 }
 
 impl UrlConf {
@@ -220,7 +229,14 @@ impl UrlConf {
     pub fn new(patterns: &'static [Path]) -> Result<Self, String> {
         let routes = patterns
             .iter()
-            .map(|p| Pattern::compile(p.route).map(|pattern| (pattern, p)))
+            .map(|p| {
+                Pattern::compile(p.route).map(|pattern| Route {
+                    literal: pattern.literal(),
+                    pattern,
+                    view: p.view,
+                    name: p.name,
+                })
+            })
             .collect::<Result<_, _>>()?;
         Ok(UrlConf { routes })
     }
@@ -229,10 +245,16 @@ impl UrlConf {
     #[inline]
     pub fn resolve<'p>(&self, path_info: &'p str) -> Option<Resolved<'p>> {
         let path = path_info.strip_prefix('/').unwrap_or(path_info);
-        self.routes.iter().find_map(|(pattern, entry)| {
-            pattern.matches(path).map(|params| Resolved {
-                view: entry.view,
-                name: entry.name,
+        self.routes.iter().find_map(|route| {
+            let params = match route.literal {
+                Some(literal) => {
+                    same_bytes(path.as_bytes(), literal.as_bytes()).then(Params::default)
+                }
+                None => route.pattern.matches(path),
+            };
+            params.map(|params| Resolved {
+                view: route.view,
+                name: route.name,
                 params,
             })
         })
