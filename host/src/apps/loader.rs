@@ -296,35 +296,6 @@ pub fn normalise_mount(prefix: &str) -> Option<String> {
     Some(prefix.trim_end_matches('/').to_string())
 }
 
-/// Routes a path to the app with the longest matching prefix, on
-/// path-segment boundaries (`/article` does not match `/articles`).
-#[derive(Clone, Default)]
-pub struct MountTable {
-    /// Sorted by prefix length, longest first.
-    apps: Vec<Arc<LoadedApp>>,
-}
-
-impl MountTable {
-    pub fn new(mut apps: Vec<Arc<LoadedApp>>) -> Self {
-        apps.sort_by_key(|a| std::cmp::Reverse(a.mount.len()));
-        MountTable { apps }
-    }
-
-    /// The app for `path` (without query), and the split point
-    /// (SCRIPT_NAME = `path[..n]`, PATH_INFO = `path[n..]`).
-    pub fn resolve(&self, path: &str) -> Option<(&Arc<LoadedApp>, usize)> {
-        self.apps.iter().find_map(|app| {
-            let m = app.mount.as_str();
-            let rest = path.strip_prefix(m)?;
-            (rest.is_empty() || rest.starts_with('/')).then_some((app, m.len()))
-        })
-    }
-
-    pub fn apps(&self) -> &[Arc<LoadedApp>] {
-        &self.apps
-    }
-}
-
 /// The host services handed to each plugin at init.
 fn host_module() -> HostRef {
     HostModule {

@@ -13,6 +13,7 @@ pub(crate) mod dir;
 pub(crate) mod elf_check;
 pub(crate) mod error;
 pub(crate) mod loader;
+pub(crate) mod mounts;
 pub mod plugin_copy;
 pub(crate) mod pool;
 pub mod probe;

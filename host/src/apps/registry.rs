@@ -15,7 +15,8 @@
 
 use crate::apps::dir::{self, Entry, Stamp};
 use crate::apps::error::{Distrust, LoadError};
-use crate::apps::loader::{load_file, AppLimits, LoadedApp, MountTable, Refusal};
+use crate::apps::loader::{load_file, AppLimits, LoadedApp, Refusal};
+use crate::apps::mounts::MountTable;
 use crate::apps::plugin_copy::PluginCopies;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
