@@ -83,9 +83,8 @@ impl Spot {
         }
         let rest = chunks.remainder();
         if let (Some(word), false) = (words.next(), rest.is_empty()) {
-            let mut last = [0u8; 8];
-            last[..rest.len()].copy_from_slice(rest);
-            word.store(u64::from_le_bytes(last), Relaxed);
+            let w = rest.iter().rev().fold(0, |w, &b| w << 8 | u64::from(b));
+            word.store(w, Relaxed);
         }
         self.len.store(bytes.len(), Relaxed);
         self.slot.store(slot, Relaxed);

@@ -114,6 +114,8 @@ enum Token {
 #[derive(Debug, PartialEq, Eq)]
 pub struct Pattern {
     tokens: Vec<Token>,
+    /// The whole route, when it has no placeholders (compared as it is).
+    literal: Option<&'static str>,
 }
 
 impl Pattern {
@@ -147,13 +149,14 @@ impl Pattern {
         if !rest.is_empty() {
             tokens.push(Token::Literal(rest));
         }
-        Ok(Pattern { tokens })
+        let literal = Pattern::literal_of(&tokens);
+        Ok(Pattern { tokens, literal })
     }
 
     /// Matches the whole of `path` (no leading `/`), returning the captures.
     #[inline]
     pub fn matches<'p>(&self, path: &'p str) -> Option<Params<'p>> {
-        if let Some(literal) = self.literal() {
+        if let Some(literal) = self.literal {
             // A route without placeholders: one comparison, no backtracking.
             return same_bytes(path.as_bytes(), literal.as_bytes()).then(Params::default);
         }
@@ -161,9 +164,9 @@ impl Pattern {
         match_tokens(&self.tokens, path, &mut params.values).then_some(params)
     }
 
-    /// The whole route, when it has no placeholders.
-    fn literal(&self) -> Option<&'static str> {
-        match self.tokens.as_slice() {
+    /// The whole route, when `tokens` hold no placeholders.
+    fn literal_of(tokens: &[Token]) -> Option<&'static str> {
+        match tokens {
             [] => Some(""),
             [Token::Literal(text)] => Some(text),
             _ => None,
@@ -210,10 +213,8 @@ pub struct Resolved<'p> {
     pub params: Params<'p>,
 }
 
-/// One compiled route: what a match needs, inline (a route without
-/// placeholders is compared as it is, without reading its tokens).
+/// One compiled route: what a match needs, inline.
 struct Route {
-    literal: Option<&'static str>,
     pattern: Pattern,
     view: View,
     name: &'static str,
@@ -231,7 +232,6 @@ impl UrlConf {
             .iter()
             .map(|p| {
                 Pattern::compile(p.route).map(|pattern| Route {
-                    literal: pattern.literal(),
                     pattern,
                     view: p.view,
                     name: p.name,
@@ -246,13 +246,7 @@ impl UrlConf {
     pub fn resolve<'p>(&self, path_info: &'p str) -> Option<Resolved<'p>> {
         let path = path_info.strip_prefix('/').unwrap_or(path_info);
         self.routes.iter().find_map(|route| {
-            let params = match route.literal {
-                Some(literal) => {
-                    same_bytes(path.as_bytes(), literal.as_bytes()).then(Params::default)
-                }
-                None => route.pattern.matches(path),
-            };
-            params.map(|params| Resolved {
+            route.pattern.matches(path).map(|params| Resolved {
                 view: route.view,
                 name: route.name,
                 params,
