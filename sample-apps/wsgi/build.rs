@@ -10,8 +10,13 @@ fn main() {
         println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");
     }
     // The tests run the host of the main workspace, built by them into its
-    // own target directory (tests/e2e/wsgi/plugins.rs).
+    // own target directory in this build's profile (tests/e2e/plugins.rs):
+    // `cargo test --release` runs them against the release host that ships.
     let manifest = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default();
-    println!("cargo:rustc-env=CARGO_BIN_EXE_stoa={manifest}/../../target/debug/stoa");
+    let profile = match std::env::var("PROFILE").as_deref() {
+        Ok("release") => "release",
+        _ => "debug",
+    };
+    println!("cargo:rustc-env=CARGO_BIN_EXE_stoa={manifest}/../../target/{profile}/stoa");
     println!("cargo:rerun-if-changed=build.rs");
 }

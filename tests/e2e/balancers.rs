@@ -11,6 +11,7 @@ use crate::common::{status, try_get};
 use crate::harness::{wait_until, Server, TempDir};
 use rustix::process::Signal;
 use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
@@ -56,13 +57,13 @@ fn article_2xx(port: u16) -> u64 {
         .expect("a count")
 }
 
-/// Kills the nginx this test started (by its pid) when dropped.
+/// Kills the nginx this test started, master and workers (its process
+/// group), when dropped.
 struct Nginx(Child);
 
 impl Drop for Nginx {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        crate::harness::kill_group(&mut self.0);
     }
 }
 
@@ -204,6 +205,7 @@ fn start_nginx(ports: &[u16]) -> (Nginx, TempDir, u16) {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
+        .process_group(0)
         .spawn();
     let nginx = Nginx(started.expect("start nginx"));
     let up = wait_until(Duration::from_secs(10), || {

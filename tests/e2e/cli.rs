@@ -44,7 +44,7 @@ fn startup_prints_one_line_and_logs_the_backend(poller: &str) {
         stdout,
         format!("listening on http://127.0.0.1:{}\n", server.port)
     );
-    let lines = server.log_lines(&[&format!("poller={poller} ")]);
+    let lines = server.wait_lines(&[&format!("poller={poller} ")], 1);
     assert_eq!(lines.len(), 1, "{}", server.log());
     assert!(lines[0].contains("INFO"), "{}", lines[0]);
     assert!(lines[0].contains("fd_cap="), "{}", lines[0]);
@@ -58,7 +58,7 @@ fn poller_from_the_environment(poller: &str) {
         .poller_via_env()
         .start();
     assert!(
-        server.log_contains(&format!("poller={poller} ")),
+        server.wait_log(&[&format!("poller={poller} ")]),
         "{}",
         server.log()
     );
@@ -69,7 +69,7 @@ fn poller_from_the_environment(poller: &str) {
         .env("STOA_POLLER", "bogus")
         .start();
     assert!(
-        flag.log_contains(&format!("poller={poller} ")),
+        flag.wait_log(&[&format!("poller={poller} ")]),
         "{}",
         flag.log()
     );

@@ -10,6 +10,7 @@ use rustix::process::{kill_process, Pid, Signal};
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::os::unix::net::UnixDatagram;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
@@ -36,13 +37,13 @@ fn apps_dir(dir: &TempDir, apps: &[&str]) -> PathBuf {
     crate::common::apps_dir_with(dir.path(), apps)
 }
 
-/// A child process killed (by pid) when dropped.
+/// A child process started in a process group of its own, killed as a
+/// group when dropped.
 struct Killed(Child);
 
 impl Drop for Killed {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        crate::harness::kill_group(&mut self.0);
     }
 }
 
@@ -77,6 +78,7 @@ fn socket_activation_serves_the_sample_apps(poller: &str) {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
+        .process_group(0)
         .spawn()
         .expect("systemd-socket-activate is needed (apt-get install -y systemd)");
     let _child = Killed(child);
@@ -294,7 +296,8 @@ fn start_copy(
         .arg(apps)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stderr(Stdio::piped())
+        .process_group(0);
     // A just-written binary may be "busy" while another test's fork still
     // holds the copy's descriptor for a moment.
     let mut child = None;
@@ -422,6 +425,9 @@ fn replaces_past_the_generation_cap_re_execute_the_host(poller: &str) {
         wait_body(&server, "/hot", version);
     }
     let (ok, failed) = load.finish();
+    // The old host logs each successor's pid after the successor serves:
+    // wait for the three lines rather than read the log at once.
+    server.wait_lines(&["upgrade: the new stoa (pid "], 3);
     let pids = upgraded_pids(&server);
     let _kill: Vec<KillPid> = pids.iter().map(|&p| KillPid(p)).collect();
     eprintln!(

@@ -10,6 +10,7 @@ use crate::client::{Client, Response};
 pub use crate::plugins::{plugins, SAMPLE_APPS};
 use rustix::process::Signal;
 use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -344,6 +345,7 @@ impl Launch {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            .process_group(0)
             .spawn()
             .expect("spawn stoa");
         let stdout = Captured::collect(child.stdout.take().expect("piped stdout"));
@@ -393,7 +395,9 @@ impl Server {
     }
 }
 
-/// A running `stoa`, killed (by its own pid) and cleaned up on drop.
+/// A running `stoa` in a process group of its own, killed as a group and
+/// cleaned up on drop (a re-executed or upgraded stoa is in the group but
+/// is not the harness's child).
 pub struct Server {
     child: Child,
     pub port: u16,
@@ -489,7 +493,20 @@ impl Server {
         })
     }
 
-    /// The log lines that contain every needle.
+    /// Waits until at least `n` log lines contain every needle (a line the
+    /// host writes after its answer may lag it), then returns all of them.
+    pub fn wait_lines(&self, needles: &[&str], n: usize) -> Vec<String> {
+        self.log.wait(WAIT, |t| {
+            t.lines()
+                .filter(|l| needles.iter().all(|x| l.contains(x)))
+                .count()
+                >= n
+        });
+        self.log_lines(needles)
+    }
+
+    /// The log lines that contain every needle, as they stand now (for a
+    /// line that must be absent; `wait_lines` for one that must be there).
     pub fn log_lines(&self, needles: &[&str]) -> Vec<String> {
         self.log()
             .lines()
@@ -518,8 +535,7 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        kill_group(&mut self.child);
         if std::thread::panicking() {
             eprintln!(
                 "--- stoa --poller {} (port {}) log ---\n{}",
@@ -529,6 +545,20 @@ impl Drop for Server {
             );
         }
     }
+}
+
+/// Kills `child`'s process group (the child leads it: spawned with
+/// `process_group(0)`) with SIGKILL, then reaps the child.
+pub fn kill_group(child: &mut Child) {
+    let group = i32::try_from(child.id())
+        .ok()
+        .and_then(rustix::process::Pid::from_raw);
+    if let Some(group) = group {
+        // ESRCH when every member is gone already: nothing to do.
+        let _ = rustix::process::kill_process_group(group, Signal::KILL);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// Polls `done` until it holds or `timeout` passes; returns its last value.

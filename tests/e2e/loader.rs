@@ -49,7 +49,7 @@ fn loaded_apps_are_logged(poller: &str) {
             dir.join(file).display()
         );
         assert!(
-            server.log_contains(&line),
+            server.wait_log(&[&line]),
             "no {line:?} in\n{}",
             server.log()
         );
@@ -133,7 +133,7 @@ fn mount_flag_moves_an_app(poller: &str) {
     let server = Server::start(poller, SAMPLE_APPS, &["--mount", "article=/news/"]);
     let file = server.apps_dir().join("libarticle.so");
     let line = format!("loaded app article 0.1.0 at /news from {}", file.display());
-    assert!(server.log_contains(&line), "{}", server.log());
+    assert!(server.wait_log(&[&line]), "{}", server.log());
     let r = server.get("/news");
     assert_eq!((r.status, r.body.len()), (200, 49));
     assert_eq!(r.header("Content-Type"), Some("application/json"));

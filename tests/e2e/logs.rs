@@ -187,7 +187,7 @@ fn stale_pid_file_is_replaced(poller: &str) {
     std::fs::write(&pid_file, format!("{dead}\n")).expect("write a pid file");
     let arg = pid_file.display().to_string();
     let server = Server::start(poller, SAMPLE_APPS, &["--pid-file", &arg]);
-    assert!(server.log_contains(&format!("replacing the stale pid file {arg} (pid {dead}")));
+    assert!(server.wait_log(&[&format!("replacing the stale pid file {arg} (pid {dead}")]));
     let text = std::fs::read_to_string(&pid_file).expect("the pid file");
     assert_eq!(text.trim(), server.pid().to_string());
 }

