@@ -21,6 +21,7 @@ mod cli;
 mod config;
 mod deploy;
 mod environ;
+mod forwarded;
 mod hardening;
 mod hello;
 mod hot;
