@@ -41,6 +41,7 @@ mod status;
 mod streaming;
 mod survival;
 mod unix_socket;
+mod unix_socket_file;
 mod upload;
 mod websocket;
 mod workers_and_drain;
