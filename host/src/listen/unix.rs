@@ -298,3 +298,62 @@ pub fn remove_unix_sockets() {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn temp_dir(what: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("stoa-unix-{what}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).expect("a temp dir");
+        dir
+    }
+
+    #[test]
+    fn binds_with_the_mode_and_leaves_no_private_directory() {
+        let dir = temp_dir("mode");
+        let sock = dir.join("s.sock");
+        let listener = bind_unix(&sock, 16, 0o640).expect("bound");
+        let meta = std::fs::symlink_metadata(&sock).expect("the socket file");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o640);
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .expect("read the dir")
+            .map(|e| e.expect("an entry").file_name())
+            .collect();
+        assert_eq!(names, ["s.sock"]);
+        // Its address names the private directory; shown as the path.
+        let addr = listener.local_addr().expect("an address");
+        let bound = addr.as_pathname().expect("a path");
+        assert_eq!(public_path(bound), sock);
+        drop(listener);
+        std::fs::remove_dir_all(&dir).expect("clean up");
+    }
+
+    #[test]
+    fn a_path_too_long_with_the_private_directory_names_its_limit() {
+        let dir = temp_dir("long");
+        let name = "x".repeat(SUN_PATH_MAX - dir.as_os_str().len() - 1);
+        let sock = dir.join(name);
+        assert_eq!(sock.as_os_str().len(), SUN_PATH_MAX);
+        let e = bind_unix(&sock, 16, 0o660).expect_err("too long");
+        assert!(e.contains("the path is too long: at most "), "{e}");
+        assert!(
+            std::fs::read_dir(&dir).expect("read").next().is_none(),
+            "left files"
+        );
+        std::fs::remove_dir_all(&dir).expect("clean up");
+    }
+
+    #[test]
+    fn public_path_strips_only_a_private_directory() {
+        let p = |s: &str| public_path(Path::new(s));
+        assert_eq!(
+            p("/run/.stoa-bind-12-0/stoa.sock"),
+            Path::new("/run/stoa.sock")
+        );
+        assert_eq!(p("/run/stoa/stoa.sock"), Path::new("/run/stoa/stoa.sock"));
+        assert_eq!(p("stoa.sock"), Path::new("stoa.sock"));
+    }
+}
