@@ -54,6 +54,14 @@ fn the_mode_is_never_set_through_a_path_swapped_for_a_symlink() {
             }
         })
     };
+    // Stops the swapper however this test ends.
+    struct Stop(Arc<AtomicBool>);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            self.0.store(true, SeqCst);
+        }
+    }
+    let stopper = Stop(stop);
     let t0 = Instant::now();
     let mut tries = 0;
     while tries < TRIES && t0.elapsed() < Duration::from_secs(90) && mode(&victim) == 0o600 {
@@ -80,7 +88,7 @@ fn the_mode_is_never_set_through_a_path_swapped_for_a_symlink() {
         server.signal(Signal::KILL);
         assert!(server.wait_exit(Duration::from_secs(10)).is_some());
     }
-    stop.store(true, SeqCst);
+    drop(stopper);
     swapper.join().expect("the swapper");
     let swaps = swaps.load(SeqCst);
     assert_eq!(
