@@ -289,6 +289,11 @@ impl Launch {
         (status, log.text())
     }
 
+    /// Starts the binary without waiting for anything (killed on drop).
+    pub fn spawned(self) -> Server {
+        self.spawn()
+    }
+
     /// Fills the apps directory and spawns the binary.
     fn spawn(self) -> Server {
         let dir = TempDir::new(&self.poller);

@@ -303,7 +303,9 @@ pub struct Cli {
           value_parser = crate::ops::netfilter::parse_net, help_heading = OPERATIONS)]
     pub status_allow: Vec<ipnet::IpNet>,
 
-    /// A proxy whose X-Forwarded-For/-Proto are believed (CIDR, repeatable).
+    /// A proxy whose X-Forwarded-For/-Proto are believed (CIDR, repeatable):
+    /// the client is the first X-Forwarded-For entry from the right that is
+    /// not a trusted proxy, `unknown` if that entry is not an address.
     #[arg(long, env = "STOA_TRUSTED_PROXY", value_name = "CIDR", value_delimiter = ',',
           value_parser = crate::ops::netfilter::parse_net, help_heading = OPERATIONS)]
     pub trusted_proxy: Vec<ipnet::IpNet>,

@@ -3,7 +3,8 @@
 //! listener out of the accept group so new clients go to live workers, and
 //! ends the process when the graceful timeout has passed whatever its
 //! threads do. It also asks the blocking pool to report jobs that overran
-//! their deadline.
+//! their deadline, and, once a second, notes a Unix socket file of ours
+//! unlinked or replaced while serving (`listen::watch_unix_sockets`).
 //!
 //! Each worker publishes a [`Beat`]: a turn counter with a "waiting in the
 //! poller" bit (two relaxed stores per turn), and the app and path it is in
@@ -366,6 +367,9 @@ struct Seen {
     stuck: bool,
 }
 
+/// How often the Unix socket files are checked to be still there.
+const FILES_EVERY: Duration = Duration::from_secs(1);
+
 /// How often the beats are sampled: a tenth of the stuck bound, between
 /// 10 ms and 100 ms.
 fn tick(stuck_after: Duration) -> Duration {
@@ -394,9 +398,14 @@ fn watch(shared: &Shared) {
         })
         .collect();
     let mut forced_at = None;
+    let mut files_checked = start;
     loop {
         std::thread::sleep(tick(board.stuck_after));
         let now = Instant::now();
+        if now.duration_since(files_checked) >= FILES_EVERY {
+            files_checked = now;
+            crate::listen::watch_unix_sockets();
+        }
         for (worker, (beat, seen)) in board.beats.iter().zip(&mut seen).enumerate() {
             sample(shared, worker, beat, seen, now);
         }

@@ -16,7 +16,7 @@ use crate::http::ws::handshake;
 use crate::inbox::{Inbox, StreamStart};
 use crate::ops::access_log::Answered;
 use crate::ops::admin;
-use crate::ops::netfilter::{forwarded_client, peer_ip};
+use crate::ops::netfilter::{forwarded_client, peer_ip, Forwarded, UNKNOWN_CLIENT};
 use crate::poller::Token;
 use crate::server::request::{with_view, HeadText, Meta, OwnedRequest};
 use crate::server::responder::{begin_inline, end_inline, responder, Answer, Fixed, Upgrade};
@@ -417,20 +417,15 @@ fn client_of(
     if trusted.is_empty() || !peer_ip(peer).is_some_and(|ip| trusted.contains(ip)) {
         return (peer.clone(), "http");
     }
-    // The last line of each: the one the nearest proxy added.
-    let header = |name| {
-        head.values(buf, name)
-            .next_back()
-            .and_then(|v| std::str::from_utf8(v).ok())
+    let client = match forwarded_client(head.values(buf, "x-forwarded-for"), trusted) {
+        None => peer.clone(),
+        Some(Forwarded::Client(addr)) => addr.to_string().into(),
+        Some(Forwarded::Unknown) => UNKNOWN_CLIENT.into(),
     };
-    let client = header("x-forwarded-for")
-        .and_then(|xff| forwarded_client(xff, trusted))
-        .map_or_else(
-            || peer.clone(),
-            |ip| std::net::SocketAddr::new(ip, 0).to_string().into(),
-        );
-    let scheme = match header("x-forwarded-proto") {
-        Some(p) if p.trim().eq_ignore_ascii_case("https") => "https",
+    // The last line: the one the nearest proxy added.
+    let proto = head.values(buf, "x-forwarded-proto").next_back();
+    let scheme = match proto {
+        Some(p) if p.trim_ascii().eq_ignore_ascii_case(b"https") => "https",
         _ => "http",
     };
     (client, scheme)

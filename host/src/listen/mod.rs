@@ -1,14 +1,16 @@
 //! Start-up plumbing for the socket side: the listeners (TCP with address
-//! reuse, Unix-domain with stale-socket cleanup and a file mode) and the
-//! process's file-descriptor limit.
+//! reuse, Unix-domain in `unix.rs`) and the process's file-descriptor
+//! limit.
 
 use crate::cli::Bind;
 use crate::server::{Listener, MAX_LISTENERS};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+mod unix;
+pub use unix::{bind_unix, keep_unix_sockets, remove_unix_sockets, watch_unix_sockets};
 
 /// The kernel's cap on listen backlogs; the default `--backlog`.
 pub fn somaxconn() -> i32 {
@@ -34,58 +36,6 @@ pub fn bind(addr: SocketAddr, backlog: i32) -> io::Result<mio::net::TcpListener>
 /// connections fit; returns the new soft limit.
 pub fn raise_fd_limit() -> io::Result<u64> {
     rlimit::increase_nofile_limit(u64::MAX)
-}
-
-/// The Unix socket files this process created, removed at exit.
-static CREATED_UNIX: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
-
-/// Binds a non-blocking Unix-domain listener at `path` with file mode
-/// `mode`. A socket file left by a server that is gone (connecting to it
-/// is refused) is removed first, as gunicorn does; one a live server
-/// listens on, or a path that is not a socket, is an error.
-pub fn bind_unix(
-    path: &Path,
-    backlog: i32,
-    mode: u32,
-) -> Result<std::os::unix::net::UnixListener, String> {
-    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-    let shown = path.display();
-    if let Ok(meta) = std::fs::symlink_metadata(path) {
-        if !meta.file_type().is_socket() {
-            return Err(format!(
-                "cannot bind unix:{shown}: it exists and is not a socket"
-            ));
-        }
-        match std::os::unix::net::UnixStream::connect(path) {
-            Ok(_) => {
-                return Err(format!(
-                "cannot bind unix:{shown}: address already in use (another server listens there)"
-            ))
-            }
-            Err(_) => {
-                log::info!("removing the stale socket unix:{shown}");
-                std::fs::remove_file(path)
-                    .map_err(|e| format!("cannot remove the stale socket unix:{shown}: {e}"))?;
-            }
-        }
-    }
-    let socket = Socket::new(Domain::UNIX, Type::STREAM, None)
-        .and_then(|s| {
-            s.bind(&socket2::SockAddr::unix(path)?)?;
-            Ok(s)
-        })
-        .map_err(|e| format!("cannot bind unix:{shown}: {e}"))?;
-    CREATED_UNIX
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push(path.to_path_buf());
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .map_err(|e| format!("cannot set mode {mode:o} on unix:{shown}: {e}"))?;
-    socket
-        .listen(backlog)
-        .and_then(|()| socket.set_nonblocking(true))
-        .map_err(|e| format!("cannot listen on unix:{shown}: {e}"))?;
-    Ok(socket.into())
 }
 
 /// Every worker's listeners, and what the rest of the host needs to know
@@ -185,26 +135,6 @@ pub fn bind_all(
     Ok(bound)
 }
 
-/// Leaves the Unix socket files in place at exit: an upgraded process
-/// serves them now.
-pub fn keep_unix_sockets() {
-    CREATED_UNIX
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clear();
-}
-
-/// Removes the Unix socket files this process created (at exit, after a
-/// failed start too).
-pub fn remove_unix_sockets() {
-    let paths = std::mem::take(&mut *CREATED_UNIX.lock().unwrap_or_else(|p| p.into_inner()));
-    for path in paths {
-        if let Err(e) = std::fs::remove_file(&path) {
-            log::debug!("cannot remove unix:{}: {e}", path.display());
-        }
-    }
-}
-
 /// Listening sockets passed by a service manager's socket activation
 /// (`LISTEN_FDS`, `LISTEN_PID`; systemd, `systemd-socket-activate`), in
 /// order; `None` when none were passed. Each is a TCP or a Unix stream
@@ -254,7 +184,10 @@ pub fn adopt_all(sockets: Vec<Listener>, workers: usize) -> Result<Bound, String
                 let path = l
                     .local_addr()
                     .ok()
-                    .and_then(|a| a.as_pathname().map(|p| p.display().to_string()))
+                    .and_then(|a| {
+                        a.as_pathname()
+                            .map(|p| unix::public_path(p).display().to_string())
+                    })
                     .unwrap_or_else(|| "(unnamed)".into());
                 (("localhost".into(), 0), format!("unix:{path}"))
             }
