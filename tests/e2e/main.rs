@@ -42,4 +42,5 @@ mod survival;
 mod unix_socket;
 mod upload;
 mod websocket;
+mod websocket_flood;
 mod workers_and_drain;
