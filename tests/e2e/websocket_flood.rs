@@ -157,8 +157,8 @@ fn a_ping_flood_keeps_memory_flat_and_the_loop_turning(poller: &str) {
     // of its payload.
     let mut pong = vec![0x80 | PONG, 125];
     pong.extend_from_slice(&[b'p'; 125]);
-    for stream in pingers {
-        let mut c = Client::from_stream(stream);
+    let mut pingers: Vec<Client> = pingers.into_iter().map(Client::from_stream).collect();
+    for c in &mut pingers {
         assert_eq!(c.read_bytes(pong.len()), pong, "{poller}: a pong");
     }
     assert_eq!(
@@ -166,5 +166,5 @@ fn a_ping_flood_keeps_memory_flat_and_the_loop_turning(poller: &str) {
         1 + PINGERS + PONGERS,
         "{poller}: every WebSocket stays open"
     );
-    drop(pongers);
+    drop((pingers, pongers));
 }
