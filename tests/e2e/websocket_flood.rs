@@ -7,7 +7,7 @@
 //! the flood is still answered.
 
 use crate::client::Client;
-use crate::common::{assert_serves, rss_kib, status};
+use crate::common::{assert_serves, rss_kib, status, try_get};
 use crate::harness::{wait_until, Server, WAIT};
 use crate::websocket::{masked, silent_websocket};
 use std::io::{ErrorKind, Write};
@@ -29,8 +29,9 @@ const GROWTH_KIB: u64 = 6 * 1024;
 /// Bytes each flooder sends before the flood counts as under way: more
 /// than the host reads of pings before its output bound is full.
 const UNDER_WAY: u64 = 128 * 1024;
-/// How long the flood goes on once under way (RSS is sampled meanwhile).
-const FLOOD: Duration = Duration::from_secs(1);
+/// How long each stage of the flood goes on once under way (RSS is
+/// sampled meanwhile).
+const FLOOD: Duration = Duration::from_millis(500);
 
 /// Flooders writing the same masked control frame over and over, never
 /// reading; stopped and joined on drop (a failing test leaves none).
@@ -101,6 +102,48 @@ impl Drop for Flood {
     }
 }
 
+/// The host's RSS under a flood, checked as it goes.
+struct Rss<'a> {
+    idle: u64,
+    peak: u64,
+    poller: &'a str,
+}
+
+impl Rss<'_> {
+    /// Samples the host's RSS until every flooder has sent `UNDER_WAY`
+    /// bytes and `FLOOD` more has passed; fails the test as soon as it is
+    /// over `GROWTH_KIB` above idle.
+    fn watch(&mut self, server: &Server, flood: &Flood) {
+        let mut sample = || {
+            self.peak = self.peak.max(rss_kib(server, "VmRSS"));
+            assert!(
+                self.peak <= self.idle + GROWTH_KIB,
+                "{}: the host's RSS rose from {} KiB to {} KiB under the flood \
+                 (each flooder sent at least {} bytes)",
+                self.poller,
+                self.idle,
+                self.peak,
+                flood.least_sent()
+            );
+        };
+        let under_way = wait_until(WAIT, || {
+            sample();
+            flood.least_sent() >= UNDER_WAY
+        });
+        assert!(
+            under_way,
+            "{}: a flooder sent only {} bytes",
+            self.poller,
+            flood.least_sent()
+        );
+        let until = Instant::now() + FLOOD;
+        wait_until(FLOOD * 2, || {
+            sample();
+            Instant::now() >= until
+        });
+    }
+}
+
 fn a_ping_flood_keeps_memory_flat_and_the_loop_turning(poller: &str) {
     let server = Server::start(poller, &["demo"], &["--workers", "1"]);
     // Warm up: a request and a ping answered, so idle includes the
@@ -118,41 +161,37 @@ fn a_ping_flood_keeps_memory_flat_and_the_loop_turning(poller: &str) {
     let clone = |c: &Client| c.stream().try_clone().expect("clone a stream");
     let pingers: Vec<_> = ping_clients.iter().map(clone).collect();
     let pongers: Vec<_> = pong_clients.iter().map(clone).collect();
+    let mut rss = Rss {
+        idle,
+        peak: idle,
+        poller,
+    };
+    // The pings first: only the output bound keeps their pongs in check.
     let mut flood = Flood::new();
     for c in ping_clients {
         flood.start(c, PING);
     }
+    rss.watch(&server, &flood);
+    // Then pongs, which nothing answers: only the read budget makes
+    // their connections yield to the loop.
     for c in pong_clients {
         flood.start(c, PONG);
     }
-    let mut peak = idle;
-    let mut sample = || {
-        peak = peak.max(rss_kib(&server, "VmRSS"));
-        assert!(
-            peak <= idle + GROWTH_KIB,
-            "{poller}: the host's RSS rose from {idle} KiB to {peak} KiB under the flood \
-             (each flooder sent at least {} bytes)",
-            flood.least_sent()
-        );
-    };
-    let under_way = wait_until(WAIT, || {
-        sample();
-        flood.least_sent() >= UNDER_WAY
-    });
-    assert!(
-        under_way,
-        "{poller}: a flooder sent only {} bytes",
-        flood.least_sent()
-    );
+    rss.watch(&server, &flood);
     // A plain request on a new connection while the flood goes on.
-    assert_serves(&server);
-    let until = Instant::now() + FLOOD;
-    wait_until(FLOOD * 2, || {
-        sample();
-        Instant::now() >= until
-    });
+    let answer = try_get(server.port, "/demo/justnow/");
+    assert_eq!(
+        answer,
+        Ok(200),
+        "{poller}: a plain request during the flood (one worker); log:\n{}",
+        server.log()
+    );
+    rss.watch(&server, &flood);
     drop(flood);
-    eprintln!("{poller}: host RSS idle {idle} KiB, peak during the flood {peak} KiB");
+    eprintln!(
+        "{poller}: host RSS idle {idle} KiB, peak during the flood {} KiB",
+        rss.peak
+    );
     // The pings read were answered: each pinger's first bytes are pongs
     // of its payload.
     let mut pong = vec![0x80 | PONG, 125];
