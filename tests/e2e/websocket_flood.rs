@@ -187,9 +187,14 @@ fn a_ping_flood_keeps_memory_flat_and_the_loop_turning(poller: &str) {
         server.log()
     );
     rss.watch(&server, &flood);
+    let sent: Vec<u64> = flood
+        .sent
+        .iter()
+        .map(|s| s.load(Ordering::Relaxed))
+        .collect();
     drop(flood);
     eprintln!(
-        "{poller}: host RSS idle {idle} KiB, peak during the flood {} KiB",
+        "{poller}: host RSS idle {idle} KiB, peak during the flood {} KiB; bytes sent {sent:?}",
         rss.peak
     );
     // The pings read were answered: each pinger's first bytes are pongs
