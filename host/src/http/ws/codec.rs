@@ -1,16 +1,16 @@
 //! One WebSocket connection's framing (RFC 6455 §5), server side, free of
 //! sockets: tungstenite's protocol layer (`WebSocketContext`) reads frames
-//! from whatever source it is given until that source would block, checks
+//! from whatever source it is given, never past its blocking, checks
 //! them (masking, reserved bits, opcodes, control frame rules, continuation
 //! order, the size limit, UTF-8 of text) and reassembles fragments; the
 //! frames it writes (messages, pongs, close) land in `out`, which the
 //! connection queues for its socket. The connection never blocks on it.
 //!
-//! A read returns at each frame that asks for an answer or may be one
-//! (a ping's pong is in `out` by then), so the connection counts every
-//! pong against its output bound and stops reading while that is full;
-//! and it reads at most the bytes it is allowed, so one connection's
-//! flood (of pongs, of fragments) yields to the loop.
+//! One read stops at the first whole message or control frame (a ping's
+//! pong is in `out` by then, so the connection counts each pong against
+//! its output bound and stops reading while that is full), and takes at
+//! most the bytes it is allowed, so that one connection's flood (pongs,
+//! endless fragments) yields to the loop.
 //!
 //! Every way the peer can break the protocol ends in a close frame whose
 //! code says why (§7.4.1): 1002 for a protocol error (an unmasked frame
