@@ -166,7 +166,8 @@ fn a_ping_flood_keeps_memory_flat_and_the_loop_turning(poller: &str) {
         peak: idle,
         poller,
     };
-    // The pings first: only the output bound keeps their pongs in check.
+    // The pings first: their pongs fill the output bound, and the host
+    // stops reading them.
     let mut flood = Flood::new();
     for c in ping_clients {
         flood.start(c, PING);
