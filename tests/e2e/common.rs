@@ -210,3 +210,13 @@ pub fn run_to_exit(cmd: &mut std::process::Command) -> std::process::Output {
     );
     out
 }
+
+/// A `/proc/PID/status` figure (`VmRSS`, `VmHWM`) of the host, in KiB.
+pub fn rss_kib(server: &Server, field: &str) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{}/status", server.pid()))
+        .expect("read the server's /proc status");
+    text.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in {text}"))
+}

@@ -45,4 +45,5 @@ mod unix_socket;
 mod unix_socket_file;
 mod upload;
 mod websocket;
+mod websocket_flood;
 mod workers_and_drain;

@@ -5,7 +5,7 @@
 //! order behind a stream, and a client that leaves mid-stream freeing it.
 
 use crate::client::{request, Client};
-use crate::common::{status, JUSTNOW_BODY};
+use crate::common::{rss_kib, status, JUSTNOW_BODY};
 use crate::harness::{wait_until, Server};
 use rustix::process::Signal;
 use std::io::{ErrorKind, Read, Write};
@@ -41,16 +41,6 @@ fn start(poller: &str) -> Server {
 /// The byte at offset `i` of a `/demo/bytes` body (the app's `byte_at`).
 fn byte_at(i: u64) -> u8 {
     b'a' + (i % 26) as u8
-}
-
-/// A `/proc/PID/status` figure (`VmRSS`, `VmHWM`) of the host, in KiB.
-fn rss_kib(server: &Server, field: &str) -> u64 {
-    let text = std::fs::read_to_string(format!("/proc/{}/status", server.pid()))
-        .expect("read the server's /proc status");
-    text.lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in {text}"))
 }
 
 /// Open streams by the status endpoint.

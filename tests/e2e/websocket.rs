@@ -4,7 +4,8 @@
 //! (1009), invalid UTF-8 (1007), an unmasked frame (1002) and a broadcast
 //! room; raw handshakes get 101 with the RFC's accept value or 400/426;
 //! a drain closes open WebSockets with 1001 and status counts them; and a
-//! thousand WebSockets at once each echo a message on epoll.
+//! thousand WebSockets at once each echo a message on epoll (floods:
+//! `websocket_flood`).
 
 use crate::client::{request, Client};
 use crate::common::status;
@@ -154,7 +155,7 @@ fn bad_handshakes_are_refused_naming_the_fault(poller: &str) {
 }
 
 /// A masked client frame.
-fn masked(opcode: u8, payload: &[u8]) -> Vec<u8> {
+pub fn masked(opcode: u8, payload: &[u8]) -> Vec<u8> {
     let mask = [1u8, 2, 3, 4];
     let len = u8::try_from(payload.len()).expect("a short payload");
     let mut f = vec![0x80 | opcode, 0x80 | len];
@@ -195,7 +196,7 @@ fn a_raw_handshake_switches_and_frames_sent_with_it_are_read(poller: &str) {
 
 /// A raw client that completes the handshake, then neither sends nor
 /// answers anything.
-fn silent_websocket(server: &Server) -> Client {
+pub fn silent_websocket(server: &Server) -> Client {
     let mut c = Client::connect(server.port);
     let r = c.request(&handshake(
         "GET",

@@ -14,6 +14,11 @@ use std::time::Instant;
 /// Most read-and-write rounds of one pump.
 const PUMP_ROUNDS: usize = 8;
 
+/// Most bytes one pump reads from the peer: past it the rest waits for
+/// the loop's next turn, so a peer that sends without end (pongs, a huge
+/// fragmented message) does not keep the loop from its other connections.
+const PUMP_READ: usize = 64 * 1024;
+
 /// What the loop does with a WebSocket connection after a pump.
 #[derive(Debug, PartialEq, Eq)]
 pub enum WsFlow {
@@ -89,10 +94,12 @@ impl Conn<Stream> {
     /// the connection.
     pub fn pump_ws(&mut self, now: Instant, pool: &mut BufPool) -> WsFlow {
         // A fast producer to a fast reader would keep the loop here; after
-        // a few rounds the rest waits for the next turn (the app's queued
-        // messages have a notice in the inbox, readable bytes an event).
+        // a few rounds, or `PUMP_READ` bytes read, the rest waits for the
+        // next turn (the app's queued messages have a notice in the inbox,
+        // bytes still unread the nudge below).
+        let mut budget = PUMP_READ;
         for _ in 0..PUMP_ROUNDS {
-            let read = self.read_frames(now, pool);
+            let read = self.read_frames(now, pool, &mut budget);
             if let Err(e) = self.flush(pool) {
                 log::debug!("write to WebSocket {} failed: {e}", self.peer);
                 return WsFlow::Close;
@@ -109,6 +116,9 @@ impl Conn<Stream> {
             if self.ws.as_deref().is_some_and(Link::done) {
                 return self.linger(now);
             }
+            if budget == 0 {
+                break;
+            }
             if !read || !self.read_ready || self.read_closed || self.output_full() {
                 return WsFlow::Open;
             }
@@ -120,10 +130,12 @@ impl Conn<Stream> {
     }
 
     /// Reads and handles frames until the socket would block, the output
-    /// is over the bound, or the WebSocket is done; true if any step came.
-    fn read_frames(&mut self, now: Instant, pool: &mut BufPool) -> bool {
+    /// is over the bound (a pong counts as soon as its ping is read), the
+    /// WebSocket is done, or `budget` bytes were read (what is left of it
+    /// stays in `budget`); true if any step came.
+    fn read_frames(&mut self, now: Instant, pool: &mut BufPool, budget: &mut usize) -> bool {
         let mut any = false;
-        while self.read_ready && !self.read_closed && !self.output_full() {
+        while *budget > 0 && self.read_ready && !self.read_closed && !self.output_full() {
             let Some(link) = self.ws.as_deref_mut() else {
                 break;
             };
@@ -134,7 +146,8 @@ impl Conn<Stream> {
                 inner: &mut self.stream,
                 n: 0,
             };
-            let step = link.codec().read(&mut src);
+            let step = link.codec().read(&mut src, *budget);
+            *budget = budget.saturating_sub(src.n);
             if src.n > 0 {
                 link.heard(now);
             }
@@ -143,12 +156,8 @@ impl Conn<Stream> {
                 Step::Gone { .. } => self.read_closed = true,
                 _ => any = true,
             }
-            let idle = step == Step::Idle;
             link.on_step(step);
             self.queue_frames(pool);
-            if idle {
-                break;
-            }
         }
         any
     }

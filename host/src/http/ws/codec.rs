@@ -1,10 +1,16 @@
 //! One WebSocket connection's framing (RFC 6455 §5), server side, free of
 //! sockets: tungstenite's protocol layer (`WebSocketContext`) reads frames
-//! from whatever source it is given until that source would block, checks
+//! from whatever source it is given, never past its blocking, checks
 //! them (masking, reserved bits, opcodes, control frame rules, continuation
 //! order, the size limit, UTF-8 of text) and reassembles fragments; the
 //! frames it writes (messages, pongs, close) land in `out`, which the
 //! connection queues for its socket. The connection never blocks on it.
+//!
+//! One read stops at the first whole message or control frame (a ping's
+//! pong is in `out` by then, so the connection counts each pong against
+//! its output bound and stops reading while that is full), and takes at
+//! most the bytes it is allowed, so that one connection's flood (pongs,
+//! endless fragments) yields to the loop.
 //!
 //! Every way the peer can break the protocol ends in a close frame whose
 //! code says why (§7.4.1): 1002 for a protocol error (an unmasked frame
@@ -39,8 +45,13 @@ pub mod code {
 pub enum Step {
     /// A whole text or binary message (fragments reassembled).
     Message(Message),
+    /// A ping, its pong now in `out`, or a pong (dropped).
+    Control,
     /// Nothing complete yet: the source would block.
     Idle,
+    /// Nothing complete yet, the bytes allowed are read: the source may
+    /// hold more, for a later turn.
+    Paused,
     /// The peer sent a close frame. If the host had not sent one, the echo
     /// is queued in `out`; the TCP connection closes once it is written.
     Closed { code: u16, reason: String },
@@ -66,15 +77,36 @@ pub struct Limits {
 }
 
 /// A `Read + Write` over the connection's source and the codec's output:
-/// reads go to the socket (or a test's bytes), writes append to `out`.
+/// reads go to the socket (or a test's bytes), at most `left` bytes more
+/// (then `WouldBlock`, with `spent` set); writes append to `out`.
 struct Io<'a, R> {
-    src: &'a mut R,
+    src: R,
     out: &'a mut Vec<u8>,
+    left: usize,
+    spent: bool,
+}
+
+impl<'a, R> Io<'a, R> {
+    fn new(src: R, out: &'a mut Vec<u8>, left: usize) -> Self {
+        Io {
+            src,
+            out,
+            left,
+            spent: false,
+        }
+    }
 }
 
 impl<R: Read> Read for Io<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.src.read(buf)
+        if self.left == 0 {
+            self.spent = true;
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let most = buf.len().min(self.left);
+        let n = self.src.read(&mut buf[..most])?;
+        self.left -= n;
+        Ok(n)
     }
 }
 
@@ -142,41 +174,45 @@ impl Codec {
         }
     }
 
-    /// Reads from `src` until a message is complete, `src` would block,
-    /// or the connection ends. Pings are answered with pongs (queued in
-    /// `out`) and pongs are dropped along the way.
-    pub fn read(&mut self, src: &mut impl Read) -> Step {
+    /// Reads from `src`, at most `most` bytes, until a message or a
+    /// control frame is complete, `src` would block, the bytes allowed
+    /// are read, or the connection ends. A ping's pong is queued in `out`
+    /// before the ping is reported; a pong is dropped.
+    pub fn read(&mut self, src: &mut impl Read, most: usize) -> Step {
         if self.done {
             return Step::Idle;
         }
-        loop {
-            let mut io = Io {
-                src: &mut *src,
-                out: &mut self.out,
-            };
-            let message = match self.ctx.read(&mut io) {
-                Ok(message) => message,
-                Err(e) => return self.on_error(e),
-            };
-            match message {
-                Message::Text(_) | Message::Binary(_) => return Step::Message(message),
-                Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => {}
-                Message::Close(frame) => {
-                    // The echo (if this side had not closed first) goes to
-                    // `out`; the handshake is then over both ways, and the
-                    // server closes the TCP connection first (§7.1.1).
-                    self.flush();
-                    self.done = true;
-                    return match frame {
-                        Some(f) => Step::Closed {
-                            code: f.code.into(),
-                            reason: f.reason.as_str().to_string(),
-                        },
-                        None => Step::Closed {
-                            code: code::NO_STATUS,
-                            reason: String::new(),
-                        },
-                    };
+        let mut io = Io::new(src, &mut self.out, most);
+        let message = match self.ctx.read(&mut io) {
+            Ok(message) => message,
+            Err(Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock && io.spent => {
+                return Step::Paused
+            }
+            Err(e) => return self.on_error(e),
+        };
+        match message {
+            Message::Text(_) | Message::Binary(_) => Step::Message(message),
+            Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => {
+                // The pong tungstenite holds back goes out now, so that
+                // it counts against the output bound before more is read.
+                self.flush();
+                Step::Control
+            }
+            Message::Close(frame) => {
+                // The echo (if this side had not closed first) goes to
+                // `out`; the handshake is then over both ways, and the
+                // server closes the TCP connection first (§7.1.1).
+                self.flush();
+                self.done = true;
+                match frame {
+                    Some(f) => Step::Closed {
+                        code: f.code.into(),
+                        reason: f.reason.as_str().to_string(),
+                    },
+                    None => Step::Closed {
+                        code: code::NO_STATUS,
+                        reason: String::new(),
+                    },
                 }
             }
         }
@@ -236,10 +272,7 @@ impl Codec {
             code: CloseCode::from(code),
             reason: Utf8Bytes::from(&reason[..end]),
         };
-        let mut io = Io {
-            src: &mut Empty,
-            out: &mut self.out,
-        };
+        let mut io = Io::new(Empty, &mut self.out, 0);
         // Errors say a close frame went out already, or the handshake is
         // over: nothing to add either way.
         let _ = self.ctx.close(&mut io, Some(frame));
@@ -250,10 +283,7 @@ impl Codec {
         if !self.ctx.can_write() {
             return Err(SendError::Closing);
         }
-        let mut io = Io {
-            src: &mut Empty,
-            out: &mut self.out,
-        };
+        let mut io = Io::new(Empty, &mut self.out, 0);
         self.ctx
             .write(&mut io, message)
             .map_err(|_| SendError::Closing)?;
@@ -264,10 +294,7 @@ impl Codec {
     /// Queues a ping (the host's keep-alive probe of a silent peer).
     pub fn ping(&mut self) {
         if self.ctx.can_write() {
-            let mut io = Io {
-                src: &mut Empty,
-                out: &mut self.out,
-            };
+            let mut io = Io::new(Empty, &mut self.out, 0);
             let _ = self.ctx.write(&mut io, Message::Ping(Bytes::new()));
             self.flush();
         }
@@ -275,10 +302,7 @@ impl Codec {
 
     /// Moves what tungstenite holds back (a pong, a close echo) to `out`.
     fn flush(&mut self) {
-        let mut io = Io {
-            src: &mut Empty,
-            out: &mut self.out,
-        };
+        let mut io = Io::new(Empty, &mut self.out, 0);
         let _ = self.ctx.flush(&mut io);
     }
 

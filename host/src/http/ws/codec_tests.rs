@@ -36,6 +36,9 @@ const BINARY: u8 = 0x2;
 const CONT: u8 = 0x0;
 const CLOSE: u8 = 0x8;
 const PING: u8 = 0x9;
+const PONG: u8 = 0xA;
+/// No limit on the bytes a read may take.
+const ALL: usize = usize::MAX;
 const MASK: [u8; 4] = [0x37, 0xfa, 0x21, 0x3d];
 
 /// A client frame: `first` holds FIN, RSV and the opcode; masked with
@@ -113,8 +116,11 @@ fn a_masked_text_frame_is_a_message() {
     let mut c = codec(1024);
     let mut feed = Feed::default();
     feed.push(&frame(true, TEXT, b"hello"));
-    assert_eq!(c.read(&mut feed), Step::Message(Message::text("hello")));
-    assert_eq!(c.read(&mut feed), Step::Idle);
+    assert_eq!(
+        c.read(&mut feed, ALL),
+        Step::Message(Message::text("hello"))
+    );
+    assert_eq!(c.read(&mut feed, ALL), Step::Idle);
     assert!(c.output().is_empty());
 }
 
@@ -125,7 +131,7 @@ fn bytes_one_at_a_time_make_the_same_message() {
     let bytes = frame(true, BINARY, &[0, 1, 2, 255]);
     for (i, b) in bytes.iter().enumerate() {
         feed.push(&[*b]);
-        let step = c.read(&mut feed);
+        let step = c.read(&mut feed, ALL);
         if i + 1 < bytes.len() {
             assert_eq!(step, Step::Idle);
         } else {
@@ -138,7 +144,7 @@ fn bytes_one_at_a_time_make_the_same_message() {
 fn bytes_sent_with_the_handshake_are_read_first() {
     let mut c = Codec::new(frame(true, TEXT, b"early"), Limits { max_message: 64 });
     assert_eq!(
-        c.read(&mut Feed::default()),
+        c.read(&mut Feed::default(), ALL),
         Step::Message(Message::text("early"))
     );
 }
@@ -153,11 +159,102 @@ fn fragments_are_joined_and_a_ping_between_them_is_answered() {
     let rest = "llo wörld".as_bytes();
     feed.push(&frame(false, CONT, &rest[..6]));
     feed.push(&frame(true, CONT, &rest[6..]));
+    assert_eq!(c.read(&mut feed, ALL), Step::Control);
+    assert_eq!(frames(c.output()), vec![(PONG, b"p1".to_vec())]);
     assert_eq!(
-        c.read(&mut feed),
+        c.read(&mut feed, ALL),
         Step::Message(Message::text("héllo wörld"))
     );
-    assert_eq!(frames(c.output()), vec![(0xA, b"p1".to_vec())]);
+}
+
+#[test]
+fn each_ping_is_reported_with_its_pong_already_queued() {
+    let mut c = codec(1024);
+    let mut feed = Feed::default();
+    for _ in 0..1000 {
+        feed.push(&frame(true, PING, &[b'p'; 125]));
+    }
+    feed.push(&frame(true, PONG, b"unasked"));
+    // One ping per read, so the connection can stop at its output bound.
+    for n in 1..=1000 {
+        assert_eq!(c.read(&mut feed, ALL), Step::Control, "ping {n}");
+        assert_eq!(frames(c.output()).len(), n, "pongs after ping {n}");
+    }
+    assert_eq!(frames(c.output())[999], (PONG, vec![b'p'; 125]));
+    // A pong is dropped: nothing answers it.
+    assert_eq!(c.read(&mut feed, ALL), Step::Control);
+    assert_eq!(c.read(&mut feed, ALL), Step::Idle);
+    assert_eq!(frames(c.output()).len(), 1000);
+}
+
+/// A source that never runs dry: a text frame's first fragment, then
+/// continuation fragments of `piece` bytes without end. It counts what it
+/// gave, and fails the test past `most` (a read that never returns).
+struct Endless {
+    head: Vec<u8>,
+    piece: Vec<u8>,
+    at: usize,
+    given: usize,
+    most: usize,
+}
+
+impl Endless {
+    fn new(most: usize) -> Self {
+        Endless {
+            head: frame(false, TEXT, b"start"),
+            piece: frame(false, CONT, &[b'x'; 100]),
+            at: 0,
+            given: 0,
+            most,
+        }
+    }
+}
+
+impl Read for Endless {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        assert!(
+            self.given <= self.most,
+            "read {} bytes in one go",
+            self.given
+        );
+        let mut n = 0;
+        while n < buf.len() {
+            let src = if self.given < self.head.len() {
+                &self.head[self.given..]
+            } else {
+                &self.piece[self.at..]
+            };
+            let k = src.len().min(buf.len() - n);
+            buf[n..n + k].copy_from_slice(&src[..k]);
+            if self.given >= self.head.len() {
+                self.at = (self.at + k) % self.piece.len();
+            }
+            n += k;
+            self.given += k;
+        }
+        Ok(n)
+    }
+}
+
+#[test]
+fn a_read_stops_at_the_bytes_allowed_and_goes_on_later() {
+    let mut c = codec(16 << 20);
+    let mut src = Endless::new(1 << 20);
+    // Fragments never make a step: only the allowance ends the read.
+    assert_eq!(c.read(&mut src, 10_000), Step::Paused);
+    assert_eq!(src.given, 10_000);
+    assert_eq!(c.read(&mut src, 10_000), Step::Paused);
+    assert_eq!(src.given, 20_000);
+    assert!(c.output().is_empty());
+    // A later read takes up the frame where the last one stopped.
+    let mut rest = Feed::default();
+    let cut = (src.given - src.head.len()) % src.piece.len();
+    rest.push(&src.piece[cut..]);
+    rest.push(&frame(true, CONT, b"end"));
+    let Step::Message(Message::Text(t)) = c.read(&mut rest, ALL) else {
+        panic!("the message, whole");
+    };
+    assert!(t.as_str().starts_with("startxxx") && t.as_str().ends_with("xxxend"));
 }
 
 #[test]
@@ -165,12 +262,12 @@ fn an_unmasked_frame_fails_with_1002() {
     let mut c = codec(1024);
     let mut feed = Feed::default();
     feed.push(&raw(0x80 | TEXT, b"bare", None));
-    assert_eq!(failed_with(c.read(&mut feed)), code::PROTOCOL);
+    assert_eq!(failed_with(c.read(&mut feed, ALL)), code::PROTOCOL);
     assert_eq!(close_code(c.output()), 1002);
     assert!(c.done());
     // Nothing more is read once failed.
     feed.push(&frame(true, TEXT, b"after"));
-    assert_eq!(c.read(&mut feed), Step::Idle);
+    assert_eq!(c.read(&mut feed, ALL), Step::Idle);
 }
 
 #[test]
@@ -178,14 +275,14 @@ fn invalid_utf8_text_fails_with_1007_whole_or_fragmented() {
     let mut c = codec(1024);
     let mut feed = Feed::default();
     feed.push(&frame(true, TEXT, &[b'a', 0xff, b'b']));
-    assert_eq!(failed_with(c.read(&mut feed)), code::INVALID_DATA);
+    assert_eq!(failed_with(c.read(&mut feed, ALL)), code::INVALID_DATA);
     assert_eq!(close_code(c.output()), 1007);
 
     let mut c = codec(1024);
     let mut feed = Feed::default();
     feed.push(&frame(false, TEXT, b"ok so far"));
     feed.push(&frame(true, CONT, &[0xc3, 0x28]));
-    assert_eq!(failed_with(c.read(&mut feed)), code::INVALID_DATA);
+    assert_eq!(failed_with(c.read(&mut feed, ALL)), code::INVALID_DATA);
     assert_eq!(close_code(c.output()), 1007);
 }
 
@@ -196,7 +293,7 @@ fn a_frame_over_the_limit_fails_with_1009_from_its_header() {
     // Only the header of a 1 MiB frame: refused before its payload.
     let whole = frame(true, BINARY, &vec![7; 1 << 20]);
     feed.push(&whole[..14]);
-    assert_eq!(failed_with(c.read(&mut feed)), code::TOO_BIG);
+    assert_eq!(failed_with(c.read(&mut feed, ALL)), code::TOO_BIG);
     assert_eq!(close_code(c.output()), 1009);
 }
 
@@ -206,7 +303,7 @@ fn fragments_adding_up_over_the_limit_fail_with_1009() {
     let mut feed = Feed::default();
     feed.push(&frame(false, BINARY, &[1; 60]));
     feed.push(&frame(true, CONT, &[2; 60]));
-    assert_eq!(failed_with(c.read(&mut feed)), code::TOO_BIG);
+    assert_eq!(failed_with(c.read(&mut feed, ALL)), code::TOO_BIG);
 }
 
 #[test]
@@ -215,7 +312,7 @@ fn a_message_at_the_limit_passes() {
     let mut feed = Feed::default();
     feed.push(&frame(false, BINARY, &[1; 50]));
     feed.push(&frame(true, CONT, &[2; 50]));
-    assert!(matches!(c.read(&mut feed), Step::Message(Message::Binary(b)) if b.len() == 100));
+    assert!(matches!(c.read(&mut feed, ALL), Step::Message(Message::Binary(b)) if b.len() == 100));
 }
 
 #[test]
@@ -237,7 +334,11 @@ fn protocol_errors_fail_with_1002() {
         let mut c = codec(1024);
         let mut feed = Feed::default();
         feed.push(&bytes);
-        assert_eq!(failed_with(c.read(&mut feed)), code::PROTOCOL, "{what}");
+        assert_eq!(
+            failed_with(c.read(&mut feed, ALL)),
+            code::PROTOCOL,
+            "{what}"
+        );
         assert_eq!(close_code(c.output()), 1002, "{what}");
     }
 }
@@ -250,7 +351,7 @@ fn the_peers_close_is_echoed_then_the_connection_ends() {
     payload.extend_from_slice(b"bye");
     feed.push(&frame(true, CLOSE, &payload));
     assert_eq!(
-        c.read(&mut feed),
+        c.read(&mut feed, ALL),
         Step::Closed {
             code: 1000,
             reason: "bye".into()
@@ -266,7 +367,10 @@ fn a_close_without_a_code_is_reported_as_1005_and_echoed_empty() {
     let mut c = codec(1024);
     let mut feed = Feed::default();
     feed.push(&frame(true, CLOSE, b""));
-    assert!(matches!(c.read(&mut feed), Step::Closed { code: 1005, .. }));
+    assert!(matches!(
+        c.read(&mut feed, ALL),
+        Step::Closed { code: 1005, .. }
+    ));
     assert_eq!(frames(c.output()), vec![(CLOSE, vec![])]);
 }
 
@@ -275,7 +379,10 @@ fn a_close_with_a_forbidden_code_is_answered_1002() {
     let mut c = codec(1024);
     let mut feed = Feed::default();
     feed.push(&frame(true, CLOSE, &1005u16.to_be_bytes()));
-    assert!(matches!(c.read(&mut feed), Step::Closed { code: 1002, .. }));
+    assert!(matches!(
+        c.read(&mut feed, ALL),
+        Step::Closed { code: 1002, .. }
+    ));
     assert_eq!(close_code(c.output()), 1002);
 }
 
@@ -290,9 +397,15 @@ fn a_close_from_the_host_waits_for_the_peers_answer() {
     assert_eq!(c.send(Message::text("x")), Err(SendError::Closing));
     // Data the peer sent before it saw the close still arrives.
     feed.push(&frame(true, TEXT, b"in flight"));
-    assert_eq!(c.read(&mut feed), Step::Message(Message::text("in flight")));
+    assert_eq!(
+        c.read(&mut feed, ALL),
+        Step::Message(Message::text("in flight"))
+    );
     feed.push(&frame(true, CLOSE, &1001u16.to_be_bytes()));
-    assert!(matches!(c.read(&mut feed), Step::Closed { code: 1001, .. }));
+    assert!(matches!(
+        c.read(&mut feed, ALL),
+        Step::Closed { code: 1001, .. }
+    ));
     // The answer to our close is not answered again.
     assert!(c.output().is_empty());
     assert!(c.done());
@@ -314,7 +427,7 @@ fn eof_without_a_close_frame_is_gone() {
         eof: true,
         ..Feed::default()
     };
-    assert!(matches!(c.read(&mut feed), Step::Gone { .. }));
+    assert!(matches!(c.read(&mut feed, ALL), Step::Gone { .. }));
     assert!(c.done());
 }
 

@@ -160,7 +160,7 @@ impl Link {
     /// Acts on what the peer's bytes came to.
     pub fn on_step(&mut self, step: Step) {
         match step {
-            Step::Idle => {}
+            Step::Idle | Step::Paused | Step::Control => {}
             Step::Message(message) => {
                 let (kind, data): (u8, &[u8]) = match &message {
                     Message::Text(t) => (WS_TEXT, t.as_bytes()),
