@@ -5,8 +5,9 @@
 //! keeps accepting and answers each at once with 503 (`shed`). An
 //! EMFILE/ENFILE from `accept` is met the same way: with `shed`, the spare
 //! descriptor is given up for one accept, that client answered 503 and
-//! closed, the spare reopened; otherwise accepts pause until a connection
-//! closes or `RETRY_ACCEPT` passes. Pauses and sheds are counted, and the
+//! closed, the spare reopened; otherwise (no spare: another worker took
+//! its slot) accepts pause until a connection closes or `RETRY_ACCEPT`
+//! passes, and the spare is opened again then. Pauses and sheds are counted, and the
 //! first of each a minute is logged with the cap.
 
 use super::conn::Conn;
@@ -139,6 +140,8 @@ impl Server {
         }
         if self.retry_accept_at.is_some_and(|at| at <= now) {
             self.retry_accept_at = None;
+            // Descriptors may have freed up in another worker meanwhile.
+            self.shedder.keep_spare();
             if self.conns.len() < self.shared.max_connections {
                 self.resume_accepts();
             }
