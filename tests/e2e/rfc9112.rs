@@ -3,8 +3,8 @@
 //! so host checks cannot be bypassed) and, with an empty path, its path is
 //! `/` (a `/` in its query does not route it), later HTTP/1.x minors are served as
 //! 1.1, whitespace before a chunk extension, Transfer-Encoding as one list
-//! across its lines, 414 before 431 for a long target, and a repeated
-//! Content-Length.
+//! across its lines, 414 before 431 for a long target, a repeated
+//! Content-Length, and each status's registered reason phrase.
 
 use crate::client::{request, with_body, Response};
 use crate::harness::Server;
@@ -152,5 +152,28 @@ fn repeated_content_length_is_400(poller: &str) {
         let r = raw(&server, &with_body("POST", "/_environ/", lines, b"hello"));
         assert_eq!(r.status, 400, "{lines:?}: {r:?}");
         assert!(r.text().contains("Content-Length"), "{lines:?}: {r:?}");
+    }
+}
+
+/// An app's status goes out with its registered reason phrase (RFC 9110
+/// §15, the IANA registry), not `Unknown`; an unregistered code gets its
+/// class's name. Backend-free: one backend.
+#[test]
+fn statuses_carry_their_registered_reason_phrases() {
+    let server = Server::start("epoll", &["misbehave"], &[]);
+    for (code, phrase) in [
+        (200u16, "OK"),
+        (410, "Gone"),
+        (418, "I'm a teapot"),
+        (426, "Upgrade Required"),
+        (451, "Unavailable For Legal Reasons"),
+        (511, "Network Authentication Required"),
+        (299, "Successful"),
+        (399, "Redirection"),
+        (499, "Client Error"),
+        (599, "Server Error"),
+    ] {
+        let r = server.get(&format!("/_test/status?{code}"));
+        assert_eq!((r.status, r.reason.as_str()), (code, phrase), "{r:?}");
     }
 }
