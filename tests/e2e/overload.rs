@@ -21,6 +21,7 @@ matrix!(
     low_descriptor_limit_answers_instead_of_stalling,
     a_cap_above_the_descriptor_limit_is_refused,
     every_flood_past_a_lowered_descriptor_limit_is_shed,
+    a_worker_out_of_descriptors_serves_again_when_its_clients_leave,
 );
 
 /// A generous bound for "at once" (the issue asks for 100 ms; a loaded
@@ -285,4 +286,23 @@ fn every_flood_past_a_lowered_descriptor_limit_is_shed(poller: &str) {
         }
         assert!(ok > 0 && shed > 0, "round {round}: {statuses:?}");
     }
+}
+
+/// One worker out of descriptors that has shed its backlog to the last
+/// client: `accept` still fails for want of a descriptor though no client
+/// waits, and the loop must stop there (trying on, it would never read
+/// that its clients left): once they leave, it serves again.
+fn a_worker_out_of_descriptors_serves_again_when_its_clients_leave(poller: &str) {
+    let server = Server::launch(poller)
+        .apps(SAMPLE_APPS)
+        .args(&["--workers", "1", "--max-connections", "1000"])
+        .start();
+    rlimit::increase_nofile_limit(u64::MAX).expect("raise RLIMIT_NOFILE");
+    lower_nofile(&server, 200);
+    let (clients, statuses) = flood(server.port, 300);
+    let count = |s: u16| statuses.iter().filter(|&&x| x == s).count();
+    assert!(count(200) > 0 && count(503) > 0, "{statuses:?}");
+    drop(clients);
+    wait_for_room(&server);
+    assert_eq!(status_of_one(server.port), Ok(200), "{}", server.log());
 }
