@@ -49,7 +49,12 @@ impl Shedder {
             wants_spare: true,
             ..Shedder::default()
         };
-        s.reopen_spare();
+        if !s.reopen_spare() {
+            log::warn!(
+                "cannot open the spare descriptor (/dev/null): clients past the descriptor \
+                 limit wait in the backlog until it can be"
+            );
+        }
         s
     }
 
