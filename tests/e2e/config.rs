@@ -225,6 +225,85 @@ fn print_config_loads_back_unchanged() {
     assert_eq!(text(&second.stdout), printed);
 }
 
+/// Runs `stoa ARGS --apps DIR` with no `--bind` of its own (a command-line
+/// `--bind` would keep the file's from being read).
+fn run_unbound(apps: &Path, args: &[&str]) -> Output {
+    run_to_exit(
+        Command::new(STOA)
+            .args(args)
+            .arg("--apps")
+            .arg(apps)
+            .env_remove("STOA_POLLER")
+            .env_remove("STOA_BIND"),
+    )
+}
+
+/// A number where an address or a mode is due is refused with the string
+/// to write (`bind = [5]` is not every address's port 5).
+#[test]
+fn numbers_for_addresses_and_modes_are_refused_with_the_string_to_write() {
+    for (toml, needles) in [
+        (
+            "bind = [\"127.0.0.1:0\", 5]\n",
+            &["`bind`", "5 is a number", "\"127.0.0.1:5\""][..],
+        ),
+        ("bind = 8000\n", &["`bind`", "\"127.0.0.1:8000\""][..]),
+        (
+            "unix_mode = 0o660\n",
+            &["`unix_mode`", "432 is a number", "\"660\""][..],
+        ),
+    ] {
+        let setup = Setup::new(toml, &[]);
+        let config = setup.config();
+        let config = config.to_str().expect("a UTF-8 path");
+        let out = run_unbound(&setup.apps(), &["--config", config, "--print-config"]);
+        let stderr = text(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "{toml:?} accepted: {}",
+            text(&out.stdout)
+        );
+        for needle in needles {
+            assert!(
+                stderr.contains(needle),
+                "{toml:?}: {needle:?} not in {stderr}"
+            );
+        }
+    }
+}
+
+/// `--print-config` writes addresses as strings, so the file it prints
+/// loads back (a bare port printed as a number would now be refused).
+#[test]
+fn print_config_writes_addresses_as_strings_that_load_back() {
+    let dir = TempDir::new("config-bind");
+    let apps = dir.path().join("apps");
+    std::fs::create_dir(&apps).expect("apps dir");
+    let first = run_unbound(
+        &apps,
+        &[
+            "--bind",
+            "8000",
+            "--bind",
+            "unix:/run/x.sock",
+            "--print-config",
+        ],
+    );
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let printed = text(&first.stdout);
+    assert!(
+        printed.contains("bind = [\"8000\", \"unix:/run/x.sock\"]"),
+        "{printed}"
+    );
+    assert!(printed.contains("unix_mode = \"660\""), "{printed}");
+    let file = dir.path().join("printed.toml");
+    std::fs::write(&file, &printed).expect("write the printed config");
+    let file = file.to_str().expect("a UTF-8 path");
+    let second = run_unbound(&apps, &["--config", file, "--print-config"]);
+    assert!(second.status.success(), "{}", text(&second.stderr));
+    assert_eq!(text(&second.stdout), printed);
+}
+
 #[test]
 fn check_passes_a_good_configuration_and_prints_the_mounts() {
     let setup = Setup::new("[apps.article]\nmount = \"/news\"\n", &["article", "demo"]);

@@ -199,6 +199,42 @@ fn zero_and_oversized_values_are_refused_naming_the_flag() {
     }
 }
 
+/// A duration too short to be kept (deadlines are checked every 10 ms at
+/// most) is refused naming its flag and the smallest value, from the
+/// command line or the environment, instead of turning every client away.
+#[test]
+fn too_short_durations_are_refused_naming_the_smallest_value() {
+    for (flag, value, smallest) in [
+        ("--head-timeout", "1ns", "100ms"),
+        ("--keep-alive-timeout", "0.001", "100ms"),
+        ("--ws-ping-interval", "1ns", "100ms"),
+        ("--stuck-after", "5ms", "100ms"),
+        ("--loop-block-warn", "1us", "1ms"),
+    ] {
+        let stderr = refused_flags(&[flag, value]);
+        for needle in [flag, value, "smallest allowed", smallest] {
+            assert!(
+                stderr.contains(needle),
+                "{flag} {value}: {needle:?} not in {stderr}"
+            );
+        }
+    }
+    let dir = crate::harness::TempDir::new("flags");
+    let out = run_to_exit(
+        Command::new(STOA)
+            .args(["--bind", "127.0.0.1:0", "--apps"])
+            .arg(dir.path())
+            .env("STOA_WS_PING_INTERVAL", "1ns")
+            .env_remove("STOA_POLLER"),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "accepted: {stderr}");
+    assert!(
+        stderr.contains("--ws-ping-interval") && stderr.contains("at least 100ms"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn version_names_the_app_abi_and_help_has_headings() {
     let run = |arg: &str| {

@@ -1,9 +1,10 @@
 //! RFC 9112 / 9110 corners found against a conformance corpus: the
 //! absolute-form target's authority is the host (the Host field is ignored,
-//! so host checks cannot be bypassed), later HTTP/1.x minors are served as
+//! so host checks cannot be bypassed) and, with an empty path, its path is
+//! `/` (a `/` in its query does not route it), later HTTP/1.x minors are served as
 //! 1.1, whitespace before a chunk extension, Transfer-Encoding as one list
-//! across its lines, 414 before 431 for a long target, and a repeated
-//! Content-Length.
+//! across its lines, 414 before 431 for a long target, a repeated
+//! Content-Length, and each status's registered reason phrase.
 
 use crate::client::{request, with_body, Response};
 use crate::harness::Server;
@@ -11,6 +12,7 @@ use serde_json::{json, Value};
 
 matrix!(
     absolute_form_target_sets_the_host,
+    absolute_form_without_a_path_is_routed_as_root,
     later_http_1_minor_is_served_as_1_1,
     whitespace_before_a_chunk_extension,
     transfer_encoding_lines_form_one_list,
@@ -53,6 +55,31 @@ fn absolute_form_target_sets_the_host(poller: &str) {
         b"GET http://localhost/hello/ HTTP/1.1\r\nHost: evil.example\r\n\r\n",
     );
     assert_eq!((r.status, r.text()), (200, "Hello World!"), "{r:?}");
+}
+
+/// `http://host?/x`: the path is `/` and `/x` is the query; the query
+/// never picks the app.
+fn absolute_form_without_a_path_is_routed_as_root(poller: &str) {
+    let server = Server::start(poller, &["environ"], &["--mount", "environ=/"]);
+    let r = raw(
+        &server,
+        b"GET http://a.example?/_environ/x HTTP/1.1\r\nHost: a.example\r\n\r\n",
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    let v: Value = serde_json::from_slice(&r.body).expect("environ JSON");
+    let seen = (&v["script_name"], &v["path_info"], &v["query_string"]);
+    assert_eq!(
+        seen,
+        (&json!(""), &json!("/"), &json!("/_environ/x")),
+        "{v}"
+    );
+    let r = raw(
+        &server,
+        b"GET http://a.example/p?/q HTTP/1.1\r\nHost: a.example\r\n\r\n",
+    );
+    let v: Value = serde_json::from_slice(&r.body).expect("environ JSON");
+    let seen = (&v["path_info"], &v["query_string"]);
+    assert_eq!(seen, (&json!("/p"), &json!("/q")), "{v}");
 }
 
 fn later_http_1_minor_is_served_as_1_1(poller: &str) {
@@ -125,5 +152,28 @@ fn repeated_content_length_is_400(poller: &str) {
         let r = raw(&server, &with_body("POST", "/_environ/", lines, b"hello"));
         assert_eq!(r.status, 400, "{lines:?}: {r:?}");
         assert!(r.text().contains("Content-Length"), "{lines:?}: {r:?}");
+    }
+}
+
+/// An app's status goes out with its registered reason phrase (RFC 9110
+/// §15, the IANA registry), not `Unknown`; an unregistered code gets its
+/// class's name. Backend-free: one backend.
+#[test]
+fn statuses_carry_their_registered_reason_phrases() {
+    let server = Server::start("epoll", &["misbehave"], &[]);
+    for (code, phrase) in [
+        (200u16, "OK"),
+        (410, "Gone"),
+        (418, "I'm a teapot"),
+        (426, "Upgrade Required"),
+        (451, "Unavailable For Legal Reasons"),
+        (511, "Network Authentication Required"),
+        (299, "Successful"),
+        (399, "Redirection"),
+        (499, "Client Error"),
+        (599, "Server Error"),
+    ] {
+        let r = server.get(&format!("/_test/status?{code}"));
+        assert_eq!((r.status, r.reason.as_str()), (code, phrase), "{r:?}");
     }
 }

@@ -17,6 +17,12 @@ use std::ffi::OsString;
 /// Flags that steer this run rather than configure the server.
 const NOT_KEYS: [&str; 5] = ["help", "version", "config", "check_config", "print_config"];
 
+/// Keys whose values are text that a number would misread: a port alone
+/// is not an address (`bind = [5]` is not `":5"`), and TOML's `0o660`
+/// is the number 432 (an octal mode is written `"660"`). A number there
+/// is refused, and they are printed as strings.
+const TEXT_KEYS: [&str; 2] = ["bind", "unix_mode"];
+
 /// The key for `--apps`: `[apps.NAME]` tables take the name `apps`.
 pub(super) const APPS_DIR_KEY: &str = "apps_dir";
 
@@ -93,7 +99,7 @@ fn file_args(table: &toml::Table, given: &ArgMatches) -> Result<FileArgs, Vec<St
         ) {
             continue;
         }
-        match flag_values(&flag.long, flag.switch, value) {
+        match flag_values(key, flag, value) {
             Ok(mut a) => args.append(&mut a),
             Err(e) => problems.push(format!("`{key}`: {e}")),
         }
@@ -129,6 +135,8 @@ struct FlagKey {
     switch: bool,
     /// Repeatable: printed as an array.
     multiple: bool,
+    /// Text only (`TEXT_KEYS`).
+    text: bool,
 }
 
 /// Key -> the flag it stands for.
@@ -150,6 +158,7 @@ fn flag_keys() -> BTreeMap<String, FlagKey> {
             id,
             switch: matches!(arg.get_action(), ArgAction::SetTrue),
             multiple: matches!(arg.get_action(), ArgAction::Append),
+            text: TEXT_KEYS.contains(&key.as_str()),
         };
         keys.insert(key, flag);
     }
@@ -157,9 +166,10 @@ fn flag_keys() -> BTreeMap<String, FlagKey> {
 }
 
 /// The command-line form of one file value.
-fn flag_values(long: &str, switch: bool, value: &toml::Value) -> Result<Vec<String>, String> {
+fn flag_values(key: &str, flag: &FlagKey, value: &toml::Value) -> Result<Vec<String>, String> {
     use toml::Value;
-    if switch {
+    let long = &flag.long;
+    if flag.switch {
         return match value {
             Value::Boolean(true) => Ok(vec![format!("--{long}")]),
             Value::Boolean(false) => Ok(Vec::new()),
@@ -168,7 +178,9 @@ fn flag_values(long: &str, switch: bool, value: &toml::Value) -> Result<Vec<Stri
     }
     let one = |v: &Value| match v {
         Value::String(s) => Ok(format!("--{long}={s}")),
+        Value::Integer(i) if flag.text => Err(text_not_number(key, *i)),
         Value::Integer(i) => Ok(format!("--{long}={i}")),
+        Value::Float(f) if flag.text => Err(format!("{f} is a number: write a string")),
         Value::Float(f) => Ok(format!("--{long}={f}")),
         other => Err(format!("expected a string or a number, got {other}")),
     };
@@ -176,6 +188,27 @@ fn flag_values(long: &str, switch: bool, value: &toml::Value) -> Result<Vec<Stri
         Value::Array(items) => items.iter().map(one).collect(),
         v => Ok(vec![one(v)?]),
     }
+}
+
+/// The refusal of the number `i` for a text key, with the string to write.
+fn text_not_number(key: &str, i: i64) -> String {
+    if key != "unix_mode" {
+        return format!(
+            "{i} is a number, not an address: write it as a string, e.g. \"127.0.0.1:{i}\" \
+             (or \":{i}\" for every IPv4 address)"
+        );
+    }
+    // Written 660, the number is decimal; written 0o660, TOML made it 432.
+    let digits = i.to_string();
+    let as_typed = digits.bytes().all(|b| (b'0'..=b'7').contains(&b));
+    let from_octal = (0..=0o777).contains(&i);
+    let hint = match (as_typed, from_octal) {
+        (true, true) => format!("\"{digits}\" (or \"{i:o}\" if you wrote 0o{i:o})"),
+        (true, false) => format!("\"{digits}\""),
+        (false, true) => format!("\"{i:o}\" (you wrote 0o{i:o})"),
+        (false, false) => "\"660\"".to_string(),
+    };
+    format!("{i} is a number: write the octal mode as a string, {hint}")
 }
 
 /// The effective configuration as TOML: every key with its value as
@@ -193,7 +226,10 @@ fn render(matches: &ArgMatches, cli: &Cli) -> String {
         let values: Vec<toml::Value> = raw
             .map(|v| v.to_string_lossy().into_owned())
             .filter(|v| key != "mount" || !from_app_table(v, cli))
-            .map(|v| typed(&v))
+            .map(|v| match flag.text {
+                true => toml::Value::String(v),
+                false => typed(&v),
+            })
             .collect();
         let value = match (flag.multiple, values.len()) {
             (true, _) => toml::Value::Array(values),

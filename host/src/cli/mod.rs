@@ -38,8 +38,8 @@ const CONFIGURATION: &str = "Configuration";
 const SERVING: &str = "Serving";
 const APPS: &str = "Apps";
 const LIMITS: &str = "Limits (sizes take K, M, G: 8KiB, 1M)";
-const TIMEOUTS: &str =
-    "Timeouts (durations take ms, s, m, h: 500ms, 30s, 2m; a bare number is seconds)";
+const TIMEOUTS: &str = "Timeouts (durations take ms, s, m, h: 500ms, 30s, 2m; a bare number is \
+                        seconds; at least 100ms)";
 const OPERATIONS: &str = "Operations";
 const LOGGING: &str = "Logging";
 
@@ -292,7 +292,7 @@ pub struct Cli {
     pub unhealthy_after: Duration,
 
     /// Warn when app code holds the event loop longer than this (a bare
-    /// number is milliseconds).
+    /// number is milliseconds; at least 1ms).
     #[arg(long, env = "STOA_LOOP_BLOCK_WARN", value_name = "DURATION", default_value = "100ms",
           value_parser = parse_millis, help_heading = TIMEOUTS)]
     pub loop_block_warn: Duration,

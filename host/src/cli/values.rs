@@ -41,9 +41,24 @@ pub fn parse_size_usize(s: &str) -> Result<usize, String> {
 /// Longest duration any timeout takes: one day.
 const MAX_DURATION: Duration = Duration::from_secs(86_400);
 
+/// Shortest timeout (and WebSocket ping interval, drain and watchdog
+/// period) taken: deadlines are checked every tenth of the shortest
+/// timeout but no more often than every 10 ms (`server::sweep_interval`,
+/// the watchdog's tick), so a shorter one could not be kept and would
+/// only turn every client away.
+pub const MIN_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// Shortest `--loop-block-warn`: under a millisecond every handler
+/// would be reported.
+pub const MIN_BLOCK_WARN: Duration = Duration::from_millis(1);
+
 /// A duration: `500ms`, `30s`, `2m`, `1h`, `1m30s` (humantime), or a bare
-/// number in `bare_unit` (seconds for timeouts).
-fn parse_duration_in(s: &str, bare_unit: Duration, bare_name: &str) -> Result<Duration, String> {
+/// number in `bare_unit` (seconds for timeouts), at least `min`.
+fn parse_duration_in(
+    s: &str,
+    (bare_unit, bare_name): (Duration, &str),
+    min: Duration,
+) -> Result<Duration, String> {
     let t = s.trim();
     let d = match t.parse::<f64>() {
         Ok(n) if n.is_finite() && n > 0.0 => bare_unit.mul_f64(n.min(MAX_DURATION.as_secs_f64() * 1e3)),
@@ -60,17 +75,27 @@ fn parse_duration_in(s: &str, bare_unit: Duration, bare_name: &str) -> Result<Du
     if d > MAX_DURATION {
         return Err(format!("{s:?} is over the longest allowed, 24h"));
     }
+    if d < min {
+        let min = humantime::format_duration(min);
+        return Err(format!(
+            "{s:?} is shorter than the smallest allowed, {min}: give at least {min}"
+        ));
+    }
     Ok(d)
 }
 
-/// A duration; a bare number is seconds (`30`, `0.5`).
+/// A timeout, at least `MIN_TIMEOUT`; a bare number is seconds (`30`, `0.5`).
 pub fn parse_secs(s: &str) -> Result<Duration, String> {
-    parse_duration_in(s, Duration::from_secs(1), "seconds")
+    parse_duration_in(s, (Duration::from_secs(1), "seconds"), MIN_TIMEOUT)
 }
 
-/// A duration; a bare number is milliseconds (`100`).
+/// A duration, at least `MIN_BLOCK_WARN`; a bare number is milliseconds (`100`).
 pub fn parse_millis(s: &str) -> Result<Duration, String> {
-    parse_duration_in(s, Duration::from_millis(1), "milliseconds")
+    parse_duration_in(
+        s,
+        (Duration::from_millis(1), "milliseconds"),
+        MIN_BLOCK_WARN,
+    )
 }
 
 /// Where to listen: a TCP address or a Unix-domain socket's path.
@@ -172,6 +197,14 @@ mod tests {
             let e = parse_secs(bad).expect_err(bad);
             assert!(e.contains(&format!("{bad:?}")), "{e}");
         }
+        assert_eq!(parse_secs("100ms"), Ok(MIN_TIMEOUT));
+        for short in ["1ns", "99ms", "0.01"] {
+            let e = parse_secs(short).expect_err(short);
+            assert!(e.contains("smallest allowed, 100ms"), "{e}");
+        }
+        assert_eq!(parse_millis("1"), Ok(MIN_BLOCK_WARN));
+        let e = parse_millis("1ns").expect_err("1ns");
+        assert!(e.contains("smallest allowed, 1ms"), "{e}");
     }
 
     #[test]

@@ -337,9 +337,11 @@ fn transfer_coding(codings: &[&[u8]]) -> Result<bool, HttpError> {
     }
 }
 
-/// The authority of an absolute-form target (`http://a.example:8/x` ->
-/// `a.example:8`), or `None` for other forms.
-fn absolute_authority(target: &str) -> Option<&str> {
+/// An absolute-form target split where its authority ends
+/// (`http://a.example:8/x?q` -> `a.example:8` and `/x?q`; the authority
+/// ends at the first `/`, `?` or `#`, RFC 3986 §3.2), or `None` for other
+/// forms.
+fn split_absolute(target: &str) -> Option<(&str, &str)> {
     let rest = ["http://", "https://"].iter().find_map(|scheme| {
         target
             .get(..scheme.len())
@@ -347,7 +349,21 @@ fn absolute_authority(target: &str) -> Option<&str> {
             .map(|_| &target[scheme.len()..])
     })?;
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    Some(&rest[..end])
+    Some(rest.split_at(end))
+}
+
+/// The authority of an absolute-form target (`http://a.example:8/x` ->
+/// `a.example:8`), or `None` for other forms.
+fn absolute_authority(target: &str) -> Option<&str> {
+    split_absolute(target).map(|(authority, _)| authority)
+}
+
+/// What follows the authority of an absolute-form target, without a
+/// fragment (`http://h/p?q` -> `/p?q`, `http://h?q` -> `?q`, `http://h`
+/// -> ``), or `None` for other forms.
+pub fn after_authority(target: &str) -> Option<&str> {
+    let (_, rest) = split_absolute(target)?;
+    Some(rest.split('#').next().unwrap_or(""))
 }
 
 /// `HTTP/1.2` and any later 1.x minor are served as HTTP/1.1 (RFC 9110

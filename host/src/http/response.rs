@@ -86,7 +86,9 @@ impl Default for DateCache {
     }
 }
 
-/// The reason phrase for a status code.
+/// The reason phrase for a status code: the common ones from this table,
+/// any other registered one from the `http` crate's copy of the IANA
+/// registry, and the class's name (RFC 9110 §15) for an unregistered code.
 pub fn reason(status: u16) -> &'static str {
     match status {
         100 => "Continue",
@@ -122,8 +124,24 @@ pub fn reason(status: u16) -> &'static str {
         503 => "Service Unavailable",
         504 => "Gateway Timeout",
         505 => "HTTP Version Not Supported",
-        _ => "Unknown",
+        _ => registered_reason(status),
     }
+}
+
+/// The registered reason phrase of a status missing from `reason`'s
+/// table, or its class's name.
+#[cold]
+fn registered_reason(status: u16) -> &'static str {
+    let registered = http::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|code| code.canonical_reason());
+    registered.unwrap_or(match status / 100 {
+        1 => "Informational",
+        2 => "Successful",
+        3 => "Redirection",
+        4 => "Client Error",
+        _ => "Server Error",
+    })
 }
 
 /// Headers the host owns; an app's copies of them are dropped.
@@ -354,6 +372,20 @@ fn write_fixed(out: &mut Vec<u8>, fixed: Fixed) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_status_has_a_reason_phrase() {
+        assert_eq!(reason(404), "Not Found");
+        // RFC 9110's names, where the registry's older ones differ.
+        assert_eq!(reason(413), "Content Too Large");
+        assert_eq!(reason(426), "Upgrade Required");
+        assert_eq!(reason(308), "Permanent Redirect");
+        assert_eq!(reason(452), "Client Error");
+        for status in 100..600 {
+            let phrase = reason(status);
+            assert!(!phrase.is_empty() && phrase != "Unknown", "{status}");
+        }
+    }
 
     fn text(resp: &Response, head_only: bool, persist: Persist) -> String {
         let mut out = Vec::new();

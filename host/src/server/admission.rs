@@ -5,8 +5,9 @@
 //! keeps accepting and answers each at once with 503 (`shed`). An
 //! EMFILE/ENFILE from `accept` is met the same way: with `shed`, the spare
 //! descriptor is given up for one accept, that client answered 503 and
-//! closed, the spare reopened; otherwise accepts pause until a connection
-//! closes or `RETRY_ACCEPT` passes. Pauses and sheds are counted, and the
+//! closed, the spare reopened; otherwise (no spare: another worker took
+//! its slot) accepts pause until a connection closes or `RETRY_ACCEPT`
+//! passes, and the spare is opened again then. Pauses and sheds are counted, and the
 //! first of each a minute is logged with the cap.
 
 use super::conn::Conn;
@@ -28,6 +29,19 @@ use std::time::{Duration, Instant};
 const RETRY_ACCEPT: Duration = Duration::from_millis(100);
 /// At most one overload line a minute per worker.
 const LOG_EVERY: Duration = Duration::from_secs(60);
+
+/// What giving up the spare descriptor for one accept came to.
+enum Spare {
+    /// A client was answered 503 (or went before it could be): try the
+    /// next.
+    Shed,
+    /// No client waits: the backlog is empty.
+    NoneWaits,
+    /// No spare to give up, or it could not be had back (another worker
+    /// took its slot): accepts pause, and the spare is reopened when
+    /// descriptors free up.
+    Missing,
+}
 
 /// True for the errors that mean no descriptor is left.
 fn out_of_descriptors(e: &io::Error) -> bool {
@@ -56,7 +70,14 @@ impl Server {
                         e.kind(),
                         io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
                     ) => {}
-                Err(e) if out_of_descriptors(&e) && self.shed_with_spare(i) => {}
+                Err(e) if out_of_descriptors(&e) => match self.shed_with_spare(i) {
+                    Spare::Shed => {}
+                    Spare::NoneWaits => return,
+                    Spare::Missing => {
+                        self.pause_accepts(Some(&e));
+                        return;
+                    }
+                },
                 Err(e) => {
                     self.pause_accepts(Some(&e));
                     return;
@@ -67,17 +88,34 @@ impl Server {
 
     /// Out of descriptors under `--overload shed`: closes the spare,
     /// accepts one client, answers it 503, closes it and reopens the
-    /// spare. False when there is no spare to give up (or it cannot be
-    /// had back): the caller pauses accepts then.
-    fn shed_with_spare(&mut self, i: usize) -> bool {
+    /// spare. `accept` fails for want of a descriptor before it looks at
+    /// the backlog, so an empty backlog shows only here (`NoneWaits`:
+    /// without it, a full table would keep the loop accepting forever).
+    fn shed_with_spare(&mut self, i: usize) -> Spare {
         if self.shared.overload != Overload::Shed || !self.shedder.release_spare() {
-            return false;
+            return Spare::Missing;
         }
-        let accepted = self.acceptor.accept(i);
-        if let Some(Ok((stream, _))) = accepted {
-            self.shed(stream, false);
+        let outcome = match self.acceptor.accept(i) {
+            Some(Ok((stream, _))) => {
+                self.shed(stream, false);
+                Spare::Shed
+            }
+            Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => Spare::NoneWaits,
+            Some(Err(e))
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
+                ) =>
+            {
+                Spare::Shed
+            }
+            // Out of descriptors still: another worker took the slot.
+            _ => Spare::Missing,
+        };
+        match self.shedder.reopen_spare() {
+            true => outcome,
+            false => Spare::Missing,
         }
-        self.shedder.reopen_spare()
     }
 
     /// Answers a client past the cap 503 and lets it linger (`keep_fd`)
@@ -139,6 +177,8 @@ impl Server {
         }
         if self.retry_accept_at.is_some_and(|at| at <= now) {
             self.retry_accept_at = None;
+            // Descriptors may have freed up in another worker meanwhile.
+            self.shedder.keep_spare();
             if self.conns.len() < self.shared.max_connections {
                 self.resume_accepts();
             }

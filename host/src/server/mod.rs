@@ -504,6 +504,10 @@ impl Server {
             }
             bump(&self.shared.stats[self.worker].closed, 1);
             log::debug!("closed {} ({} open)", conn.peer(), self.conns.len());
+            drop(conn);
+            // Its descriptor is free: a spare lost to another worker is
+            // had back first.
+            self.shedder.keep_spare();
         }
         if self.conns.len() < self.shared.max_connections && !self.acceptor.is_accepting() {
             self.resume_accepts();

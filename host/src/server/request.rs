@@ -1,7 +1,7 @@
 //! Building the ABI's `Request` view from a parsed head, and an owned copy
 //! of a request for handlers that run off the event loop.
 
-use crate::http::parse::Head;
+use crate::http::parse::{after_authority, Head};
 use abi_stable::std_types::{RSlice, RStr};
 use smallvec::SmallVec;
 use std::ops::Range;
@@ -23,14 +23,22 @@ fn text<'a>(buf: &'a [u8], range: &Range<usize>) -> &'a str {
     std::str::from_utf8(&buf[range.clone()]).unwrap_or("")
 }
 
-/// `http://host/p?q` -> `/p?q`; origin-form is returned as is.
-pub fn origin_form(target: &str) -> &str {
-    for scheme in ["http://", "https://"] {
-        if let Some(rest) = target.strip_prefix(scheme) {
-            return rest.find('/').map_or("/", |i| &rest[i..]);
-        }
-    }
-    target
+/// The path (for routing) and the raw query of a request-target:
+/// origin-form split at its `?`; absolute-form split after its authority,
+/// its empty path read as `/` (`http://h?/x` has the path `/` and the
+/// query `/x`, RFC 9112 §3.2.1); other forms (`*`, authority-form) are
+/// their own path.
+pub fn path_and_query(target: &str) -> (&str, &str) {
+    let rest = match target.as_bytes().first() {
+        Some(b'/') => target,
+        _ => after_authority(target).unwrap_or(target),
+    };
+    // A byte loop: a request path is too short for memchr to pay.
+    let (path, query) = match rest.bytes().position(|b| b == b'?') {
+        Some(i) => (&rest[..i], &rest[i + 1..]),
+        None => (rest, ""),
+    };
+    (if path.is_empty() { "/" } else { path }, query)
 }
 
 /// The text of a parsed head, checked as UTF-8 once: its parts are then
@@ -58,12 +66,7 @@ impl<'a> HeadText<'a> {
             path: "",
             query: "",
         };
-        let target = origin_form(parsed.get(&head.target));
-        // A byte loop: a request path is too short for memchr to pay.
-        (parsed.path, parsed.query) = match target.bytes().position(|b| b == b'?') {
-            Some(i) => (&target[..i], &target[i + 1..]),
-            None => (target, ""),
-        };
+        (parsed.path, parsed.query) = path_and_query(parsed.get(&head.target));
         parsed
     }
 
@@ -145,10 +148,14 @@ mod tests {
     use crate::http::{parse::parse_head, ConnParams};
 
     #[test]
-    fn absolute_form_becomes_origin_form() {
-        assert_eq!(origin_form("http://h:1/a?b"), "/a?b");
-        assert_eq!(origin_form("http://h"), "/");
-        assert_eq!(origin_form("/x"), "/x");
+    fn absolute_form_is_split_after_its_authority() {
+        assert_eq!(path_and_query("http://h:1/a?b"), ("/a", "b"));
+        assert_eq!(path_and_query("HTTP://h/a"), ("/a", ""));
+        assert_eq!(path_and_query("http://h"), ("/", ""));
+        assert_eq!(path_and_query("http://h?/x/y"), ("/", "/x/y"));
+        assert_eq!(path_and_query("https://h#/x"), ("/", ""));
+        assert_eq!(path_and_query("/x?q=/y"), ("/x", "q=/y"));
+        assert_eq!(path_and_query("*"), ("*", ""));
     }
 
     #[test]

@@ -11,7 +11,11 @@
 //! that when `accept` fails with EMFILE/ENFILE it can close the spare,
 //! accept the waiting client, answer it 503, close it and reopen the
 //! spare, instead of leaving clients waiting in silence (the technique
-//! libev and nginx document).
+//! libev and nginx document). The workers share one descriptor table, so
+//! another worker can take the slot the spare left before it is reopened;
+//! a spare lost so is opened again as soon as descriptors free up (`keep_spare`:
+//! when this worker closes a connection, and each time its paused accepts
+//! are retried).
 
 use super::listener::Stream;
 use crate::http::answer::HostAnswer;
@@ -33,14 +37,24 @@ pub const LINGER_TICK: Duration = Duration::from_millis(20);
 pub struct Shedder {
     lingering: VecDeque<(Stream, Instant)>,
     spare: Option<File>,
+    /// A spare is kept (`--overload shed`).
+    wants_spare: bool,
 }
 
 impl Shedder {
-    /// A shedder with its spare descriptor open (`None` spare if it
-    /// cannot be opened: EMFILE then pauses accepts instead).
+    /// A shedder with its spare descriptor open (if it cannot be opened,
+    /// EMFILE pauses accepts until `keep_spare` has it back).
     pub fn with_spare() -> Self {
-        let mut s = Shedder::default();
-        s.reopen_spare();
+        let mut s = Shedder {
+            wants_spare: true,
+            ..Shedder::default()
+        };
+        if !s.reopen_spare() {
+            log::warn!(
+                "cannot open the spare descriptor (/dev/null): clients past the descriptor \
+                 limit wait in the backlog until it can be"
+            );
+        }
         s
     }
 
@@ -96,10 +110,19 @@ impl Shedder {
         if self.spare.is_none() {
             match File::open("/dev/null") {
                 Ok(f) => self.spare = Some(f),
-                Err(e) => log::warn!("cannot open the spare descriptor (/dev/null): {e}"),
+                Err(e) => log::debug!("cannot open the spare descriptor (/dev/null): {e}"),
             }
         }
         self.spare.is_some()
+    }
+
+    /// Opens the spare again if it was lost (nothing to do, no system
+    /// call, while it is open or when none is kept): called when a
+    /// descriptor may have freed up.
+    pub fn keep_spare(&mut self) {
+        if self.wants_spare && self.spare.is_none() && self.reopen_spare() {
+            log::debug!("the spare descriptor is open again");
+        }
     }
 }
 
@@ -169,5 +192,16 @@ mod tests {
         assert_eq!(s.lingering(), MAX_LINGERING);
         assert!(s.reopen_spare());
         drop(peers);
+    }
+
+    #[test]
+    fn a_lost_spare_is_kept_only_where_one_is_wanted() {
+        let mut s = Shedder::with_spare();
+        assert!(s.release_spare());
+        s.keep_spare();
+        assert!(s.release_spare(), "reopened");
+        let mut queue = Shedder::default();
+        queue.keep_spare();
+        assert!(!queue.release_spare(), "--overload queue keeps none");
     }
 }
