@@ -324,12 +324,21 @@ fn an_apps_dir_rebuilt_in_place_keeps_serving_and_its_generations() {
         .expect("list the apps dir")
         .map(|e| e.expect("an entry").path())
         .map(|p| {
-            let name = p.file_name().expect("a name").to_string_lossy().into_owned();
+            let name = p
+                .file_name()
+                .expect("a name")
+                .to_string_lossy()
+                .into_owned();
             (name, std::fs::read(&p).expect("read a plugin"))
         })
         .collect();
     files.sort();
-    assert_eq!(files.len(), 4, "{:?}", files.iter().map(|f| &f.0).collect::<Vec<_>>());
+    assert_eq!(
+        files.len(),
+        4,
+        "{:?}",
+        files.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let requests = request_loop(server.port, &["/hot", "/article", "/hello/"], stop.clone());
     std::fs::remove_dir_all(&dir).expect("rm -rf apps");
@@ -340,21 +349,31 @@ fn an_apps_dir_rebuilt_in_place_keeps_serving_and_its_generations() {
         !server.log_lines(&[&hot, "is gone"]).is_empty()
             || !server.log_lines(&["unmounted app hot"]).is_empty()
     });
-    assert!(noticed, "the emptied apps dir was never noticed: {}", server.log());
+    assert!(
+        noticed,
+        "the emptied apps dir was never noticed: {}",
+        server.log()
+    );
     for (name, contents) in &files {
         std::fs::write(dir.join(name), contents).expect("cp a plugin back");
     }
     // Each file is looked at again once it has settled.
     let settled = |name: &str| {
         let path = path_of(&server, name);
-        !server.log_lines(&[&path, "holds the same bytes"]).is_empty()
+        !server
+            .log_lines(&[&path, "holds the same bytes"])
+            .is_empty()
             || server.log_lines(&["loaded app", &path]).len() > 1
             || !server.log_lines(&["replaced app", &path]).is_empty()
     };
     let done = wait_until(HOT_WAIT, || files.iter().all(|(name, _)| settled(name)));
     stop.store(true, Relaxed);
     let seen = requests.join().expect("the request loop");
-    assert!(done, "the files put back were not all looked at: {}", server.log());
+    assert!(
+        done,
+        "the files put back were not all looked at: {}",
+        server.log()
+    );
     let failed: Vec<_> = seen.iter().filter(|(_, s)| *s != 200).collect();
     assert!(
         seen.len() > 10 && failed.is_empty(),
@@ -365,7 +384,9 @@ fn an_apps_dir_rebuilt_in_place_keeps_serving_and_its_generations() {
     for (name, _) in &files {
         let path = path_of(&server, name);
         assert_eq!(
-            server.log_lines(&[&path, "holds the same bytes", "generation 1)"]).len(),
+            server
+                .log_lines(&[&path, "holds the same bytes", "generation 1)"])
+                .len(),
             1,
             "{name}: {}",
             server.log()

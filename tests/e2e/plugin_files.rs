@@ -372,11 +372,7 @@ fn a_file_without_elf_magic_is_refused_before_it_is_copied() {
         ],
     );
     samples_serve(&server);
-    assert!(
-        !server.log_contains("copy the plugin"),
-        "{}",
-        server.log()
-    );
+    assert!(!server.log_contains("copy the plugin"), "{}", server.log());
 }
 
 /// `--max-plugin-size 64M`: a 100 MiB file is refused with the bound in

@@ -79,7 +79,11 @@ mod tests {
     #[test]
     fn same_bytes_same_print_whatever_the_file() {
         let dir = tempfile::tempdir().unwrap();
-        let (a, b, c) = (dir.path().join("a"), dir.path().join("b"), dir.path().join("c"));
+        let (a, b, c) = (
+            dir.path().join("a"),
+            dir.path().join("b"),
+            dir.path().join("c"),
+        );
         std::fs::write(&a, b"plugin bytes").unwrap();
         std::fs::write(&b, b"plugin bytes").unwrap();
         std::fs::write(&c, b"plugin bytez").unwrap();

@@ -234,7 +234,12 @@ mod tests {
             logged.extend(lines.push(&"\u{e9}".repeat(50)));
         }
         logged.extend(lines.push("still the long line\nnext\n"));
-        assert_eq!(logged.len(), 2, "{:?}", logged.iter().map(String::len).collect::<Vec<_>>());
+        assert_eq!(
+            logged.len(),
+            2,
+            "{:?}",
+            logged.iter().map(String::len).collect::<Vec<_>>()
+        );
         let suffix = format!(" [line cut at {LINE_CAP} bytes]");
         let cut = logged[0].strip_suffix(&suffix).unwrap_or_default();
         assert_eq!(cut.len(), LINE_CAP, "two-byte characters fill it exactly");

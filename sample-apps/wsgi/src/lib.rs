@@ -61,8 +61,10 @@ impl App for WsgiApp {
 
     fn handle(&self, request: &Request<'_>, responder: Responder) {
         let head_only = request.method.as_str() == "HEAD";
-        self.wsgi
-            .serve(request, Box::new(stream::Streaming::new(responder, head_only)));
+        self.wsgi.serve(
+            request,
+            Box::new(stream::Streaming::new(responder, head_only)),
+        );
     }
 }
 

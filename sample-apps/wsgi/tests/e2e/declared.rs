@@ -46,7 +46,10 @@ fn a_declared_content_length_is_held_to(poller: &str) {
         "the iterable was drained past the declared length"
     );
     assert!(
-        server.wait_log(&["more than its declared Content-Length (10 bytes)", "connection closed"]),
+        server.wait_log(&[
+            "more than its declared Content-Length (10 bytes)",
+            "connection closed"
+        ]),
         "{}",
         server.log()
     );
@@ -72,7 +75,8 @@ fn a_declared_content_length_is_held_to(poller: &str) {
             "{path}: {head}"
         );
         assert_eq!(body.len(), sent, "{path}: {head}");
-        let logged = format!("ended after {sent} of its declared Content-Length ({declared} bytes)");
+        let logged =
+            format!("ended after {sent} of its declared Content-Length ({declared} bytes)");
         assert!(server.wait_log(&[&logged]), "{path}: {}", server.log());
     }
 
@@ -106,5 +110,8 @@ fn wsgi_errors_cuts_a_long_line() {
         .map(String::len)
         .max()
         .unwrap_or(0);
-    assert!(longest < 8192 + 200, "a wsgi.errors line of {longest} bytes");
+    assert!(
+        longest < 8192 + 200,
+        "a wsgi.errors line of {longest} bytes"
+    );
 }
