@@ -55,12 +55,12 @@ impl Buffered {
 
 impl Buffered {
     /// The responder, the head (if `start` came) and the body so far.
-    pub fn into_parts(self: Box<Self>) -> (Responder, Option<Head>, Vec<u8>) {
+    pub fn into_parts(self) -> (Responder, Option<Head>, Vec<u8>) {
         let Buffered {
             responder,
             head,
             body,
-        } = *self;
+        } = self;
         (responder, head, body)
     }
 }

@@ -67,7 +67,7 @@ fn declared_length(head: &Head) -> Option<u64> {
 /// stream: finished (`finish`, which ends the connection when the body is
 /// short), or dropped unfinished, which closes the connection after the
 /// bytes queued.
-fn send_declared(buffered: Box<Buffered>, declared: Declared, finish: bool) {
+fn send_declared(buffered: Buffered, declared: Declared, finish: bool) {
     let (responder, head, body) = buffered.into_parts();
     let Some(head) = head else {
         return responder.respond(server_error("the application sent no status"));
@@ -166,7 +166,7 @@ impl Sink for Streaming {
                 } else {
                     declared.log_short();
                 }
-                send_declared(buffered, declared, !over);
+                send_declared(*buffered, declared, !over);
             }
             State::Whole { buffered, .. } => buffered.finish(),
             State::Open { stream, declared } => {
