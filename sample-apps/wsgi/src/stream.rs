@@ -63,6 +63,11 @@ fn declared_length(head: &Head) -> Option<u64> {
         .and_then(|(_, value)| value.trim().parse().ok())
 }
 
+/// True for statuses whose response never carries a body (RFC 9110).
+fn bodiless(status: u16) -> bool {
+    status < 200 || status == 204 || status == 304
+}
+
 /// Sends `buffered`'s head and body under the declared length, as a sized
 /// stream: finished (`finish`, which ends the connection when the body is
 /// short), or dropped unfinished, which closes the connection after the
@@ -83,7 +88,9 @@ impl Sink for Streaming {
         let State::Waiting(responder) = std::mem::replace(&mut self.state, State::Gone) else {
             return;
         };
-        let length = declared_length(&head);
+        // A 1xx, 204 or 304 has no body whatever its Content-Length says
+        // (a 304's is the selected representation's): nothing to hold to.
+        let length = declared_length(&head).filter(|_| !bodiless(head.status));
         let small = length.map_or(whole, |l| l <= COLLECT_LIMIT);
         let declared = length.map(Declared::new);
         self.state = if small {
@@ -260,6 +267,11 @@ mod tests {
                 "{headers:?} {whole}"
             );
         }
+    }
+
+    #[test]
+    fn a_bodiless_status_is_not_held_to_its_content_length() {
+        assert!(bodiless(304) && bodiless(204) && bodiless(101) && !bodiless(200));
     }
 
     #[test]

@@ -208,6 +208,10 @@ def raw(environ, start_response):
         start_response("200 OK", [("Content-Type", "application/octet-stream"),
                                   ("Content-Length", str(declared))])
         return Pulled(size, count)
+    elif path == "/raw/not-modified":
+        # A 304 names the length of the representation it stands for.
+        start_response("304 Not Modified", [("Content-Length", "1234"), ("ETag", '"v1"')])
+        return [b""]
     elif path == "/raw/pulled":
         start_response("200 OK", [("Content-Type", "text/plain")])
         return [str(len(pulled)).encode()]
