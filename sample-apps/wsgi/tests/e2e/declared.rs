@@ -89,7 +89,12 @@ fn a_declared_content_length_is_held_to(poller: &str) {
         let r = c.request(&get("/pep/raw/not-modified"));
         assert_eq!((r.status, r.text()), (304, ""), "{r:?}");
     }
-    assert_eq!(server.log_lines(&["its declared Content-Length (1234"]).len(), 0);
+    assert_eq!(
+        server
+            .log_lines(&["its declared Content-Length (1234"])
+            .len(),
+        0
+    );
 }
 
 matrix!(a_declared_content_length_is_held_to);
