@@ -3,7 +3,7 @@
 //! start-up and on a hot drop, `--insecure-apps-dir` loads it with a loud
 //! warning, a symlinked release loads and switches; a scan that fails (the
 //! directory renamed away) leaves every app mounted and is logged once and
-//! counted, and clients past the descriptor limit leave the scans room; SIGHUP does not load a file still being
+//! counted, a directory rebuilt in place keeps every app and generation, and clients past the descriptor limit leave the scans room; SIGHUP does not load a file still being
 //! written but loads it once it has settled; and a slow or hung app
 //! constructor delays only its own app, never hot reload, start-up or
 //! shutdown.
@@ -285,6 +285,125 @@ fn descriptor_limit_leaves_the_scans_room(poller: &str) {
         "{}",
         server.log()
     );
+}
+
+/// Requests each path in turn on new connections until `stop`; the
+/// (path, status) of each.
+fn request_loop(
+    port: u16,
+    paths: &'static [&'static str],
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Vec<(&'static str, u16)>> {
+    std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        while !stop.load(Relaxed) {
+            for path in paths {
+                let r = crate::client::Client::connect(port).request(&crate::client::get(path));
+                seen.push((*path, r.status));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        seen
+    })
+}
+
+/// `rm -rf apps && mkdir apps && cp ...` with the same files: every app
+/// keeps serving throughout (a removal waits for the settle time, as an
+/// addition does), and each file back with the bytes of its mounted
+/// generation keeps that generation (nothing is loaded again, nothing is
+/// counted towards `--max-generations`). Backend-free: one backend.
+#[test]
+fn an_apps_dir_rebuilt_in_place_keeps_serving_and_its_generations() {
+    let server = Server::launch("epoll")
+        .apps(SAMPLE_APPS)
+        .file(HOT, &bytes("hot-v1"))
+        .start();
+    wait_body(&server, "/hot", "v1");
+    let dir = server.apps_dir();
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
+        .expect("list the apps dir")
+        .map(|e| e.expect("an entry").path())
+        .map(|p| {
+            let name = p
+                .file_name()
+                .expect("a name")
+                .to_string_lossy()
+                .into_owned();
+            (name, std::fs::read(&p).expect("read a plugin"))
+        })
+        .collect();
+    files.sort();
+    assert_eq!(
+        files.len(),
+        4,
+        "{:?}",
+        files.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let requests = request_loop(server.port, &["/hot", "/article", "/hello/"], stop.clone());
+    std::fs::remove_dir_all(&dir).expect("rm -rf apps");
+    std::fs::create_dir(&dir).expect("mkdir apps");
+    // The host has seen the files gone (it says what it does about it).
+    let hot = path_of(&server, HOT);
+    let noticed = wait_until(HOT_WAIT, || {
+        !server.log_lines(&[&hot, "is gone"]).is_empty()
+            || !server.log_lines(&["unmounted app hot"]).is_empty()
+    });
+    assert!(
+        noticed,
+        "the emptied apps dir was never noticed: {}",
+        server.log()
+    );
+    for (name, contents) in &files {
+        std::fs::write(dir.join(name), contents).expect("cp a plugin back");
+    }
+    // Each file is looked at again once it has settled.
+    let settled = |name: &str| {
+        let path = path_of(&server, name);
+        !server
+            .log_lines(&[&path, "holds the same bytes"])
+            .is_empty()
+            || server.log_lines(&["loaded app", &path]).len() > 1
+            || !server.log_lines(&["replaced app", &path]).is_empty()
+    };
+    let done = wait_until(HOT_WAIT, || files.iter().all(|(name, _)| settled(name)));
+    stop.store(true, Relaxed);
+    let seen = requests.join().expect("the request loop");
+    assert!(
+        done,
+        "the files put back were not all looked at: {}",
+        server.log()
+    );
+    let failed: Vec<_> = seen.iter().filter(|(_, s)| *s != 200).collect();
+    assert!(
+        seen.len() > 10 && failed.is_empty(),
+        "{} of {} requests failed during the rebuild: {failed:?}",
+        failed.len(),
+        seen.len()
+    );
+    for (name, _) in &files {
+        let path = path_of(&server, name);
+        assert_eq!(
+            server
+                .log_lines(&[&path, "holds the same bytes", "generation 1)"])
+                .len(),
+            1,
+            "{name}: {}",
+            server.log()
+        );
+    }
+    assert!(
+        server.log_lines(&["unmounted app"]).is_empty()
+            && server.log_lines(&["replaced app"]).is_empty(),
+        "{}",
+        server.log()
+    );
+    // Status lists one generation per app, as before the rebuild.
+    let doc = status(&server);
+    let generations = doc["generations"].as_array().expect("a generations list");
+    assert_eq!(generations.len(), 4, "{doc:#}");
+    assert!(generations.iter().all(|g| g["generation"] == 1), "{doc:#}");
+    assert_eq!(fetch(&server, "/hot"), (200, "v1".into()));
 }
 
 fn sighup_waits_for_a_file_still_being_written(poller: &str) {

@@ -8,7 +8,8 @@
 //! temporary directory, in both copy modes (memfd, and the private directory
 //! forced by `STOA_PLUGIN_COPIES=dir`), with each generation's mapping
 //! reported in status. `--max-plugin-size` takes K/M/G suffixes and refuses
-//! a value it cannot read.
+//! a value it cannot read. A file without an ELF header is refused before
+//! it is copied.
 
 use crate::common::{bytes, fetch, install_atomically, path_of, status, wait_body, wait_log, HOT};
 use crate::harness::{plugins, wait_until, Server, TempDir, SAMPLE_APPS, STOA, WAIT};
@@ -347,6 +348,31 @@ fn a_clean_exit_leaves_nothing_behind(poller: &str) {
             entries(tmp.path())
         );
     }
+}
+
+/// A 900 MB sparse `x.so` with no ELF header (under the default
+/// `--max-plugin-size`) is refused on its first bytes, before any copy:
+/// the host runs under a file-size limit of 128 MiB (256 MiB where the
+/// shell counts `ulimit -f` in KiB), which a copy of it would pass (the
+/// kernel's SIGXFSZ, or a failed write), while the sample apps (smaller)
+/// are copied and serve. Backend-free: one backend.
+#[test]
+fn a_file_without_elf_magic_is_refused_before_it_is_copied() {
+    let server = Server::launch("epoll")
+        .apps(SAMPLE_APPS)
+        .sparse_file("x.so", 900 << 20)
+        .shell("ulimit -f 262144")
+        .start();
+    wait_log(
+        &server,
+        &[
+            "refused plugin",
+            &path_of(&server, "x.so"),
+            "not a loadable shared library (not an ELF file)",
+        ],
+    );
+    samples_serve(&server);
+    assert!(!server.log_contains("copy the plugin"), "{}", server.log());
 }
 
 /// `--max-plugin-size 64M`: a 100 MiB file is refused with the bound in

@@ -6,12 +6,14 @@
 //! (timers, the blocking pool), `pool` the blocking pool with per-app shares,
 //! `retire` calls a generation's retire hook once nothing holds it.
 //! `error` says why a plugin is refused (`LoadError`), `abi_report` finds
-//! the first difference in abi_stable's layout report.
+//! the first difference in abi_stable's layout report, `fingerprint` what
+//! a file's bytes are (a file back with the same bytes keeps its generation).
 
 pub(crate) mod abi_report;
 pub(crate) mod dir;
 pub(crate) mod elf_check;
 pub(crate) mod error;
+pub(crate) mod fingerprint;
 pub(crate) mod loader;
 pub(crate) mod mounts;
 pub mod plugin_copy;

@@ -1,7 +1,8 @@
 //! The private copy of a plugin that the host maps: the bytes are taken
 //! once from the apps directory into a place no other user can reach, then
 //! checked (size, ELF structure, a load probe in a child) before the host
-//! loads them in-process.
+//! loads them in-process. The size and the ELF headers are checked on the
+//! file in place first, so a file that is no shared library costs no copy.
 //!
 //! Preferred: an anonymous memory file (`memfd_create`), sealed against any
 //! change, loaded through `/proc/self/fd/N`; it has no name in any file
@@ -19,6 +20,7 @@
 
 use crate::apps::elf_check;
 use crate::apps::error::LoadError;
+use crate::apps::fingerprint::{Fingerprint, Hashing};
 use crate::apps::probe::{self, ProbeTarget};
 use rustix::fs::{MemfdFlags, SealFlags};
 use std::fs::{File, OpenOptions, Permissions};
@@ -52,6 +54,8 @@ pub struct PluginCopies {
 pub struct PluginCopy {
     file: File,
     len: u64,
+    /// The bytes copied (once filled).
+    fingerprint: Option<Fingerprint>,
     /// The path the loaders open: `/proc/self/fd/N` or the copy's path.
     load_path: PathBuf,
     /// How the library's mapping is named in /proc/self/maps.
@@ -92,6 +96,11 @@ impl PluginCopies {
             log::info!("plugin copies: in a private directory ({MODE_ENV}=dir)");
         }
         Ok(copies)
+    }
+
+    /// The size bound (`--max-plugin-size`).
+    pub fn max_size(&self) -> u64 {
+        self.max_size
     }
 
     /// Copies `path` and vets the copy: size bound, ELF structure, then the
@@ -143,6 +152,10 @@ impl PluginCopies {
                 max: self.max_size,
             });
         }
+        // The header and program headers, read in place: a file that is no
+        // shared library is refused before a byte of it is copied. The copy
+        // is checked again below (the file may change in between).
+        elf_check::check(&source, meta.len())?;
         self.next += 1;
         let file_name = path
             .file_name()
@@ -179,21 +192,24 @@ impl PluginCopies {
         Ok(copy)
     }
 
-    /// Copies `source` from its start into `copy`, refusing more than the
-    /// size bound.
+    /// Copies `source` from its start into `copy` (fingerprinting the
+    /// bytes on the way), refusing more than the size bound.
     fn fill(&self, copy: &mut PluginCopy, mut source: &File) -> Result<(), LoadError> {
         source
             .seek(SeekFrom::Start(0))
             .map_err(LoadError::io("read the plugin"))?;
-        let copied = std::io::copy(
+        let mut hashing = Hashing::new(&mut copy.file);
+        std::io::copy(
             &mut source.take(self.max_size.saturating_add(1)),
-            &mut copy.file,
+            &mut hashing,
         )
         .map_err(LoadError::io("copy the plugin for loading"))?;
-        if copied > self.max_size {
+        let print = hashing.fingerprint();
+        if print.size > self.max_size {
             return Err(LoadError::GrewTooLarge { max: self.max_size });
         }
-        copy.len = copied;
+        copy.len = print.size;
+        copy.fingerprint = Some(print);
         Ok(())
     }
 
@@ -219,6 +235,7 @@ impl PluginCopies {
         Ok(PluginCopy {
             file,
             len: 0,
+            fingerprint: None,
             load_path: path.clone(),
             mapping: path.to_string_lossy().into_owned(),
             on_disk: Some(Unlink(path)),
@@ -232,6 +249,7 @@ impl PluginCopy {
         PluginCopy {
             file,
             len: 0,
+            fingerprint: None,
             load_path: PathBuf::from(format!("/proc/self/fd/{fd}")),
             mapping: format!("/memfd:{name}"),
             on_disk: None,
@@ -240,6 +258,11 @@ impl PluginCopy {
 
     fn is_memfd(&self) -> bool {
         self.on_disk.is_none()
+    }
+
+    /// The size and digest of the bytes copied.
+    pub fn fingerprint(&self) -> Option<Fingerprint> {
+        self.fingerprint
     }
 
     /// The path the host's loader opens.

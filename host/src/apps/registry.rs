@@ -1,9 +1,11 @@
 //! The apps directory over time: the first scan at start-up, then rescans
 //! (every second while watching, or on SIGHUP) that mount new plugins,
 //! replace changed ones with a new generation, and unmount removed ones. A
-//! scan that fails changes nothing; only a successful scan that no longer
-//! lists a file unmounts it. An app is mounted when its constructor, run
-//! on a thread of its own, returns (see `watcher`).
+//! scan that fails changes nothing; only successful scans that no longer
+//! list a file for `SETTLE` unmount it (a directory rebuilt in place keeps
+//! serving), and a file back with the bytes of its mounted generation keeps
+//! that generation. An app is mounted when its constructor, run on a thread
+//! of its own, returns (see `watcher`).
 //!
 //! Every plugin is loaded from a private copy, never from the apps
 //! directory itself: `dlopen` of a path already loaded returns the old
@@ -15,6 +17,7 @@
 
 use crate::apps::dir::{self, Entry, Stamp};
 use crate::apps::error::{Distrust, LoadError};
+use crate::apps::fingerprint::Fingerprint;
 use crate::apps::loader::{load_file, AppLimits, LoadedApp, Refusal};
 use crate::apps::mounts::MountTable;
 use crate::apps::plugin_copy::PluginCopies;
@@ -27,7 +30,8 @@ mod watch;
 use watch::Watch;
 
 /// A file must be unchanged for this long before it is loaded by a watch
-/// scan or a signal (a copy in progress is half-written for a while).
+/// scan or a signal (a copy in progress is half-written for a while), and
+/// gone for this long before its app is unmounted.
 const SETTLE: Duration = Duration::from_secs(1);
 
 /// What asked for a scan; it decides when a new or changed file is loaded.
@@ -82,6 +86,8 @@ pub struct Retained {
 struct Live {
     app: Arc<LoadedApp>,
     stamp: Stamp,
+    /// The bytes it was loaded from.
+    fingerprint: Option<Fingerprint>,
 }
 
 /// A file not loaded, and why; `untrusted` is the trust verdict it was
@@ -164,23 +170,17 @@ impl Registry {
             Ok(listing) => listing,
             Err(e) => {
                 self.watch.health.failed(&self.dir, &e);
+                self.watch.failed_at = Some(std::time::Instant::now());
                 return true;
             }
         };
+        self.watch.failed_at = None;
         let mut changed = self.watch.health.succeeded(&self.dir);
         let insecure = self.watch.insecure;
         self.watch
             .health
             .dir_trust(&self.dir, &listing.dir_untrusted, insecure);
-        if how == Scan::Recheck {
-            // A file a signal asked for that is gone is no longer awaited.
-            let entries = &listing.entries;
-            self.watch
-                .requested
-                .retain(|p, _| entries.iter().any(|e| e.path == *p));
-        } else {
-            changed |= self.forget_missing(&listing.entries);
-        }
+        changed |= self.forget_missing(&listing.entries);
         for entry in listing.entries {
             if how == Scan::Recheck && !self.watch.requested.contains_key(&entry.path) {
                 continue;
@@ -199,26 +199,11 @@ impl Registry {
         changed
     }
 
-    /// Unmounts (or forgets) what a successful scan no longer lists.
+    /// Unmounts (once gone for `SETTLE`) or forgets what a successful scan
+    /// no longer lists.
     fn forget_missing(&mut self, entries: &[Entry]) -> bool {
         let present: HashSet<&PathBuf> = entries.iter().map(|e| &e.path).collect();
-        let mut changed = false;
-        let gone: Vec<PathBuf> = self
-            .live
-            .keys()
-            .filter(|p| !present.contains(p))
-            .cloned()
-            .collect();
-        for path in gone {
-            if let Some(live) = self.live.remove(&path) {
-                log::info!(
-                    "unmounted app {} ({} removed)",
-                    live.app.name,
-                    path.display()
-                );
-                changed = true;
-            }
-        }
+        let mut changed = self.unmount_gone(&present);
         let before = self.refused.len();
         self.refused.retain(|p, _| present.contains(&p));
         changed |= before != self.refused.len();
@@ -298,8 +283,11 @@ impl Registry {
                 path.display()
             );
         }
+        if let Some(changed) = self.keep_same_bytes(&path, stamp) {
+            return changed;
+        }
         match self.load(&path) {
-            Ok(app) => self.construct(path, stamp, app, untrusted),
+            Ok((app, fingerprint)) => self.construct(path, (stamp, fingerprint), app, untrusted),
             Err(reason) => self.refuse(path, stamp, reason, untrusted),
         }
     }
@@ -328,7 +316,8 @@ impl Registry {
         true
     }
 
-    fn load(&mut self, path: &Path) -> Result<LoadedApp, LoadError> {
+    /// Loads `path` (its app and the fingerprint of the bytes loaded).
+    fn load(&mut self, path: &Path) -> Result<(LoadedApp, Option<Fingerprint>), LoadError> {
         // The app this file held before (still mounted, or removed and now
         // back): its generations count whatever the file's history.
         let known = self
@@ -347,6 +336,7 @@ impl Registry {
         let copy = self.private.prepare(path)?;
         let taken = self.taken_by_others(path);
         let result = load_file(copy.load_path(), path, &self.mounts, &taken);
+        let fingerprint = copy.fingerprint();
         let mapping = copy.finish(result.is_ok());
         let mut app = result?;
         if let Some((settings, limits)) = self.settings.get(&app.name) {
@@ -367,7 +357,7 @@ impl Registry {
             generation: *generation,
             mapping,
         });
-        over_cap.map(|()| app)
+        over_cap.map(|()| (app, fingerprint))
     }
 
     /// The apps mounted or being constructed from files other than `path`

@@ -88,33 +88,83 @@ impl Input {
     }
 }
 
+/// The longest line `wsgi.errors` passes to the log; the rest of a longer
+/// one is dropped (the logged part says so).
+pub const LINE_CAP: usize = 8 * 1024;
+
 /// `wsgi.errors`: text written here reaches the host's log, a line at a
-/// time, as warnings of the app.
+/// time, as warnings of the app. Each write is looked at once (the partial
+/// line kept is never rescanned), and a line is cut at [`LINE_CAP`] bytes.
 #[pyclass(module = "stoa_wsgi")]
 pub struct Errors {
-    pending: Mutex<String>,
+    pending: Mutex<Lines>,
+}
+
+/// The partial line written so far, and whether the rest of a cut line is
+/// being dropped.
+#[derive(Default)]
+struct Lines {
+    partial: String,
+    dropping: bool,
+}
+
+impl Lines {
+    /// Adds `text`; returns the lines it completed (or cut).
+    fn push(&mut self, text: &str) -> Vec<String> {
+        let mut done = Vec::new();
+        for (i, piece) in text.split('\n').enumerate() {
+            if i > 0 {
+                // A newline ended the line before this piece.
+                if !std::mem::take(&mut self.dropping) {
+                    done.push(std::mem::take(&mut self.partial));
+                }
+            }
+            if self.dropping || piece.is_empty() {
+                continue;
+            }
+            let room = LINE_CAP - self.partial.len();
+            if piece.len() <= room {
+                self.partial.push_str(piece);
+                continue;
+            }
+            let mut cut = room;
+            while !piece.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            self.partial.push_str(&piece[..cut]);
+            let line = std::mem::take(&mut self.partial);
+            done.push(format!("{line} [line cut at {LINE_CAP} bytes]"));
+            self.dropping = true;
+        }
+        done.retain(|l| !l.trim_end_matches('\r').is_empty());
+        for line in &mut done {
+            if line.ends_with('\r') {
+                line.pop();
+            }
+        }
+        done
+    }
+
+    /// Takes the partial line (a flush); the next write starts a new one.
+    fn take(&mut self) -> Vec<String> {
+        self.dropping = false;
+        let line = std::mem::take(&mut self.partial);
+        match line.trim_end_matches('\r') {
+            "" => Vec::new(),
+            text => vec![text.to_string()],
+        }
+    }
 }
 
 impl Errors {
     pub fn new() -> Self {
         Errors {
-            pending: Mutex::new(String::new()),
+            pending: Mutex::new(Lines::default()),
         }
     }
 
-    /// Takes the complete lines written so far (all of it with `all`).
-    fn lines(&self, all: bool) -> Vec<String> {
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        let cut = if all {
-            pending.len()
-        } else {
-            pending.rfind('\n').map_or(0, |i| i + 1)
-        };
-        let done: String = pending.drain(..cut).collect();
-        done.lines()
-            .filter(|l| !l.is_empty())
-            .map(str::to_string)
-            .collect()
+    fn lines(&self) -> std::sync::MutexGuard<'_, Lines> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Logs the lines, with the interpreter released (a host call).
@@ -133,11 +183,8 @@ impl Errors {
 #[pymethods]
 impl Errors {
     fn write(&self, py: Python<'_>, text: &str) -> usize {
-        self.pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push_str(text);
-        Errors::emit(py, self.lines(false));
+        let done = self.lines().push(text);
+        Errors::emit(py, done);
         text.chars().count()
     }
 
@@ -148,7 +195,8 @@ impl Errors {
     }
 
     pub fn flush(&self, py: Python<'_>) {
-        Errors::emit(py, self.lines(true));
+        let done = self.lines().take();
+        Errors::emit(py, done);
     }
 }
 
@@ -170,10 +218,31 @@ mod tests {
 
     #[test]
     fn errors_keep_a_partial_line_until_flushed() {
-        let errors = Errors::new();
-        errors.pending.lock().unwrap().push_str("a\nb\npart");
-        assert_eq!(errors.lines(false), ["a", "b"]);
-        assert_eq!(errors.lines(true), ["part"]);
-        assert!(errors.lines(true).is_empty());
+        let mut lines = Lines::default();
+        assert_eq!(lines.push("a\nb\r\n\npart"), ["a", "b"]);
+        assert_eq!(lines.push("ial"), Vec::<String>::new());
+        assert_eq!(lines.take(), ["partial"]);
+        assert!(lines.take().is_empty());
+    }
+
+    #[test]
+    fn a_long_line_is_cut_and_its_rest_dropped() {
+        let mut lines = Lines::default();
+        let mut logged = Vec::new();
+        // Written a little at a time, as a stream of print()s would.
+        for _ in 0..(3 * LINE_CAP / 100) {
+            logged.extend(lines.push(&"\u{e9}".repeat(50)));
+        }
+        logged.extend(lines.push("still the long line\nnext\n"));
+        assert_eq!(
+            logged.len(),
+            2,
+            "{:?}",
+            logged.iter().map(String::len).collect::<Vec<_>>()
+        );
+        let suffix = format!(" [line cut at {LINE_CAP} bytes]");
+        let cut = logged[0].strip_suffix(&suffix).unwrap_or_default();
+        assert_eq!(cut.len(), LINE_CAP, "two-byte characters fill it exactly");
+        assert_eq!(logged[1], "next");
     }
 }

@@ -24,6 +24,7 @@
 
 #![deny(unsafe_code)]
 
+mod declared;
 mod environ;
 mod io;
 mod python;
@@ -59,8 +60,11 @@ impl App for WsgiApp {
     }
 
     fn handle(&self, request: &Request<'_>, responder: Responder) {
-        self.wsgi
-            .serve(request, Box::new(stream::Streaming::new(responder)));
+        let head_only = request.method.as_str() == "HEAD";
+        self.wsgi.serve(
+            request,
+            Box::new(stream::Streaming::new(responder, head_only)),
+        );
     }
 }
 

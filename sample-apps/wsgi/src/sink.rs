@@ -53,6 +53,18 @@ impl Buffered {
     }
 }
 
+impl Buffered {
+    /// The responder, the head (if `start` came) and the body so far.
+    pub fn into_parts(self) -> (Responder, Option<Head>, Vec<u8>) {
+        let Buffered {
+            responder,
+            head,
+            body,
+        } = self;
+        (responder, head, body)
+    }
+}
+
 impl Sink for Buffered {
     fn start(&mut self, head: Head, _whole: bool) {
         self.head = Some(head);

@@ -1,16 +1,19 @@
 //! The registry's work over time, beside its scans: each app's constructor
 //! on a thread of its own (mounted by `built` when it returns, logged once
 //! past `CONSTRUCTOR_BOUND`), the re-check of young files a signal found,
-//! and the apps thread's mailbox.
+//! removals that wait for `SETTLE` as additions do (an apps directory
+//! rebuilt in place keeps serving), a file back with its mounted bytes
+//! keeping its generation, and the apps thread's mailbox.
 
 use super::{Live, Registry, SETTLE};
 use crate::apps::dir::{Health, Stamp};
 use crate::apps::error::{Distrust, LoadError};
+use crate::apps::fingerprint::{self, Fingerprint};
 use crate::apps::loader::{mount_free, LoadedApp};
 use crate::apps::watcher::{Built, Event, CONSTRUCTOR_BOUND};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -18,6 +21,7 @@ use std::time::Instant;
 pub(super) struct Pending {
     pub(super) app: Arc<LoadedApp>,
     pub(super) stamp: Stamp,
+    fingerprint: Option<Fingerprint>,
     untrusted: Option<Distrust>,
     ticket: u64,
     started: Instant,
@@ -32,6 +36,11 @@ pub(super) struct Watch {
     pub(super) insecure: bool,
     /// Files a signal asked to load that had not settled yet.
     pub(super) requested: HashMap<PathBuf, Stamp>,
+    /// Mounted apps' files a scan no longer listed, since when.
+    pub(super) missing: HashMap<PathBuf, Instant>,
+    /// When the last scan failed (none since one succeeded): re-checks
+    /// wait `SETTLE` after it.
+    pub(super) failed_at: Option<Instant>,
     pub(super) pending: BTreeMap<PathBuf, Pending>,
     pub(super) tickets: u64,
     /// The apps thread's messages (constructors and signals send).
@@ -44,6 +53,8 @@ impl Default for Watch {
             health: Health::default(),
             insecure: false,
             requested: HashMap::new(),
+            missing: HashMap::new(),
+            failed_at: None,
             pending: BTreeMap::new(),
             tickets: 0,
             events: crossbeam_channel::unbounded(),
@@ -71,7 +82,7 @@ impl Registry {
     pub(super) fn construct(
         &mut self,
         path: PathBuf,
-        stamp: Stamp,
+        (stamp, fingerprint): (Stamp, Option<Fingerprint>),
         app: LoadedApp,
         untrusted: Option<Distrust>,
     ) -> bool {
@@ -105,6 +116,7 @@ impl Registry {
         let pending = Pending {
             app,
             stamp,
+            fingerprint,
             untrusted,
             ticket,
             started,
@@ -154,12 +166,17 @@ impl Registry {
         if let Err(reason) = checked {
             return self.refuse(path, pending.stamp, reason, pending.untrusted);
         }
-        self.mount(path, app, pending.stamp);
+        self.mount(path, app, (pending.stamp, pending.fingerprint));
         true
     }
 
     /// Mounts a constructed app, replacing the file's running version.
-    fn mount(&mut self, path: PathBuf, app: Arc<LoadedApp>, stamp: Stamp) {
+    fn mount(
+        &mut self,
+        path: PathBuf,
+        app: Arc<LoadedApp>,
+        (stamp, fingerprint): (Stamp, Option<Fingerprint>),
+    ) {
         let mount = if app.mount.is_empty() {
             "/"
         } else {
@@ -185,7 +202,99 @@ impl Registry {
             ),
         }
         self.refused.remove(&path);
-        self.live.insert(path, Live { app, stamp });
+        self.missing_back(&path);
+        let live = Live {
+            app,
+            stamp,
+            fingerprint,
+        };
+        self.live.insert(path, live);
+    }
+
+    /// Unmounts the apps whose file successful scans have not listed for
+    /// `SETTLE` (the first such scan starts the wait, and a re-check is
+    /// due when it ends); a file listed again is no longer awaited. True
+    /// if the published state changed.
+    pub(super) fn unmount_gone(&mut self, present: &HashSet<&PathBuf>) -> bool {
+        let now = Instant::now();
+        let back: Vec<PathBuf> = (self.watch.missing.keys())
+            .filter(|p| present.contains(p) || !self.live.contains_key(*p))
+            .cloned()
+            .collect();
+        for path in back {
+            self.missing_back(&path);
+        }
+        let mut changed = false;
+        let gone: Vec<PathBuf> = (self.live.keys())
+            .filter(|p| !present.contains(p))
+            .cloned()
+            .collect();
+        for path in gone {
+            let Some(&since) = self.watch.missing.get(&path) else {
+                self.watch.missing.insert(path.clone(), now);
+                if let Some(live) = self.live.get(&path) {
+                    log::info!(
+                        "{} is gone; app {} keeps serving, and is unmounted if it is still gone in {} s",
+                        path.display(),
+                        live.app.name,
+                        SETTLE.as_secs_f64()
+                    );
+                }
+                continue;
+            };
+            if now.duration_since(since) < SETTLE {
+                continue;
+            }
+            self.watch.missing.remove(&path);
+            if let Some(live) = self.live.remove(&path) {
+                log::info!(
+                    "unmounted app {} ({} removed)",
+                    live.app.name,
+                    path.display()
+                );
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// Stops awaiting the removal of `path` (listed again, or replaced).
+    fn missing_back(&mut self, path: &Path) {
+        if self.watch.missing.remove(path).is_some() {
+            if let Some(live) = self.live.get(path) {
+                log::info!(
+                    "{} is back; app {} was not unmounted",
+                    path.display(),
+                    live.app.name
+                );
+            }
+        }
+    }
+
+    /// A new or changed file holding the very bytes of the generation
+    /// mounted from it (a directory rebuilt in place, a `touch`): that
+    /// generation keeps serving under the file's new stamp, and nothing is
+    /// loaded. `Some(changed)` when so; `None` to load the file.
+    pub(super) fn keep_same_bytes(&mut self, path: &Path, stamp: Stamp) -> Option<bool> {
+        let live = self.live.get(path)?;
+        let mounted = live.fingerprint.filter(|f| f.size == stamp.size)?;
+        let now = fingerprint::of_file(path, self.private.max_size()).ok()??;
+        if now != mounted {
+            return None;
+        }
+        log::info!(
+            "{} holds the same bytes as app {} {} (generation {}): kept, not loaded again",
+            path.display(),
+            live.app.name,
+            live.app.version,
+            live.app.generation
+        );
+        if let Some(live) = self.live.get_mut(path) {
+            live.stamp = stamp;
+        }
+        // A pending constructor or a refusal of other bytes is superseded.
+        self.watch.pending.remove(path);
+        Some(self.refused.remove(path).is_some())
     }
 
     /// Apps whose constructor has not returned yet.
@@ -210,10 +319,18 @@ impl Registry {
 
     /// When a file a signal found too young may have settled (a re-check
     /// that finds it still young stores its new stamp, so this moves on).
+    /// So does the wait of a removed file. After a failed scan, not before
+    /// `SETTLE` has passed (the scan is not retried in a loop).
     fn recheck_at(&self) -> Option<Instant> {
         let now = Instant::now();
         let wait = |stamp: &Stamp| SETTLE.saturating_sub(stamp.age());
-        self.watch.requested.values().map(|s| now + wait(s)).min()
+        let young = self.watch.requested.values().map(|s| now + wait(s));
+        let gone = self.watch.missing.values().map(|since| *since + SETTLE);
+        let at = young.chain(gone).min()?;
+        Some(match self.watch.failed_at {
+            Some(failed) => at.max(failed + SETTLE),
+            None => at,
+        })
     }
 
     /// Whether a re-check of the files a signal found too young is due.

@@ -37,14 +37,17 @@ fn hot_replace_keeps_the_interpreter(poller: &str) {
     let server = &wsgi.server;
     assert_eq!(server.get("/pep/chunks").text(), "one,two,three");
     assert_eq!(server.get("/pep/closed").text(), "1");
-    // The same library again, under a new inode: a replace.
+    // The same library and a byte past its end, under a new inode: a
+    // replace (the very same bytes would keep the mounted generation).
     let dir = server.apps_dir();
     let file = plugins()["wsgi"]
         .file_name()
         .expect("a file name")
         .to_owned();
     let tmp = dir.join(".wsgi.so.new");
-    std::fs::copy(&plugins()["wsgi"], &tmp).expect("copy the plugin");
+    let mut bytes = std::fs::read(&plugins()["wsgi"]).expect("read the plugin");
+    bytes.push(0);
+    std::fs::write(&tmp, &bytes).expect("write the copy");
     std::fs::rename(&tmp, dir.join(&file)).expect("install the copy");
     let replaced = wait_until(Duration::from_secs(15), || {
         !server.log_lines(&["replaced app wsgi"]).is_empty()

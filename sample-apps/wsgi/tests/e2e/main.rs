@@ -13,6 +13,7 @@ mod client;
 mod plugins;
 mod wsgi;
 
+mod declared;
 mod django;
 mod loading;
 mod pep3333;

@@ -168,6 +168,22 @@ ROUTES = {
 }
 
 
+# The chunks the server has pulled from Pulled iterables.
+pulled = []
+
+
+class Pulled:
+    """COUNT chunks of SIZE bytes ("a", "b", ... in turn), each pull counted."""
+
+    def __init__(self, size, count):
+        self.size, self.count = size, count
+
+    def __iter__(self):
+        for i in range(self.count):
+            pulled.append(True)
+            yield bytes([ord("a") + i % 26]) * self.size
+
+
 def raw(environ, start_response):
     """What the bridge must refuse itself (the checker would stop them first)."""
     path = environ["PATH_INFO"]
@@ -185,6 +201,29 @@ def raw(environ, start_response):
         return ["not bytes"]
     elif path == "/raw/no-start":
         return [b"body without a status"]
+    elif path.startswith("/raw/declared/"):
+        # /raw/declared/DECLARED/CHUNK/COUNT: declares DECLARED bytes, then
+        # yields COUNT chunks of CHUNK bytes (counted in `pulled`).
+        declared, size, count = (int(n) for n in path.split("/")[3:6])
+        start_response("200 OK", [("Content-Type", "application/octet-stream"),
+                                  ("Content-Length", str(declared))])
+        return Pulled(size, count)
+    elif path == "/raw/not-modified":
+        # A 304 names the length of the representation it stands for.
+        start_response("304 Not Modified", [("Content-Length", "1234"), ("ETag", '"v1"')])
+        return [b""]
+    elif path == "/raw/pulled":
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [str(len(pulled)).encode()]
+    elif path == "/raw/long-error-line":
+        # A 2 MB line written to wsgi.errors 1000 bytes at a time, then a
+        # short one.
+        errors = environ["wsgi.errors"]
+        for _ in range(2000):
+            errors.write("x" * 1000)
+        errors.write("\nafter the long line\n")
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"logged"]
     elif path == "/raw/list":
         # A one-item list, unwrapped (the checker would wrap it): answered whole.
         start_response("200 OK", [("Content-Type", "text/plain")])
