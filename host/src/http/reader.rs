@@ -6,6 +6,7 @@
 use super::chunked::ChunkedDecoder;
 use super::parse::{parse_head_reusing, BodyKind, Head, HeaderOffsets};
 use super::{ConnParams, HttpError};
+use crate::budget::{Budget, Reservation};
 use std::io::{self, Read};
 
 /// First read buffer size; it grows (doubling) up to what the current
@@ -29,16 +30,32 @@ pub enum ReadState {
 /// Spare read and write buffers of one event loop. Buffers belong to busy
 /// connections: an idle keep-alive connection gives its buffers back, so
 /// thousands of idle connections cost little more than their slab entries.
+/// A read buffer grown past `READ_CHUNK` (a body, a long head) draws the
+/// growth from the host's `Budget`.
 #[derive(Default)]
 pub struct BufPool {
     read: Vec<Vec<u8>>,
     write: Vec<Vec<u8>>,
+    budget: Budget,
 }
 
 /// Spare buffers kept per loop; more are freed.
 const POOL_MAX: usize = 256;
 
 impl BufPool {
+    /// A pool whose grown buffers draw on `budget`.
+    pub fn with_budget(budget: Budget) -> Self {
+        BufPool {
+            budget,
+            ..BufPool::default()
+        }
+    }
+
+    /// The budget grown buffers draw on.
+    pub fn budget(&self) -> &Budget {
+        &self.budget
+    }
+
     /// A read buffer of `READ_CHUNK` initialised bytes.
     pub fn take_read(&mut self) -> Vec<u8> {
         self.read.pop().unwrap_or_else(|| vec![0; READ_CHUNK])
@@ -113,6 +130,12 @@ pub struct RequestReader {
     feed: Option<BodyFeed>,
     /// Bytes were read since the flag was last taken.
     pub progressed: bool,
+    /// Bytes read over the connection's life (for the body's minimum rate).
+    taken: u64,
+    /// What the buffers past their first `READ_CHUNK` hold of the budget.
+    hold: Option<Reservation>,
+    /// The budget had no room for the request's next bytes: it is refused.
+    over_budget: bool,
 }
 
 impl RequestReader {
@@ -150,6 +173,12 @@ impl RequestReader {
                     return ReadState::Full;
                 } else {
                     let grown = (self.buf.len() * 2).clamp(READ_CHUNK, self.need(params));
+                    if !self.hold_for(grown, self.body.capacity(), &pool.budget) {
+                        // A streamed body waits for its app to take the
+                        // buffer's bytes; anything else is refused.
+                        self.over_budget = self.feed.is_none();
+                        return ReadState::Full;
+                    }
                     self.buf.resize(grown, 0);
                 }
             }
@@ -158,6 +187,7 @@ impl RequestReader {
                 Ok(0) => return ReadState::Closed,
                 Ok(n) => {
                     self.end += n;
+                    self.taken += n as u64;
                     self.progressed = true;
                     // A short read drained the socket: another read would
                     // only say WouldBlock (and an edge comes with new data).
@@ -191,6 +221,41 @@ impl RequestReader {
         need.max(READ_CHUNK)
     }
 
+    /// Reserves what buffers of `buf_len` and `body_cap` bytes hold past
+    /// the first `READ_CHUNK`; false if the budget has no room.
+    fn hold_for(&mut self, buf_len: usize, body_cap: usize, budget: &Budget) -> bool {
+        hold_for(&mut self.hold, (buf_len, body_cap), budget)
+    }
+
+    /// Brings the reservation down to what the buffers hold now.
+    fn rehold(&mut self) {
+        let bytes = self.buf.len().saturating_sub(READ_CHUNK) + self.body.capacity();
+        if let Some(hold) = &mut self.hold {
+            hold.force(bytes);
+        }
+    }
+
+    /// Bytes held of the budget (for tests and status).
+    pub fn held(&self) -> usize {
+        self.hold.as_ref().map_or(0, Reservation::bytes)
+    }
+
+    /// Bytes read over the connection's life.
+    pub fn taken(&self) -> u64 {
+        self.taken
+    }
+
+    /// Frees a buffer grown for the request just dispatched (its app has
+    /// seen the body, or has its own copy), when nothing else is in it.
+    pub fn shed_grown(&mut self) {
+        if self.buf.len() > READ_CHUNK && self.is_empty() {
+            self.buf = Vec::new();
+            self.start = 0;
+            self.end = 0;
+            self.rehold();
+        }
+    }
+
     /// Bytes read and not yet consumed.
     pub fn buffered(&self) -> usize {
         self.end - self.start
@@ -207,6 +272,7 @@ impl RequestReader {
             self.start = 0;
             self.end = 0;
             pool.give_read(std::mem::take(&mut self.buf));
+            self.rehold();
         }
     }
 
@@ -254,19 +320,26 @@ impl RequestReader {
     /// Parses the next request. `Ok(true)`: a whole request is ready (see
     /// `parts`); `Ok(false)`: more bytes are needed.
     pub fn next_request(&mut self, params: &ConnParams) -> Result<bool, HttpError> {
-        self.next_request_with(params, &|_, _| BodyPlan::default())
+        static UNLIMITED: std::sync::OnceLock<Budget> = std::sync::OnceLock::new();
+        let budget = UNLIMITED.get_or_init(Budget::unlimited);
+        self.next_request_with((params, budget), &|_, _| BodyPlan::default())
     }
 
     /// `next_request`, with `body_plan` deciding, once a head is parsed, a
     /// body limit for this request in place of `params.max_body` (which
     /// the parse itself holds as the ceiling): an app's own `max_body`;
     /// and whether the body is streamed to the app (the request is then
-    /// ready with its head; see `body_piece`).
+    /// ready with its head; see `body_piece`). A body the `budget` has no
+    /// room for is refused (`OverBudget`).
     pub fn next_request_with(
         &mut self,
-        params: &ConnParams,
+        (params, budget): (&ConnParams, &Budget),
         body_plan: &dyn Fn(&Head, &[u8]) -> BodyPlan,
     ) -> Result<bool, HttpError> {
+        if self.over_budget {
+            budget.note_refused(crate::budget::Refusal::Body);
+            return Err(HttpError::OverBudget(budget.limit()));
+        }
         if self.head.is_none() {
             if self.start == self.end {
                 return Ok(false);
@@ -309,11 +382,20 @@ impl RequestReader {
             (BodyKind::None, _) => true,
             (BodyKind::Length(n), _) => self.end - body_start >= n,
             (BodyKind::Chunked, Some(decoder)) => {
-                let used = decoder.decode(
-                    &self.buf[body_start..self.end],
-                    &mut self.body,
-                    self.body_limit.unwrap_or(params.max_body),
-                )?;
+                let limit = self.body_limit.unwrap_or(params.max_body);
+                // The decoded body is never longer than its framing: room
+                // for all of it is reserved before it is decoded.
+                let need = (self.body.len() + self.end - body_start).min(limit);
+                if need > self.body.capacity() {
+                    let cap = need.max(self.body.capacity() * 2).min(limit.max(need));
+                    if !hold_for(&mut self.hold, (self.buf.len(), cap), budget) {
+                        budget.note_refused(crate::budget::Refusal::Body);
+                        return Err(HttpError::OverBudget(budget.limit()));
+                    }
+                    self.body.reserve_exact(cap - self.body.len());
+                }
+                let used =
+                    decoder.decode(&self.buf[body_start..self.end], &mut self.body, limit)?;
                 // Drop the consumed chunk framing so it never piles up.
                 self.buf
                     .copy_within(body_start + used..self.end, body_start);
@@ -374,6 +456,7 @@ impl RequestReader {
         self.decoder = None;
         if self.body.capacity() > READ_CHUNK {
             self.body = Vec::new();
+            self.rehold();
         } else {
             self.body.clear();
         }
@@ -402,6 +485,22 @@ impl RequestReader {
         self.feed = None;
         self.stream_body = false;
         self.start = self.end;
+    }
+}
+
+/// Sets `hold` to what buffers of `buf_len` and `body_cap` bytes hold past
+/// the first `READ_CHUNK` (taking a reservation on `budget` the first
+/// time); false if the budget has no room.
+fn hold_for(
+    hold: &mut Option<Reservation>,
+    (buf_len, body_cap): (usize, usize),
+    budget: &Budget,
+) -> bool {
+    let bytes = buf_len.saturating_sub(READ_CHUNK) + body_cap;
+    match hold {
+        Some(hold) => hold.set(bytes),
+        None if bytes == 0 => true,
+        None => hold.insert(budget.reservation()).set(bytes),
     }
 }
 

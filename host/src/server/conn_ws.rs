@@ -138,6 +138,7 @@ impl Conn<Stream> {
             if src.n > 0 {
                 link.heard(now);
             }
+            let room = link.count_read(src.n, matches!(step, Step::Message(_)), now);
             match step {
                 Step::Idle => self.read_ready = false,
                 Step::Gone { .. } => self.read_closed = true,
@@ -145,6 +146,9 @@ impl Conn<Stream> {
             }
             let idle = step == Step::Idle;
             link.on_step(step);
+            if !room {
+                link.over_budget();
+            }
             self.queue_frames(pool);
             if idle {
                 break;
@@ -207,7 +211,7 @@ impl Conn<Stream> {
             return WsFlow::Close;
         };
         match link.expire(now) {
-            Expired::Pinged => {
+            Expired::Pinged | Expired::TooSlow => {
                 self.queue_frames(pool);
                 WsFlow::Open
             }
