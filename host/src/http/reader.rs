@@ -669,6 +669,83 @@ GET /d HTTP/1.0\r\n\r\n";
         assert!(r.next_request(&params).unwrap());
     }
 
+    /// Fills and parses until a request is ready or refused.
+    fn read_all(
+        input: &[u8],
+        budget: &Budget,
+    ) -> (RequestReader, BufPool, Result<bool, HttpError>) {
+        let params = ConnParams::default();
+        let mut pool = BufPool::with_budget(budget.clone());
+        let mut src = Trickle { data: input };
+        let mut r = RequestReader::default();
+        let mut got = Ok(false);
+        for _ in 0..64 {
+            r.fill(&mut src, &params, false, &mut pool);
+            got = r.next_request_with((&params, budget), &|_, _| BodyPlan::default());
+            if got != Ok(false) {
+                break;
+            }
+        }
+        (r, pool, got)
+    }
+
+    fn post(body_len: usize, chunked: bool) -> Vec<u8> {
+        let framing = if chunked {
+            "Transfer-Encoding: chunked".to_string()
+        } else {
+            format!("Content-Length: {body_len}")
+        };
+        let mut input = format!("POST /b HTTP/1.1\r\nHost: h\r\n{framing}\r\n\r\n").into_bytes();
+        if chunked {
+            for _ in 0..body_len / 1000 {
+                input.extend_from_slice(b"3e8\r\n");
+                input.extend_from_slice(&[b'c'; 1000]);
+                input.extend_from_slice(b"\r\n");
+            }
+            input.extend_from_slice(b"0\r\n\r\n");
+        } else {
+            input.extend(std::iter::repeat_n(b'b', body_len));
+        }
+        input
+    }
+
+    #[test]
+    fn a_body_past_the_budget_is_refused_and_its_bytes_come_back() {
+        use crate::budget::Refusal;
+        for chunked in [false, true] {
+            let budget = Budget::new(100 << 10);
+            let (r, _, got) = read_all(&post(200_000, chunked), &budget);
+            assert_eq!(
+                got,
+                Err(HttpError::OverBudget(100 << 10)),
+                "chunked: {chunked}"
+            );
+            assert!(budget.held() <= 100 << 10);
+            assert_eq!(budget.refused(Refusal::Body), 1);
+            drop(r);
+            assert_eq!(budget.held(), 0, "chunked: {chunked}");
+        }
+    }
+
+    #[test]
+    fn a_held_body_counts_past_the_first_buffer_until_consumed() {
+        for chunked in [false, true] {
+            let budget = Budget::unlimited();
+            let (mut r, mut pool, got) = read_all(&post(200_000, chunked), &budget);
+            assert_eq!(got, Ok(true));
+            assert_eq!(r.parts().map(|p| p.2.len()), Some(200_000));
+            assert!(budget.held() >= 200_000 - READ_CHUNK, "chunked: {chunked}");
+            assert_eq!(budget.held(), r.held());
+            r.consume();
+            r.release(&mut pool);
+            assert_eq!(budget.held(), 0, "chunked: {chunked}");
+        }
+        // A small request never draws on the budget.
+        let budget = Budget::new(0);
+        let (_r, _, got) = read_all(&post(1000, false), &budget);
+        assert_eq!(got, Ok(true));
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
 
