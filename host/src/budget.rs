@@ -171,7 +171,7 @@ pub fn size_text(n: usize) -> String {
     const UNITS: [(usize, &str); 3] = [(1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
     UNITS
         .iter()
-        .find(|(unit, _)| n >= *unit && n % unit == 0)
+        .find(|(unit, _)| n >= *unit && n.is_multiple_of(*unit))
         .map_or_else(
             || n.to_string(),
             |(unit, name)| format!("{}{name}", n / unit),

@@ -18,6 +18,7 @@ matrix!(
     held_bodies_stay_within_max_buffered_and_the_rest_get_503,
     a_websocket_message_past_max_buffered_closes_with_1013,
     a_dripped_body_is_cut_with_408_and_a_steady_one_passes,
+    a_stalled_websocket_message_closes_with_1008,
 );
 
 const MIB: usize = 1 << 20;
@@ -251,4 +252,59 @@ fn a_dripped_body_is_cut_with_408_and_a_steady_one_passes(poller: &str) {
     let mut c = Client::from_stream(steady);
     let r = c.read_response();
     assert_eq!(r.status, 200, "{r:?}");
+}
+
+fn a_stalled_websocket_message_closes_with_1008(poller: &str) {
+    let args = ["--body-timeout", "1s", "--body-min-rate", "100"];
+    let server = Server::start(poller, &["demo"], &args);
+    let mut c = websocket(&server);
+    // A message's first fragment, and nothing more: below 100 bytes/s
+    // once the second of grace has passed (pings stay 30 s away).
+    let mut s = c.stream();
+    s.write_all(&frame(0x01, b"the start of it"))
+        .expect("send a fragment");
+    let close = c.read_bytes(4);
+    assert_eq!(close[0], 0x88, "a close frame: {close:?}");
+    assert_eq!(u16::from_be_bytes([close[2], close[3]]), 1008, "{close:?}");
+    let reason = c.read_bytes(usize::from(close[1]) - 2);
+    let reason = String::from_utf8_lossy(&reason);
+    assert!(reason.contains("body_min_rate (100 bytes/s"), "{reason}");
+}
+
+/// A budget that could never hold the largest body or message is refused
+/// at start-up, naming both flags and the least value (backend-free).
+#[test]
+fn a_budget_below_the_largest_body_or_message_is_refused() {
+    let cases: [(&[&str], &[&str]); 2] = [
+        (
+            &["--max-buffered", "1M"],
+            &[
+                "--max-buffered 1M",
+                "--ws-max-message 16M",
+                "give --max-buffered 16M",
+            ],
+        ),
+        (
+            &[
+                "--max-buffered",
+                "10M",
+                "--max-body",
+                "12M",
+                "--ws-max-message",
+                "1M",
+            ],
+            &[
+                "--max-buffered 10M",
+                "--max-body 12M",
+                "give --max-buffered 12M",
+            ],
+        ),
+    ];
+    for (args, needles) in cases {
+        let (exit, log) = Server::launch("epoll").args(args).refused();
+        assert!(!exit.success(), "{args:?}");
+        for needle in needles {
+            assert!(log.contains(needle), "{args:?}: {needle:?} not in {log}");
+        }
+    }
 }

@@ -484,6 +484,7 @@ impl RequestReader {
         self.head = None;
         self.feed = None;
         self.stream_body = false;
+        self.over_budget = false;
         self.start = self.end;
     }
 }
