@@ -27,7 +27,12 @@ struct Inner {
     held: AtomicUsize,
     bodies_refused: AtomicU64,
     messages_refused: AtomicU64,
+    /// When a refusal was last logged (`ops::stats::stamp`), 0 for never.
+    logged: AtomicU64,
 }
+
+/// Refusals are logged once a minute at most (each is counted).
+const LOG_EVERY_US: u64 = 60_000_000;
 
 /// A handle on the budget: cheap to clone, shared by every worker.
 #[derive(Clone)]
@@ -47,6 +52,7 @@ impl Budget {
             held: AtomicUsize::new(0),
             bodies_refused: AtomicU64::new(0),
             messages_refused: AtomicU64::new(0),
+            logged: AtomicU64::new(0),
         }))
     }
 
@@ -73,13 +79,32 @@ impl Budget {
         }
     }
 
-    /// Counts one refusal.
+    /// Counts one refusal, and says so in the log once a minute at most.
     pub fn note_refused(&self, what: Refusal) {
         let counter = match what {
             Refusal::Body => &self.0.bodies_refused,
             Refusal::Message => &self.0.messages_refused,
         };
         counter.fetch_add(1, Relaxed);
+        let now = crate::ops::stats::stamp(std::time::Instant::now());
+        let last = self.0.logged.load(Relaxed);
+        let due = last == 0 || now.saturating_sub(last) >= LOG_EVERY_US;
+        if due
+            && self
+                .0
+                .logged
+                .compare_exchange(last, now, Relaxed, Relaxed)
+                .is_ok()
+        {
+            log::warn!(
+                "max_buffered ({}) is full: {} body(ies) answered 503 and {} WebSocket \
+                 message(s) closed with 1013 so far (raise --max-buffered, or see \
+                 buffered in /.well-known/stoa/status)",
+                size_text(self.0.limit),
+                self.refused(Refusal::Body),
+                self.refused(Refusal::Message)
+            );
+        }
     }
 
     /// An empty reservation on this budget.

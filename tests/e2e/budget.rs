@@ -140,6 +140,7 @@ fn held_bodies_stay_within_max_buffered_and_the_rest_get_503(poller: &str) {
         Some(&(refused.len() as f64))
     );
     assert_eq!(m.get("stoa_buffered_max_bytes"), Some(&(BUDGET as f64)));
+    assert!(server.wait_log(&["WARN", "max_buffered (64M) is full"]));
     // Closed connections give their bytes back; the host serves on.
     drop(held);
     let returned = wait_until(WAIT, || status(&server)["buffered"]["bytes"] == 0);
