@@ -420,8 +420,9 @@ impl<S> Conn<S> {
             return None;
         }
         let read = self.reader.taken().saturating_sub(taken);
-        let earned = Duration::from_secs_f64(read as f64 / rate as f64);
-        Some(began + params.body_timeout + earned)
+        // Past what an `Instant` can hold, there is no deadline.
+        let earned = Duration::try_from_secs_f64(read as f64 / rate as f64).ok()?;
+        began.checked_add(params.body_timeout.saturating_add(earned))
     }
 
     /// Why the body's deadline passed at `now`: too slow on the whole, or

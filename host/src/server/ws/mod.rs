@@ -192,8 +192,10 @@ impl Link {
             return true;
         }
         let bytes = (self.message.bytes() + read).saturating_sub(control);
-        if bytes > 0 && self.message_began.is_none() {
-            self.message_began = Some(now);
+        // Bytes of a control frame not yet parsed start no message.
+        match bytes {
+            0 => self.message_began = None,
+            _ => self.message_began = self.message_began.or(Some(now)),
         }
         self.message.set(bytes)
     }
@@ -222,8 +224,8 @@ impl Link {
         if rate == 0 {
             return None;
         }
-        let earned = Duration::from_secs_f64(self.message.bytes() as f64 / rate as f64);
-        Some(began + self.params.rate_grace + earned)
+        let earned = Duration::try_from_secs_f64(self.message.bytes() as f64 / rate as f64).ok()?;
+        began.checked_add(self.params.rate_grace.saturating_add(earned))
     }
 
     /// Acts on what the peer's bytes came to.
