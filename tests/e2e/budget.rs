@@ -3,9 +3,10 @@
 //! unfinished bodies keep the host's memory within the budget and the rest
 //! are answered 503 naming the limit, with Retry-After; a WebSocket
 //! message past the budget closes with 1013; a body dripped a byte at a
-//! time is cut with 408 while a slow but steady one passes. Status and
-//! metrics count the refusals, and closed connections give their bytes
-//! back.
+//! time is cut with 408 while a slow but steady one passes, and a stalled
+//! message closes with 1008; a blocking route's copy of a body counts
+//! once. Status and metrics count the refusals, and closed connections
+//! give their bytes back.
 
 use crate::client::Client;
 use crate::common::{metrics, status};
@@ -19,6 +20,7 @@ matrix!(
     a_websocket_message_past_max_buffered_closes_with_1013,
     a_dripped_body_is_cut_with_408_and_a_steady_one_passes,
     a_stalled_websocket_message_closes_with_1008,
+    a_blocking_routes_copy_of_a_body_counts_once,
 );
 
 const MIB: usize = 1 << 20;
@@ -308,4 +310,42 @@ fn a_budget_below_the_largest_body_or_message_is_refused() {
             assert!(log.contains(needle), "{args:?}: {needle:?} not in {log}");
         }
     }
+}
+
+fn a_blocking_routes_copy_of_a_body_counts_once(poller: &str) {
+    const BODY: usize = 7 * MIB;
+    // Room for two such bodies counted once each, not for one counted twice
+    // and another.
+    let server = Server::start(poller, &["demo"], &["--max-buffered", "16M"]);
+    let post = || {
+        let mut c = Client::connect(server.port);
+        let head = format!(
+            "POST /demo/syncsleep-handler/?seconds=2 HTTP/1.1\r\nHost: localhost\r\n\
+             Content-Length: {BODY}\r\n\r\n"
+        );
+        let mut bytes = head.into_bytes();
+        bytes.resize(bytes.len() + BODY, b'p');
+        c.send(&bytes);
+        c
+    };
+    let busy = |n: u64| {
+        wait_until(WAIT, || {
+            status(&server)["blocking_pool"]["apps"]["demo"]["busy"] == n
+        })
+    };
+    let mut first = post();
+    assert!(busy(1), "{}", status(&server)["blocking_pool"]);
+    let held = status(&server)["buffered"]["bytes"].as_u64().unwrap_or(0) as usize;
+    assert!(
+        (BODY..BODY + FIRST_BUFFER).contains(&held),
+        "one 7M body on the pool holds {held} bytes"
+    );
+    let mut second = post();
+    assert!(busy(2), "{}", status(&server)["blocking_pool"]);
+    for c in [&mut first, &mut second] {
+        let r = c.read_response();
+        assert_eq!(r.status, 200, "{r:?}");
+    }
+    let returned = wait_until(WAIT, || status(&server)["buffered"]["bytes"] == 0);
+    assert!(returned, "{}", status(&server)["buffered"]);
 }
