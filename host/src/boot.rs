@@ -55,6 +55,13 @@ pub fn run(cli: Cli) -> Result<(), String> {
             .map_or_else(|| "?".to_string(), |n| n.to_string()),
         budget.reserved()
     );
+    let (max_buffered, rule) = crate::ops::memory::max_buffered(&cli)?;
+    log::info!(
+        "max_buffered={} ({rule}); body_min_rate={} bytes/s after body_timeout",
+        crate::budget::size_text(max_buffered),
+        cli.body_min_rate
+    );
+    let buffered = crate::budget::Budget::new(max_buffered);
     let backlog = cli.backlog.unwrap_or_else(listen::somaxconn);
     let bound = listeners(&cli, workers, backlog)?;
     let upgrade = Arc::new(Upgrade::new(bound.duplicates()?));
@@ -161,7 +168,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
                 i,
                 poller,
                 (listeners, locals.clone()),
-                shared.clone(),
+                (shared.clone(), buffered.clone()),
                 inbox,
             )
             .map_err(|e| format!("cannot start worker {i}: {e}"))?,

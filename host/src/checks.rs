@@ -259,6 +259,7 @@ pub fn check(cli: &Cli) -> Result<(), String> {
         }
     }
     note(watchdog_bounds(cli));
+    note(crate::ops::memory::max_buffered(cli).map(|_| ()));
     match crate::boot::load_apps(cli) {
         Ok(registry) => {
             let state = registry.state();

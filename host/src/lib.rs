@@ -17,6 +17,8 @@
 //!   registry and its watcher thread, services, the blocking pool).
 //! - `ops/`: what operators see and steer (endpoints, stats, access log,
 //!   address rules, run state).
+//! - `budget`: the host-wide budget of buffered bodies and WebSocket
+//!   messages (`--max-buffered`).
 //! - `shared`, `inbox`, `stream_line`: what every worker shares; the loop's
 //!   completion inbox; a streamed response's queue between app and loop.
 //!
@@ -28,6 +30,7 @@
 
 pub mod apps;
 pub mod boot;
+pub mod budget;
 pub(crate) mod checks;
 pub mod cli;
 pub mod http;

@@ -16,6 +16,7 @@ mod article_items;
 mod async_apps;
 mod backpressure;
 mod balancers;
+mod budget;
 mod capacity;
 mod cli;
 mod config;

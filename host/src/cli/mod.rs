@@ -224,6 +224,17 @@ pub struct Cli {
           value_parser = parse_stream_queue, help_heading = LIMITS)]
     pub stream_queue: usize,
 
+    /// Bytes the host may hold, over all clients, of request bodies it
+    /// buffers (and heads past their first 16K read buffer), of their
+    /// copies for blocking-pool routes, and of WebSocket messages not yet
+    /// whole: past it a new body is answered 503 with Retry-After and a
+    /// message closes its WebSocket with 1013. At least --max-body and
+    /// --ws-max-message [default: a quarter of the memory limit the host
+    /// runs under (the cgroup's, else the machine's), at least those two].
+    #[arg(long, env = "STOA_MAX_BUFFERED", value_name = "SIZE",
+          value_parser = parse_size_usize, help_heading = LIMITS)]
+    pub max_buffered: Option<usize>,
+
     /// Largest WebSocket message, its fragments added up (the connection is
     /// closed with 1009 past it).
     #[arg(long, env = "STOA_WS_MAX_MESSAGE", value_name = "SIZE", default_value = "16M",
@@ -244,6 +255,16 @@ pub struct Cli {
     #[arg(long, env = "STOA_BODY_TIMEOUT", value_name = "DURATION", default_value = "30s",
           value_parser = parse_secs, help_heading = TIMEOUTS)]
     pub body_timeout: Duration,
+
+    /// Least average rate of a request body or a WebSocket message, in
+    /// bytes a second, once --body-timeout has passed since its first byte
+    /// (Apache's MinRate: each such many bytes earn it a second more);
+    /// slower gets 408 (a message: close 1008). 0: none.
+    /// The default passes any upload a working link carries (1 GiB at
+    /// 500 bytes/s is 25 days) and cuts a drip of a byte every few seconds.
+    #[arg(long, env = "STOA_BODY_MIN_RATE", value_name = "SIZE", default_value = "500",
+          value_parser = parse_size_usize, help_heading = TIMEOUTS)]
+    pub body_min_rate: usize,
 
     /// Time a response may make no sending progress (then closed).
     #[arg(long, env = "STOA_SEND_TIMEOUT", value_name = "DURATION", default_value = "30s",
@@ -388,6 +409,8 @@ impl Cli {
         crate::server::WsParams {
             max_message: self.ws_max_message,
             ping_interval: self.ws_ping_interval,
+            min_rate: self.body_min_rate,
+            rate_grace: self.body_timeout,
         }
     }
 
@@ -407,6 +430,7 @@ impl Cli {
             app_timeout: self.app_timeout,
             stream_queue: self.stream_queue,
             stream_idle_timeout: self.stream_idle_timeout,
+            body_min_rate: self.body_min_rate,
         }
     }
 }

@@ -97,7 +97,10 @@ impl HostAnswer {
         let body = format!("{status} {}: {}\n", reason(status), self.text());
         let response = Response::text(status, &body);
         match self {
-            HostAnswer::PoolFull | HostAnswer::AppShareFull | HostAnswer::AtCapacity => {
+            HostAnswer::PoolFull
+            | HostAnswer::AppShareFull
+            | HostAnswer::AtCapacity
+            | HostAnswer::Http(HttpError::OverBudget(_)) => {
                 response.with_header("Retry-After", "1")
             }
             HostAnswer::WebSocket(r) if r.status() == 426 => response

@@ -47,6 +47,9 @@ pub struct ConnParams {
     /// A streamed response whose app sends nothing for this long is ended
     /// (abnormally: the connection closes).
     pub stream_idle_timeout: Duration,
+    /// Bytes a second a body must average once `body_timeout` has passed
+    /// since it began (408 below it); 0: no minimum.
+    pub body_min_rate: usize,
 }
 
 impl Default for ConnParams {
@@ -65,6 +68,7 @@ impl Default for ConnParams {
             app_timeout: Duration::from_secs(30),
             stream_queue: 256 * 1024,
             stream_idle_timeout: Duration::from_secs(60),
+            body_min_rate: 500,
         }
     }
 }
@@ -96,6 +100,17 @@ pub enum HttpError {
     HeadTimeout,
     #[error("request body stalled for body_timeout")]
     BodyTimeout,
+    /// The body came slower than `body_min_rate` (bytes a second, after
+    /// a first `body_timeout`).
+    #[error("request body slower than body_min_rate ({0} bytes/s after body_timeout)")]
+    BodyTooSlow(usize),
+    /// The host holds all the request bodies and WebSocket messages its
+    /// budget allows (`max_buffered`, bytes).
+    #[error(
+        "the host holds its whole max_buffered ({}) of request bodies and WebSocket messages; try again later",
+        crate::budget::size_text(*.0)
+    )]
+    OverBudget(usize),
 }
 
 impl HttpError {
@@ -111,7 +126,8 @@ impl HttpError {
             HttpError::UnsupportedCoding => 501,
             HttpError::ExpectationFailed => 417,
             HttpError::VersionNotSupported => 505,
-            HttpError::HeadTimeout | HttpError::BodyTimeout => 408,
+            HttpError::HeadTimeout | HttpError::BodyTimeout | HttpError::BodyTooSlow(_) => 408,
+            HttpError::OverBudget(_) => 503,
         }
     }
 }

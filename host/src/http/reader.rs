@@ -6,6 +6,7 @@
 use super::chunked::ChunkedDecoder;
 use super::parse::{parse_head_reusing, BodyKind, Head, HeaderOffsets};
 use super::{ConnParams, HttpError};
+use crate::budget::{Budget, Reservation};
 use std::io::{self, Read};
 
 /// First read buffer size; it grows (doubling) up to what the current
@@ -29,16 +30,32 @@ pub enum ReadState {
 /// Spare read and write buffers of one event loop. Buffers belong to busy
 /// connections: an idle keep-alive connection gives its buffers back, so
 /// thousands of idle connections cost little more than their slab entries.
+/// A read buffer grown past `READ_CHUNK` (a body, a long head) draws the
+/// growth from the host's `Budget`.
 #[derive(Default)]
 pub struct BufPool {
     read: Vec<Vec<u8>>,
     write: Vec<Vec<u8>>,
+    budget: Budget,
 }
 
 /// Spare buffers kept per loop; more are freed.
 const POOL_MAX: usize = 256;
 
 impl BufPool {
+    /// A pool whose grown buffers draw on `budget`.
+    pub fn with_budget(budget: Budget) -> Self {
+        BufPool {
+            budget,
+            ..BufPool::default()
+        }
+    }
+
+    /// The budget grown buffers draw on.
+    pub fn budget(&self) -> &Budget {
+        &self.budget
+    }
+
     /// A read buffer of `READ_CHUNK` initialised bytes.
     pub fn take_read(&mut self) -> Vec<u8> {
         self.read.pop().unwrap_or_else(|| vec![0; READ_CHUNK])
@@ -113,6 +130,12 @@ pub struct RequestReader {
     feed: Option<BodyFeed>,
     /// Bytes were read since the flag was last taken.
     pub progressed: bool,
+    /// Bytes read over the connection's life (for the body's minimum rate).
+    taken: u64,
+    /// What the buffers past their first `READ_CHUNK` hold of the budget.
+    hold: Option<Reservation>,
+    /// The budget had no room for the request's next bytes: it is refused.
+    over_budget: bool,
 }
 
 impl RequestReader {
@@ -150,6 +173,12 @@ impl RequestReader {
                     return ReadState::Full;
                 } else {
                     let grown = (self.buf.len() * 2).clamp(READ_CHUNK, self.need(params));
+                    if !self.hold_for(grown, self.body.capacity(), &pool.budget) {
+                        // A streamed body waits for its app to take the
+                        // buffer's bytes; anything else is refused.
+                        self.over_budget = self.feed.is_none();
+                        return ReadState::Full;
+                    }
                     self.buf.resize(grown, 0);
                 }
             }
@@ -158,6 +187,7 @@ impl RequestReader {
                 Ok(0) => return ReadState::Closed,
                 Ok(n) => {
                     self.end += n;
+                    self.taken += n as u64;
                     self.progressed = true;
                     // A short read drained the socket: another read would
                     // only say WouldBlock (and an edge comes with new data).
@@ -191,6 +221,41 @@ impl RequestReader {
         need.max(READ_CHUNK)
     }
 
+    /// Reserves what buffers of `buf_len` and `body_cap` bytes hold past
+    /// the first `READ_CHUNK`; false if the budget has no room.
+    fn hold_for(&mut self, buf_len: usize, body_cap: usize, budget: &Budget) -> bool {
+        hold_for(&mut self.hold, (buf_len, body_cap), budget)
+    }
+
+    /// Brings the reservation down to what the buffers hold now.
+    fn rehold(&mut self) {
+        let bytes = self.buf.len().saturating_sub(READ_CHUNK) + self.body.capacity();
+        if let Some(hold) = &mut self.hold {
+            hold.force(bytes);
+        }
+    }
+
+    /// Bytes held of the budget (for tests and status).
+    pub fn held(&self) -> usize {
+        self.hold.as_ref().map_or(0, Reservation::bytes)
+    }
+
+    /// Bytes read over the connection's life.
+    pub fn taken(&self) -> u64 {
+        self.taken
+    }
+
+    /// Frees a buffer grown for the request just dispatched (its app has
+    /// seen the body, or has its own copy), when nothing else is in it.
+    pub fn shed_grown(&mut self) {
+        if self.buf.len() > READ_CHUNK && self.is_empty() {
+            self.buf = Vec::new();
+            self.start = 0;
+            self.end = 0;
+            self.rehold();
+        }
+    }
+
     /// Bytes read and not yet consumed.
     pub fn buffered(&self) -> usize {
         self.end - self.start
@@ -207,6 +272,7 @@ impl RequestReader {
             self.start = 0;
             self.end = 0;
             pool.give_read(std::mem::take(&mut self.buf));
+            self.rehold();
         }
     }
 
@@ -254,19 +320,26 @@ impl RequestReader {
     /// Parses the next request. `Ok(true)`: a whole request is ready (see
     /// `parts`); `Ok(false)`: more bytes are needed.
     pub fn next_request(&mut self, params: &ConnParams) -> Result<bool, HttpError> {
-        self.next_request_with(params, &|_, _| BodyPlan::default())
+        static UNLIMITED: std::sync::OnceLock<Budget> = std::sync::OnceLock::new();
+        let budget = UNLIMITED.get_or_init(Budget::unlimited);
+        self.next_request_with((params, budget), &|_, _| BodyPlan::default())
     }
 
     /// `next_request`, with `body_plan` deciding, once a head is parsed, a
     /// body limit for this request in place of `params.max_body` (which
     /// the parse itself holds as the ceiling): an app's own `max_body`;
     /// and whether the body is streamed to the app (the request is then
-    /// ready with its head; see `body_piece`).
+    /// ready with its head; see `body_piece`). A body the `budget` has no
+    /// room for is refused (`OverBudget`).
     pub fn next_request_with(
         &mut self,
-        params: &ConnParams,
+        (params, budget): (&ConnParams, &Budget),
         body_plan: &dyn Fn(&Head, &[u8]) -> BodyPlan,
     ) -> Result<bool, HttpError> {
+        if self.over_budget {
+            budget.note_refused(crate::budget::Refusal::Body);
+            return Err(HttpError::OverBudget(budget.limit()));
+        }
         if self.head.is_none() {
             if self.start == self.end {
                 return Ok(false);
@@ -309,11 +382,20 @@ impl RequestReader {
             (BodyKind::None, _) => true,
             (BodyKind::Length(n), _) => self.end - body_start >= n,
             (BodyKind::Chunked, Some(decoder)) => {
-                let used = decoder.decode(
-                    &self.buf[body_start..self.end],
-                    &mut self.body,
-                    self.body_limit.unwrap_or(params.max_body),
-                )?;
+                let limit = self.body_limit.unwrap_or(params.max_body);
+                // The decoded body is never longer than its framing: room
+                // for all of it is reserved before it is decoded.
+                let need = (self.body.len() + self.end - body_start).min(limit);
+                if need > self.body.capacity() {
+                    let cap = need.max(self.body.capacity() * 2).min(limit.max(need));
+                    if !hold_for(&mut self.hold, (self.buf.len(), cap), budget) {
+                        budget.note_refused(crate::budget::Refusal::Body);
+                        return Err(HttpError::OverBudget(budget.limit()));
+                    }
+                    self.body.reserve_exact(cap - self.body.len());
+                }
+                let used =
+                    decoder.decode(&self.buf[body_start..self.end], &mut self.body, limit)?;
                 // Drop the consumed chunk framing so it never piles up.
                 self.buf
                     .copy_within(body_start + used..self.end, body_start);
@@ -374,6 +456,7 @@ impl RequestReader {
         self.decoder = None;
         if self.body.capacity() > READ_CHUNK {
             self.body = Vec::new();
+            self.rehold();
         } else {
             self.body.clear();
         }
@@ -401,7 +484,24 @@ impl RequestReader {
         self.head = None;
         self.feed = None;
         self.stream_body = false;
+        self.over_budget = false;
         self.start = self.end;
+    }
+}
+
+/// Sets `hold` to what buffers of `buf_len` and `body_cap` bytes hold past
+/// the first `READ_CHUNK` (taking a reservation on `budget` the first
+/// time); false if the budget has no room.
+fn hold_for(
+    hold: &mut Option<Reservation>,
+    (buf_len, body_cap): (usize, usize),
+    budget: &Budget,
+) -> bool {
+    let bytes = buf_len.saturating_sub(READ_CHUNK) + body_cap;
+    match hold {
+        Some(hold) => hold.set(bytes),
+        None if bytes == 0 => true,
+        None => hold.insert(budget.reservation()).set(bytes),
     }
 }
 
@@ -568,6 +668,83 @@ GET /d HTTP/1.0\r\n\r\n";
         r.consume();
         assert_eq!(r.fill(&mut src, &params, false, &mut pool), ReadState::Full);
         assert!(r.next_request(&params).unwrap());
+    }
+
+    /// Fills and parses until a request is ready or refused.
+    fn read_all(
+        input: &[u8],
+        budget: &Budget,
+    ) -> (RequestReader, BufPool, Result<bool, HttpError>) {
+        let params = ConnParams::default();
+        let mut pool = BufPool::with_budget(budget.clone());
+        let mut src = Trickle { data: input };
+        let mut r = RequestReader::default();
+        let mut got = Ok(false);
+        for _ in 0..64 {
+            r.fill(&mut src, &params, false, &mut pool);
+            got = r.next_request_with((&params, budget), &|_, _| BodyPlan::default());
+            if got != Ok(false) {
+                break;
+            }
+        }
+        (r, pool, got)
+    }
+
+    fn post(body_len: usize, chunked: bool) -> Vec<u8> {
+        let framing = if chunked {
+            "Transfer-Encoding: chunked".to_string()
+        } else {
+            format!("Content-Length: {body_len}")
+        };
+        let mut input = format!("POST /b HTTP/1.1\r\nHost: h\r\n{framing}\r\n\r\n").into_bytes();
+        if chunked {
+            for _ in 0..body_len / 1000 {
+                input.extend_from_slice(b"3e8\r\n");
+                input.extend_from_slice(&[b'c'; 1000]);
+                input.extend_from_slice(b"\r\n");
+            }
+            input.extend_from_slice(b"0\r\n\r\n");
+        } else {
+            input.extend(std::iter::repeat_n(b'b', body_len));
+        }
+        input
+    }
+
+    #[test]
+    fn a_body_past_the_budget_is_refused_and_its_bytes_come_back() {
+        use crate::budget::Refusal;
+        for chunked in [false, true] {
+            let budget = Budget::new(100 << 10);
+            let (r, _, got) = read_all(&post(200_000, chunked), &budget);
+            assert_eq!(
+                got,
+                Err(HttpError::OverBudget(100 << 10)),
+                "chunked: {chunked}"
+            );
+            assert!(budget.held() <= 100 << 10);
+            assert_eq!(budget.refused(Refusal::Body), 1);
+            drop(r);
+            assert_eq!(budget.held(), 0, "chunked: {chunked}");
+        }
+    }
+
+    #[test]
+    fn a_held_body_counts_past_the_first_buffer_until_consumed() {
+        for chunked in [false, true] {
+            let budget = Budget::unlimited();
+            let (mut r, mut pool, got) = read_all(&post(200_000, chunked), &budget);
+            assert_eq!(got, Ok(true));
+            assert_eq!(r.parts().map(|p| p.2.len()), Some(200_000));
+            assert!(budget.held() >= 200_000 - READ_CHUNK, "chunked: {chunked}");
+            assert_eq!(budget.held(), r.held());
+            r.consume();
+            r.release(&mut pool);
+            assert_eq!(budget.held(), 0, "chunked: {chunked}");
+        }
+        // A small request never draws on the budget.
+        let budget = Budget::new(0);
+        let (_r, _, got) = read_all(&post(1000, false), &budget);
+        assert_eq!(got, Ok(true));
     }
 
     proptest! {

@@ -2,6 +2,7 @@
 //! any mount: health, readiness, status (JSON) and metrics (Prometheus).
 
 use crate::apps::registry::mapped_bytes;
+use crate::budget::{Budget, Refusal};
 use crate::http::answer::HostAnswer;
 use crate::ops::netfilter::peer_ip;
 use crate::ops::stats::{AppStats, WorkerStats, APP_SLOTS, LATENCY_BUCKETS};
@@ -16,7 +17,7 @@ use stoa_app_api::Response;
 pub const PREFIX: &str = "/.well-known/stoa/";
 
 /// Answers a host endpoint, or `None` if `path` is not one.
-pub fn answer(shared: &Shared, path: &str, peer: &str) -> Option<Response> {
+pub fn answer((shared, budget): (&Shared, &Budget), path: &str, peer: &str) -> Option<Response> {
     let name = path.strip_prefix(PREFIX)?;
     let response = match name {
         "health" => match shared.watch.unhealthy() {
@@ -34,10 +35,10 @@ pub fn answer(shared: &Shared, path: &str, peer: &str) -> Option<Response> {
         {
             HostAnswer::StatusForbidden.response()
         }
-        "status" => Response::json(200, status_json(shared).as_bytes()),
+        "status" => Response::json(200, status_json(shared, budget).as_bytes()),
         "metrics" => Response::new(200)
             .with_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-            .with_body(metrics_text(shared)),
+            .with_body(metrics_text(shared, budget)),
         _ => HostAnswer::NoEndpoint.response(),
     };
     Some(response)
@@ -63,7 +64,7 @@ fn sum_app<F: Fn(&AppStats) -> u64>(shared: &Shared, slot: Option<usize>, f: F) 
     shared.stats.iter().map(|w| f(w.app(slot))).sum()
 }
 
-fn status_json(shared: &Shared) -> String {
+fn status_json(shared: &Shared, budget: &Budget) -> String {
     let workers: Vec<_> = shared
         .stats
         .iter()
@@ -141,6 +142,12 @@ fn status_json(shared: &Shared) -> String {
         "streams": {
             "open": shared.stats.iter().map(|w| w.streams.load(Relaxed)).sum::<u64>(),
         },
+        "buffered": {
+            "bytes": budget.held(),
+            "max": budget.limit(),
+            "bodies_refused": budget.refused(Refusal::Body),
+            "messages_refused": budget.refused(Refusal::Message),
+        },
         "websockets": {
             "open": shared.stats.iter().map(WorkerStats::websockets).sum::<u64>(),
             "opened": shared.stats.iter().map(|w| w.ws_opened.load(Relaxed)).sum::<u64>(),
@@ -170,7 +177,7 @@ fn label(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
-fn metrics_text(shared: &Shared) -> String {
+fn metrics_text(shared: &Shared, budget: &Budget) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# TYPE stoa_info gauge");
     let _ = writeln!(
@@ -220,6 +227,7 @@ fn metrics_text(shared: &Shared) -> String {
         "# TYPE stoa_connections_max gauge\nstoa_connections_max {}",
         shared.max_connections_total
     );
+    buffered_metrics(budget, &mut out);
     let _ = writeln!(out, "# TYPE stoa_requests_total counter");
     let slots = slots(shared);
     for (name, slot) in &slots {
@@ -285,6 +293,22 @@ fn metrics_text(shared: &Shared) -> String {
     );
     debug_assert!(slots.len() <= APP_SLOTS + 1);
     out
+}
+
+/// The budget of buffered bodies and messages: held, limit, refusals.
+fn buffered_metrics(budget: &Budget, out: &mut String) {
+    let _ = writeln!(
+        out,
+        "# TYPE stoa_buffered_bytes gauge\nstoa_buffered_bytes {}\n\
+         # TYPE stoa_buffered_max_bytes gauge\nstoa_buffered_max_bytes {}\n\
+         # TYPE stoa_buffered_refused_total counter\n\
+         stoa_buffered_refused_total{{kind=\"body\"}} {}\n\
+         stoa_buffered_refused_total{{kind=\"message\"}} {}",
+        budget.held(),
+        budget.limit(),
+        budget.refused(Refusal::Body),
+        budget.refused(Refusal::Message)
+    );
 }
 
 #[cfg(test)]

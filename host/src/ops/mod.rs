@@ -1,6 +1,6 @@
 //! The operations wing: what an operator sees and steers. The host's own
 //! endpoints (`admin`), the counters behind them (`stats`), the access log,
-//! the pid file,
+//! the pid file, the memory limit behind `--max-buffered` (`memory`),
 //! address rules for status and proxies (`netfilter`), the run state
 //! that signals change (`control`), and the loop watchdog with what it
 //! reports (`watchdog`, `survival`).
@@ -8,6 +8,7 @@
 pub(crate) mod access_log;
 pub(crate) mod admin;
 pub(crate) mod control;
+pub(crate) mod memory;
 pub(crate) mod netfilter;
 pub(crate) mod notify;
 pub(crate) mod pid_file;

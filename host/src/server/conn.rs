@@ -124,6 +124,9 @@ pub struct Conn<S> {
     close_after: bool,
     /// The WebSocket, once switched to one.
     ws: Option<Box<Link>>,
+    /// While a body is read: when it began, and the bytes read by then
+    /// (its minimum rate is counted from there).
+    body_began: Option<(Instant, u64)>,
 }
 
 impl<S> Conn<S> {
@@ -148,6 +151,7 @@ impl<S> Conn<S> {
             body: None,
             close_after: false,
             ws: None,
+            body_began: None,
         }
     }
 
@@ -263,6 +267,12 @@ impl<S> Conn<S> {
         });
         self.phase = Phase::Dispatched;
         self.reader.consume();
+        // The app has seen the body (or has its own copy): a buffer grown
+        // for it goes back to the budget now, not after the answer.
+        self.reader.shed_grown();
+        if !self.reader.feeds_body() {
+            self.body_began = None;
+        }
     }
 
     /// Gives the request with the app its app's own `app_timeout`.
@@ -358,6 +368,14 @@ impl<S> Conn<S> {
                 Phase::Reading => Deadline::Head,
             }
         };
+        match want {
+            Deadline::Body if self.body_began.is_none() => {
+                self.body_began = Some((now, self.reader.taken()));
+            }
+            // Output (a 100 Continue) may interrupt a body; it goes on.
+            Deadline::Body | Deadline::Send => {}
+            _ => self.body_began = None,
+        }
         let progressed = match want {
             Deadline::Idle | Deadline::Body => std::mem::take(&mut self.reader.progressed),
             Deadline::Send => self.write_progress,
@@ -368,6 +386,14 @@ impl<S> Conn<S> {
         self.reader.progressed = false;
         self.write_progress = false;
         if progressed || self.deadline.map(|(_, k)| k) != Some(want) {
+            if want == Deadline::Body {
+                let gap = now + params.body_timeout;
+                let at = self
+                    .body_rate_deadline(params)
+                    .map_or(gap, |at| at.min(gap));
+                self.deadline = Some((at, want));
+                return;
+            }
             let limit = match want {
                 Deadline::Idle => params.keep_alive_timeout,
                 Deadline::Head => params.head_timeout,
@@ -381,6 +407,30 @@ impl<S> Conn<S> {
                 Deadline::StreamIdle => params.stream_idle_timeout,
             };
             self.deadline = Some((now + limit, want));
+        }
+    }
+
+    /// When the body being read falls below `body_min_rate`: a first
+    /// `body_timeout` from its start, and a second more for every
+    /// `body_min_rate` bytes read since (Apache's `MinRate`).
+    fn body_rate_deadline(&self, params: &ConnParams) -> Option<Instant> {
+        let (began, taken) = self.body_began?;
+        let rate = params.body_min_rate;
+        if rate == 0 {
+            return None;
+        }
+        let read = self.reader.taken().saturating_sub(taken);
+        // Past what an `Instant` can hold, there is no deadline.
+        let earned = Duration::try_from_secs_f64(read as f64 / rate as f64).ok()?;
+        began.checked_add(params.body_timeout.saturating_add(earned))
+    }
+
+    /// Why the body's deadline passed at `now`: too slow on the whole, or
+    /// stalled.
+    pub fn body_timeout_error(&self, params: &ConnParams, now: Instant) -> HttpError {
+        match self.body_rate_deadline(params) {
+            Some(at) if at <= now => HttpError::BodyTooSlow(params.body_min_rate),
+            _ => HttpError::BodyTimeout,
         }
     }
 
@@ -446,7 +496,9 @@ impl<S: Read + Write> Conn<S> {
         pool: &mut BufPool,
         body_plan: &dyn Fn(&Head, &[u8]) -> BodyPlan,
     ) -> Result<bool, HttpError> {
-        let ready = self.reader.next_request_with(params, body_plan)?;
+        let ready = self
+            .reader
+            .next_request_with((params, pool.budget()), body_plan)?;
         if self.reader.take_continue() {
             self.out.push_bytes(pool, b"HTTP/1.1 100 Continue\r\n\r\n");
         }

@@ -151,12 +151,16 @@ impl Conn<Stream> {
             if src.n > 0 {
                 link.heard(now);
             }
+            let room = link.count_read(src.n, matches!(step, Step::Message(_)), now);
             match step {
                 Step::Idle => self.read_ready = false,
                 Step::Gone { .. } => self.read_closed = true,
                 _ => any = true,
             }
             link.on_step(step);
+            if !room {
+                link.over_budget();
+            }
             self.queue_frames(pool);
         }
         any
@@ -216,7 +220,7 @@ impl Conn<Stream> {
             return WsFlow::Close;
         };
         match link.expire(now) {
-            Expired::Pinged => {
+            Expired::Pinged | Expired::TooSlow => {
                 self.queue_frames(pool);
                 WsFlow::Open
             }

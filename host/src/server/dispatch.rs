@@ -8,6 +8,7 @@ use super::ws::line::Line;
 use super::ws::Link;
 use crate::apps::loader::LoadedApp;
 use crate::apps::services::{Job, Pool, Refused};
+use crate::budget::Budget;
 use crate::http::answer::HostAnswer;
 use crate::http::parse::Head;
 use crate::http::reader::BodyPlan;
@@ -40,6 +41,8 @@ pub(super) struct Dispatcher {
     pub(super) now: Instant,
     /// The server name and port apps see, per listener.
     locals: Vec<(Arc<str>, u16)>,
+    /// What bodies and WebSocket messages may hold (`--max-buffered`).
+    budget: Budget,
 }
 
 impl Dispatcher {
@@ -47,7 +50,7 @@ impl Dispatcher {
         worker: usize,
         shared: Arc<Shared>,
         queue: Arc<Inbox>,
-        locals: Vec<(Arc<str>, u16)>,
+        (locals, budget): (Vec<(Arc<str>, u16)>, Budget),
     ) -> Self {
         Dispatcher {
             worker,
@@ -56,6 +59,7 @@ impl Dispatcher {
             next_id: 1,
             now: Instant::now(),
             locals,
+            budget,
         }
     }
 
@@ -89,7 +93,7 @@ impl Dispatcher {
         let host_answer = if refusal.is_some() {
             refusal
         } else if path.starts_with(admin::PREFIX) {
-            admin::answer(shared, path, &client)
+            admin::answer((shared, &self.budget), path, &client)
         } else {
             None
         };
@@ -116,7 +120,8 @@ impl Dispatcher {
                 with_view(&parts, body, split, &meta, |request| {
                     match shared.pool.as_ref().filter(|_| app.blocks(request)) {
                         Some(pool) => {
-                            let owned = OwnedRequest::copy(&parts, body, split, &meta);
+                            let owned = OwnedRequest::copy(&parts, body, split, &meta)
+                                .held_on(&self.budget);
                             let timeout =
                                 app.limits.app_timeout.unwrap_or(shared.params.app_timeout);
                             let deadline = self.now + timeout;
@@ -335,8 +340,9 @@ impl Dispatcher {
         let accept = upgrade.accept.clone();
         let at = (self.shared.clone(), self.worker);
         let now = self.now;
+        let budget = self.budget.clone();
         let Some(pending) = conn.upgrade((&accept, date), pool, |rest| {
-            Link::new(upgrade, line, at, rest, now)
+            Link::new(upgrade, line, at, (rest, budget), now)
         }) else {
             return;
         };

@@ -21,6 +21,7 @@ mod shed;
 pub(crate) mod timers;
 pub(crate) mod ws;
 
+use crate::budget::Budget;
 use crate::http::answer::HostAnswer;
 use crate::http::parse::Head;
 use crate::http::reader::BufPool;
@@ -84,7 +85,7 @@ impl Server {
         worker: usize,
         mut poller: Box<dyn Poller>,
         (listeners, locals): (Vec<Listener>, Vec<(Arc<str>, u16)>),
-        shared: Arc<Shared>,
+        (shared, budget): (Arc<Shared>, Budget),
         queue: Arc<Inbox>,
     ) -> io::Result<Self> {
         let acceptor = Acceptor::new(listeners, &mut *poller)?;
@@ -101,14 +102,19 @@ impl Server {
             poller,
             acceptor,
             conns: Slab::with_capacity(1024),
-            dispatcher: Dispatcher::new(worker, shared.clone(), queue.clone(), locals),
+            dispatcher: Dispatcher::new(
+                worker,
+                shared.clone(),
+                queue.clone(),
+                (locals, budget.clone()),
+            ),
             sweep_every: sweep_interval(&shared.params, shared.shortest_app_timeout),
             shared,
             queue,
             events: Vec::with_capacity(1024),
             inbox: InboxItems::default(),
             timers: Timers::default(),
-            bufs: BufPool::default(),
+            bufs: BufPool::with_budget(budget),
             date: DateCache::new(),
             next_sweep: Instant::now(),
             shedder,
@@ -559,7 +565,8 @@ impl Server {
                     conn.fail(&HttpError::HeadTimeout, self.date.get(), &mut self.bufs)
                 }
                 Deadline::Body => {
-                    conn.fail(&HttpError::BodyTimeout, self.date.get(), &mut self.bufs)
+                    let error = conn.body_timeout_error(&self.shared.params, now);
+                    conn.fail(&error, self.date.get(), &mut self.bufs)
                 }
                 Deadline::App => {
                     if let Some(pending) = conn.pending() {

@@ -122,6 +122,8 @@ pub struct OwnedRequest {
     body: Vec<u8>,
     split: usize,
     meta: Meta,
+    /// The copied body's share of the budget, held until the job ends.
+    _hold: Option<crate::budget::Reservation>,
 }
 
 impl OwnedRequest {
@@ -133,7 +135,20 @@ impl OwnedRequest {
             body: body.to_vec(),
             split,
             meta: meta.clone(),
+            _hold: None,
         }
+    }
+
+    /// Counts the copied body on `budget` (its original in the connection's
+    /// buffer is given back as the request is dispatched, so it counts
+    /// once; forced, as the two are never held long together).
+    pub fn held_on(mut self, budget: &crate::budget::Budget) -> Self {
+        if self.body.len() > crate::http::reader::READ_CHUNK {
+            let mut hold = budget.reservation();
+            hold.force(self.body.len());
+            self._hold = Some(hold);
+        }
+        self
     }
 
     pub fn with_view<R>(&self, f: impl FnOnce(&Request<'_>) -> R) -> R {

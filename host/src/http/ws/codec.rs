@@ -36,8 +36,11 @@ pub mod code {
     /// frame; never sent.
     pub const ABNORMAL: u16 = 1006;
     pub const INVALID_DATA: u16 = 1007;
+    pub const POLICY: u16 = 1008;
     pub const TOO_BIG: u16 = 1009;
     pub const INTERNAL: u16 = 1011;
+    /// The host holds all the messages its budget allows (`max_buffered`).
+    pub const TRY_AGAIN_LATER: u16 = 1013;
 }
 
 /// What the peer's bytes came to.
@@ -138,6 +141,9 @@ pub struct Codec {
     /// Set once the connection failed or the close handshake ended:
     /// nothing more is read.
     done: bool,
+    /// Bytes of control frames read since last taken (they are no part of
+    /// a message the host holds).
+    control_read: usize,
 }
 
 impl std::fmt::Debug for Codec {
@@ -153,6 +159,10 @@ impl std::fmt::Debug for Codec {
 /// keeps one buffer of it per connection: a thousand idle WebSockets cost
 /// four MiB).
 const READ_CHUNK: usize = 4096;
+
+/// The head of a masked control frame from a client: two bytes, and the
+/// four of its mask (its payload is under 126 bytes).
+const CONTROL_HEAD: usize = 6;
 
 impl Codec {
     /// A codec for a connection just switched to WebSocket; `leftover` are
@@ -171,6 +181,7 @@ impl Codec {
             ctx: WebSocketContext::from_partially_read(leftover, Role::Server, Some(config)),
             out: Vec::new(),
             done: false,
+            control_read: 0,
         }
     }
 
@@ -192,9 +203,14 @@ impl Codec {
         };
         match message {
             Message::Text(_) | Message::Binary(_) => Step::Message(message),
-            Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => {
+            Message::Ping(p) | Message::Pong(p) => {
+                self.control_read += CONTROL_HEAD + p.len();
                 // The pong tungstenite holds back goes out now, so that
                 // it counts against the output bound before more is read.
+                self.flush();
+                Step::Control
+            }
+            Message::Frame(_) => {
                 self.flush();
                 Step::Control
             }
@@ -216,6 +232,11 @@ impl Codec {
                 }
             }
         }
+    }
+
+    /// Bytes of control frames read since the last call.
+    pub fn take_control_read(&mut self) -> usize {
+        std::mem::take(&mut self.control_read)
     }
 
     fn on_error(&mut self, e: Error) -> Step {

@@ -12,9 +12,15 @@
 //! from the peer do not turn the close into a reset that would lose the
 //! close frame. A peer silent for `ws_ping_interval` gets a ping; one still
 //! silent after another interval is dropped.
+//!
+//! A message not yet whole holds its bytes of the host's budget
+//! (`--max-buffered`; past it the connection closes with 1013) and must
+//! come at `--body-min-rate` once `--body-timeout` has passed since its
+//! first byte (else 1008).
 
 pub mod line;
 
+use crate::budget::{size_text, Budget, Refusal, Reservation};
 use crate::http::ws::codec::{code, Codec, Limits, Message, Step};
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{RSlice, RStr};
@@ -35,6 +41,11 @@ pub struct WsParams {
     /// Silence after which the peer is pinged, and then dropped
     /// (`--ws-ping-interval`).
     pub ping_interval: Duration,
+    /// Least average rate of a message, bytes a second, once `rate_grace`
+    /// has passed since its first byte (`--body-min-rate`); 0: none.
+    pub min_rate: usize,
+    /// `--body-timeout`.
+    pub rate_grace: Duration,
 }
 
 impl Default for WsParams {
@@ -42,6 +53,8 @@ impl Default for WsParams {
         WsParams {
             max_message: 16 << 20,
             ping_interval: Duration::from_secs(30),
+            min_rate: 500,
+            rate_grace: Duration::from_secs(30),
         }
     }
 }
@@ -51,6 +64,9 @@ impl Default for WsParams {
 pub enum Expired {
     /// A ping went out: write it.
     Pinged,
+    /// A message came too slowly: the close frame (1008) went out; write
+    /// it, then the connection lingers.
+    TooSlow,
     /// Close the connection now.
     Drop,
 }
@@ -74,6 +90,12 @@ pub struct Link {
     closing_since: Option<Instant>,
     /// Once half-closed: when the wait for the peer's EOF ends.
     linger_until: Option<Instant>,
+    /// What the message not yet whole holds of the budget: the bytes read
+    /// since the last whole message, control frames aside (tungstenite
+    /// keeps its fragments).
+    message: Reservation,
+    /// When the message not yet whole began.
+    message_began: Option<Instant>,
 }
 
 impl Link {
@@ -83,7 +105,7 @@ impl Link {
         upgrade: crate::inbox::Upgrade,
         line: Arc<Line>,
         (shared, worker): (Arc<crate::shared::Shared>, usize),
-        leftover: Vec<u8>,
+        (leftover, budget): (Vec<u8>, Budget),
         now: Instant,
     ) -> Self {
         let params = shared.ws;
@@ -105,6 +127,8 @@ impl Link {
             pinged: false,
             closing_since: None,
             linger_until: None,
+            message: budget.reservation(),
+            message_began: None,
         }
     }
 
@@ -155,6 +179,53 @@ impl Link {
     pub fn heard(&mut self, now: Instant) {
         self.heard = now;
         self.pinged = false;
+    }
+
+    /// Counts `read` bytes from the peer at `now`; `whole`: they ended a
+    /// message. False if the budget has no room for the message not yet
+    /// whole (see `over_budget`).
+    pub fn count_read(&mut self, read: usize, whole: bool, now: Instant) -> bool {
+        let control = self.codec.take_control_read();
+        if whole {
+            self.message_began = None;
+            self.message.force(0);
+            return true;
+        }
+        let bytes = (self.message.bytes() + read).saturating_sub(control);
+        // Bytes of a control frame not yet parsed start no message.
+        match bytes {
+            0 => self.message_began = None,
+            _ => self.message_began = self.message_began.or(Some(now)),
+        }
+        self.message.set(bytes)
+    }
+
+    /// The budget had no room for the message not yet whole: the
+    /// connection closes with 1013 (try again later), counted.
+    pub fn over_budget(&mut self) {
+        if self.codec.done() {
+            return;
+        }
+        let budget = self.message.budget();
+        budget.note_refused(Refusal::Message);
+        let why = format!(
+            "the host holds its whole max_buffered ({})",
+            size_text(budget.limit())
+        );
+        log::debug!("WebSocket closed with 1013: {why}");
+        self.codec.fail(code::TRY_AGAIN_LATER, &why);
+        self.end(code::TRY_AGAIN_LATER, &why);
+    }
+
+    /// When the message not yet whole falls below the minimum rate.
+    fn rate_deadline(&self) -> Option<Instant> {
+        let began = self.message_began?;
+        let rate = self.params.min_rate;
+        if rate == 0 {
+            return None;
+        }
+        let earned = Duration::try_from_secs_f64(self.message.bytes() as f64 / rate as f64).ok()?;
+        began.checked_add(self.params.rate_grace.saturating_add(earned))
     }
 
     /// Acts on what the peer's bytes came to.
@@ -247,13 +318,25 @@ impl Link {
             return since + CLOSE_GRACE;
         }
         let silence = if self.pinged { 2 } else { 1 };
-        self.heard + self.params.ping_interval * silence
+        let ping = self.heard + self.params.ping_interval * silence;
+        self.rate_deadline().map_or(ping, |at| at.min(ping))
     }
 
     /// The deadline passed: ping a silent peer, or give up on it.
     pub fn expire(&mut self, now: Instant) -> Expired {
         if now < self.deadline() {
             return Expired::Pinged;
+        }
+        if self.rate_deadline().is_some_and(|at| at <= now) {
+            let why = format!(
+                "message slower than body_min_rate ({} bytes/s after body_timeout)",
+                self.params.min_rate
+            );
+            log::debug!("WebSocket closed with 1008: {why}");
+            self.message_began = None;
+            self.codec.fail(code::POLICY, &why);
+            self.end(code::POLICY, &why);
+            return Expired::TooSlow;
         }
         let why = if self.linger_until.is_some() || self.closing_since.is_some() {
             "no close answer within the close grace"
