@@ -2,8 +2,8 @@
 #![deny(unsafe_code)]
 
 use std::process::ExitCode;
-use stoa::apps::{plugin_copy, probe};
 use std::time::Duration;
+use stoa::apps::{plugin_copy, probe};
 use stoa::{boot, cli, error_log};
 
 /// How long the exit waits for the error log's last lines.

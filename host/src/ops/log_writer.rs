@@ -62,7 +62,9 @@ pub fn metrics(logs: &[(&str, &LineCounts)], out: &mut String) {
     let fields: [(&str, Field); 3] = [
         ("stoa_log_lines_written_total", |c| c.written.load(Relaxed)),
         ("stoa_log_lines_dropped_total", |c| c.dropped.load(Relaxed)),
-        ("stoa_log_write_errors_total", |c| c.write_errors.load(Relaxed)),
+        ("stoa_log_write_errors_total", |c| {
+            c.write_errors.load(Relaxed)
+        }),
     ];
     for (metric, field) in fields {
         let _ = writeln!(out, "# TYPE {metric} counter");
@@ -368,9 +370,9 @@ impl Writer {
                 let path = path.clone();
                 self.target = Target::File(file, path);
             }
-            Err(e) => log::error!(
-                "SIGUSR1: cannot reopen the {log}: {e}; still writing to the old file"
-            ),
+            Err(e) => {
+                log::error!("SIGUSR1: cannot reopen the {log}: {e}; still writing to the old file")
+            }
         }
     }
 }
