@@ -1,15 +1,16 @@
 //! A log that cannot be written never holds a request or a signal: a
 //! stalled reader of the access log on stdout, a closed stderr pipe, a
-//! FIFO where the access log should be (at start and on SIGUSR1), and a
-//! file size limit (`ulimit -f`, a full disk as far as the host can tell)
-//! each cost lines, counted in status and warned about once, while the
+//! FIFO where the access log should be (at start, in `stoa check` and on
+//! SIGUSR1), and a file size limit (`ulimit -f`, a full disk as far as
+//! the host can tell) each cost lines, counted in status and warned about once, while the
 //! host keeps serving and SIGTERM still drains it. Backend-free: epoll.
 
 use crate::client::{get, request};
-use crate::common::{metrics, status};
-use crate::harness::{wait_until, Server, TempDir, SAMPLE_APPS, WAIT};
+use crate::common::{metrics, run_to_exit, status};
+use crate::harness::{wait_until, Server, TempDir, SAMPLE_APPS, STOA, WAIT};
 use rustix::process::Signal;
 use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 /// SIGTERM drains and exits, cleanly, within a few seconds.
@@ -111,6 +112,27 @@ fn a_fifo_access_log_is_refused_at_start() {
     let expected = format!("--access-log {arg}: {arg} is a FIFO, not a regular file");
     assert!(log.contains(&expected), "{log}");
     assert!(log.contains("or - for standard output"), "{log}");
+}
+
+#[test]
+fn check_reports_a_fifo_access_log() {
+    let dir = TempDir::new("fifo-check");
+    let apps = dir.path().join("apps");
+    std::fs::create_dir(&apps).expect("create the apps dir");
+    let fifo = dir.path().join("access.log");
+    mkfifo(&fifo);
+    let arg = fifo.display().to_string();
+    let out = run_to_exit(
+        Command::new(STOA)
+            .arg("check")
+            .arg("--apps")
+            .arg(&apps)
+            .args(["--bind", "127.0.0.1:0", "--access-log", &arg]),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let expected = format!("problem: --access-log {arg}: {arg} is a FIFO, not a regular file");
+    assert!(stdout.contains(&expected), "{stdout}");
 }
 
 #[test]

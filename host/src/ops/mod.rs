@@ -10,6 +10,7 @@ pub(crate) mod access_log;
 pub(crate) mod admin;
 pub(crate) mod control;
 pub mod error_log;
+pub(crate) mod log_target;
 pub(crate) mod log_writer;
 pub(crate) mod netfilter;
 pub(crate) mod notify;
