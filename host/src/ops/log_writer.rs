@@ -18,6 +18,9 @@ const WARN_EVERY: Duration = Duration::from_secs(60);
 /// How long an exit waits for a log's queued lines (a stalled reader
 /// must not hold the exit).
 pub const EXIT_FLUSH: Duration = Duration::from_secs(1);
+/// How long the writer lets lines gather after a batch that emptied the
+/// queue (the most a line waits beyond its write).
+const GATHER: Duration = Duration::from_millis(10);
 /// The most bytes the writer hands to one `write`.
 const BATCH_BYTES: usize = 64 * 1024;
 
@@ -210,7 +213,12 @@ impl Writer {
         loop {
             select! {
                 recv(self.lines) -> msg => match msg {
-                    Ok(msg) => self.batch(msg),
+                    // Lines that come while it sleeps are taken in the next
+                    // batch, without waking it: a busy host's workers never
+                    // pay a wake-up (a futex call) per line.
+                    Ok(msg) => if !self.batch(msg) {
+                        std::thread::sleep(GATHER);
+                    },
                     Err(_) => return,
                 },
                 recv(self.reopen) -> asked => match asked {
@@ -223,8 +231,9 @@ impl Writer {
         }
     }
 
-    /// Writes `first` and whatever else is queued, up to a batch.
-    fn batch(&mut self, first: Msg) {
+    /// Writes `first` and whatever else is queued, up to a batch; true if
+    /// it stopped at the batch size (more may be waiting).
+    fn batch(&mut self, first: Msg) -> bool {
         let mut next = Some(first);
         let mut lines = 0;
         let mut flushed = Vec::new();
@@ -240,10 +249,12 @@ impl Writer {
                 next = self.lines.try_recv().ok();
             }
         }
+        let full = self.buf.len() >= BATCH_BYTES;
         self.write(lines);
         for done in flushed {
             let _ = done.send(());
         }
+        full
     }
 
     fn write(&mut self, lines: u64) {
