@@ -1,9 +1,10 @@
 //! A log that cannot be written never holds a request or a signal: a
-//! stalled reader of the access log on stdout, a closed stderr pipe, a
-//! FIFO where the access log should be (at start, in `stoa check` and on
-//! SIGUSR1), and a file size limit (`ulimit -f`, a full disk as far as
-//! the host can tell) each cost lines, counted in status and warned about once, while the
-//! host keeps serving and SIGTERM still drains it. Backend-free: epoll.
+//! stalled reader of the access log on stdout or of stderr, a closed
+//! stderr pipe, a FIFO where the access log should be (at start, in
+//! `stoa check` and on SIGUSR1), and a file size limit (`ulimit -f`, a
+//! full disk as far as the host can tell) each cost lines, counted in
+//! status and warned about once, while the host keeps serving and SIGTERM
+//! still drains it. Backend-free: epoll.
 
 use crate::client::{get, request};
 use crate::common::{metrics, run_to_exit, status};
@@ -73,6 +74,32 @@ fn a_stalled_reader_of_the_stdout_access_log_costs_lines_not_requests() {
     // One warning, not one per lost line.
     let warned = server.log_lines(&["access log:", "dropped"]);
     assert_eq!(warned.len(), 1, "{warned:#?}");
+    sigterm_exits(&mut server);
+}
+
+#[test]
+fn a_stalled_reader_of_stderr_costs_error_lines_not_requests() {
+    // At trace level every request is an error-log line.
+    let mut server = Server::launch("epoll")
+        .apps(SAMPLE_APPS)
+        .args(&["--log-level", "trace"])
+        .start();
+    server.log_reader().pause();
+    // The pipe (64 KiB) and the queue (1024 lines) are full long before
+    // the last of these.
+    for batch in 0..100 {
+        let mut c = server.connect();
+        c.send(&get("/hello/").repeat(50));
+        for i in 0..50 {
+            let r = c.read_response();
+            assert_eq!(r.status, 200, "request {} of 5000", batch * 50 + i);
+        }
+    }
+    assert!(
+        count(&server, "error", "dropped") > 0,
+        "{}",
+        status(&server)["logs"]
+    );
     sigterm_exits(&mut server);
 }
 
