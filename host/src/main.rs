@@ -2,12 +2,8 @@
 #![deny(unsafe_code)]
 
 use std::process::ExitCode;
-use std::time::Duration;
 use stoa::apps::{plugin_copy, probe};
 use stoa::{boot, cli, error_log};
-
-/// How long the exit waits for the error log's last lines.
-const EXIT_FLUSH: Duration = Duration::from_secs(1);
 
 fn main() -> ExitCode {
     // The hidden load-probe subcommand (probe.rs), before any flag parsing.
@@ -54,6 +50,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     };
-    error_log::flush(EXIT_FLUSH);
+    error_log::flush(error_log::EXIT_FLUSH);
     code
 }

@@ -5,6 +5,7 @@
 //! counts lines, and never stops or kills the thread that logs.
 
 use crate::cli::LogFormat;
+pub use crate::ops::log_writer::EXIT_FLUSH;
 use crate::ops::log_writer::{LineCounts, Sink, Target};
 use std::os::fd::AsFd;
 use std::sync::atomic::AtomicBool;

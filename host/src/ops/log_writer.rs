@@ -110,19 +110,18 @@ impl Common {
         {
             return;
         }
-        let error = match (&r.last_error, errors > r.write_errors) {
-            (Some(e), true) => format!(
-                "; {} failed write(s), the last: {e}",
-                errors - r.write_errors
-            ),
-            _ => String::new(),
+        let why = match (&r.last_error, errors > r.write_errors) {
+            (Some(e), true) => {
+                format!("{} write(s) failed, the last: {e}", errors - r.write_errors)
+            }
+            _ => "its queue was full: the reader is slower than the requests".to_string(),
         };
         let lost = dropped - r.dropped;
         (r.at, r.dropped, r.write_errors) = (Some(Instant::now()), dropped, errors);
         drop(r);
         log::warn!(
-            "{}: {lost} line(s) dropped{error} (a full queue means its reader is slower \
-             than the requests); next report in a minute at the earliest, totals in status",
+            "{}: {lost} line(s) dropped ({why}); the next report in a minute at the \
+             earliest, the totals in status `logs`",
             self.log
         );
     }
