@@ -588,6 +588,12 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A paused reader reads on to the end of the stream, and ends.
+        for captured in [&self.stdout, &self.log] {
+            if *captured.hold.lock().unwrap_or_else(|p| p.into_inner()) == Hold::Pause {
+                captured.set_hold(Hold::Read);
+            }
+        }
         if std::thread::panicking() {
             eprintln!(
                 "--- stoa --poller {} (port {}) log ---\n{}",
