@@ -13,6 +13,7 @@ use crate::http::ConnParams;
 use crate::listen;
 use crate::ops::access_log;
 use crate::ops::control::Control;
+use crate::ops::log_writer::EXIT_FLUSH;
 use crate::ops::netfilter::{parse_net, NetList};
 use crate::ops::notify;
 use crate::ops::pid_file::PidFile;
@@ -105,7 +106,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
     let access_log = match &cli.access_log {
         Some(target) => Some(
             access_log::AccessLog::open(target, cli.log_format)
-                .map_err(|e| format!("access log {target}: {e}"))?,
+                .map_err(|e| format!("--access-log {target}: {e}"))?,
         ),
         None => None,
     };
@@ -221,6 +222,11 @@ pub fn run(cli: Cli) -> Result<(), String> {
         }
     }
     retire_mounted(&shared, &stop_apps, apps_thread);
+    if let Some(log) = &shared.access_log {
+        if !log.flush(EXIT_FLUSH) {
+            log::warn!("the access log did not take its last lines within {EXIT_FLUSH:?}");
+        }
+    }
     match failed {
         Some(e) => Err(e),
         None => {

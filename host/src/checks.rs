@@ -260,6 +260,12 @@ pub fn check(cli: &Cli) -> Result<(), String> {
     }
     note(watchdog_bounds(cli));
     note(crate::ops::memory::max_buffered(cli).map(|_| ()));
+    if let Some(target) = &cli.access_log {
+        note(
+            crate::ops::log_target::check(target)
+                .map_err(|e| format!("--access-log {target}: {e}")),
+        );
+    }
     match crate::boot::load_apps(cli) {
         Ok(registry) => {
             let state = registry.state();

@@ -15,8 +15,8 @@
 //!   of `unsafe`.
 //! - `apps/`: plugins over time (private copy, ELF check, load probe, loader,
 //!   registry and its watcher thread, services, the blocking pool).
-//! - `ops/`: what operators see and steer (endpoints, stats, access log,
-//!   address rules, run state).
+//! - `ops/`: what operators see and steer (endpoints, stats, the logs and
+//!   their writer threads, address rules, run state).
 //! - `budget`: the host-wide budget of buffered bodies and WebSocket
 //!   messages (`--max-buffered`).
 //! - `shared`, `inbox`, `stream_line`: what every worker shares; the loop's
@@ -37,6 +37,7 @@ pub mod http;
 pub(crate) mod inbox;
 pub mod listen;
 pub(crate) mod ops;
+pub use ops::error_log;
 #[allow(unsafe_code)]
 pub(crate) mod poller;
 pub(crate) mod server;

@@ -3,8 +3,7 @@
 
 use std::process::ExitCode;
 use stoa::apps::{plugin_copy, probe};
-use stoa::cli::LogFormat;
-use stoa::{boot, cli};
+use stoa::{boot, cli, error_log};
 
 fn main() -> ExitCode {
     // The hidden load-probe subcommand (probe.rs), before any flag parsing.
@@ -33,7 +32,7 @@ fn main() -> ExitCode {
         print!("{}", cli.effective_config);
         return ExitCode::SUCCESS;
     }
-    if let Err(e) = setup_logging(cli.log_level, cli.log_format) {
+    if let Err(e) = error_log::setup(cli.log_level, cli.log_format) {
         eprintln!("stoa: cannot set up logging: {e}");
         return ExitCode::FAILURE;
     }
@@ -44,44 +43,13 @@ fn main() -> ExitCode {
     };
     plugin_copy::remove_private_dir();
     stoa::listen::remove_unix_sockets();
-    match result {
+    let code = match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             log::error!("{e}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// The error log on stderr: `TIME LEVEL TARGET: MESSAGE`, or one JSON
-/// object per line with `time`, `level`, `target` and `message`.
-fn setup_logging(level: log::LevelFilter, format: LogFormat) -> Result<(), fern::InitError> {
-    let dispatch = match format {
-        LogFormat::Text => fern::Dispatch::new().format(|out, message, record| {
-            out.finish(format_args!(
-                "{} {:<5} {}: {}",
-                humantime::format_rfc3339_millis(std::time::SystemTime::now()),
-                record.level(),
-                record.target(),
-                message
-            ))
-        }),
-        LogFormat::Json => fern::Dispatch::new().format(|out, message, record| {
-            let line = serde_json::json!({
-                "time": humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
-                "level": record.level().as_str(),
-                "target": record.target(),
-                "message": message.to_string(),
-            });
-            out.finish(format_args!("{line}"))
-        }),
     };
-    // tungstenite logs every frame at debug and trace; the host logs what
-    // a WebSocket comes to itself.
-    dispatch
-        .level(level)
-        .level_for("tungstenite", level.min(log::LevelFilter::Info))
-        .chain(std::io::stderr())
-        .apply()?;
-    Ok(())
+    error_log::flush(error_log::EXIT_FLUSH);
+    code
 }

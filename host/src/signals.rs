@@ -47,6 +47,7 @@ pub fn watch(
                         log::warn!("second signal {signal}: exiting now");
                         plugin_copy::remove_private_dir();
                         listen::remove_unix_sockets();
+                        crate::ops::error_log::flush(crate::ops::log_writer::EXIT_FLUSH);
                         std::process::exit(1);
                     }
                     _ => drain(&shared, &upgrade, graceful, &format!("signal {signal}")),

@@ -108,6 +108,20 @@ pub struct Captured {
     /// The text so far, and whether the stream has ended.
     state: Mutex<(String, bool)>,
     changed: Condvar,
+    /// What the reader does after its next line.
+    hold: Mutex<Hold>,
+    hold_changed: Condvar,
+}
+
+/// What a `Captured` reader does after each line.
+#[derive(Default, Clone, Copy, PartialEq)]
+enum Hold {
+    #[default]
+    Read,
+    /// Stops reading (the pipe fills, and the writer stalls).
+    Pause,
+    /// Closes the pipe (the writer gets EPIPE).
+    Close,
 }
 
 impl Captured {
@@ -131,9 +145,58 @@ impl Captured {
                 if n == 0 {
                     return;
                 }
+                drop(state);
+                let mut hold = sink.hold.lock().unwrap_or_else(|p| p.into_inner());
+                while *hold == Hold::Pause {
+                    hold = sink
+                        .hold_changed
+                        .wait(hold)
+                        .unwrap_or_else(|p| p.into_inner());
+                }
+                if *hold == Hold::Close {
+                    sink.state.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
+                    sink.changed.notify_all();
+                    // Dropping the reader closes the pipe.
+                    return;
+                }
             }
         });
         captured
+    }
+
+    fn set_hold(&self, hold: Hold) {
+        *self.hold.lock().unwrap_or_else(|p| p.into_inner()) = hold;
+        self.hold_changed.notify_all();
+    }
+
+    /// Stops reading after the next line: the child's writes then fill
+    /// the pipe and block (a stalled log reader).
+    pub fn pause(&self) {
+        self.set_hold(Hold::Pause);
+    }
+
+    /// Closes the pipe after the next line: the child's writes then fail
+    /// with EPIPE (a log reader that died).
+    pub fn close_after_next_line(&self) {
+        self.set_hold(Hold::Close);
+    }
+
+    /// Waits up to `timeout` for the stream to have ended (or been closed).
+    pub fn wait_ended(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        while !state.1 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            state = self
+                .changed
+                .wait_timeout(state, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        true
     }
 
     pub fn text(&self) -> String {
@@ -482,6 +545,11 @@ impl Server {
         status
     }
 
+    /// The reader of the host's stderr (to pause or close it).
+    pub fn log_reader(&self) -> &Captured {
+        &self.log
+    }
+
     /// Everything the host has logged so far.
     pub fn log(&self) -> String {
         self.log.text()
@@ -541,6 +609,12 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         kill_group(&mut self.child);
+        // A paused reader reads on to the end of the stream, and ends.
+        for captured in [&self.stdout, &self.log] {
+            if *captured.hold.lock().unwrap_or_else(|p| p.into_inner()) == Hold::Pause {
+                captured.set_hold(Hold::Read);
+            }
+        }
         if std::thread::panicking() {
             eprintln!(
                 "--- stoa --poller {} (port {}) log ---\n{}",

@@ -30,6 +30,7 @@ mod lifecycle;
 mod limits;
 mod loader;
 mod logs;
+mod logs_survive;
 mod misbehave;
 mod new_app;
 mod operator;

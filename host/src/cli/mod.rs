@@ -347,7 +347,9 @@ pub struct Cli {
           value_enum, help_heading = LOGGING)]
     pub log_format: LogFormat,
 
-    /// Access log: a file path (SIGUSR1 reopens it), or `-` for standard output.
+    /// Access log: a regular file (SIGUSR1 reopens it), or `-` for standard
+    /// output (`/dev/stderr` for standard error). Written by a thread of its
+    /// own; lines it cannot take are dropped and counted (status `logs`).
     #[arg(long, env = "STOA_ACCESS_LOG", value_name = "PATH|-", help_heading = LOGGING)]
     pub access_log: Option<String>,
 }

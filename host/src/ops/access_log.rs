@@ -3,13 +3,12 @@
 //! (`%h - - [%t] "%r" %>s %b "%{Referer}i" "%{User-Agent}i"`, times in UTC)
 //! followed by `app=NAME gen=N us=D`; in JSON format one object per line.
 //! SIGUSR1 reopens the file (logrotate's convention).
+//! Lines are written by a thread of their own (`log_writer`).
 
 use crate::cli::LogFormat;
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use crate::ops::log_writer::{LineCounts, Sink, Target};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// What the access log needs of a request, kept only when it is on.
 pub struct AccessInfo {
@@ -35,57 +34,33 @@ pub struct Answered {
     pub micros: u64,
 }
 
-/// Where access log lines go.
+/// Lines of the access log that may wait for the writer: about a tenth
+/// of a second of a busy host, for a disk or a reader that hesitates.
+const QUEUE_LINES: usize = 4096;
+
+/// Where access log lines go: a queue to a writer thread (`log_writer`),
+/// so a slow reader or a full disk costs lines, counted, never a worker.
 pub struct AccessLog {
-    out: Mutex<Box<dyn Write + Send>>,
-    /// The file, to reopen; `None` for standard output.
-    path: Option<PathBuf>,
+    sink: Sink,
     format: LogFormat,
 }
 
-fn open_file(path: &Path) -> io::Result<File> {
-    OpenOptions::new().create(true).append(true).open(path)
-}
-
 impl AccessLog {
-    /// `-` is standard output; anything else a file opened for appending.
-    pub fn open(target: &str, format: LogFormat) -> io::Result<Self> {
-        let (out, path): (Box<dyn Write + Send>, _) = if target == "-" {
-            (Box::new(io::stdout()), None)
-        } else {
-            let path = PathBuf::from(target);
-            (Box::new(open_file(&path)?), Some(path))
-        };
-        Ok(AccessLog {
-            out: Mutex::new(out),
-            path,
-            format,
-        })
+    /// `-` (or `/dev/stdout`) is standard output, `/dev/stderr` standard
+    /// error; anything else a regular file opened for appending.
+    pub fn open(target: &str, format: LogFormat) -> Result<Self, String> {
+        let sink = Sink::spawn("access log", Target::parse(target)?, QUEUE_LINES)?;
+        Ok(AccessLog { sink, format })
     }
 
     /// Opens the file at the configured path again (after logrotate moved
     /// it) and writes there from now on; on failure the old file is kept.
+    /// The writer thread opens it (never blocking) and logs the outcome.
     pub fn reopen(&self) {
-        let Some(path) = &self.path else {
-            log::info!("SIGUSR1: the access log is standard output; nothing to reopen");
-            return;
-        };
-        match open_file(path) {
-            Ok(file) => {
-                let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
-                let _ = out.flush();
-                *out = Box::new(file);
-                drop(out);
-                log::info!("SIGUSR1: reopened the access log {}", path.display());
-            }
-            Err(e) => log::error!(
-                "SIGUSR1: cannot reopen the access log {}: {e}; still writing to the old file",
-                path.display()
-            ),
-        }
+        self.sink.reopen();
     }
 
-    /// Writes one line.
+    /// Queues one line.
     pub fn write(&self, info: &AccessInfo, answered: &Answered) {
         let now = SystemTime::now();
         let mut line = match self.format {
@@ -93,10 +68,16 @@ impl AccessLog {
             LogFormat::Json => json_line(info, answered, now),
         };
         line.push('\n');
-        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(e) = out.write_all(line.as_bytes()).and_then(|()| out.flush()) {
-            log::warn!("access log write failed: {e}");
-        }
+        self.sink.send(line);
+    }
+
+    /// Waits up to `timeout` for the queued lines to be written.
+    pub fn flush(&self, timeout: Duration) -> bool {
+        self.sink.flush(timeout)
+    }
+
+    pub fn counts(&self) -> &LineCounts {
+        self.sink.counts()
     }
 }
 
@@ -199,7 +180,6 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn formats_clf_time() {

@@ -4,6 +4,7 @@
 use crate::apps::registry::mapped_bytes;
 use crate::budget::{Budget, Refusal};
 use crate::http::answer::HostAnswer;
+use crate::ops::log_writer::{self, LineCounts};
 use crate::ops::netfilter::peer_ip;
 use crate::ops::stats::{AppStats, WorkerStats, APP_SLOTS, LATENCY_BUCKETS};
 use crate::ops::survival;
@@ -58,6 +59,13 @@ fn slots(shared: &Shared) -> Vec<(String, Option<usize>)> {
     v.dedup();
     v.push(("(host)".to_string(), None));
     v
+}
+
+/// The logs that are on, with what became of their lines.
+fn logs(shared: &Shared) -> Vec<(&'static str, &LineCounts)> {
+    let error = crate::ops::error_log::counts().map(|c| ("error", c));
+    let access = shared.access_log.as_ref().map(|l| ("access", l.counts()));
+    error.into_iter().chain(access).collect()
 }
 
 fn sum_app<F: Fn(&AppStats) -> u64>(shared: &Shared, slot: Option<usize>, f: F) -> u64 {
@@ -164,6 +172,7 @@ fn status_json(shared: &Shared, budget: &Budget) -> String {
             .map(|c| json!({"app": c.app, "file": c.file.display().to_string()}))
             .collect::<Vec<_>>(),
         "generations": generations,
+        "logs": log_writer::status_json(&logs(shared)),
     });
     status.to_string()
 }
@@ -291,6 +300,7 @@ fn metrics_text(shared: &Shared, budget: &Budget) -> String {
         "# TYPE stoa_apps_scan_failures_total counter\nstoa_apps_scan_failures_total {}",
         shared.apps.load().scan_failures
     );
+    log_writer::metrics(&logs(shared), &mut out);
     debug_assert!(slots.len() <= APP_SLOTS + 1);
     out
 }

@@ -1,5 +1,6 @@
 //! The operations wing: what an operator sees and steers. The host's own
-//! endpoints (`admin`), the counters behind them (`stats`), the access log,
+//! endpoints (`admin`), the counters behind them (`stats`), the access log
+//! and the error log with the writer threads behind both (`log_writer`),
 //! the pid file, the memory limit behind `--max-buffered` (`memory`),
 //! address rules for status and proxies (`netfilter`), the run state
 //! that signals change (`control`), and the loop watchdog with what it
@@ -8,6 +9,9 @@
 pub(crate) mod access_log;
 pub(crate) mod admin;
 pub(crate) mod control;
+pub mod error_log;
+pub(crate) mod log_target;
+pub(crate) mod log_writer;
 pub(crate) mod memory;
 pub(crate) mod netfilter;
 pub(crate) mod notify;

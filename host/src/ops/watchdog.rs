@@ -481,6 +481,7 @@ fn give_up(shared: &Shared) -> ! {
         },
         busy.join(", ")
     );
+    crate::ops::error_log::flush(crate::ops::log_writer::EXIT_FLUSH);
     std::process::exit(1);
 }
 
