@@ -17,62 +17,19 @@ const QUEUE_LINES: usize = 1024;
 
 static SINK: OnceLock<Sink> = OnceLock::new();
 
-struct Logger {
-    level: log::LevelFilter,
-    /// tungstenite logs every frame at debug and trace; the host logs
-    /// what a WebSocket comes to itself.
-    tungstenite: log::LevelFilter,
-    format: LogFormat,
-}
-
-impl Logger {
-    fn level_for(&self, target: &str) -> log::LevelFilter {
-        let dependency = target
-            .strip_prefix("tungstenite")
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"));
-        if dependency {
-            self.tungstenite
-        } else {
-            self.level
-        }
+/// One line of the error log, as `--log-format` asks.
+fn line(format: LogFormat, message: &std::fmt::Arguments, record: &log::Record) -> String {
+    let now = humantime::format_rfc3339_millis(SystemTime::now());
+    match format {
+        LogFormat::Text => format!("{now} {:<5} {}: {message}", record.level(), record.target()),
+        LogFormat::Json => serde_json::json!({
+            "time": now.to_string(),
+            "level": record.level().as_str(),
+            "target": record.target(),
+            "message": message.to_string(),
+        })
+        .to_string(),
     }
-
-    fn line(&self, record: &log::Record) -> String {
-        let now = humantime::format_rfc3339_millis(SystemTime::now());
-        let mut line = match self.format {
-            LogFormat::Text => format!(
-                "{now} {:<5} {}: {}",
-                record.level(),
-                record.target(),
-                record.args()
-            ),
-            LogFormat::Json => serde_json::json!({
-                "time": now.to_string(),
-                "level": record.level().as_str(),
-                "target": record.target(),
-                "message": record.args().to_string(),
-            })
-            .to_string(),
-        };
-        line.push('\n');
-        line
-    }
-}
-
-impl log::Log for Logger {
-    fn enabled(&self, metadata: &log::Metadata) -> bool {
-        metadata.level() <= self.level_for(metadata.target())
-    }
-
-    fn log(&self, record: &log::Record) {
-        if self.enabled(record.metadata()) {
-            if let Some(sink) = SINK.get() {
-                sink.send(self.line(record));
-            }
-        }
-    }
-
-    fn flush(&self) {}
 }
 
 /// Installs the error log, and makes a file write past the size limit
@@ -85,13 +42,23 @@ pub fn setup(level: log::LevelFilter, format: LogFormat) -> Result<(), String> {
     if SINK.set(sink).is_err() {
         return Err("the error log is already set up".into());
     }
-    let logger = Logger {
-        level,
-        tungstenite: level.min(log::LevelFilter::Info),
-        format,
-    };
-    log::set_boxed_logger(Box::new(logger)).map_err(|e| e.to_string())?;
-    log::set_max_level(level);
+    // fern filters and formats; its one output only queues the line (a
+    // fern stream output would write, and panic, in the logging thread).
+    fern::Dispatch::new()
+        .level(level)
+        // tungstenite logs every frame at debug and trace; the host logs
+        // what a WebSocket comes to itself.
+        .level_for("tungstenite", level.min(log::LevelFilter::Info))
+        .format(move |out, message, record| {
+            out.finish(format_args!("{}", line(format, message, record)))
+        })
+        .chain(fern::Output::call(|record| {
+            if let Some(sink) = SINK.get() {
+                sink.send(format!("{}\n", record.args()));
+            }
+        }))
+        .apply()
+        .map_err(|e| e.to_string())?;
     Ok(())
 }
 
