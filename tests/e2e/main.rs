@@ -26,6 +26,7 @@ mod hello;
 mod hot;
 mod lifecycle;
 mod limits;
+mod linger;
 mod loader;
 mod logs;
 mod misbehave;
