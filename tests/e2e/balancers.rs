@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 /// An installed tool (`nginx`, `haproxy`): /usr/sbin first, then `PATH`.
 /// A missing tool fails the test: these tests must not pass unrun.
-fn tool(name: &str) -> PathBuf {
+pub fn tool(name: &str) -> PathBuf {
     let sbin = Path::new("/usr/sbin").join(name);
     if sbin.exists() {
         return sbin;
@@ -33,7 +33,7 @@ fn tool(name: &str) -> PathBuf {
 }
 
 /// The workspace's `deploy/` directory.
-fn deploy(file: &str) -> PathBuf {
+pub fn deploy(file: &str) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("workspace root");
@@ -57,7 +57,7 @@ fn article_2xx(port: u16) -> u64 {
 }
 
 /// Kills the nginx this test started (by its pid) when dropped.
-struct Nginx(Child);
+pub struct Nginx(Child);
 
 impl Drop for Nginx {
     fn drop(&mut self) {
@@ -171,7 +171,7 @@ fn nginx_in_front_of_two_instances_loses_nothing_in_a_rolling_restart() {
 /// Starts `deploy/nginx.conf` itself, in the foreground, with `ports` for
 /// its four instances and a free port for 8080; waits until it listens.
 /// Returns it (killed on drop), its prefix directory and its port.
-fn start_nginx(ports: &[u16]) -> (Nginx, TempDir, u16) {
+pub fn start_nginx(ports: &[u16]) -> (Nginx, TempDir, u16) {
     let nginx = tool("nginx");
     let listen = TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())

@@ -15,6 +15,7 @@ mod article;
 mod article_items;
 mod async_apps;
 mod backpressure;
+mod balancer_answers;
 mod balancers;
 mod capacity;
 mod cli;
