@@ -3,7 +3,8 @@
 //! cap), at most `LingerLimits::most` at once (this worker's share of
 //! `--max-lingering`); past it the one lingering longest is closed first,
 //! after a last read of what it sent. The first such close a minute is
-//! logged with the cap.
+//! logged with the cap. In a drain a connection lingers no longer than an
+//! idle one waits (`DRAIN_IDLE_GRACE`).
 
 use super::conn::{Conn, Flow};
 use super::listener::Stream;
@@ -53,6 +54,10 @@ impl Server {
         let Some(since) = conn.lingering_since().filter(|_| !begun) else {
             return false;
         };
+        if self.shared.control.draining() {
+            // As idle connections in a drain: a short grace, not the full time.
+            conn.close_idle_by(now + super::DRAIN_IDLE_GRACE.min(limits.time));
+        }
         self.lingerers.live += 1;
         self.lingerers.order.push_back((token.0, since));
         let mut closed_self = false;
