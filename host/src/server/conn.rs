@@ -406,10 +406,11 @@ impl<S> Conn<S> {
         }
     }
 
-    /// Gives the read buffer back when nothing is buffered (the output
-    /// buffer goes back as soon as it is flushed).
+    /// Gives the read buffer back when nothing is buffered, or once
+    /// lingering (the output buffer goes back as soon as it is flushed).
     pub fn release_buffers(&mut self, pool: &mut BufPool) {
-        if self.phase == Phase::Reading && !self.has_output() {
+        let idle = matches!(self.phase, Phase::Reading | Phase::Lingering);
+        if idle && !self.has_output() {
             self.reader.release(pool);
         }
     }

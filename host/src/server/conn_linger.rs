@@ -71,6 +71,13 @@ impl<S> Conn<S> {
         self.phase == Phase::Lingering
     }
 
+    /// When a lingering connection is closed if its client has not
+    /// closed first.
+    #[cfg(test)]
+    fn deadline_of_linger(&self) -> Option<Instant> {
+        self.lingering.as_ref().map(|s| s.deadline())
+    }
+
     /// When the lingering close began, if it has.
     pub fn lingering_since(&self) -> Option<Instant> {
         self.lingering.as_ref().map(|s| s.since)
@@ -114,6 +121,9 @@ impl Conn<Stream> {
                 };
                 self.phase = Phase::Lingering;
                 self.read_ready = true;
+                // Bytes buffered past the answer are dropped too (the read
+                // buffer goes back to the pool: see `release_buffers`).
+                self.reader.abandon();
                 self.lingering
                     .insert(Box::new(LingerState::new(now, &limits)))
             }
@@ -150,5 +160,80 @@ impl Conn<Stream> {
             return Flow::Close;
         }
         Flow::Open
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::reader::BufPool;
+    use crate::http::HttpError;
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+    use std::sync::Arc;
+
+    /// A connection over one end of a socket pair that has answered 413
+    /// (its answer written), and the client's end.
+    fn refused(pool: &mut BufPool) -> (Conn<Stream>, UnixStream) {
+        let (a, b) = UnixStream::pair().expect("pair");
+        a.set_nonblocking(true).expect("nonblocking");
+        let stream = Stream::Unix(mio::net::UnixStream::from_std(a));
+        let mut conn = Conn::new(stream, Arc::from("peer"));
+        conn.fail(&HttpError::BodyTooLarge, "-", pool);
+        conn.flush(pool).expect("flush");
+        assert!(conn.lingers() && !conn.finished());
+        (conn, b)
+    }
+
+    fn limits(bytes: u64) -> LingerLimits {
+        LingerLimits {
+            bytes,
+            ..LingerLimits::default()
+        }
+    }
+
+    #[test]
+    fn the_answer_ends_in_a_fin_and_what_follows_is_dropped_until_eof() {
+        let mut pool = BufPool::default();
+        let (mut conn, mut client) = refused(&mut pool);
+        let now = Instant::now();
+        client.write_all(&[b'x'; 50_000]).expect("more body");
+        assert_eq!(conn.linger(now, &limits(1 << 20)), Flow::Open);
+        assert!(conn.is_lingering());
+        let mut answer = String::new();
+        client
+            .read_to_string(&mut answer)
+            .expect("the answer, then a FIN");
+        assert!(answer.starts_with("HTTP/1.1 413 "), "{answer}");
+        client.write_all(&[b'x'; 50_000]).expect("still more");
+        assert_eq!(conn.linger(now, &limits(1 << 20)), Flow::Open);
+        drop(client);
+        assert_eq!(conn.linger(now, &limits(1 << 20)), Flow::Close);
+    }
+
+    #[test]
+    fn each_bound_closes() {
+        let mut pool = BufPool::default();
+        let now = Instant::now();
+        let l = limits(1 << 20);
+        // Bytes: past `bytes` dropped.
+        let (mut conn, mut client) = refused(&mut pool);
+        client.write_all(&[b'x'; 20_000]).expect("body");
+        assert_eq!(conn.linger(now, &limits(10_000)), Flow::Close);
+        // Silence: nothing within `timeout`.
+        let (mut conn, _client) = refused(&mut pool);
+        assert_eq!(conn.linger(now, &l), Flow::Open);
+        assert_eq!(conn.deadline_of_linger(), Some(now + l.timeout));
+        assert_eq!(conn.linger(now + l.timeout, &l), Flow::Close);
+        // Time: bytes keep coming, `time` ends it.
+        let (mut conn, mut client) = refused(&mut pool);
+        assert_eq!(conn.linger(now, &l), Flow::Open);
+        let mut at = now;
+        while at < now + l.time {
+            client.write_all(b"x").expect("a byte");
+            assert_eq!(conn.linger(at, &l), Flow::Open);
+            at += l.timeout / 2;
+        }
+        assert_eq!(conn.linger(at, &l), Flow::Close);
     }
 }
