@@ -17,12 +17,13 @@ use std::time::Duration;
 /// `client_max_body_size` (1M) and HAProxy's lack of one.
 const BODY: usize = 200 * 1024;
 
-/// Two instances serving `/article` with `--max-body 64K`.
+/// Two instances serving `/article` and `/demo/upload` with
+/// `--max-body 64K`.
 fn instances() -> [Server; 2] {
     let args = ["--max-body", "64K", "--workers", "1", "--no-watch"];
     [0, 1].map(|_| {
         Server::launch("epoll")
-            .apps(&["article"])
+            .apps(&["article", "demo"])
             .args(&args)
             .start()
     })
@@ -54,15 +55,16 @@ fn try_post(port: u16, path: &str, len: usize) -> Result<u16, String> {
     code.ok_or_else(|| format!("{read:?}, answer {text:?}"))
 }
 
-/// 20 oversized POSTs through `port` get 20 answers of 413, and a GET
-/// right after gets 200; `log` is the balancer's log for failures.
-fn twenty_413s_then_200(port: u16, log: &dyn Fn() -> String, stoa: &[Server; 2]) {
+/// 20 oversized POSTs to `path` through `port` get 20 answers of 413,
+/// and a GET right after gets 200; `log` is the balancer's log for
+/// failures.
+fn twenty_413s_then_200((port, path): (u16, &str), log: &dyn Fn() -> String, stoa: &[Server; 2]) {
     let stoa_log = || format!("{}\n{}", stoa[0].log(), stoa[1].log());
     for i in 0..20 {
         assert_eq!(
-            try_post(port, "/article", BODY),
+            try_post(port, path, BODY),
             Ok(413),
-            "POST {i}\nbalancer:\n{}\nstoa:\n{}",
+            "POST {i} to {path}\nbalancer:\n{}\nstoa:\n{}",
             log(),
             stoa_log()
         );
@@ -82,7 +84,10 @@ fn nginx_passes_413s_on_and_marks_no_instance_down() {
     let ports = stoa.each_ref().map(|s| s.port);
     let (_nginx, dir, listen) = start_nginx(&ports);
     let log = || std::fs::read_to_string(dir.path().join("logs/error.log")).unwrap_or_default();
-    twenty_413s_then_200(listen, &log, &stoa);
+    twenty_413s_then_200((listen, "/article"), &log, &stoa);
+    // The streamed location: nginx sends the body on as it comes
+    // (proxy_request_buffering off), so the 413 comes while it sends.
+    twenty_413s_then_200((listen, "/demo/upload"), &log, &stoa);
 }
 
 #[test]
@@ -96,7 +101,7 @@ fn haproxy_passes_413s_on_and_still_serves() {
         try_get(listen, "/article") == Ok(200)
     });
     assert!(up, "HAProxy serves no GET\n{}", log());
-    twenty_413s_then_200(listen, &log, &stoa);
+    twenty_413s_then_200((listen, "/article"), &log, &stoa);
 }
 
 /// Kills the HAProxy this test started (by its pid) when dropped.
