@@ -6,9 +6,10 @@
 //! `Dispatched` (one request is with an app; pipelined bytes wait so answers
 //! stay in order, and no request byte is read meanwhile), `Closing` (flush,
 //! then close), `Lingering` (flushed and half-closed with request bytes
-//! unread: read and drop them, then close; see `linger`). The stream is read and written until `WouldBlock` whatever
-//! the backend. Whether the connection stays open after an answer is
-//! decided in one place, `persistence`.
+//! unread: read and drop them, then close; see `linger`). The stream is
+//! read and written until `WouldBlock` whatever the backend. Whether the
+//! connection stays open after an answer is decided in one place,
+//! `persistence`.
 //!
 //! Backpressure: while more than `OUTPUT_BOUND` bytes wait for the socket,
 //! the connection neither reads nor parses further requests (the kernel's
