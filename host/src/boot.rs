@@ -118,6 +118,10 @@ pub fn run(cli: Cli) -> Result<(), String> {
     let shared = Arc::new(Shared {
         apps: ArcSwap::from_pointee(state),
         params: ConnParams {
+            linger: crate::http::LingerLimits {
+                most: cli.max_lingering.div_ceil(workers),
+                ..cli.conn_params().linger
+            },
             max_body: cli
                 .app_sections
                 .values()

@@ -34,7 +34,7 @@ pub(crate) fn tool(name: &str) -> PathBuf {
 }
 
 /// The workspace's `deploy/` directory.
-fn deploy(file: &str) -> PathBuf {
+pub fn deploy(file: &str) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("workspace root");

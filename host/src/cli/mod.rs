@@ -241,6 +241,19 @@ pub struct Cli {
           value_parser = parse_size_usize, help_heading = LIMITS)]
     pub ws_max_message: usize,
 
+    /// Most bytes read and dropped from one lingering connection (see
+    /// --lingering-time); past it the connection is closed.
+    #[arg(long, env = "STOA_LINGERING_BYTES", value_name = "SIZE", default_value = "64M",
+          value_parser = parse_size, help_heading = LIMITS)]
+    pub lingering_bytes: u64,
+
+    /// Most connections lingering at once (see --lingering-time), shared by
+    /// the workers (each takes an equal share, rounded up); past it the one
+    /// lingering longest is closed. They count toward --max-connections.
+    #[arg(long, env = "STOA_MAX_LINGERING", value_name = "N", default_value_t = 1024,
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..), help_heading = LIMITS)]
+    pub max_lingering: usize,
+
     /// Requests on one keep-alive connection before it is closed.
     #[arg(long, env = "STOA_MAX_REQUESTS_PER_CONN", value_name = "N", default_value_t = 1000,
           value_parser = clap::value_parser!(u32).range(1..), help_heading = LIMITS)]
@@ -286,6 +299,22 @@ pub struct Cli {
     #[arg(long, env = "STOA_STREAM_IDLE_TIMEOUT", value_name = "DURATION", default_value = "60s",
           value_parser = parse_secs, help_heading = TIMEOUTS)]
     pub stream_idle_timeout: Duration,
+
+    /// Longest lingering close: after an answer that leaves request bytes
+    /// unread (an error such as 413 or 408 sent while the client is still
+    /// sending, an answer before its body all came), the connection is
+    /// half-closed and what the client still sends is read and dropped for
+    /// at most this long, so the answer is not destroyed by a reset
+    /// (nginx's lingering_time).
+    #[arg(long, env = "STOA_LINGERING_TIME", value_name = "DURATION", default_value = "30s",
+          value_parser = parse_secs, help_heading = TIMEOUTS)]
+    pub lingering_time: Duration,
+
+    /// Time a lingering connection waits for the client's next bytes
+    /// before it is closed (nginx's lingering_timeout).
+    #[arg(long, env = "STOA_LINGERING_TIMEOUT", value_name = "DURATION", default_value = "5s",
+          value_parser = parse_secs, help_heading = TIMEOUTS)]
+    pub lingering_timeout: Duration,
 
     /// Silence after which an open WebSocket's peer is pinged; a peer still
     /// silent after another interval is dropped.
@@ -433,6 +462,13 @@ impl Cli {
             stream_queue: self.stream_queue,
             stream_idle_timeout: self.stream_idle_timeout,
             body_min_rate: self.body_min_rate,
+            linger: crate::http::LingerLimits {
+                time: self.lingering_time,
+                timeout: self.lingering_timeout,
+                bytes: self.lingering_bytes,
+                // Host-wide here; each worker takes its share at start-up.
+                most: self.max_lingering,
+            },
         }
     }
 }

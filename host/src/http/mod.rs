@@ -50,6 +50,39 @@ pub struct ConnParams {
     /// Bytes a second a body must average once `body_timeout` has passed
     /// since it began (408 below it); 0: no minimum.
     pub body_min_rate: usize,
+    /// How a connection closed with its client still sending lingers.
+    pub linger: LingerLimits,
+}
+
+/// The bounds of a lingering close: after an answer that leaves request
+/// bytes unread (an error answer such as 413 or 408, an answer given before
+/// a streamed body all came, pipelined requests after `Connection: close`)
+/// the connection is half-closed and what the client still sends is read
+/// and dropped, so that the close is a FIN and not a reset that would
+/// destroy the answer before the client reads it (nginx's
+/// `lingering_close`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LingerLimits {
+    /// Longest linger, from the half-close (`--lingering-time`).
+    pub time: Duration,
+    /// Longest wait for the client's next bytes (`--lingering-timeout`).
+    pub timeout: Duration,
+    /// Most bytes read and dropped (`--lingering-bytes`).
+    pub bytes: u64,
+    /// Most connections one worker keeps lingering (its share of
+    /// `--max-lingering`); past it the one lingering longest is closed.
+    pub most: usize,
+}
+
+impl Default for LingerLimits {
+    fn default() -> Self {
+        LingerLimits {
+            time: Duration::from_secs(30),
+            timeout: Duration::from_secs(5),
+            bytes: 64 << 20,
+            most: 1024,
+        }
+    }
 }
 
 impl Default for ConnParams {
@@ -69,6 +102,7 @@ impl Default for ConnParams {
             stream_queue: 256 * 1024,
             stream_idle_timeout: Duration::from_secs(60),
             body_min_rate: 500,
+            linger: LingerLimits::default(),
         }
     }
 }

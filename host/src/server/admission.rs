@@ -62,7 +62,7 @@ impl Server {
                 return;
             };
             match accepted {
-                Ok((stream, _)) if full => self.shed(stream, true),
+                Ok((stream, peer)) if full => self.shed((stream, peer), true),
                 Ok((stream, peer)) => self.admit(stream, peer, i),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e)
@@ -96,8 +96,8 @@ impl Server {
             return Spare::Missing;
         }
         let outcome = match self.acceptor.accept(i) {
-            Some(Ok((stream, _))) => {
-                self.shed(stream, false);
+            Some(Ok(accepted)) => {
+                self.shed(accepted, false);
                 Spare::Shed
             }
             Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => Spare::NoneWaits,
@@ -120,9 +120,10 @@ impl Server {
 
     /// Answers a client past the cap 503 and lets it linger (`keep_fd`)
     /// or closes it.
-    fn shed(&mut self, stream: Stream, keep_fd: bool) {
+    fn shed(&mut self, accepted: (Stream, Arc<str>), keep_fd: bool) {
         let now = self.dispatcher.now;
-        self.shedder.shed(stream, self.date.get(), now, keep_fd);
+        let at = (self.date.get(), now);
+        self.shedder.shed(accepted, at, keep_fd, &mut self.bufs);
         bump(&self.shared.stats[self.worker].shed, 1);
         self.log_overload("answering new clients 503 with Retry-After: 1", None);
     }

@@ -5,9 +5,11 @@
 //! Phases: `Reading` (parsing the next request from the read buffer),
 //! `Dispatched` (one request is with an app; pipelined bytes wait so answers
 //! stay in order, and no request byte is read meanwhile), `Closing` (flush,
-//! then close). The stream is read and written until `WouldBlock` whatever
-//! the backend. Whether the connection stays open after an answer is
-//! decided in one place, `persistence`.
+//! then close), `Lingering` (flushed and half-closed with request bytes
+//! unread: read and drop them, then close; see `linger`). The stream is
+//! read and written until `WouldBlock` whatever the backend. Whether the
+//! connection stays open after an answer is decided in one place,
+//! `persistence`.
 //!
 //! Backpressure: while more than `OUTPUT_BOUND` bytes wait for the socket,
 //! the connection neither reads nor parses further requests (the kernel's
@@ -51,6 +53,8 @@ enum Phase {
     Closing,
     /// Switched to WebSocket (`ws`): frames, not requests, from now on.
     Upgraded,
+    /// Answered and half-closed: what the client still sends is dropped.
+    Lingering,
 }
 
 /// Which timeout a connection is under (see `ConnParams`).
@@ -69,8 +73,10 @@ pub enum Deadline {
     /// A streamed answer's app sent nothing for `stream_idle_timeout`:
     /// close (the body ends abnormally).
     StreamIdle,
-    /// An open WebSocket's ping, close or linger timeout (`ws::Link`).
+    /// An open WebSocket's ping or close timeout (`ws::Link`).
     WebSocket,
+    /// A lingering close's time or its wait for bytes ran out: close.
+    Linger,
 }
 
 pub use crate::ops::access_log::AccessInfo;
@@ -127,6 +133,11 @@ pub struct Conn<S> {
     /// While a body is read: when it began, and the bytes read by then
     /// (its minimum rate is counted from there).
     body_began: Option<(Instant, u64)>,
+    /// Request bytes may be left unread when the answer is out: linger
+    /// instead of closing at once.
+    linger_due: bool,
+    /// The lingering close, once begun.
+    lingering: Option<Box<linger::LingerState>>,
 }
 
 impl<S> Conn<S> {
@@ -152,6 +163,8 @@ impl<S> Conn<S> {
             close_after: false,
             ws: None,
             body_began: None,
+            linger_due: false,
+            lingering: None,
         }
     }
 
@@ -310,7 +323,9 @@ impl<S> Conn<S> {
     /// The interest this connection needs now.
     fn wanted_interest(&self) -> Interest {
         let frames = self.phase == Phase::Upgraded && !self.output_full();
-        let read = (self.may_take_requests() || self.feeds_body() || frames) && !self.read_closed;
+        let dropping = self.phase == Phase::Lingering;
+        let read = (self.may_take_requests() || self.feeds_body() || frames || dropping)
+            && !self.read_closed;
         match (read, self.has_output()) {
             (true, true) => Interest::BOTH,
             (true, false) => Interest::READABLE,
@@ -337,12 +352,16 @@ impl<S> Conn<S> {
         self.deadline
     }
 
-    /// Brings an idle connection's deadline forward to `at` (a drain: a
-    /// client about to reuse the connection still gets its answer, with
-    /// `Connection: close`; one that stays idle is closed at `at`).
+    /// Brings an idle or lingering connection's deadline forward to `at`
+    /// (a drain: a client about to reuse the connection still gets its
+    /// answer, with `Connection: close`; one that stays idle is closed at
+    /// `at`).
     pub fn close_idle_by(&mut self, at: Instant) {
-        if let Some((when, Deadline::Idle)) = self.deadline {
-            self.deadline = Some((when.min(at), Deadline::Idle));
+        if let Some(state) = &mut self.lingering {
+            state.end_by(at);
+        }
+        if let Some((when, kind @ (Deadline::Idle | Deadline::Linger))) = self.deadline {
+            self.deadline = Some((when.min(at), kind));
         }
     }
 
@@ -351,6 +370,10 @@ impl<S> Conn<S> {
     /// (trickling bytes do not extend it); the body, send and idle timeouts
     /// restart on progress.
     pub fn update_deadline(&mut self, params: &ConnParams, now: Instant) {
+        if let Some(state) = &self.lingering {
+            self.deadline = Some((state.deadline(), Deadline::Linger));
+            return;
+        }
         if let (false, Some(link)) = (self.has_output(), &self.ws) {
             self.deadline = Some((link.deadline(), Deadline::WebSocket));
             return;
@@ -362,7 +385,7 @@ impl<S> Conn<S> {
                 Phase::Dispatched if self.reader.in_body() => Deadline::Body,
                 Phase::Dispatched => Deadline::App,
                 Phase::Streaming => Deadline::StreamIdle,
-                Phase::Closing | Phase::Upgraded => Deadline::Send,
+                Phase::Closing | Phase::Upgraded | Phase::Lingering => Deadline::Send,
                 Phase::Reading if self.reader.in_body() => Deadline::Body,
                 Phase::Reading if self.reader.is_empty() => Deadline::Idle,
                 Phase::Reading => Deadline::Head,
@@ -380,7 +403,7 @@ impl<S> Conn<S> {
             Deadline::Idle | Deadline::Body => std::mem::take(&mut self.reader.progressed),
             Deadline::Send => self.write_progress,
             Deadline::StreamIdle => self.stream_progress,
-            Deadline::Head | Deadline::App | Deadline::WebSocket => false,
+            Deadline::Head | Deadline::App | Deadline::WebSocket | Deadline::Linger => false,
         };
         self.stream_progress = false;
         self.reader.progressed = false;
@@ -403,7 +426,7 @@ impl<S> Conn<S> {
                     .as_ref()
                     .and_then(|p| p.timeout)
                     .unwrap_or(params.app_timeout),
-                Deadline::Send | Deadline::WebSocket => params.send_timeout,
+                Deadline::Send | Deadline::WebSocket | Deadline::Linger => params.send_timeout,
                 Deadline::StreamIdle => params.stream_idle_timeout,
             };
             self.deadline = Some((now + limit, want));
@@ -434,19 +457,22 @@ impl<S> Conn<S> {
         }
     }
 
-    /// Gives the read buffer back when nothing is buffered (the output
-    /// buffer goes back as soon as it is flushed).
+    /// Gives the read buffer back when nothing is buffered, or once
+    /// lingering (the output buffer goes back as soon as it is flushed).
     pub fn release_buffers(&mut self, pool: &mut BufPool) {
-        if self.phase == Phase::Reading && !self.has_output() {
+        let idle = matches!(self.phase, Phase::Reading | Phase::Lingering);
+        if idle && !self.has_output() {
             self.reader.release(pool);
         }
     }
 
-    /// True once the connection has nothing left to do and should close.
+    /// True once the connection has nothing left to do and should close
+    /// (a connection due to linger is not: see `linger`).
     pub fn finished(&self) -> bool {
         !self.has_output()
             && match self.phase {
-                Phase::Closing => true,
+                Phase::Closing => !self.linger_due || self.read_closed,
+                Phase::Lingering => self.read_closed,
                 Phase::Reading => self.read_closed,
                 Phase::Dispatched | Phase::Streaming => false,
                 // A WebSocket ends at the peer's EOF, after its last frame.
@@ -520,14 +546,15 @@ impl<S: Read + Write> Conn<S> {
         let pending = self.pending.take()?;
         // A streamed body not all read (the app answered first) or broken:
         // its rest cannot be told from a next request.
-        let close = close || std::mem::take(&mut self.close_after) || self.reader.feeds_body();
+        let body_left = std::mem::take(&mut self.close_after) || self.reader.feeds_body();
         self.reader.abandon_body();
         self.body = None;
-        let persist = self.persistence(&pending, params, close);
+        let persist = self.persistence(&pending, params, close || body_left);
         self.out
             .push_response(pool, (response, fixed), pending.head_only, persist, date);
         self.served += 1;
         self.phase = if persist == Persist::Close {
+            self.linger_due |= body_left || self.bytes_left();
             Phase::Closing
         } else {
             Phase::Reading
@@ -621,6 +648,7 @@ impl<S: Read + Write> Conn<S> {
         self.streamed = None;
         self.served += 1;
         self.phase = if persist == Persist::Close {
+            self.linger_due |= self.bytes_left();
             Phase::Closing
         } else {
             Phase::Reading
@@ -635,16 +663,24 @@ impl<S: Read + Write> Conn<S> {
         }
     }
 
-    /// Answers a request that could not be read, then closes.
+    /// Answers a request that could not be read, then closes (lingering:
+    /// the client may still be sending it).
     pub fn fail(&mut self, error: &HttpError, date: &str, pool: &mut BufPool) {
         log::debug!("{}: {error}", self.peer);
+        self.refuse(HostAnswer::Http(error.clone()), date, pool);
+    }
+
+    /// Answers `answer` in place of whatever the client is sending, then
+    /// closes, lingering (see `linger`).
+    pub fn refuse(&mut self, answer: HostAnswer, date: &str, pool: &mut BufPool) {
         self.reader.abandon();
         self.pending = None;
         self.body = None;
-        let mut response = HostAnswer::Http(error.clone()).response();
+        let mut response = answer.response();
         self.out
             .push_response(pool, (&mut response, &[]), false, Persist::Close, date);
         self.phase = Phase::Closing;
+        self.linger_due = true;
     }
 
     /// Writes until the output is empty or the stream would block.
@@ -654,9 +690,21 @@ impl<S: Read + Write> Conn<S> {
     }
 }
 
+/// What the loop does with a connection after a WebSocket pump or a
+/// lingering read.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// Keep it (waiting for bytes, for the socket, or for the app).
+    Open,
+    /// Close it now.
+    Close,
+}
+
+#[path = "conn_linger.rs"]
+mod linger;
+
 #[path = "conn_ws.rs"]
 mod ws;
-pub use ws::WsFlow;
 
 #[cfg(test)]
 #[path = "conn_tests.rs"]

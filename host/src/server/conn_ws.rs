@@ -2,7 +2,7 @@
 //! bytes that followed the handshake) and the moves of its frames between
 //! the socket, the codec and the output (see `server::ws` for the link).
 
-use super::{Conn, Pending, Phase};
+use super::{Conn, Flow, Pending, Phase};
 use crate::http::reader::BufPool;
 use crate::http::ws::codec::Step;
 use crate::http::ws::handshake::write_switch;
@@ -18,15 +18,6 @@ const PUMP_ROUNDS: usize = 8;
 /// the loop's next turn, so a peer that sends without end (pongs, a huge
 /// fragmented message) does not keep the loop from its other connections.
 const PUMP_READ: usize = 64 * 1024;
-
-/// What the loop does with a WebSocket connection after a pump.
-#[derive(Debug, PartialEq, Eq)]
-pub enum WsFlow {
-    /// Keep it (waiting for bytes, for the socket, or for the app).
-    Open,
-    /// Close it now.
-    Close,
-}
 
 /// A reader that counts what it read (any byte from the peer, a ping
 /// included, shows it is alive).
@@ -91,8 +82,11 @@ impl Conn<Stream> {
 
     /// Reads frames while it may (bytes waiting, output under the bound),
     /// hands their messages to the app, writes, and says whether to keep
-    /// the connection.
-    pub fn pump_ws(&mut self, now: Instant, pool: &mut BufPool) -> WsFlow {
+    /// the connection. Once no frame is to be read or sent and the last
+    /// one is out, the connection is due to linger (`linger`), so that
+    /// bytes still in flight from the peer do not turn the close into a
+    /// reset that would lose the close frame.
+    pub fn pump_ws(&mut self, now: Instant, pool: &mut BufPool) -> Flow {
         // A fast producer to a fast reader would keep the loop here; after
         // a few rounds, or `PUMP_READ` bytes read, the rest waits for the
         // next turn (the app's queued messages have a notice in the inbox,
@@ -102,11 +96,11 @@ impl Conn<Stream> {
             let read = self.read_frames(now, pool, &mut budget);
             if let Err(e) = self.flush(pool) {
                 log::debug!("write to WebSocket {} failed: {e}", self.peer);
-                return WsFlow::Close;
+                return Flow::Close;
             }
             let pending = self.out.len();
             let Some(link) = self.ws.as_deref_mut() else {
-                return WsFlow::Close;
+                return Flow::Close;
             };
             link.set_pending(pending);
             // The app's drain task may have queued more.
@@ -114,19 +108,20 @@ impl Conn<Stream> {
                 continue;
             }
             if self.ws.as_deref().is_some_and(Link::done) {
-                return self.linger(now);
+                self.linger_due = true;
+                return Flow::Open;
             }
             if budget == 0 {
                 break;
             }
             if !read || !self.read_ready || self.read_closed || self.output_full() {
-                return WsFlow::Open;
+                return Flow::Open;
             }
         }
         if let Some(link) = self.ws.as_deref() {
             link.nudge();
         }
-        WsFlow::Open
+        Flow::Open
     }
 
     /// Reads and handles frames until the socket would block, the output
@@ -176,36 +171,6 @@ impl Conn<Stream> {
         self.out.len() > before
     }
 
-    /// The WebSocket is done: once its last frame is out, half-close and
-    /// read (discarding) to the peer's EOF.
-    fn linger(&mut self, now: Instant) -> WsFlow {
-        if self.has_output() {
-            return WsFlow::Open;
-        }
-        if self.read_closed {
-            return WsFlow::Close;
-        }
-        let Some(link) = self.ws.as_deref_mut() else {
-            return WsFlow::Close;
-        };
-        if link.begin_linger(now) && self.stream.shutdown_write().is_err() {
-            return WsFlow::Close;
-        }
-        let mut scratch = [0u8; 4096];
-        loop {
-            match self.stream.read(&mut scratch) {
-                Ok(0) => return WsFlow::Close,
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.read_ready = false;
-                    return WsFlow::Open;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return WsFlow::Close,
-            }
-        }
-    }
-
     /// Starts the close handshake from the host's side (a drain's 1001).
     pub fn close_ws(&mut self, code: u16, reason: &str, now: Instant, pool: &mut BufPool) {
         if let Some(link) = self.ws.as_deref_mut() {
@@ -215,16 +180,16 @@ impl Conn<Stream> {
     }
 
     /// The WebSocket's deadline passed: ping a silent peer, or give up.
-    pub fn expire_ws(&mut self, now: Instant, pool: &mut BufPool) -> WsFlow {
+    pub fn expire_ws(&mut self, now: Instant, pool: &mut BufPool) -> Flow {
         let Some(link) = self.ws.as_deref_mut() else {
-            return WsFlow::Close;
+            return Flow::Close;
         };
         match link.expire(now) {
             Expired::Pinged | Expired::TooSlow => {
                 self.queue_frames(pool);
-                WsFlow::Open
+                Flow::Open
             }
-            Expired::Drop => WsFlow::Close,
+            Expired::Drop => Flow::Close,
         }
     }
 }

@@ -14,6 +14,7 @@ mod body_feed;
 pub(crate) mod conn;
 mod conn_stream;
 mod dispatch;
+mod lingering;
 mod listener;
 pub(crate) mod request;
 pub(crate) mod responder;
@@ -35,8 +36,9 @@ use crate::shared::Shared;
 pub use acceptor::MAX_LISTENERS;
 use acceptor::{listener_of, Acceptor};
 use body_feed::BodyLink;
-use conn::{Conn, Deadline, WsFlow};
+use conn::{Conn, Deadline, Flow};
 use dispatch::{warn_if_blocked, Dispatcher};
+use lingering::Lingerers;
 pub use listener::{Listener, Stream, UNIX_PEER};
 use shed::Shedder;
 pub use shed::MAX_LINGERING;
@@ -69,6 +71,8 @@ pub struct Server {
     sweep_every: Duration,
     /// Connections shed at the cap, and the spare descriptor.
     shedder: Shedder,
+    /// The connections lingering after their answer, in order.
+    lingerers: Lingerers,
     /// Since when accepts are paused (at the cap or out of descriptors).
     paused_since: Option<Instant>,
     /// When accepts paused for a failed `accept` are tried again.
@@ -89,9 +93,10 @@ impl Server {
         queue: Arc<Inbox>,
     ) -> io::Result<Self> {
         let acceptor = Acceptor::new(listeners, &mut *poller)?;
+        let linger = &shared.params.linger;
         let shedder = match shared.overload {
-            crate::cli::Overload::Shed => Shedder::with_spare(),
-            crate::cli::Overload::Queue => Shedder::default(),
+            crate::cli::Overload::Shed => Shedder::with_spare(linger),
+            crate::cli::Overload::Queue => Shedder::new(linger),
         };
         shared
             .watch
@@ -118,6 +123,7 @@ impl Server {
             date: DateCache::new(),
             next_sweep: Instant::now(),
             shedder,
+            lingerers: Lingerers::default(),
             paused_since: None,
             retry_accept_at: None,
             overload_logged: None,
@@ -173,7 +179,7 @@ impl Server {
         let by = now + DRAIN_IDLE_GRACE.min(self.shared.params.keep_alive_timeout);
         let mut websockets = Vec::new();
         for (key, conn) in self.conns.iter_mut() {
-            if conn.is_between_requests() {
+            if conn.is_between_requests() || conn.is_lingering() {
                 conn.close_idle_by(by);
             }
             if conn.is_upgraded() {
@@ -476,14 +482,19 @@ impl Server {
             return;
         };
         match conn.pump_ws(self.dispatcher.now, &mut self.bufs) {
-            WsFlow::Open => self.settle(token),
-            WsFlow::Close => self.close(token),
+            Flow::Open => self.settle(token),
+            Flow::Close => self.close(token),
         }
     }
 
-    /// After `pump` has written: closes a finished connection, or updates
-    /// its deadline and interest.
+    /// After `pump` has written: lingers a connection due to (see
+    /// `Conn::linger`), closes a finished one, or updates its deadline and
+    /// interest.
     fn settle(&mut self, token: Token) {
+        let lingers = self.conns.get(token.0).is_some_and(Conn::lingers);
+        if lingers && self.linger(token) {
+            return;
+        }
         let Some(conn) = self.conns.get_mut(token.0) else {
             return;
         };
@@ -505,6 +516,7 @@ impl Server {
 
     fn close(&mut self, token: Token) {
         if let Some(conn) = self.conns.try_remove(token.0) {
+            self.lingerers.left(&conn);
             if let Err(e) = self.poller.deregister(conn.stream().as_raw_fd()) {
                 log::debug!("deregister {}: {e}", conn.peer());
             }
@@ -542,12 +554,12 @@ impl Server {
             match deadline {
                 Deadline::WebSocket => {
                     match conn.expire_ws(now, &mut self.bufs) {
-                        WsFlow::Open => self.pump_ws(token),
-                        WsFlow::Close => self.close(token),
+                        Flow::Open => self.pump_ws(token),
+                        Flow::Close => self.close(token),
                     }
                     continue;
                 }
-                Deadline::Idle | Deadline::Send => {
+                Deadline::Idle | Deadline::Send | Deadline::Linger => {
                     log::debug!("{}: {deadline:?} timeout, closing", conn.peer());
                     self.close(token);
                     continue;
@@ -594,7 +606,8 @@ impl Server {
 const DRAIN_IDLE_GRACE: Duration = Duration::from_millis(500);
 
 /// How often deadlines are checked: a tenth of the shortest timeout (an
-/// app's own `app_timeout` included), between 10 ms and 1 s.
+/// app's own `app_timeout` and `--lingering-timeout` included), between
+/// 10 ms and 1 s.
 fn sweep_interval(p: &ConnParams, shortest_app_timeout: Duration) -> Duration {
     [
         p.head_timeout,
@@ -602,6 +615,7 @@ fn sweep_interval(p: &ConnParams, shortest_app_timeout: Duration) -> Duration {
         p.send_timeout,
         p.keep_alive_timeout,
         p.app_timeout,
+        p.linger.timeout,
         shortest_app_timeout,
     ]
     .into_iter()

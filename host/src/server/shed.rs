@@ -1,11 +1,13 @@
 //! Connections past the cap under `--overload shed`: each is answered at
 //! once with `503 Service Unavailable`, `Retry-After: 1` and
-//! `Connection: close`, then half-closed (a FIN after the answer) and kept
-//! in a short list that reads and discards what the client still sends,
-//! closing it at its EOF or after `LINGER`. Closing at once with request
-//! bytes unread would send a reset, which can destroy the 503 before the
-//! client reads it. The list is bounded (`MAX_LINGERING` per worker, the
-//! oldest closed first) and looked at once per loop turn, never blocking.
+//! `Connection: close`, then closes as any connection with bytes unread
+//! does (`Conn::linger`: a FIN after the answer, then what the client still
+//! sends is read and dropped) in a short list of its own, at most
+//! `LINGER`. Closing at once with request bytes unread would send a reset,
+//! which can destroy the 503 before the client reads it. The list is
+//! bounded (`MAX_LINGERING` per worker, the oldest closed first: these
+//! connections are past the cap, so their descriptors are counted apart)
+//! and looked at once per loop turn, never blocking.
 //!
 //! The spare descriptor: a worker that sheds keeps `/dev/null` open, so
 //! that when `accept` fails with EMFILE/ENFILE it can close the spare,
@@ -17,15 +19,18 @@
 //! when this worker closes a connection, and each time its paused accepts
 //! are retried).
 
+use super::conn::{Conn, Flow};
 use super::listener::Stream;
 use crate::http::answer::HostAnswer;
-use crate::http::response::{write_response, Persist};
+use crate::http::reader::BufPool;
+use crate::http::LingerLimits;
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How long a shed connection is kept to read what the client sends.
+/// Longest linger of a shed connection (less if `--lingering-time` or
+/// `--lingering-timeout` is).
 pub const LINGER: Duration = Duration::from_secs(2);
 /// Most shed connections one worker keeps lingering.
 pub const MAX_LINGERING: usize = 8;
@@ -33,22 +38,36 @@ pub const MAX_LINGERING: usize = 8;
 pub const LINGER_TICK: Duration = Duration::from_millis(20);
 
 /// The shed connections of one worker, and its spare descriptor.
-#[derive(Default)]
 pub struct Shedder {
-    lingering: VecDeque<(Stream, Instant)>,
+    lingering: VecDeque<Conn<Stream>>,
+    limits: LingerLimits,
     spare: Option<File>,
     /// A spare is kept (`--overload shed`).
     wants_spare: bool,
 }
 
 impl Shedder {
+    /// A shedder without a spare descriptor; its connections linger within
+    /// `limits` and `LINGER`.
+    pub fn new(limits: &LingerLimits) -> Self {
+        Shedder {
+            lingering: VecDeque::new(),
+            limits: LingerLimits {
+                time: limits.time.min(LINGER),
+                timeout: limits.timeout.min(LINGER),
+                most: MAX_LINGERING,
+                ..*limits
+            },
+            spare: None,
+            wants_spare: false,
+        }
+    }
+
     /// A shedder with its spare descriptor open (if it cannot be opened,
     /// EMFILE pauses accepts until `keep_spare` has it back).
-    pub fn with_spare() -> Self {
-        let mut s = Shedder {
-            wants_spare: true,
-            ..Shedder::default()
-        };
+    pub fn with_spare(limits: &LingerLimits) -> Self {
+        let mut s = Shedder::new(limits);
+        s.wants_spare = true;
         if !s.reopen_spare() {
             log::warn!(
                 "cannot open the spare descriptor (/dev/null): clients past the descriptor \
@@ -58,35 +77,41 @@ impl Shedder {
         s
     }
 
-    /// Answers `stream` 503 and half-closes it; it lingers until `expire`
-    /// or its EOF. With `keep_fd` false (the spare descriptor was used for
-    /// it) it is closed at once.
-    pub fn shed(&mut self, mut stream: Stream, date: &str, now: Instant, keep_fd: bool) {
-        let mut out = Vec::with_capacity(256);
-        let resp = HostAnswer::AtCapacity.response();
-        write_response(&mut out, &resp, false, Persist::Close, date);
+    /// Answers `stream` 503; it lingers until `sweep` closes it. With
+    /// `keep_fd` false (the spare descriptor was used for it) it is closed
+    /// after one read.
+    pub fn shed(
+        &mut self,
+        (stream, peer): (Stream, Arc<str>),
+        (date, now): (&str, Instant),
+        keep_fd: bool,
+        pool: &mut BufPool,
+    ) {
+        let mut conn = Conn::new(stream, peer);
+        conn.refuse(HostAnswer::AtCapacity, date, pool);
         // A fresh socket's send buffer takes the whole answer at once; a
         // client that cannot take it is not waited for.
-        let _ = stream.write(&out);
-        let _ = stream.shutdown_write();
-        if !keep_fd {
-            discard(&mut stream);
+        if conn.flush(pool).is_err() || conn.has_output() {
+            return;
+        }
+        if conn.linger(now, &self.limits) == Flow::Close || !keep_fd {
             return;
         }
         if self.lingering.len() >= MAX_LINGERING {
             // What it sent is read first, so its close is a FIN, not a reset.
-            if let Some((mut oldest, _)) = self.lingering.pop_front() {
-                discard(&mut oldest);
+            if let Some(mut oldest) = self.lingering.pop_front() {
+                let _ = oldest.linger(now, &self.limits);
             }
         }
-        self.lingering.push_back((stream, now + LINGER));
+        self.lingering.push_back(conn);
     }
 
     /// Reads and discards what lingering connections have sent; closes
-    /// those at EOF, failed or past their time.
+    /// those at EOF, failed or past their bounds.
     pub fn sweep(&mut self, now: Instant) {
+        let limits = self.limits;
         self.lingering
-            .retain_mut(|(stream, until)| *until > now && discard(stream));
+            .retain_mut(|conn| conn.linger(now, &limits) == Flow::Open);
     }
 
     /// How long the loop may wait before `sweep` is due again.
@@ -126,24 +151,10 @@ impl Shedder {
     }
 }
 
-/// Reads until `WouldBlock`, dropping the bytes; true while the stream is
-/// open at the other end (false at EOF or on an error).
-fn discard(stream: &mut Stream) -> bool {
-    let mut buf = [0u8; 4096];
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) => return false,
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return false,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Read;
     use std::os::unix::net::UnixStream;
 
     fn pair() -> (Stream, UnixStream) {
@@ -152,14 +163,25 @@ mod tests {
         (Stream::Unix(mio::net::UnixStream::from_std(a)), b)
     }
 
+    fn shed(s: &mut Shedder, stream: Stream, now: Instant, keep_fd: bool) {
+        let date = "Thu, 01 Jan 1970 00:00:00 GMT";
+        let peer: Arc<str> = Arc::from("peer");
+        s.shed(
+            (stream, peer),
+            (date, now),
+            keep_fd,
+            &mut BufPool::default(),
+        );
+    }
+
     #[test]
     fn shed_answers_503_then_closes_at_eof_or_expiry() {
-        let mut s = Shedder::with_spare();
+        let mut s = Shedder::with_spare(&LingerLimits::default());
         let now = Instant::now();
         let (a, mut client) = pair();
         let (b, _quiet) = pair();
-        s.shed(a, "Thu, 01 Jan 1970 00:00:00 GMT", now, true);
-        s.shed(b, "Thu, 01 Jan 1970 00:00:00 GMT", now, true);
+        shed(&mut s, a, now, true);
+        shed(&mut s, b, now, true);
         let mut answer = String::new();
         client.read_to_string(&mut answer).expect("read to the FIN");
         assert!(answer.starts_with("HTTP/1.1 503 "), "{answer}");
@@ -175,12 +197,12 @@ mod tests {
 
     #[test]
     fn the_list_is_bounded_and_the_spare_comes_back() {
-        let mut s = Shedder::with_spare();
+        let mut s = Shedder::with_spare(&LingerLimits::default());
         let now = Instant::now();
         let peers: Vec<UnixStream> = (0..MAX_LINGERING + 5)
             .map(|_| {
                 let (a, b) = pair();
-                s.shed(a, "-", now, true);
+                shed(&mut s, a, now, true);
                 b
             })
             .collect();
@@ -188,7 +210,7 @@ mod tests {
         assert!(s.release_spare());
         assert!(!s.release_spare());
         let (a, _b) = pair();
-        s.shed(a, "-", now, false);
+        shed(&mut s, a, now, false);
         assert_eq!(s.lingering(), MAX_LINGERING);
         assert!(s.reopen_spare());
         drop(peers);
@@ -196,11 +218,11 @@ mod tests {
 
     #[test]
     fn a_lost_spare_is_kept_only_where_one_is_wanted() {
-        let mut s = Shedder::with_spare();
+        let mut s = Shedder::with_spare(&LingerLimits::default());
         assert!(s.release_spare());
         s.keep_spare();
         assert!(s.release_spare(), "reopened");
-        let mut queue = Shedder::default();
+        let mut queue = Shedder::new(&LingerLimits::default());
         queue.keep_spare();
         assert!(!queue.release_spare(), "--overload queue keeps none");
     }

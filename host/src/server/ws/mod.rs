@@ -7,10 +7,10 @@
 //! Endings: the peer's close is echoed, a broken protocol gets its close
 //! code (1002, 1007, 1009), the app's close or a drain's 1001 waits for the
 //! peer's answer at most `CLOSE_GRACE`. Once no more frames are to be
-//! read or sent the host half-closes the TCP connection and reads on until
-//! the peer's EOF (at most `CLOSE_GRACE`), so that bytes still in flight
-//! from the peer do not turn the close into a reset that would lose the
-//! close frame. A peer silent for `ws_ping_interval` gets a ping; one still
+//! read or sent the connection closes as every connection with bytes
+//! unread does (`Conn::linger`, at most `CLOSE_GRACE` here), so that bytes
+//! still in flight from the peer do not turn the close into a reset that
+//! would lose the close frame. A peer silent for `ws_ping_interval` gets a ping; one still
 //! silent after another interval is dropped.
 //!
 //! A message not yet whole holds its bytes of the host's budget
@@ -88,8 +88,6 @@ pub struct Link {
     pinged: bool,
     /// When the host sent a close frame of its own, waiting for the answer.
     closing_since: Option<Instant>,
-    /// Once half-closed: when the wait for the peer's EOF ends.
-    linger_until: Option<Instant>,
     /// What the message not yet whole holds of the budget: the bytes read
     /// since the last whole message, control frames aside (tungstenite
     /// keeps its fragments).
@@ -126,7 +124,6 @@ impl Link {
             heard: now,
             pinged: false,
             closing_since: None,
-            linger_until: None,
             message: budget.reservation(),
             message_began: None,
         }
@@ -293,27 +290,14 @@ impl Link {
         run(self.line.set_pending(pending));
     }
 
-    /// True once no frame will be read or sent: the connection half-closes
-    /// and waits for the peer's EOF.
+    /// True once no frame will be read or sent: the connection lingers
+    /// (`Conn::linger`).
     pub fn done(&self) -> bool {
         self.codec.done()
     }
 
-    /// Starts the wait for the peer's EOF after a half-close; false if it
-    /// had started.
-    pub fn begin_linger(&mut self, now: Instant) -> bool {
-        if self.linger_until.is_some() {
-            return false;
-        }
-        self.linger_until = Some(now + CLOSE_GRACE);
-        true
-    }
-
     /// When the next timeout of this WebSocket falls.
     pub fn deadline(&self) -> Instant {
-        if let Some(at) = self.linger_until {
-            return at;
-        }
         if let Some(since) = self.closing_since {
             return since + CLOSE_GRACE;
         }
@@ -338,7 +322,7 @@ impl Link {
             self.end(code::POLICY, &why);
             return Expired::TooSlow;
         }
-        let why = if self.linger_until.is_some() || self.closing_since.is_some() {
+        let why = if self.closing_since.is_some() {
             "no close answer within the close grace"
         } else if self.pinged {
             "no answer to a ping within ws_ping_interval"

@@ -1,0 +1,239 @@
+//! The lingering close, one for every connection that closes while its
+//! client may still be sending: an error answer (400, 408, 413, 431, 501
+//! sent before the request was all read), an answer given before a
+//! streamed body all came, pipelined bytes after a `Connection: close`
+//! answer, a WebSocket whose last frame is out, a client shed at the cap.
+//! Closing such a socket with bytes unread makes the kernel send a reset,
+//! which can destroy the answer before the client reads it. So, once the
+//! answer is out, the connection is half-closed (a FIN after the answer)
+//! and what the client still sends is read and dropped until its EOF, or
+//! until a bound of `LingerLimits` (its time, its wait for bytes, its byte
+//! count), then closed.
+
+use super::{Conn, Flow, Phase};
+use crate::http::LingerLimits;
+use crate::server::listener::Stream;
+use crate::server::ws::CLOSE_GRACE;
+use std::io::{self, Read};
+use std::time::{Duration, Instant};
+
+/// Bytes dropped per read (a buffer on the stack).
+const DROP_CHUNK: usize = 16 * 1024;
+
+/// A lingering close under way.
+pub struct LingerState {
+    /// When it began (the connection's place in its worker's list).
+    since: Instant,
+    /// When it ends whatever comes.
+    until: Instant,
+    /// When it ends if no byte comes meanwhile (moved by each read).
+    quiet_until: Instant,
+    quiet: Duration,
+    /// Bytes still to drop before it gives up.
+    left: u64,
+}
+
+impl LingerState {
+    fn new(now: Instant, limits: &LingerLimits) -> Self {
+        LingerState {
+            since: now,
+            until: now + limits.time,
+            quiet_until: now + limits.timeout,
+            quiet: limits.timeout,
+            left: limits.bytes,
+        }
+    }
+
+    /// When the connection is closed if its client has not closed first.
+    pub fn deadline(&self) -> Instant {
+        self.until.min(self.quiet_until)
+    }
+
+    /// Ends the linger by `at` at the latest (a drain).
+    pub fn end_by(&mut self, at: Instant) {
+        self.until = self.until.min(at);
+    }
+}
+
+impl<S> Conn<S> {
+    /// True when the loop should call `linger`: the connection lingers,
+    /// or its answer is out and request bytes may be left unread.
+    pub fn lingers(&self) -> bool {
+        self.phase == Phase::Lingering
+            || (self.linger_due
+                && !self.has_output()
+                && !self.read_closed
+                && matches!(self.phase, Phase::Closing | Phase::Upgraded))
+    }
+
+    /// True once half-closed and dropping what the client sends.
+    pub fn is_lingering(&self) -> bool {
+        self.phase == Phase::Lingering
+    }
+
+    /// When a lingering connection is closed if its client has not
+    /// closed first.
+    #[cfg(test)]
+    fn deadline_of_linger(&self) -> Option<Instant> {
+        self.lingering.as_ref().map(|s| s.deadline())
+    }
+
+    /// When the lingering close began, if it has.
+    pub fn lingering_since(&self) -> Option<Instant> {
+        self.lingering.as_ref().map(|s| s.since)
+    }
+
+    /// True if request bytes are buffered or may wait in the socket (an
+    /// answer that closes then lingers).
+    pub(super) fn bytes_left(&self) -> bool {
+        self.reader.buffered() > 0 || self.read_ready
+    }
+}
+
+impl Conn<Stream> {
+    /// The lingering close. While the answer is going out, waits. Then,
+    /// once, half-closes and starts the bounds (`limits`; a WebSocket's
+    /// are at most `CLOSE_GRACE`, as its close handshake's). Each call
+    /// reads and drops what the client has sent, until the socket would
+    /// block; `Close` at the client's EOF, a failed read, or a bound
+    /// reached.
+    pub fn linger(&mut self, now: Instant, limits: &LingerLimits) -> Flow {
+        if self.has_output() {
+            return Flow::Open;
+        }
+        if self.read_closed {
+            return Flow::Close;
+        }
+        let state = match &mut self.lingering {
+            Some(state) => state,
+            None => {
+                if let Err(e) = self.stream.shutdown_write() {
+                    log::debug!("{}: half-close failed: {e}", self.peer);
+                    return Flow::Close;
+                }
+                let limits = match self.ws {
+                    Some(_) => LingerLimits {
+                        time: limits.time.min(CLOSE_GRACE),
+                        timeout: limits.timeout.min(CLOSE_GRACE),
+                        ..*limits
+                    },
+                    None => *limits,
+                };
+                self.phase = Phase::Lingering;
+                self.read_ready = true;
+                // Bytes buffered past the answer are dropped too (the read
+                // buffer goes back to the pool: see `release_buffers`).
+                self.reader.abandon();
+                self.lingering
+                    .insert(Box::new(LingerState::new(now, &limits)))
+            }
+        };
+        if now >= state.until {
+            log::debug!("{}: lingered --lingering-time; closing", self.peer);
+            return Flow::Close;
+        }
+        let mut scratch = [0u8; DROP_CHUNK];
+        loop {
+            match self.stream.read(&mut scratch) {
+                Ok(0) => {
+                    self.read_closed = true;
+                    return Flow::Close;
+                }
+                Ok(n) => {
+                    state.quiet_until = now + state.quiet;
+                    state.left = state.left.saturating_sub(n as u64);
+                    if state.left == 0 {
+                        log::debug!("{}: dropped --lingering-bytes; closing", self.peer);
+                        return Flow::Close;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.read_ready = false;
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Flow::Close,
+            }
+        }
+        if now >= state.quiet_until {
+            log::debug!("{}: nothing for --lingering-timeout; closing", self.peer);
+            return Flow::Close;
+        }
+        Flow::Open
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::reader::BufPool;
+    use crate::http::HttpError;
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+    use std::sync::Arc;
+
+    /// A connection over one end of a socket pair that has answered 413
+    /// (its answer written), and the client's end.
+    fn refused(pool: &mut BufPool) -> (Conn<Stream>, UnixStream) {
+        let (a, b) = UnixStream::pair().expect("pair");
+        a.set_nonblocking(true).expect("nonblocking");
+        let stream = Stream::Unix(mio::net::UnixStream::from_std(a));
+        let mut conn = Conn::new(stream, Arc::from("peer"));
+        conn.fail(&HttpError::BodyTooLarge, "-", pool);
+        conn.flush(pool).expect("flush");
+        assert!(conn.lingers() && !conn.finished());
+        (conn, b)
+    }
+
+    fn limits(bytes: u64) -> LingerLimits {
+        LingerLimits {
+            bytes,
+            ..LingerLimits::default()
+        }
+    }
+
+    #[test]
+    fn the_answer_ends_in_a_fin_and_what_follows_is_dropped_until_eof() {
+        let mut pool = BufPool::default();
+        let (mut conn, mut client) = refused(&mut pool);
+        let now = Instant::now();
+        client.write_all(&[b'x'; 50_000]).expect("more body");
+        assert_eq!(conn.linger(now, &limits(1 << 20)), Flow::Open);
+        assert!(conn.is_lingering());
+        let mut answer = String::new();
+        client
+            .read_to_string(&mut answer)
+            .expect("the answer, then a FIN");
+        assert!(answer.starts_with("HTTP/1.1 413 "), "{answer}");
+        client.write_all(&[b'x'; 50_000]).expect("still more");
+        assert_eq!(conn.linger(now, &limits(1 << 20)), Flow::Open);
+        drop(client);
+        assert_eq!(conn.linger(now, &limits(1 << 20)), Flow::Close);
+    }
+
+    #[test]
+    fn each_bound_closes() {
+        let mut pool = BufPool::default();
+        let now = Instant::now();
+        let l = limits(1 << 20);
+        // Bytes: past `bytes` dropped.
+        let (mut conn, mut client) = refused(&mut pool);
+        client.write_all(&[b'x'; 20_000]).expect("body");
+        assert_eq!(conn.linger(now, &limits(10_000)), Flow::Close);
+        // Silence: nothing within `timeout`.
+        let (mut conn, _client) = refused(&mut pool);
+        assert_eq!(conn.linger(now, &l), Flow::Open);
+        assert_eq!(conn.deadline_of_linger(), Some(now + l.timeout));
+        assert_eq!(conn.linger(now + l.timeout, &l), Flow::Close);
+        // Time: bytes keep coming, `time` ends it.
+        let (mut conn, mut client) = refused(&mut pool);
+        assert_eq!(conn.linger(now, &l), Flow::Open);
+        let mut at = now;
+        while at < now + l.time {
+            client.write_all(b"x").expect("a byte");
+            assert_eq!(conn.linger(at, &l), Flow::Open);
+            at += l.timeout / 2;
+        }
+        assert_eq!(conn.linger(at, &l), Flow::Close);
+    }
+}
