@@ -109,9 +109,7 @@ impl HostAnswer {
             HostAnswer::PoolFull
             | HostAnswer::AppShareFull
             | HostAnswer::ShareReclaimed
-            | HostAnswer::AtCapacity => {
-                response.with_header("Retry-After", "1")
-            }
+            | HostAnswer::AtCapacity => response.with_header("Retry-After", "1"),
             HostAnswer::WebSocket(r) if r.status() == 426 => response
                 .with_header("Upgrade", "websocket")
                 .with_header("Sec-WebSocket-Version", super::ws::handshake::VERSION),
