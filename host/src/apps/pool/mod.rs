@@ -323,7 +323,16 @@ impl Pool {
 
     /// Thread `me` finished its job; logs it if it ran past its deadline.
     fn finished(&self, me: usize) {
-        let Some(done) = self.lock().finished(me) else {
+        let (done, more) = {
+            let mut state = self.lock();
+            (state.finished(me), state.queued > 1)
+        };
+        // This thread takes one waiting job; a freed share may let another
+        // idle thread take one more.
+        if more {
+            self.ready.notify_one();
+        }
+        let Some(done) = done else {
             return;
         };
         if let Some(deadline) = done.deadline {
