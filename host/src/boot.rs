@@ -82,7 +82,8 @@ pub fn run(cli: Cli) -> Result<(), String> {
         log::info!("blocking handlers run on the event loop (--blocking-on-loop)");
     } else {
         log::info!(
-            "blocking pool: {} threads, queue {}, at most {} thread(s) and {} waiting job(s) per app ({}%)",
+            "blocking pool: {} threads, queue {}, each app guaranteed {} thread(s) and {} waiting \
+             job(s) ({}%), and idle ones past that",
             pool.threads(),
             cli.blocking_queue,
             pool.group_threads(),

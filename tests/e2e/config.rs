@@ -15,7 +15,6 @@ matrix!(
     file_values_are_honoured_and_flags_and_environment_win,
     app_tables_mount_apps_and_optional_ones_may_be_absent,
     app_tables_give_an_app_its_own_limits,
-    an_apps_own_blocking_share_bounds_its_threads,
 );
 
 /// A temp dir holding `stoa.toml` with `text` and an `apps/` directory
@@ -137,31 +136,43 @@ fn app_tables_give_an_app_its_own_limits(poller: &str) {
     assert_eq!(server.get("/_test/later").status, 200);
 }
 
-fn an_apps_own_blocking_share_bounds_its_threads(poller: &str) {
-    let setup = Setup::new("[apps.stuck]\nblocking_share = 25\n", &[]);
+/// An app's own `blocking_share` is its guarantee (backend-free: one
+/// backend). stuck (25% of 4 threads: one) hangs all four kept threads,
+/// three of them borrowed; demo (75%: three) still runs three at once, on
+/// temporary threads. With either app's share ignored (the pool's 50%),
+/// demo would run two.
+#[test]
+fn an_apps_own_blocking_share_is_its_guarantee() {
+    let setup = Setup::new(
+        "[apps.stuck]\nblocking_share = 25\n[apps.demo]\nblocking_share = 75\n",
+        &[],
+    );
     let config = setup.config();
-    let server = Server::launch(poller)
+    let server = Server::launch("epoll")
         .apps(&["stuck", "demo"])
         .args(&["--config", config.to_str().expect("utf-8 path")])
         .args(&["--blocking-threads", "4"])
         .start();
-    let _blocked: Vec<_> = (0..3)
-        .map(|_| {
-            let mut c = server.connect();
-            c.send(&crate::client::get("/_stuck/block"));
-            c
-        })
-        .collect();
-    let pool = || status(server.port)["blocking_pool"]["apps"]["stuck"].clone();
-    // 25% of 4 threads: one runs, the others wait (the pool-wide share
-    // would have let two run).
+    let send = |path: &str| {
+        let mut c = server.connect();
+        c.send(&crate::client::get(path));
+        c
+    };
+    let pool = || status(server.port)["blocking_pool"].clone();
+    let _blocked: Vec<_> = (0..4).map(|_| send("/_stuck/block")).collect();
     let settled = wait_until(Duration::from_secs(5), || {
-        let p = pool();
-        p["busy"] == 1 && p["queued"] == 2
+        let p = &pool()["apps"]["stuck"];
+        p["busy"] == 4 && p["queued"] == 0
     });
     assert!(settled, "{}", pool());
-    // Another app still gets a thread.
-    assert_eq!(server.get("/demo/syncsleep-handler/?seconds=0").status, 200);
+    let _sleeping: Vec<_> = (0..3)
+        .map(|_| send("/demo/syncsleep-handler/?seconds=10"))
+        .collect();
+    let served = wait_until(Duration::from_secs(5), || {
+        let p = pool();
+        p["apps"]["demo"]["busy"] == 3 && p["temporary_threads"] == 3
+    });
+    assert!(served, "{}", pool());
 }
 
 #[test]

@@ -3,8 +3,9 @@
 //! clients are served by the others, ready and then health turn 503, and
 //! SIGTERM still ends the process after the graceful timeout (also when the
 //! app is stuck in a timer callback); a worker that turns again rejoins. On the blocking pool, a job whose deadline passed
-//! while it waited is dropped unrun, and an app whose handlers never return
-//! holds only its share of the threads.
+//! while it waited is dropped unrun (also while every thread is hung), an
+//! app alone uses the idle threads past its share, and another app is still
+//! served, on threads of its share, while one app's jobs hang.
 
 use crate::client::get;
 use crate::common::{metrics, run_to_exit, status, try_get};
@@ -19,7 +20,6 @@ matrix!(
     stuck_single_worker_still_exits,
     worker_that_turns_again_rejoins,
     expired_blocking_job_never_runs,
-    one_app_holds_only_its_share_of_the_pool,
     bad_survival_flags_are_refused,
 );
 
@@ -190,37 +190,122 @@ fn expired_blocking_job_never_runs(poller: &str) {
     );
 }
 
-fn one_app_holds_only_its_share_of_the_pool(poller: &str) {
-    let args = ["--blocking-threads", "4"];
-    let server = Server::start(poller, &["stuck", "demo"], &args);
-    let _blocked: Vec<_> = (0..4)
+/// Sends `path` on `n` connections of their own, kept open.
+fn send_each(server: &Server, path: &str, n: usize) -> Vec<crate::client::Client> {
+    (0..n)
         .map(|_| {
             let mut c = server.connect();
-            c.send(&get("/_stuck/block"));
+            c.send(&get(path));
             c
         })
-        .collect();
-    // All four are with the pool: running (started) or waiting (queued).
-    let started = || server.get("/_stuck/started").text().parse::<u64>().unwrap();
-    let queued = || {
-        status(server.port)["blocking_pool"]["queued"]
-            .as_u64()
-            .unwrap()
-    };
-    assert!(wait_until(Duration::from_secs(5), || started() + queued() == 4));
-    let demo = server.get("/demo/syncsleep-handler/?seconds=0");
-    assert_eq!(demo.status, 200, "{demo:?}");
-    assert_eq!(started(), 2);
-    let pool = &status(server.port)["blocking_pool"]["apps"]["stuck"];
+        .collect()
+}
+
+/// `app`'s busy and waiting jobs on the pool, as status shows them.
+fn pool_use(server: &Server, app: &str) -> (u64, u64) {
+    let pool = &status(server.port)["blocking_pool"]["apps"][app];
+    (
+        pool["busy"].as_u64().unwrap_or(0),
+        pool["queued"].as_u64().unwrap_or(0),
+    )
+}
+
+// The pool's rules do not depend on the backend: one backend.
+
+/// The seed's sleep experiment with default flags: one app's 40 blocking
+/// requests all run at once, though its share is 32 of the 64 threads.
+#[test]
+fn a_lone_app_uses_the_idle_threads_past_its_share() {
+    let server = Server::start("epoll", &["demo"], &[]);
+    let _sleeping = send_each(&server, "/demo/syncsleep-handler/?seconds=10", 40);
+    let all_run = wait_until(Duration::from_secs(5), || {
+        pool_use(&server, "demo") == (40, 0)
+    });
+    assert!(all_run, "{:?}", pool_use(&server, "demo"));
+    let pool = &status(server.port)["blocking_pool"];
     assert_eq!(
-        (&pool["busy"], &pool["queued"]),
-        (&2.into(), &2.into()),
+        (&pool["threads_per_app"], &pool["temporary_threads"]),
+        (&32.into(), &0.into()),
         "{pool}"
     );
+}
+
+/// One app's jobs hang on every kept thread; another app is still served
+/// (on a temporary thread of its share), and the hung app gets no more.
+#[test]
+fn another_app_is_served_while_one_apps_jobs_hang() {
+    let server = Server::start("epoll", &["stuck", "demo"], &["--blocking-threads", "4"]);
+    let _blocked = send_each(&server, "/_stuck/block", 4);
+    let started = || server.get("/_stuck/started").text().parse::<u64>().unwrap();
+    let all_run = wait_until(Duration::from_secs(5), || started() == 4);
+    assert!(
+        all_run,
+        "{} started, {:?}",
+        started(),
+        pool_use(&server, "stuck")
+    );
+    // Past its share with every kept thread busy, a fifth waits.
+    let _fifth = send_each(&server, "/_stuck/block", 1);
+    let waits = wait_until(Duration::from_secs(5), || {
+        pool_use(&server, "stuck") == (4, 1)
+    });
+    assert!(waits, "{:?}", pool_use(&server, "stuck"));
+    let demo = server.get("/demo/syncsleep-handler/?seconds=0");
+    assert_eq!(demo.status, 200, "{demo:?}");
+    assert_eq!(started(), 4);
     assert_eq!(
         metrics(server.port)["stoa_blocking_busy{app=\"stuck\"}"],
-        2.0
+        4.0
     );
+    // The temporary thread leaves once idle.
+    let left = wait_until(Duration::from_secs(5), || {
+        metrics(server.port)["stoa_blocking_temporary_threads"] == 0.0
+    });
+    assert!(left, "{}", status(server.port)["blocking_pool"]);
+}
+
+/// With one hung thread and a queue of two: an app's request waiting in
+/// room past its share gives way (503 naming the share) to another app's,
+/// and the waiting requests still get their 504 when their app_timeout
+/// passes, though no thread is free to drop them.
+#[test]
+fn a_request_waiting_past_its_share_gives_way_to_another_app() {
+    let args = [
+        "--blocking-threads",
+        "1",
+        "--blocking-queue",
+        "2",
+        "--app-timeout",
+        "2s",
+    ];
+    let server = Server::start("epoll", &["stuck", "demo"], &args);
+    let _running = send_each(&server, "/_stuck/block", 1);
+    let started = || server.get("/_stuck/started").text().parse::<u64>().unwrap();
+    assert!(wait_until(Duration::from_secs(5), || started() == 1));
+    let mut within = send_each(&server, "/_stuck/block", 1);
+    assert!(wait_until(Duration::from_secs(5), || {
+        pool_use(&server, "stuck") == (1, 1)
+    }));
+    // Its share of the queue (one) is taken; free room is lent.
+    let mut past = send_each(&server, "/_stuck/block", 1);
+    let lent = wait_until(Duration::from_secs(5), || {
+        pool_use(&server, "stuck") == (1, 2)
+    });
+    assert!(lent, "{:?}", pool_use(&server, "stuck"));
+    let mut demo = send_each(&server, "/demo/syncsleep-handler/?seconds=0", 1);
+    let r = past[0].read_response();
+    assert_eq!(r.status, 503, "{r:?}");
+    assert!(r.text().contains("blocking_share"), "{r:?}");
+    assert!(
+        server.wait_log(&["refused a waiting blocking job of app stuck /_stuck/block"]),
+        "{}",
+        server.log()
+    );
+    assert_eq!(pool_use(&server, "demo"), (0, 1));
+    for c in [&mut within[0], &mut demo[0]] {
+        let r = c.read_response();
+        assert_eq!(r.status, 504, "{r:?}");
+    }
 }
 
 /// The new bounds are refused, naming the flag, when they make no sense.

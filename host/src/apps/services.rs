@@ -3,7 +3,7 @@
 //! (`spawn_blocking`, in `pool.rs`), which also runs handlers that declare
 //! they block.
 
-pub use crate::apps::pool::{Job, Pool, Refused};
+pub use crate::apps::pool::{Fate, Job, Pool, Refused};
 use crate::inbox::Inbox;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};

@@ -169,7 +169,9 @@ pub struct Cli {
     #[arg(long, env = "STOA_INSECURE_APPS_DIR", help_heading = APPS)]
     pub insecure_apps_dir: bool,
 
-    /// Threads of the blocking pool that runs handlers declared blocking.
+    /// Threads the blocking pool keeps to run handlers declared blocking
+    /// (while an app runs on threads borrowed past its share, up to as many
+    /// temporary ones start for the other apps' shares).
     #[arg(long, env = "STOA_BLOCKING_THREADS", value_name = "N", default_value_t = 64,
           value_parser = RangedU64ValueParser::<usize>::new().range(1..=4096), help_heading = APPS)]
     pub blocking_threads: usize,
@@ -179,9 +181,10 @@ pub struct Cli {
           value_parser = RangedU64ValueParser::<usize>::new(), help_heading = APPS)]
     pub blocking_queue: usize,
 
-    /// Percent of the blocking threads, and of its queue, one app may hold
-    /// (at least one thread); its further jobs wait, or get 503 past its
-    /// share of the queue.
+    /// Percent of the blocking threads, and of its queue, one app is
+    /// guaranteed while others want them (at least one thread). An app may
+    /// also use idle threads and free queue room past it; a job waiting past
+    /// its share gives way (503) to an app within its share.
     #[arg(long, env = "STOA_BLOCKING_SHARE", value_name = "PERCENT", default_value_t = 50,
           value_parser = clap::value_parser!(u8).range(1..=100), help_heading = APPS)]
     pub blocking_share: u8,

@@ -26,8 +26,12 @@ pub enum HostAnswer {
     InvalidStatus,
     /// The blocking pool's queue is full (503).
     PoolFull,
-    /// The app's share of the blocking pool and of its queue is taken (503).
+    /// The app is past its share of the blocking pool's queue and no free
+    /// room is left (503).
     AppShareFull,
+    /// The request waited in queue room past its app's share, and another
+    /// app within its share took the room back (503).
+    ShareReclaimed,
     /// The connection cap is reached and a connection could not be watched
     /// (503).
     AtCapacity,
@@ -57,6 +61,7 @@ impl HostAnswer {
             HostAnswer::AppFailed | HostAnswer::AppPanicked(_) | HostAnswer::InvalidStatus => 500,
             HostAnswer::PoolFull
             | HostAnswer::AppShareFull
+            | HostAnswer::ShareReclaimed
             | HostAnswer::AtCapacity
             | HostAnswer::Draining
             | HostAnswer::NoApps
@@ -79,6 +84,10 @@ impl HostAnswer {
             HostAnswer::AppShareFull => {
                 "this app's share of the blocking pool is full (blocking_queue x blocking_share)"
             }
+            HostAnswer::ShareReclaimed => {
+                "this app waited past its share of the blocking queue (blocking_queue x \
+                 blocking_share) and another app took the room back"
+            }
             HostAnswer::AtCapacity => "connection limit reached (max_connections)",
             HostAnswer::Draining => "draining",
             HostAnswer::NoApps => "no app is loaded",
@@ -99,6 +108,7 @@ impl HostAnswer {
         match self {
             HostAnswer::PoolFull
             | HostAnswer::AppShareFull
+            | HostAnswer::ShareReclaimed
             | HostAnswer::AtCapacity
             | HostAnswer::Http(HttpError::OverBudget(_)) => {
                 response.with_header("Retry-After", "1")

@@ -34,6 +34,7 @@ pub fn pool_json(pool: &Pool) -> Value {
         .collect();
     json!({
         "threads": pool.threads(),
+        "temporary_threads": pool.temporary_threads(),
         "queued": pool.queued(),
         "share_percent": pool.share_percent(),
         "threads_per_app": pool.group_threads(),
@@ -42,8 +43,9 @@ pub fn pool_json(pool: &Pool) -> Value {
     })
 }
 
-/// Prometheus gauges: stuck workers, and the pool's busy, stuck and waiting
-/// jobs for every mounted app (zero when idle) and any other user.
+/// Prometheus gauges: stuck workers, the pool's temporary threads, and its
+/// busy, stuck and waiting jobs for every mounted app (zero when idle) and
+/// any other user.
 pub fn metrics(shared: &Shared, slots: &[(String, Option<usize>)], out: &mut String) {
     let stuck = shared.watch.stuck(shared);
     let _ = writeln!(out, "# TYPE stoa_worker_stuck gauge");
@@ -54,6 +56,12 @@ pub fn metrics(shared: &Shared, slots: &[(String, Option<usize>)], out: &mut Str
     let Some(pool) = &shared.pool else {
         return;
     };
+    let _ = writeln!(out, "# TYPE stoa_blocking_temporary_threads gauge");
+    let _ = writeln!(
+        out,
+        "stoa_blocking_temporary_threads {}",
+        pool.temporary_threads()
+    );
     let mut usage = pool.usage();
     for (name, slot) in slots {
         if slot.is_some() && !usage.iter().any(|u| &u.name == name) {

@@ -7,7 +7,7 @@ use super::listener::Stream;
 use super::ws::line::Line;
 use super::ws::Link;
 use crate::apps::loader::LoadedApp;
-use crate::apps::services::{Job, Pool, Refused};
+use crate::apps::services::{Fate, Job, Pool, Refused};
 use crate::budget::Budget;
 use crate::http::answer::HostAnswer;
 use crate::http::parse::Head;
@@ -439,7 +439,8 @@ fn client_of(
 
 /// Runs a blocking handler on the pool, if it starts before `deadline`
 /// (else it answers 504 unrun); answers 503 at once when the pool's queue,
-/// or the app's share of it, is full.
+/// or the app's share of it, is full, or later when the room it waited in
+/// past its app's share is taken back.
 fn submit_blocking(
     pool: &Pool,
     (app, path, deadline): (&Arc<LoadedApp>, &str, Instant),
@@ -447,12 +448,10 @@ fn submit_blocking(
     responder: stoa_app_api::abi::ResponderBox,
 ) -> Option<Answer> {
     let run_app = app.clone();
-    let work = Box::new(move |run: bool| {
-        if run {
-            owned.with_view(|request| run_app.handle(request, responder));
-        } else {
-            responder.respond(HostAnswer::AppTimeout.response());
-        }
+    let work = Box::new(move |fate: Fate| match fate {
+        Fate::Run => owned.with_view(|request| run_app.handle(request, responder)),
+        Fate::Expired => responder.respond(HostAnswer::AppTimeout.response()),
+        Fate::Reclaimed => responder.respond(HostAnswer::ShareReclaimed.response()),
     });
     match pool.submit(Job::request(app.clone(), path.into(), deadline, work)) {
         Ok(()) => None,
