@@ -20,6 +20,11 @@ use std::time::{Duration, Instant};
 /// Bytes dropped per read (a buffer on the stack).
 const DROP_CHUNK: usize = 16 * 1024;
 
+/// Most bytes one call drops: a client that sends without pause is read
+/// on at the loop's next sweep, so it cannot hold the loop from the
+/// other connections for all of `--lingering-bytes`.
+const TURN_BYTES: usize = 256 * 1024;
+
 /// A lingering close under way.
 pub struct LingerState {
     /// When it began (the connection's place in its worker's list).
@@ -31,6 +36,9 @@ pub struct LingerState {
     quiet: Duration,
     /// Bytes still to drop before it gives up.
     left: u64,
+    /// The last call stopped at `TURN_BYTES` with more to read: due again
+    /// at once.
+    more: bool,
 }
 
 impl LingerState {
@@ -41,12 +49,17 @@ impl LingerState {
             quiet_until: now + limits.timeout,
             quiet: limits.timeout,
             left: limits.bytes,
+            more: false,
         }
     }
 
-    /// When the connection is closed if its client has not closed first.
+    /// When the connection is closed if its client has not closed first,
+    /// or (`since`, passed already) when it is to be read on.
     pub fn deadline(&self) -> Instant {
-        self.until.min(self.quiet_until)
+        match self.more {
+            true => self.since,
+            false => self.until.min(self.quiet_until),
+        }
     }
 
     /// Ends the linger by `at` at the latest (a drain).
@@ -78,6 +91,12 @@ impl<S> Conn<S> {
         self.lingering.as_ref().map(|s| s.deadline())
     }
 
+    /// True when the last `linger` stopped with more to read: its due
+    /// deadline asks for another read, not the close.
+    pub fn lingers_on(&self) -> bool {
+        self.lingering.as_ref().is_some_and(|s| s.more)
+    }
+
     /// When the lingering close began, if it has.
     pub fn lingering_since(&self) -> Option<Instant> {
         self.lingering.as_ref().map(|s| s.since)
@@ -98,6 +117,12 @@ impl Conn<Stream> {
     /// block; `Close` at the client's EOF, a failed read, or a bound
     /// reached.
     pub fn linger(&mut self, now: Instant, limits: &LingerLimits) -> Flow {
+        self.linger_at_most(now, limits, TURN_BYTES)
+    }
+
+    /// `linger`, dropping at most `turn` bytes before it returns `Open`
+    /// with more to read (`lingers_on`).
+    fn linger_at_most(&mut self, now: Instant, limits: &LingerLimits, turn: usize) -> Flow {
         if self.has_output() {
             return Flow::Open;
         }
@@ -132,14 +157,22 @@ impl Conn<Stream> {
             log::debug!("{}: lingered --lingering-time; closing", self.peer);
             return Flow::Close;
         }
+        state.more = false;
         let mut scratch = [0u8; DROP_CHUNK];
+        let mut read = 0;
         loop {
-            match self.stream.read(&mut scratch) {
+            if read >= turn {
+                state.more = true;
+                return Flow::Open;
+            }
+            let want = DROP_CHUNK.min(turn - read);
+            match self.stream.read(&mut scratch[..want]) {
                 Ok(0) => {
                     self.read_closed = true;
                     return Flow::Close;
                 }
                 Ok(n) => {
+                    read += n;
                     state.quiet_until = now + state.quiet;
                     state.left = state.left.saturating_sub(n as u64);
                     if state.left == 0 {
@@ -207,6 +240,31 @@ mod tests {
         assert!(answer.starts_with("HTTP/1.1 413 "), "{answer}");
         client.write_all(&[b'x'; 50_000]).expect("still more");
         assert_eq!(conn.linger(now, &limits(1 << 20)), Flow::Open);
+        drop(client);
+        assert_eq!(conn.linger(now, &limits(1 << 20)), Flow::Close);
+    }
+
+    #[test]
+    fn a_client_that_keeps_sending_is_read_on_later_not_all_at_once() {
+        let mut pool = BufPool::default();
+        let (mut conn, mut client) = refused(&mut pool);
+        let now = Instant::now();
+        client.write_all(&[b'x'; 20_000]).expect("more body");
+        // 4 KiB a call: the first stops with more to read, due at once.
+        assert_eq!(conn.linger_at_most(now, &limits(1 << 20), 4096), Flow::Open);
+        assert!(conn.lingers_on());
+        assert!(conn.deadline_of_linger().is_some_and(|at| at <= now));
+        // Called again until the socket is empty: then it waits for the
+        // client's next bytes (the quiet timeout), not at once.
+        let mut calls = 1;
+        while conn.lingers_on() {
+            assert_eq!(conn.linger_at_most(now, &limits(1 << 20), 4096), Flow::Open);
+            calls += 1;
+            assert!(calls < 100, "never emptied");
+        }
+        assert!(calls >= 5, "20,000 bytes in 4 KiB steps took {calls} calls");
+        let quiet = LingerLimits::default().timeout;
+        assert_eq!(conn.deadline_of_linger(), Some(now + quiet));
         drop(client);
         assert_eq!(conn.linger(now, &limits(1 << 20)), Flow::Close);
     }

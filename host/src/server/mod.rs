@@ -559,6 +559,10 @@ impl Server {
                     }
                     continue;
                 }
+                Deadline::Linger if conn.lingers_on() => {
+                    self.settle(token);
+                    continue;
+                }
                 Deadline::Idle | Deadline::Send | Deadline::Linger => {
                     log::debug!("{}: {deadline:?} timeout, closing", conn.peer());
                     self.close(token);
