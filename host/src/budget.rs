@@ -146,6 +146,9 @@ impl Reservation {
     /// succeeds; growing fails (and changes nothing) past the limit.
     #[must_use]
     pub fn set(&mut self, bytes: usize) -> bool {
+        if bytes == self.held {
+            return true;
+        }
         if bytes > self.held {
             if !self.budget.take(bytes - self.held) {
                 return false;
@@ -160,6 +163,9 @@ impl Reservation {
     /// Sets the reservation to `bytes` even past the limit: for a copy
     /// whose original is given back at once (it counts once).
     pub fn force(&mut self, bytes: usize) {
+        if bytes == self.held {
+            return;
+        }
         if bytes > self.held {
             self.budget.force(bytes - self.held);
         } else {

@@ -275,7 +275,8 @@ pub struct Cli {
     /// Least average rate of a request body or a WebSocket message, in
     /// bytes a second, once --body-timeout has passed since its first byte
     /// (Apache's MinRate: each such many bytes earn it a second more);
-    /// slower gets 408 (a message: close 1008). 0: none.
+    /// slower gets 408 (a message: close 1008). 0: none. A body streamed
+    /// to its app is read at the app's pace and has only --body-timeout.
     /// The default passes any upload a working link carries (1 GiB at
     /// 500 bytes/s is 25 days) and cuts a drip of a byte every few seconds.
     #[arg(long, env = "STOA_BODY_MIN_RATE", value_name = "SIZE", default_value = "500",

@@ -486,6 +486,11 @@ impl RequestReader {
         self.stream_body = false;
         self.over_budget = false;
         self.start = self.end;
+        // A refused chunked body's decoded bytes go back at once, with
+        // their share of the budget (the connection may linger for long).
+        self.decoder = None;
+        self.body = Vec::new();
+        self.rehold();
     }
 }
 
@@ -726,6 +731,34 @@ GET /d HTTP/1.0\r\n\r\n";
             drop(r);
             assert_eq!(budget.held(), 0, "chunked: {chunked}");
         }
+    }
+
+    #[test]
+    fn a_refused_body_gives_its_bytes_back_when_abandoned() {
+        // Over max_body once decoded: refused with 413 while the connection
+        // stays (it lingers), so its bytes must go back then.
+        let params = ConnParams {
+            max_body: 100_000,
+            ..ConnParams::default()
+        };
+        let budget = Budget::unlimited();
+        let mut pool = BufPool::with_budget(budget.clone());
+        let input = post(200_000, true);
+        let mut src = Trickle { data: &input };
+        let mut r = RequestReader::default();
+        let mut got = Ok(false);
+        for _ in 0..1000 {
+            r.fill(&mut src, &params, false, &mut pool);
+            got = r.next_request_with((&params, &budget), &|_, _| BodyPlan::default());
+            if got != Ok(false) {
+                break;
+            }
+        }
+        assert_eq!(got, Err(HttpError::BodyTooLarge));
+        assert!(budget.held() > 0);
+        r.abandon();
+        r.release(&mut pool);
+        assert_eq!(budget.held(), 0);
     }
 
     #[test]

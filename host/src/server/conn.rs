@@ -436,7 +436,13 @@ impl<S> Conn<S> {
     /// When the body being read falls below `body_min_rate`: a first
     /// `body_timeout` from its start, and a second more for every
     /// `body_min_rate` bytes read since (Apache's `MinRate`).
+    /// A body streamed to its app has none: the host reads it only as
+    /// fast as the app takes it, so a slow app is not the client's fault
+    /// (its stall bound, `body_timeout`, still holds).
     fn body_rate_deadline(&self, params: &ConnParams) -> Option<Instant> {
+        if self.reader.feeds_body() {
+            return None;
+        }
         let (began, taken) = self.body_began?;
         let rate = params.body_min_rate;
         if rate == 0 {

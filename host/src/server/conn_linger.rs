@@ -39,6 +39,9 @@ pub struct LingerState {
     /// The last call stopped at `TURN_BYTES` with more to read: due again
     /// at once.
     more: bool,
+    /// Counted among its worker's lingering connections (`Lingerers`): one
+    /// that ends in the call that began it never is.
+    counted: bool,
 }
 
 impl LingerState {
@@ -50,6 +53,7 @@ impl LingerState {
             quiet: limits.timeout,
             left: limits.bytes,
             more: false,
+            counted: false,
         }
     }
 
@@ -85,9 +89,8 @@ impl<S> Conn<S> {
     }
 
     /// When a lingering connection is closed if its client has not
-    /// closed first.
-    #[cfg(test)]
-    fn deadline_of_linger(&self) -> Option<Instant> {
+    /// closed first (or read on, after a call that stopped with more).
+    pub fn deadline_of_linger(&self) -> Option<Instant> {
         self.lingering.as_ref().map(|s| s.deadline())
     }
 
@@ -95,6 +98,18 @@ impl<S> Conn<S> {
     /// deadline asks for another read, not the close.
     pub fn lingers_on(&self) -> bool {
         self.lingering.as_ref().is_some_and(|s| s.more)
+    }
+
+    /// Marks the lingering connection as counted by its worker's list.
+    pub fn count_lingering(&mut self) {
+        if let Some(state) = &mut self.lingering {
+            state.counted = true;
+        }
+    }
+
+    /// True if the worker's list counts this lingering connection.
+    pub fn lingering_counted(&self) -> bool {
+        self.lingering.as_ref().is_some_and(|s| s.counted)
     }
 
     /// When the lingering close began, if it has.

@@ -30,7 +30,7 @@ pub struct Lingerers {
 impl Lingerers {
     /// A connection leaving the slab.
     pub fn left(&mut self, conn: &Conn<Stream>) {
-        if conn.is_lingering() {
+        if conn.is_lingering() && conn.lingering_counted() {
             self.live = self.live.saturating_sub(1);
         }
     }
@@ -51,6 +51,11 @@ impl Server {
             self.close(token);
             return true;
         }
+        // The sweep runs at the pace of the longer timeouts; a lingering
+        // connection's own bound (or its next read) brings it forward.
+        if let Some(at) = conn.deadline_of_linger() {
+            self.next_sweep = self.next_sweep.min(at);
+        }
         let Some(since) = conn.lingering_since().filter(|_| !begun) else {
             return false;
         };
@@ -58,6 +63,7 @@ impl Server {
             // As idle connections in a drain: a short grace, not the full time.
             conn.close_idle_by(now + super::DRAIN_IDLE_GRACE.min(limits.time));
         }
+        conn.count_lingering();
         self.lingerers.live += 1;
         self.lingerers.order.push_back((token.0, since));
         let mut closed_self = false;

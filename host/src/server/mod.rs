@@ -619,7 +619,6 @@ fn sweep_interval(p: &ConnParams, shortest_app_timeout: Duration) -> Duration {
         p.send_timeout,
         p.keep_alive_timeout,
         p.app_timeout,
-        p.linger.timeout,
         shortest_app_timeout,
     ]
     .into_iter()
