@@ -1,7 +1,8 @@
 //! The host-wide budget for what clients make the host hold
 //! (`--max-buffered`): request bodies it buffers for their apps (and heads
 //! past the first read buffer), the copy of a body a blocking-pool route
-//! gets, and WebSocket messages not yet whole. Every holder takes a
+//! gets, WebSocket messages not yet whole, and streamed answers' queues
+//! (`stream_line`). Every holder takes a
 //! `Reservation` that grows as bytes arrive; the bytes go back when it
 //! shrinks or is dropped, so a closed connection always returns its share.
 //! Past the limit a new body is answered 503 and a WebSocket message closes

@@ -13,7 +13,15 @@
 //! drain task on the loop and wakes blocking senders once under the bound.
 //! When the connection goes, `close` does the same, and every later send
 //! answers `SEND_CLOSED`.
+//!
+//! Once the loop has the stream, its queue also holds its bytes of the
+//! host-wide budget (`--max-buffered`): a send that would take the budget
+//! past its limit is refused as a full queue is, while the line holds
+//! anything (whose draining wakes the app again); into an empty line one
+//! chunk always goes, counted past the limit if need be, so an app is
+//! never left waiting for a drain that cannot come.
 
+use crate::budget::Reservation;
 use crate::inbox::Inbox;
 use crate::poller::Token;
 use abi_stable::std_types::RSlice;
@@ -55,6 +63,11 @@ struct LineState {
     drain_task: Option<TaskBox>,
     /// A notice is in the loop's inbox and not yet taken.
     posted: bool,
+    /// What the queue holds of the budget, once the loop attached it.
+    hold: Option<Reservation>,
+    /// The last send was refused for the budget: room comes with the next
+    /// report (the line holds bytes), not at once.
+    over_budget: bool,
 }
 
 impl LineState {
@@ -153,8 +166,18 @@ impl StreamLine {
         if chunk.is_empty() {
             return (SEND_SENT, false);
         }
-        if state.queued() >= self.bound {
+        let queued = state.queued();
+        if queued >= self.bound {
             return (SEND_WOULD_BLOCK, false);
+        }
+        if let Some(hold) = &mut state.hold {
+            let want = queued.saturating_add(chunk.len());
+            if queued == 0 {
+                hold.force(want);
+            } else if !hold.set(want) {
+                state.over_budget = true;
+                return (SEND_WOULD_BLOCK, false);
+            }
         }
         state.chunks.push(chunk.to_vec());
         state.chunk_bytes += chunk.len();
@@ -204,7 +227,7 @@ impl StreamLine {
     /// there is), or once the line closes.
     pub fn on_drain(&self, task: TaskBox) {
         let mut state = self.lock();
-        if state.closed || state.queued() < self.bound {
+        if state.closed || (state.queued() < self.bound && !state.over_budget) {
             drop(state);
             self.run_on_loop(task);
         } else {
@@ -275,11 +298,24 @@ impl StreamLine {
         }
     }
 
+    /// The loop attaches the budget's reservation when it takes the
+    /// stream; what is queued already counts from now.
+    pub fn attach(&self, mut hold: Reservation) {
+        let mut state = self.lock();
+        hold.force(state.queued());
+        state.hold = Some(hold);
+    }
+
     /// The loop reports the bytes its connection still has to write; under
     /// the bound, the drain task runs and blocking senders wake.
     pub fn report(&self, out_len: usize) {
         let mut state = self.lock();
         state.out_bytes = out_len;
+        let queued = state.queued();
+        if let Some(hold) = &mut state.hold {
+            hold.force(queued);
+        }
+        state.over_budget = false;
         if state.queued() >= self.bound {
             return;
         }
@@ -297,6 +333,8 @@ impl StreamLine {
         let mut state = self.lock();
         state.closed = true;
         state.chunks.clear();
+        // Its bytes go back (the connection's output is gone with it).
+        state.hold = None;
         let task = state.drain_task.take();
         drop(state);
         self.room.notify_all();

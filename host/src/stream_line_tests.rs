@@ -147,3 +147,31 @@ fn a_dropped_sender_ends_the_stream_abnormally() {
     let taken = line.take();
     assert_eq!((taken.chunks.len(), taken.end), (1, End::Aborted));
 }
+
+#[test]
+fn the_queue_holds_its_bytes_of_the_budget_and_waits_for_room() {
+    use crate::budget::Budget;
+    let budget = Budget::new(100);
+    let (line, inbox, _) = line(1000, None);
+    line.attach(budget.reservation());
+    // Into an empty line one chunk always goes, counted past the limit.
+    assert_eq!(line.send(&[1; 150]), SEND_SENT);
+    assert_eq!(budget.held(), 150);
+    // While the line holds bytes, a send past the budget waits, and its
+    // drain task waits for the next report rather than running at once.
+    assert_eq!(line.send(&[1; 10]), SEND_WOULD_BLOCK);
+    let runs = Arc::new(AtomicUsize::new(0));
+    line.on_drain(Task_TO::from_value(Count(runs.clone()), TD_Opaque));
+    assert_eq!(run_pushed(&inbox).0, 0);
+    // The loop takes the chunk and writes it all: the bytes go back and
+    // the app is woken.
+    let _ = line.take();
+    line.report(0);
+    assert_eq!(budget.held(), 0);
+    assert_eq!(run_pushed(&inbox).0, 1);
+    assert_eq!(line.send(&[1; 60]), SEND_SENT);
+    assert_eq!(budget.held(), 60);
+    // A closed line gives its share back.
+    line.close();
+    assert_eq!(budget.held(), 0);
+}

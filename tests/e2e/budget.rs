@@ -21,6 +21,7 @@ matrix!(
     a_dripped_body_is_cut_with_408_and_a_steady_one_passes,
     a_stalled_websocket_message_closes_with_1008,
     a_blocking_routes_copy_of_a_body_counts_once,
+    streamed_answers_to_clients_that_do_not_read_hold_the_budget,
 );
 
 const MIB: usize = 1 << 20;
@@ -348,4 +349,60 @@ fn a_blocking_routes_copy_of_a_body_counts_once(poller: &str) {
     }
     let returned = wait_until(WAIT, || status(&server)["buffered"]["bytes"] == 0);
     assert!(returned, "{}", status(&server)["buffered"]);
+}
+
+/// Streamed answers whose clients do not read hold their queued bytes of
+/// the budget: past it, a new body is refused 503; once the clients go,
+/// the bytes come back and the same body is served.
+fn streamed_answers_to_clients_that_do_not_read_hold_the_budget(poller: &str) {
+    // /demo/bytes sends 64 KiB chunks, each as soon as its queue drains.
+    const CHUNK: usize = 64 << 10;
+    const READERS: usize = 6;
+    let args = [
+        "--max-buffered",
+        "1M",
+        "--max-body",
+        "64K",
+        "--ws-max-message",
+        "64K",
+        "--stream-queue",
+        "512K",
+    ];
+    let server = Server::start(poller, &["demo", "environ"], &args);
+    let request = "GET /demo/bytes?n=100000000 HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    let silent: Vec<TcpStream> = (0..READERS)
+        .map(|_| {
+            let s = TcpStream::connect(("127.0.0.1", server.port)).expect("connect to stoa");
+            (&s).write_all(request.as_bytes())
+                .expect("send the request");
+            s
+        })
+        .collect();
+    // The streams fill the kernel's buffers, then their queues, until
+    // the budget is held.
+    let held = wait_until(Duration::from_secs(10), || {
+        status(&server)["buffered"]["bytes"].as_u64().unwrap_or(0) as usize >= MIB
+    });
+    let buffered = status(&server)["buffered"].clone();
+    assert!(held, "the streams never held the budget: {buffered}");
+    // At most one chunk per stream past the limit (a chunk into an empty
+    // queue is never refused).
+    let bytes = buffered["bytes"].as_u64().unwrap_or(0) as usize;
+    assert!(bytes <= MIB + READERS * CHUNK, "{buffered}");
+    let post = || {
+        let body = vec![b'p'; 60 << 10];
+        let mut c = Client::connect(server.port);
+        let head = format!(
+            "POST /_environ HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        c.request(&[head.as_bytes(), &body[..]].concat())
+    };
+    let refused = post();
+    assert_eq!(refused.status, 503, "{refused:?}");
+    assert!(refused.text().contains("max_buffered (1M)"), "{refused:?}");
+    drop(silent);
+    let returned = wait_until(WAIT, || status(&server)["buffered"]["bytes"] == 0);
+    assert!(returned, "{}", status(&server)["buffered"]);
+    assert_eq!(post().status, 200);
 }

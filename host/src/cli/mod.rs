@@ -222,16 +222,17 @@ pub struct Cli {
     /// Bytes of a streamed response (or of a WebSocket's messages) queued
     /// per connection (from 4K to 64M): past it the app's sends answer
     /// WouldBlock until the client reads, so a slow client costs at most
-    /// this much memory.
+    /// this much memory (a stream's queue counts in --max-buffered too).
     #[arg(long, env = "STOA_STREAM_QUEUE", value_name = "SIZE", default_value = "256K",
           value_parser = parse_stream_queue, help_heading = LIMITS)]
     pub stream_queue: usize,
 
     /// Bytes the host may hold, over all clients, of request bodies it
     /// buffers (and heads past their first 16K read buffer), of their
-    /// copies for blocking-pool routes, and of WebSocket messages not yet
-    /// whole: past it a new body is answered 503 with Retry-After and a
-    /// message closes its WebSocket with 1013. At least --max-body and
+    /// copies for blocking-pool routes, of WebSocket messages not yet
+    /// whole and of streamed answers' queues: past it a new body is
+    /// answered 503 with Retry-After, a message closes its WebSocket with
+    /// 1013 and a stream's send waits as on a full queue. At least --max-body and
     /// --ws-max-message [default: a quarter of the memory limit the host
     /// runs under (the cgroup's, else the machine's), at least those two].
     #[arg(long, env = "STOA_MAX_BUFFERED", value_name = "SIZE",

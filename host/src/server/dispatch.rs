@@ -273,6 +273,7 @@ impl Dispatcher {
         pool: &mut BufPool,
     ) {
         let StreamStart { mut head, line } = start;
+        line.attach(self.budget.reservation());
         if !(200..=599).contains(&head.status) {
             line.close();
             // `finish` answers a status that is not final with a 500.
