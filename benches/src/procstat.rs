@@ -107,6 +107,10 @@ mod tests {
         while start.elapsed() < Duration::from_millis(3) {
             std::hint::black_box(start.elapsed());
         }
+        // A running thread's total is brought up to date when it is
+        // switched out (or at a tick, which may not come within 3 ms on a
+        // quiet machine): sleep once so the spin is on the books.
+        std::thread::sleep(Duration::from_millis(1));
         let after = schedstat_time(me).unwrap_or_default();
         // Ticks would move by 0 or 10 ms; the run time moves by about 3 ms.
         assert!(after > before, "{before:?} -> {after:?}");
