@@ -7,10 +7,10 @@
 
 use crate::balancers::{deploy, start_nginx, tool};
 use crate::common::try_get;
-use crate::harness::{wait_until, Server, TempDir};
+use crate::harness::{wait_until, Group, Server, TempDir};
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// Bodies over the instances' `--max-body 64K`, under nginx's default
@@ -104,21 +104,11 @@ fn haproxy_passes_413s_on_and_still_serves() {
     twenty_413s_then_200((listen, "/article"), &log, &stoa);
 }
 
-/// Kills the HAProxy this test started (by its pid) when dropped.
-struct Haproxy(Child);
-
-impl Drop for Haproxy {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Starts `deploy/haproxy.cfg` itself, in the foreground, with `ports` for
 /// its four instances and a free port for 8080; waits until it listens.
 /// Returns it (killed on drop), its directory (with `haproxy.log`) and its
 /// port.
-fn start_haproxy(ports: &[u16]) -> (Haproxy, TempDir, u16) {
+fn start_haproxy(ports: &[u16]) -> (Group, TempDir, u16) {
     let haproxy = tool("haproxy");
     let listen = TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -147,15 +137,16 @@ fn start_haproxy(ports: &[u16]) -> (Haproxy, TempDir, u16) {
     std::fs::write(&cfg, &conf).expect("write haproxy.cfg");
     let out = std::fs::File::create(dir.path().join("haproxy.log")).expect("haproxy.log");
     let err = out.try_clone().expect("haproxy.log");
-    let started = Command::new(haproxy)
-        .arg("-db")
-        .arg("-f")
-        .arg(&cfg)
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .spawn();
-    let haproxy = Haproxy(started.expect("start haproxy"));
+    let haproxy = Group::spawn(
+        Command::new(haproxy)
+            .arg("-db")
+            .arg("-f")
+            .arg(&cfg)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err),
+    )
+    .expect("start haproxy");
     let up = wait_until(Duration::from_secs(10), || {
         TcpStream::connect(("127.0.0.1", listen)).is_ok()
     });

@@ -8,12 +8,11 @@
 //! loop is bounded in requests and time; only 127.0.0.1 is used.
 
 use crate::common::{status, try_get};
-use crate::harness::{wait_until, Server, TempDir};
+use crate::harness::{wait_until, Group, Server, TempDir};
 use rustix::process::Signal;
 use std::net::{TcpListener, TcpStream};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -55,16 +54,6 @@ fn article_2xx(port: u16) -> u64 {
     status(port)["requests"]["article"]["2xx"]
         .as_u64()
         .expect("a count")
-}
-
-/// Kills the nginx this test started, master and workers (its process
-/// group), when dropped.
-pub(crate) struct Nginx(Child);
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        crate::harness::kill_group(&mut self.0);
-    }
 }
 
 #[test]
@@ -172,7 +161,7 @@ fn nginx_in_front_of_two_instances_loses_nothing_in_a_rolling_restart() {
 /// Starts `deploy/nginx.conf` itself, in the foreground, with `ports` for
 /// its four instances and a free port for 8080; waits until it listens.
 /// Returns it (killed on drop), its prefix directory and its port.
-pub(crate) fn start_nginx(ports: &[u16]) -> (Nginx, TempDir, u16) {
+pub(crate) fn start_nginx(ports: &[u16]) -> (Group, TempDir, u16) {
     let nginx = tool("nginx");
     let listen = TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -200,14 +189,14 @@ pub(crate) fn start_nginx(ports: &[u16]) -> (Nginx, TempDir, u16) {
     );
     let (dir, prefix) = nginx_prefix("nginx");
     std::fs::write(dir.path().join("nginx.conf"), &conf).expect("write nginx.conf");
-    let started = Command::new(nginx)
-        .args(["-p", &prefix, "-c", "nginx.conf", "-e", "logs/error.log"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn();
-    let nginx = Nginx(started.expect("start nginx"));
+    let nginx = Group::spawn(
+        Command::new(nginx)
+            .args(["-p", &prefix, "-c", "nginx.conf", "-e", "logs/error.log"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )
+    .expect("start nginx");
     let up = wait_until(Duration::from_secs(10), || {
         TcpStream::connect(("127.0.0.1", listen)).is_ok()
     });

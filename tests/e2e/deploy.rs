@@ -5,14 +5,13 @@
 //! under load (nothing lost; a broken new binary leaves the old serving).
 
 use crate::client::{get, Client};
-use crate::harness::{wait_until, Server, TempDir, STOA};
+use crate::harness::{wait_until, Group, Server, TempDir, STOA};
 use rustix::process::{kill_process, Pid, Signal};
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::os::unix::net::UnixDatagram;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,16 +34,6 @@ fn free_port() -> u16 {
 /// An apps directory holding these plugins.
 fn apps_dir(dir: &TempDir, apps: &[&str]) -> PathBuf {
     crate::common::apps_dir_with(dir.path(), apps)
-}
-
-/// A child process started in a process group of its own, killed as a
-/// group when dropped.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        crate::harness::kill_group(&mut self.0);
-    }
 }
 
 /// Kills the process `pid` when dropped (a process the harness did not start).
@@ -70,18 +59,17 @@ fn socket_activation_serves_the_sample_apps(poller: &str) {
     let dir = TempDir::new("activate");
     let apps = apps_dir(&dir, &["hello-project", "article"]);
     let port = free_port();
-    let child = Command::new("systemd-socket-activate")
-        .args(["-l", &format!("127.0.0.1:{port}")])
-        .arg(STOA)
-        .args(["--poller", poller, "--workers", "2", "--apps"])
-        .arg(&apps)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .expect("systemd-socket-activate is needed (apt-get install -y systemd)");
-    let _child = Killed(child);
+    let _child = Group::spawn(
+        Command::new("systemd-socket-activate")
+            .args(["-l", &format!("127.0.0.1:{port}")])
+            .arg(STOA)
+            .args(["--poller", poller, "--workers", "2", "--apps"])
+            .arg(&apps)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )
+    .expect("systemd-socket-activate is needed (apt-get install -y systemd)");
     // systemd-socket-activate holds the socket and starts stoa on the
     // first connection; stoa adopts the socket it is passed.
     let served = wait_until(Duration::from_secs(20), || {
@@ -290,19 +278,18 @@ fn start_copy(
     binary: &Path,
     apps: &Path,
     poller: &str,
-) -> (Killed, u16, Arc<std::sync::Mutex<String>>) {
+) -> (Group, u16, Arc<std::sync::Mutex<String>>) {
     let mut cmd = Command::new(binary);
     cmd.args(["--bind", "127.0.0.1:0", "--poller", poller, "--apps"])
         .arg(apps)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
     // A just-written binary may be "busy" while another test's fork still
     // holds the copy's descriptor for a moment.
     let mut child = None;
     for _ in 0..40 {
-        match cmd.spawn() {
+        match Group::spawn(&mut cmd) {
             Ok(c) => {
                 child = Some(c);
                 break;
@@ -314,8 +301,8 @@ fn start_copy(
         }
     }
     let mut child = child.expect("the copy of stoa stayed busy");
-    let stdout = child.stdout.take().expect("stdout");
-    let stderr = child.stderr.take().expect("stderr");
+    let stdout = child.0.stdout.take().expect("stdout");
+    let stderr = child.0.stderr.take().expect("stderr");
     let log = Arc::new(std::sync::Mutex::new(String::new()));
     let sink = log.clone();
     std::thread::spawn(move || {
@@ -336,7 +323,7 @@ fn start_copy(
         .next()
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("no port in {first:?}"));
-    (Killed(child), port, log)
+    (child, port, log)
 }
 
 fn a_broken_new_binary_leaves_the_old_one_serving(poller: &str) {

@@ -183,20 +183,7 @@ impl Captured {
 
     /// Waits up to `timeout` for the stream to have ended (or been closed).
     pub fn wait_ended(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        while !state.1 {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return false;
-            }
-            state = self
-                .changed
-                .wait_timeout(state, left)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
-        true
+        self.wait_state(timeout, |_| false).1
     }
 
     pub fn text(&self) -> String {
@@ -210,15 +197,22 @@ impl Captured {
     /// Waits until `done` holds for the text; false on timeout or if the
     /// stream ended without it.
     pub fn wait(&self, timeout: Duration, done: impl Fn(&str) -> bool) -> bool {
+        done(&self.wait_state(timeout, &done).0)
+    }
+
+    /// Waits until `done` holds for the text, the stream ends, or `timeout`
+    /// passes; the state then.
+    fn wait_state(
+        &self,
+        timeout: Duration,
+        done: impl Fn(&str) -> bool,
+    ) -> std::sync::MutexGuard<'_, (String, bool)> {
         let deadline = Instant::now() + timeout;
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
-            if done(&state.0) {
-                return true;
-            }
             let left = deadline.saturating_duration_since(Instant::now());
-            if state.1 || left.is_zero() {
-                return false;
+            if done(&state.0) || state.1 || left.is_zero() {
+                return state;
             }
             state = self
                 .changed
@@ -638,6 +632,24 @@ pub fn kill_group(child: &mut Child) {
     }
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// A child process started in a process group of its own (nginx and its
+/// workers, HAProxy, a host started by another tool), killed as a group
+/// and reaped on drop.
+pub struct Group(pub Child);
+
+impl Group {
+    /// Spawns `cmd` as the leader of a new process group.
+    pub fn spawn(cmd: &mut Command) -> std::io::Result<Group> {
+        cmd.process_group(0).spawn().map(Group)
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        kill_group(&mut self.0);
+    }
 }
 
 /// Polls `done` until it holds or `timeout` passes; returns its last value.

@@ -104,13 +104,19 @@ fn json_access_lines_carry_app_generation_and_micros(poller: &str) {
     assert!(none["us"].is_u64(), "{none}");
 }
 
-fn sigusr1_reopens_a_moved_access_log(poller: &str) {
+/// The sample apps with an access log that has its first line.
+pub fn logging_one_request(poller: &str) -> Server {
     let server = Server::launch(poller)
         .apps(SAMPLE_APPS)
         .access_log()
         .start();
     assert_eq!(server.get("/hello/").status, 200);
     assert_eq!(server.access_lines(1).len(), 1);
+    server
+}
+
+fn sigusr1_reopens_a_moved_access_log(poller: &str) {
+    let server = logging_one_request(poller);
     let path = server.access_log_path().to_path_buf();
     let moved = path.with_extension("log.1");
     std::fs::rename(&path, &moved).expect("move the access log");

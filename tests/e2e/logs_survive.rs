@@ -164,12 +164,7 @@ fn check_reports_a_fifo_access_log() {
 
 #[test]
 fn sigusr1_keeps_the_old_file_when_the_path_became_a_fifo() {
-    let mut server = Server::launch("epoll")
-        .apps(SAMPLE_APPS)
-        .access_log()
-        .start();
-    assert_eq!(server.get("/hello/").status, 200);
-    assert_eq!(server.access_lines(1).len(), 1);
+    let mut server = crate::logs::logging_one_request("epoll");
     let path = server.access_log_path().to_path_buf();
     let moved = path.with_extension("log.1");
     std::fs::rename(&path, &moved).expect("move the access log");
@@ -199,12 +194,7 @@ fn sigusr1_keeps_the_old_file_when_the_path_became_a_fifo() {
 
 #[test]
 fn a_file_size_limit_on_the_access_log_costs_lines_not_the_host() {
-    let mut server = Server::launch("epoll")
-        .apps(SAMPLE_APPS)
-        .access_log()
-        .start();
-    assert_eq!(server.get("/hello/").status, 200);
-    assert_eq!(server.access_lines(1).len(), 1);
+    let mut server = crate::logs::logging_one_request("epoll");
     let path = server.access_log_path().to_path_buf();
     let size = || std::fs::metadata(&path).map_or(0, |m| m.len());
     // Room for a few more lines; then writes fail with EFBIG and the

@@ -229,7 +229,7 @@ impl RequestReader {
 
     /// Brings the reservation down to what the buffers hold now.
     fn rehold(&mut self) {
-        let bytes = self.buf.len().saturating_sub(READ_CHUNK) + self.body.capacity();
+        let bytes = beyond_first_chunk(self.buf.len(), self.body.capacity());
         if let Some(hold) = &mut self.hold {
             hold.force(bytes);
         }
@@ -494,6 +494,13 @@ impl RequestReader {
     }
 }
 
+/// What a read buffer of `buf_len` bytes and a decoded body of `body_cap`
+/// hold of the budget: all but the first `READ_CHUNK` every busy
+/// connection has.
+fn beyond_first_chunk(buf_len: usize, body_cap: usize) -> usize {
+    buf_len.saturating_sub(READ_CHUNK) + body_cap
+}
+
 /// Sets `hold` to what buffers of `buf_len` and `body_cap` bytes hold past
 /// the first `READ_CHUNK` (taking a reservation on `budget` the first
 /// time); false if the budget has no room.
@@ -502,7 +509,7 @@ fn hold_for(
     (buf_len, body_cap): (usize, usize),
     budget: &Budget,
 ) -> bool {
-    let bytes = buf_len.saturating_sub(READ_CHUNK) + body_cap;
+    let bytes = beyond_first_chunk(buf_len, body_cap);
     match hold {
         Some(hold) => hold.set(bytes),
         None if bytes == 0 => true,
