@@ -3,28 +3,29 @@
 //! worker; signals drain them.
 
 use crate::apps::plugin_copy::PluginCopies;
-use crate::apps::registry::{AppState, Registry, Scan};
+use crate::apps::pool::Pool;
+use crate::apps::registry::{AppState, AppTable, Registry, Scan};
 use crate::apps::retire;
 use crate::apps::services;
 use crate::apps::watcher::{self, Event};
+use crate::budget::{size_text, Budget};
 use crate::checks;
-use crate::cli::Cli;
-use crate::http::ConnParams;
+use crate::cli::{Cli, Measured};
+use crate::control::{Control, Requests};
+use crate::inbox::Inbox;
 use crate::listen;
 use crate::ops::access_log;
-use crate::ops::control::Control;
 use crate::ops::log_writer::EXIT_FLUSH;
-use crate::ops::netfilter::{parse_net, NetList};
 use crate::ops::notify;
 use crate::ops::pid_file::PidFile;
-use crate::ops::stats::WorkerStats;
 use crate::ops::upgrade::Upgrade;
-use crate::ops::watchdog::Board;
+use crate::ops::watchdog::{self, Board, Watched};
 use crate::poller::{self, Poller};
-use crate::server::responder::Inbox;
+use crate::server::handles::Handles;
 use crate::server::Server;
-use crate::shared::Shared;
-use arc_swap::ArcSwap;
+use crate::settings::{Bind, OnGenerationCap};
+use crate::signals::{self, Steered};
+use crate::stats::Stats;
 use crossbeam_channel::Sender;
 use std::collections::HashMap;
 use std::io::Write;
@@ -56,13 +57,18 @@ pub fn run(cli: Cli) -> Result<(), String> {
             .map_or_else(|| "?".to_string(), |n| n.to_string()),
         budget.reserved()
     );
-    let (max_buffered, rule) = crate::ops::memory::max_buffered(&cli)?;
+    let settings = Arc::new(cli.settings(Measured {
+        workers,
+        max_connections,
+        poller: poller_name,
+    }));
+    let (max_buffered, rule) = crate::ops::memory::max_buffered(cli.max_buffered, &settings)?;
     log::info!(
         "max_buffered={} ({rule}); body_min_rate={} bytes/s after body_timeout",
-        crate::budget::size_text(max_buffered),
+        size_text(max_buffered),
         cli.body_min_rate
     );
-    let buffered = crate::budget::Budget::new(max_buffered);
+    let buffered = Budget::new(max_buffered);
     let backlog = cli.backlog.unwrap_or_else(listen::somaxconn);
     let bound = listeners(&cli, workers, backlog)?;
     let upgrade = Arc::new(Upgrade::new(bound.duplicates()?));
@@ -75,7 +81,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
         .iter()
         .map(|p| Arc::new(Inbox::new(p.waker())))
         .collect();
-    let pool = services::Pool::new(cli.blocking_threads, cli.blocking_queue, cli.blocking_share)
+    let pool = Pool::new(cli.blocking_threads, cli.blocking_queue, cli.blocking_share)
         .map_err(|e| format!("cannot start the blocking pool: {e}"))?;
     services::install(pool.clone(), inboxes[0].clone());
     if cli.blocking_on_loop {
@@ -92,7 +98,9 @@ pub fn run(cli: Cli) -> Result<(), String> {
         );
     }
 
-    let registry = load_apps(&cli)?;
+    let stats = Arc::new(Stats::new(workers));
+    let (requests, incoming) = signals::channel();
+    let registry = load_apps(&cli, &stats, Some(&requests))?;
     let state = registry.state();
     checks::mounts_name_loaded_apps(&cli, &state)?;
     if cli.strict_plugins {
@@ -105,59 +113,26 @@ pub fn run(cli: Cli) -> Result<(), String> {
         );
     }
     let access_log = match &cli.access_log {
-        Some(target) => Some(
+        Some(target) => Some(Arc::new(
             access_log::AccessLog::open(target, cli.log_format)
                 .map_err(|e| format!("--access-log {target}: {e}"))?,
-        ),
+        )),
         None => None,
     };
-    let status_allow = if cli.status_allow.is_empty() {
-        NetList(vec![parse_net("127.0.0.0/8")?, parse_net("::1")?])
-    } else {
-        NetList(cli.status_allow.clone())
-    };
-    let shared = Arc::new(Shared {
-        apps: ArcSwap::from_pointee(state),
-        params: ConnParams {
-            linger: crate::http::LingerLimits {
-                most: cli.max_lingering.div_ceil(workers),
-                ..cli.conn_params().linger
-            },
-            max_body: cli
-                .app_sections
-                .values()
-                .filter_map(|s| s.limits.max_body)
-                .fold(cli.max_body, usize::max),
-            ..cli.conn_params()
-        },
-        ws: cli.ws_params(),
-        shortest_app_timeout: cli
-            .app_sections
-            .values()
-            .filter_map(|s| s.limits.app_timeout)
-            .fold(cli.app_timeout, std::time::Duration::min),
-        app_body_limits: cli
-            .app_sections
-            .values()
-            .any(|s| s.limits.max_body.is_some())
-            .then_some(cli.max_body),
-        access_log,
-        max_connections: max_connections.div_ceil(workers),
-        max_connections_total: max_connections,
-        overload: cli.overload,
+    let handles = Arc::new(Handles {
+        settings,
+        apps: AppTable::new(state),
         pool: (!cli.blocking_on_loop).then_some(pool),
-        loop_block_warn: cli.loop_block_warn,
-        control: Control::default(),
-        watch,
-        stats: (0..workers).map(|_| WorkerStats::default()).collect(),
-        poller: poller_name,
-        status_allow,
-        trusted_proxies: NetList(cli.trusted_proxy.clone()),
+        access_log,
+        control: Arc::new(Control::default()),
+        board: Arc::new(watch),
+        stats,
+        budget: buffered,
     });
     log::info!(
         "{} app(s) mounted, {} plugin file(s) refused",
-        shared.apps.load().mounts.apps().len(),
-        shared.apps.load().refused.len()
+        handles.apps.load().mounts.apps().len(),
+        handles.apps.load().refused.len()
     );
 
     let mut servers = Vec::with_capacity(workers);
@@ -168,16 +143,10 @@ pub fn run(cli: Cli) -> Result<(), String> {
         .zip(inboxes)
         .enumerate()
     {
-        shared.control.add_waker(poller.waker());
+        handles.control.add_waker(poller.waker());
         servers.push(
-            Server::new(
-                i,
-                poller,
-                (listeners, locals.clone()),
-                (shared.clone(), buffered.clone()),
-                inbox,
-            )
-            .map_err(|e| format!("cannot start worker {i}: {e}"))?,
+            Server::new(i, poller, listeners, locals.clone(), handles.clone(), inbox)
+                .map_err(|e| format!("cannot start worker {i}: {e}"))?,
         );
     }
     if cli.no_watch {
@@ -188,11 +157,29 @@ pub fn run(cli: Cli) -> Result<(), String> {
     }
     let events = registry.events();
     let stop_apps = events.clone();
-    let apps_thread = watcher::spawn(registry, shared.clone(), !cli.no_watch)?;
-    crate::ops::watchdog::spawn(shared.clone())?;
-    crate::signals::watch(shared.clone(), events, cli.graceful_timeout, upgrade)?;
+    let apps_thread = watcher::spawn(
+        registry,
+        handles.apps.clone(),
+        handles.control.clone(),
+        !cli.no_watch,
+    )?;
+    watchdog::spawn(Watched {
+        board: handles.board.clone(),
+        stats: handles.stats.clone(),
+        control: handles.control.clone(),
+        pool: handles.pool.clone(),
+    })
+    .map_err(|e| format!("cannot start the watchdog: {e}"))?;
+    let steered = Steered {
+        control: handles.control.clone(),
+        access_log: handles.access_log.clone(),
+        apps: events,
+        upgrade,
+        graceful: cli.graceful_timeout,
+    };
+    signals::watch(steered, requests, incoming)?;
 
-    let handles: Vec<_> = servers
+    let threads: Vec<_> = servers
         .into_iter()
         .enumerate()
         .map(|(i, mut server)| {
@@ -213,21 +200,21 @@ pub fn run(cli: Cli) -> Result<(), String> {
     }
     notify::ready(&format!(
         "serving {} app(s) on {}",
-        shared.apps.load().mounts.apps().len(),
+        handles.apps.load().mounts.apps().len(),
         bound.shown.join(", ")
     ));
-    notify::spawn_watchdog(shared.clone())?;
+    notify::spawn_watchdog(handles.control.clone(), handles.board.clone())?;
 
     let mut failed = None;
-    for (i, h) in handles.into_iter().enumerate() {
+    for (i, h) in threads.into_iter().enumerate() {
         match h.join() {
             Ok(Ok(())) => {}
             Ok(Err(e)) => failed = Some(format!("worker {i} failed: {e}")),
             Err(_) => failed = Some(format!("worker {i} panicked")),
         }
     }
-    retire_mounted(&shared, &stop_apps, apps_thread);
-    if let Some(log) = &shared.access_log {
+    retire_mounted(&handles.apps, &stop_apps, apps_thread);
+    if let Some(log) = &handles.access_log {
         if !log.flush(EXIT_FLUSH) {
             log::warn!("the access log did not take its last lines within {EXIT_FLUSH:?}");
         }
@@ -244,25 +231,32 @@ pub fn run(cli: Cli) -> Result<(), String> {
 /// After the drain: stops the apps thread and unpublishes the apps, so the
 /// generations still mounted are retired once their requests (if any are
 /// left after a forced drain) let go; waits for that a bounded time.
-fn retire_mounted(shared: &Shared, stop: &Sender<Event>, apps_thread: JoinHandle<()>) {
+fn retire_mounted(apps: &AppTable, stop: &Sender<Event>, apps_thread: JoinHandle<()>) {
     // Already gone if it saw the drain itself.
     let _ = stop.send(Event::Stop);
     if apps_thread.join().is_err() {
         log::error!("the apps thread panicked");
     }
-    shared.apps.store(Arc::new(AppState::default()));
+    apps.publish(AppState::default());
     retire::wait_all(retire::RETIRE_BOUND);
 }
 
 /// The registry with every plugin of the apps directory loaded and
 /// constructed (constructors bounded, see `watcher::await_constructors`).
-pub(crate) fn load_apps(cli: &Cli) -> Result<Registry, String> {
+pub(crate) fn load_apps(
+    cli: &Cli,
+    stats: &Arc<Stats>,
+    requests: Option<&Requests>,
+) -> Result<Registry, String> {
     let mounts: HashMap<String, String> = cli.mounts.iter().cloned().collect();
     let copies = PluginCopies::from_env(cli.max_plugin_size)?;
     let mut registry = Registry::new(&cli.apps, mounts, cli.max_generations, copies)
         .map_err(|e| format!("cannot read the apps directory {}: {e}", cli.apps.display()))?;
     registry.set_insecure(cli.insecure_apps_dir);
-    registry.set_reexec_at_cap(cli.on_generation_cap == crate::cli::OnGenerationCap::Reexec);
+    registry.count_in(stats.clone());
+    if let Some(requests) = requests.filter(|_| cli.on_generation_cap == OnGenerationCap::Reexec) {
+        registry.set_reexec_at_cap(requests.clone());
+    }
     registry.set_settings(
         cli.app_sections
             .iter()
@@ -295,11 +289,7 @@ fn listeners(cli: &Cli, workers: usize, backlog: i32) -> Result<listen::Bound, S
         return listen::adopt_all(sockets, workers);
     }
     if !cli.reuse_port {
-        for b in cli
-            .bind
-            .iter()
-            .filter(|b| matches!(b, crate::cli::Bind::Tcp(_)))
-        {
+        for b in cli.bind.iter().filter(|b| matches!(b, Bind::Tcp(_))) {
             checks::address_is_free(b)?;
         }
     }

@@ -28,7 +28,7 @@ struct Inner {
     held: AtomicUsize,
     bodies_refused: AtomicU64,
     messages_refused: AtomicU64,
-    /// When a refusal was last logged (`ops::stats::stamp`), 0 for never.
+    /// When a refusal was last logged (`stats::stamp`), 0 for never.
     logged: AtomicU64,
 }
 
@@ -87,7 +87,7 @@ impl Budget {
             Refusal::Message => &self.0.messages_refused,
         };
         counter.fetch_add(1, Relaxed);
-        let now = crate::ops::stats::stamp(std::time::Instant::now());
+        let now = crate::stats::stamp(std::time::Instant::now());
         let last = self.0.logged.load(Relaxed);
         let due = last == 0 || now.saturating_sub(last) >= LOG_EVERY_US;
         if due

@@ -4,7 +4,8 @@
 //! not there, a refused plugin under `--strict-plugins`.
 
 use crate::apps::registry::AppState;
-use crate::cli::{Bind, Cli};
+use crate::cli::Cli;
+use crate::settings::Bind;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 
@@ -259,14 +260,19 @@ pub fn check(cli: &Cli) -> Result<(), String> {
         }
     }
     note(watchdog_bounds(cli));
-    note(crate::ops::memory::max_buffered(cli).map(|_| ()));
+    let settings = cli.settings(crate::cli::Measured {
+        workers: 1,
+        max_connections: 1,
+        poller: "check",
+    });
+    note(crate::ops::memory::max_buffered(cli.max_buffered, &settings).map(|_| ()));
     if let Some(target) = &cli.access_log {
         note(
             crate::ops::log_target::check(target)
                 .map_err(|e| format!("--access-log {target}: {e}")),
         );
     }
-    match crate::boot::load_apps(cli) {
+    match crate::boot::load_apps(cli, &std::sync::Arc::new(crate::stats::Stats::new(1)), None) {
         Ok(registry) => {
             let state = registry.state();
             println!("# mounts");

@@ -33,6 +33,7 @@ pub mod boot;
 pub mod budget;
 pub(crate) mod checks;
 pub mod cli;
+pub(crate) mod control;
 pub mod http;
 pub(crate) mod inbox;
 pub mod listen;
@@ -41,6 +42,7 @@ pub use ops::error_log;
 #[allow(unsafe_code)]
 pub(crate) mod poller;
 pub(crate) mod server;
-pub(crate) mod shared;
+pub mod settings;
 pub(crate) mod signals;
+pub(crate) mod stats;
 pub(crate) mod stream_line;

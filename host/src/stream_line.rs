@@ -83,6 +83,8 @@ pub struct LineAddr {
     pub inbox: Arc<Inbox>,
     /// The app's counters slot (names it in the loop's timer accounting).
     pub slot: usize,
+    /// The app's name, for logs.
+    pub app: Arc<str>,
 }
 
 /// The shared queue of one streamed response (see the module's notes).
@@ -157,7 +159,7 @@ impl StreamLine {
             if state.sent + chunk.len() as u64 > declared {
                 log::warn!(
                     "app {} sent more than its declared Content-Length ({declared}); ending the response",
-                    crate::apps::loader::slot_name(self.addr.slot)
+                    self.addr.app
                 );
                 state.end = Some(End::Aborted);
                 return (SEND_CLOSED, Self::mark(state));
@@ -198,7 +200,7 @@ impl StreamLine {
         if self.on_own_loop() {
             log::warn!(
                 "app {} called send_blocking on an event loop; it does not wait there (use send and on_drain)",
-                crate::apps::loader::slot_name(self.addr.slot)
+                self.addr.app
             );
             return self.send(chunk);
         }
@@ -253,7 +255,7 @@ impl StreamLine {
             Some(declared) => {
                 log::warn!(
                     "app {} finished after {} of its declared {declared} bytes; closing the connection",
-                    crate::apps::loader::slot_name(self.addr.slot),
+                    self.addr.app,
                     state.sent
                 );
                 state.end = Some(End::Aborted);
@@ -278,7 +280,7 @@ impl StreamLine {
         }
         log::debug!(
             "app {} dropped the stream of request {} unfinished; closing the connection",
-            crate::apps::loader::slot_name(self.addr.slot),
+            self.addr.app,
             self.addr.id
         );
         state.end = Some(End::Aborted);

@@ -36,6 +36,7 @@ fn line(bound: usize, declared: Option<u64>) -> (Arc<StreamLine>, Arc<Inbox>, Ar
         id: 3,
         inbox: inbox.clone(),
         slot: 0,
+        app: Arc::from("test"),
     };
     let line = StreamLine::new(addr, bound, Duration::from_millis(50), declared, 0);
     (line, inbox, wakes)

@@ -6,6 +6,7 @@
 use crate::apps::abi_report;
 use crate::apps::error::{AbiMismatch, LibraryRefusal, LoadError};
 use crate::apps::retire;
+use crate::settings::AppLimits;
 use abi_stable::library::{lib_header_from_path, LibraryError, RootModule};
 use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::sabi_types::VersionNumber;
@@ -18,18 +19,6 @@ use std::sync::Arc;
 use stoa_app_api::abi::{
     AppModuleRef, HostModule, HostRef, InitContext, LogLevel, Request, ResponderBox,
 };
-
-/// An app's own limits, in place of the server-wide flags (`None`: the
-/// flag's value).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct AppLimits {
-    /// Largest request body (413), checked when the head arrives.
-    pub max_body: Option<usize>,
-    /// Time to answer before the client gets 504.
-    pub app_timeout: Option<std::time::Duration>,
-    /// Percent of the blocking pool's threads and queue it may hold.
-    pub blocking_share: Option<u8>,
-}
 
 /// One loaded app (its constructor is run by `init`). Once constructed,
 /// dropping the last `Arc` of it retires it (`retire.rs`): the registry,
@@ -143,7 +132,8 @@ pub fn load_file(
     })?;
     mount_free(&name, wanted, &mount, taken)?;
     Ok(LoadedApp {
-        slot: stats_slot(&name),
+        // The registry gives it its counters slot.
+        slot: 0,
         generation: 0,
         name,
         version: module.version().to_string(),
@@ -154,15 +144,6 @@ pub fn load_file(
         module,
         constructed: AtomicBool::new(false),
     })
-}
-
-/// App names by counters slot, in the order first loaded.
-static SLOT_NAMES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-
-/// The app name a counters slot belongs to.
-pub fn slot_name(slot: usize) -> String {
-    let names = SLOT_NAMES.lock().unwrap_or_else(|p| p.into_inner());
-    names.get(slot).cloned().unwrap_or_else(|| "?".to_string())
 }
 
 /// Why abi_stable refused a library, with the first layout difference
@@ -242,18 +223,6 @@ pub fn mount_free(
             other_file: other.file.clone(),
         }),
         None => Ok(()),
-    }
-}
-
-/// The counters slot for an app name: stable for the process's life.
-fn stats_slot(name: &str) -> usize {
-    let mut names = SLOT_NAMES.lock().unwrap_or_else(|p| p.into_inner());
-    match names.iter().position(|n| n == name) {
-        Some(i) => i,
-        None => {
-            names.push(name.to_string());
-            names.len() - 1
-        }
     }
 }
 

@@ -18,9 +18,13 @@
 use crate::apps::dir::{self, Entry, Stamp};
 use crate::apps::error::{Distrust, LoadError};
 use crate::apps::fingerprint::Fingerprint;
-use crate::apps::loader::{load_file, AppLimits, LoadedApp, Refusal};
+use crate::apps::loader::{load_file, LoadedApp, Refusal};
 use crate::apps::mounts::MountTable;
 use crate::apps::plugin_copy::PluginCopies;
+use crate::control::{Request, Requests};
+use crate::settings::AppLimits;
+use crate::stats::Stats;
+use arc_swap::ArcSwap;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -46,6 +50,28 @@ pub enum Scan {
     Watch,
     /// The re-check of the files a signal found too young (only those).
     Recheck,
+}
+
+/// The app table every worker routes with: the apps thread publishes a
+/// new `AppState` whole on each change; a request keeps the state it began
+/// with.
+#[derive(Clone, Default)]
+pub struct AppTable(Arc<ArcSwap<AppState>>);
+
+impl AppTable {
+    pub fn new(state: AppState) -> Self {
+        AppTable(Arc::new(ArcSwap::from_pointee(state)))
+    }
+
+    /// The state now (cheap: no reference count is taken).
+    pub fn load(&self) -> arc_swap::Guard<Arc<AppState>> {
+        self.0.load()
+    }
+
+    /// Replaces the state for every worker.
+    pub fn publish(&self, state: AppState) {
+        self.0.store(Arc::new(state));
+    }
 }
 
 /// What the workers route with, swapped whole on every change (empty once
@@ -105,9 +131,14 @@ pub struct Registry {
     mounts: HashMap<String, String>,
     /// Each app's `[apps.NAME] settings` as JSON text and its own limits,
     /// by app name.
-    /// `--on-generation-cap reexec`.
-    reexec_at_cap: bool,
     settings: HashMap<String, (Arc<str>, AppLimits)>,
+    /// With `--on-generation-cap reexec`: where a replace past the cap
+    /// asks for the host's re-exec (once).
+    reexec_at_cap: Option<Requests>,
+    reexec_asked: bool,
+    /// The counters every app's requests are counted in (and the names
+    /// of their slots).
+    stats: Arc<Stats>,
     max_generations: u32,
     live: BTreeMap<PathBuf, Live>,
     refused: BTreeMap<PathBuf, Refused>,
@@ -133,7 +164,9 @@ impl Registry {
             private,
             mounts,
             settings: HashMap::new(),
-            reexec_at_cap: false,
+            reexec_at_cap: None,
+            reexec_asked: false,
+            stats: Arc::new(Stats::new(1)),
             max_generations: max_generations.max(1),
             live: BTreeMap::new(),
             refused: BTreeMap::new(),
@@ -153,8 +186,29 @@ impl Registry {
 
     /// Makes a replace past `--max-generations` ask for a re-exec of the
     /// host (`--on-generation-cap reexec`) besides refusing it here.
-    pub fn set_reexec_at_cap(&mut self, reexec: bool) {
-        self.reexec_at_cap = reexec;
+    pub fn set_reexec_at_cap(&mut self, requests: Requests) {
+        self.reexec_at_cap = Some(requests);
+    }
+
+    /// Counts the apps' requests in `stats` (the host's counters).
+    pub fn count_in(&mut self, stats: Arc<Stats>) {
+        self.stats = stats;
+    }
+
+    /// Past the cap with `--on-generation-cap reexec`: asks the control
+    /// thread for the re-exec that loads the new version (once).
+    fn ask_reexec(&mut self, cap: &LoadError) {
+        let Some(requests) = &self.reexec_at_cap else {
+            return;
+        };
+        if std::mem::replace(&mut self.reexec_asked, true) {
+            return;
+        }
+        log::warn!("{cap}; re-executing the host in place to load it (--on-generation-cap reexec)");
+        let why = format!("--on-generation-cap reexec ({})", cap);
+        if requests.send(Request::Upgrade { why }).is_err() {
+            log::error!("cannot ask for the re-exec: the control thread has stopped");
+        }
     }
 
     /// Makes `--insecure-apps-dir` turn trust refusals into warnings.
@@ -327,9 +381,7 @@ impl Registry {
             .or_else(|| self.names.get(path).cloned());
         if let Some(name) = &known {
             if let Err(cap) = self.check_cap(name) {
-                if self.reexec_at_cap {
-                    crate::ops::upgrade::request_reexec(&cap.to_string());
-                }
+                self.ask_reexec(&cap);
                 return Err(cap);
             }
         }
@@ -339,6 +391,7 @@ impl Registry {
         let fingerprint = copy.fingerprint();
         let mapping = copy.finish(result.is_ok());
         let mut app = result?;
+        app.slot = self.stats.slot(&app.name);
         if let Some((settings, limits)) = self.settings.get(&app.name) {
             app.settings = settings.clone();
             app.limits = *limits;

@@ -3,11 +3,28 @@
 //! (`spawn_blocking`, in `pool.rs`), which also runs handlers that declare
 //! they block.
 
-pub use crate::apps::pool::{Fate, Job, Pool, Refused};
+use crate::apps::pool::{Job, Pool};
 use crate::inbox::Inbox;
+use std::cell::Cell;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use stoa_app_api::abi::TaskBox;
+
+thread_local! {
+    /// The app whose code this loop thread is running, so the timers it
+    /// sets are known as its own.
+    static CURRENT_APP: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// The app (counters slot) whose code runs on this thread, if any.
+pub fn current_app() -> Option<usize> {
+    CURRENT_APP.try_with(Cell::get).ok().flatten()
+}
+
+/// The loop enters app `slot`'s code (`None`: back in host code).
+pub fn set_current_app(slot: Option<usize>) {
+    let _ = CURRENT_APP.try_with(|c| c.set(slot));
+}
 
 static POOL: OnceLock<Arc<Pool>> = OnceLock::new();
 static DEFAULT_INBOX: OnceLock<Arc<Inbox>> = OnceLock::new();
@@ -24,7 +41,7 @@ pub fn install(pool: Arc<Pool>, default_inbox: Arc<Inbox>) {
 pub extern "C" fn call_later(delay_ms: u64, task: TaskBox) {
     let at = Instant::now() + Duration::from_millis(delay_ms.min(u64::from(u32::MAX)));
     match Inbox::current().or_else(|| DEFAULT_INBOX.get().cloned()) {
-        Some(inbox) => inbox.push_timer(at, crate::ops::watchdog::current_app(), task),
+        Some(inbox) => inbox.push_timer(at, current_app(), task),
         None => log::error!("call_later before the event loop exists; the task is dropped"),
     }
 }

@@ -7,8 +7,8 @@
 //! own app.
 
 use crate::apps::error::LoadError;
-use crate::apps::registry::{Registry, Scan};
-use crate::shared::Shared;
+use crate::apps::registry::{AppTable, Registry, Scan};
+use crate::control::Control;
 use crossbeam_channel::RecvTimeoutError;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -68,7 +68,8 @@ pub fn await_constructors(registry: &mut Registry) {
 /// else holds them).
 pub fn spawn(
     mut registry: Registry,
-    shared: Arc<Shared>,
+    table: AppTable,
+    control: Arc<Control>,
     watching: bool,
 ) -> Result<JoinHandle<()>, String> {
     std::thread::Builder::new()
@@ -87,7 +88,7 @@ pub fn spawn(
                     Ok(Event::Stop) | Err(RecvTimeoutError::Disconnected) => return,
                     Err(RecvTimeoutError::Timeout) => false,
                 };
-                if shared.control.draining() {
+                if control.draining() {
                     return;
                 }
                 let now = Instant::now();
@@ -100,7 +101,7 @@ pub fn spawn(
                 }
                 registry.warn_slow_constructors();
                 if changed {
-                    shared.apps.store(Arc::new(registry.state()));
+                    table.publish(registry.state());
                 }
             }
         })

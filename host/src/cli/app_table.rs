@@ -5,7 +5,7 @@
 
 use super::config::APPS_DIR_KEY;
 use super::{parse_secs, parse_size_usize};
-pub use crate::apps::loader::AppLimits;
+use crate::settings::AppLimits;
 use std::collections::BTreeMap;
 
 /// One `[apps.NAME]` table.

@@ -5,17 +5,20 @@
 mod app_table;
 mod config;
 pub mod new_app;
+mod settings;
 mod values;
 
+pub use settings::Measured;
+
 use crate::http::parse::HEADER_ARRAY;
-use crate::http::ConnParams;
-pub use app_table::{AppLimits, AppSection};
+use crate::settings::{Bind, LogFormat, OnGenerationCap, Overload};
+pub use app_table::AppSection;
 use clap::builder::RangedU64ValueParser;
 use clap::Parser;
 pub use config::{load, LoadError};
 use std::path::PathBuf;
 use std::time::Duration;
-pub use values::{parse_bind, parse_millis, parse_secs, parse_size, parse_size_usize, Bind};
+pub use values::{parse_bind, parse_millis, parse_secs, parse_size, parse_size_usize};
 
 /// The app ABI this host accepts: the `stoa-app-api` version plugins are
 /// checked against (any 0.1.x build loads).
@@ -355,14 +358,14 @@ pub struct Cli {
     /// Who may read /.well-known/stoa/status and metrics (CIDR, repeatable)
     /// [default: loopback only].
     #[arg(long, env = "STOA_STATUS_ALLOW", value_name = "CIDR", value_delimiter = ',',
-          value_parser = crate::ops::netfilter::parse_net, help_heading = OPERATIONS)]
+          value_parser = crate::settings::parse_net, help_heading = OPERATIONS)]
     pub status_allow: Vec<ipnet::IpNet>,
 
     /// A proxy whose X-Forwarded-For/-Proto are believed (CIDR, repeatable):
     /// the client is the first X-Forwarded-For entry from the right that is
     /// not a trusted proxy, `unknown` if that entry is not an address.
     #[arg(long, env = "STOA_TRUSTED_PROXY", value_name = "CIDR", value_delimiter = ',',
-          value_parser = crate::ops::netfilter::parse_net, help_heading = OPERATIONS)]
+          value_parser = crate::settings::parse_net, help_heading = OPERATIONS)]
     pub trusted_proxy: Vec<ipnet::IpNet>,
 
     /// Write the process id here once the listener is bound (removed at a
@@ -397,85 +400,10 @@ fn parse_mode(s: &str) -> Result<u32, String> {
     }
 }
 
-/// What a replace past `--max-generations` does.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OnGenerationCap {
-    /// Re-execute the host in place (same sockets, apps loaded fresh).
-    Reexec,
-    /// Refuse the new version until a restart.
-    Refuse,
-}
-
-/// How log lines are written.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LogFormat {
-    /// Human-readable lines; the access log in combined format.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
-
-/// What happens to clients past the connection cap.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Overload {
-    /// Answer each at once with 503 and Retry-After: 1, then close.
-    Shed,
-    /// Stop accepting: they wait in the kernel backlog.
-    Queue,
-}
-
-impl Overload {
-    pub fn name(self) -> &'static str {
-        match self {
-            Overload::Shed => "shed",
-            Overload::Queue => "queue",
-        }
-    }
-}
-
 fn parse_level(s: &str) -> Result<log::LevelFilter, String> {
     s.parse().map_err(|_| {
         format!("unknown log level {s:?}: use error, warn, info, debug or trace (or off)")
     })
-}
-
-impl Cli {
-    /// The WebSocket limit and ping policy from the flags.
-    pub fn ws_params(&self) -> crate::server::WsParams {
-        crate::server::WsParams {
-            max_message: self.ws_max_message,
-            ping_interval: self.ws_ping_interval,
-            min_rate: self.body_min_rate,
-            rate_grace: self.body_timeout,
-        }
-    }
-
-    /// The per-connection limits and timeouts from the flags.
-    pub fn conn_params(&self) -> ConnParams {
-        ConnParams {
-            max_request_line: self.max_request_line,
-            max_header_field: self.max_header_field,
-            max_headers: usize::from(self.max_headers),
-            max_head: self.max_head,
-            max_body: self.max_body,
-            max_requests_per_conn: self.max_requests_per_conn,
-            head_timeout: self.head_timeout,
-            body_timeout: self.body_timeout,
-            send_timeout: self.send_timeout,
-            keep_alive_timeout: self.keep_alive_timeout,
-            app_timeout: self.app_timeout,
-            stream_queue: self.stream_queue,
-            stream_idle_timeout: self.stream_idle_timeout,
-            body_min_rate: self.body_min_rate,
-            linger: crate::http::LingerLimits {
-                time: self.lingering_time,
-                timeout: self.lingering_timeout,
-                bytes: self.lingering_bytes,
-                // Host-wide here; each worker takes its share at start-up.
-                most: self.max_lingering,
-            },
-        }
-    }
 }
 
 /// `--stream-queue`: a size from 4K to 64M (below, every chunk would

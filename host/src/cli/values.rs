@@ -2,6 +2,7 @@
 //! addresses in the forms nginx and gunicorn accept. Every refusal names
 //! what was given and shows a valid form.
 
+use crate::settings::Bind;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -96,22 +97,6 @@ pub fn parse_millis(s: &str) -> Result<Duration, String> {
         (Duration::from_millis(1), "milliseconds"),
         MIN_BLOCK_WARN,
     )
-}
-
-/// Where to listen: a TCP address or a Unix-domain socket's path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Bind {
-    Tcp(SocketAddr),
-    Unix(PathBuf),
-}
-
-impl std::fmt::Display for Bind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Bind::Tcp(a) => write!(f, "{a}"),
-            Bind::Unix(p) => write!(f, "unix:{}", p.display()),
-        }
-    }
 }
 
 /// A listen address: `unix:PATH` (a Unix-domain socket), or a TCP address

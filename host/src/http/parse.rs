@@ -4,7 +4,8 @@
 //! borrowed slices, so the buffer can be read into again while a request
 //! waits for its body.
 
-use super::{ConnParams, HttpError};
+use super::HttpError;
+use crate::settings::ConnParams;
 use std::mem::MaybeUninit;
 use std::ops::Range;
 

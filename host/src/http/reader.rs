@@ -5,8 +5,9 @@
 
 use super::chunked::ChunkedDecoder;
 use super::parse::{parse_head_reusing, BodyKind, Head, HeaderOffsets};
-use super::{ConnParams, HttpError};
+use super::HttpError;
 use crate::budget::{Budget, Reservation};
+use crate::settings::ConnParams;
 use std::io::{self, Read};
 
 /// First read buffer size; it grows (doubling) up to what the current

@@ -2,8 +2,8 @@
 //! reuse, Unix-domain in `unix.rs`) and the process's file-descriptor
 //! limit.
 
-use crate::cli::Bind;
 use crate::server::{Listener, MAX_LISTENERS};
+use crate::settings::Bind;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::SocketAddr;

@@ -5,8 +5,8 @@
 //! SIGUSR1 reopens the file (logrotate's convention).
 //! Lines are written by a thread of their own (`log_writer`).
 
-use crate::cli::LogFormat;
 use crate::ops::log_writer::{LineCounts, Sink, Target};
+use crate::settings::LogFormat;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -1,14 +1,20 @@
 //! The host's own endpoints under `/.well-known/stoa/`, answered before
 //! any mount: health, readiness, status (JSON) and metrics (Prometheus).
 
+use crate::apps::pool::Pool;
 use crate::apps::registry::mapped_bytes;
+use crate::apps::registry::AppTable;
 use crate::budget::{Budget, Refusal};
+use crate::control::Control;
 use crate::http::answer::HostAnswer;
+use crate::ops::access_log::AccessLog;
 use crate::ops::log_writer::{self, LineCounts};
 use crate::ops::netfilter::peer_ip;
-use crate::ops::stats::{AppStats, WorkerStats, APP_SLOTS, LATENCY_BUCKETS};
 use crate::ops::survival;
-use crate::shared::Shared;
+use crate::ops::watchdog::Board;
+use crate::settings::Settings;
+use crate::stats::Stats;
+use crate::stats::{AppStats, WorkerStats, APP_SLOTS, LATENCY_BUCKETS};
 use serde_json::json;
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
@@ -17,36 +23,49 @@ use stoa_app_api::Response;
 /// The prefix of the host's endpoints.
 pub const PREFIX: &str = "/.well-known/stoa/";
 
+/// What the endpoints read: every live handle of the host, since status
+/// reports them all.
+pub struct Sources<'a> {
+    pub settings: &'a Settings,
+    pub apps: &'a AppTable,
+    pub pool: Option<&'a Pool>,
+    pub access_log: Option<&'a AccessLog>,
+    pub control: &'a Control,
+    pub board: &'a Board,
+    pub stats: &'a Stats,
+    pub budget: &'a Budget,
+}
+
 /// Answers a host endpoint, or `None` if `path` is not one.
-pub fn answer((shared, budget): (&Shared, &Budget), path: &str, peer: &str) -> Option<Response> {
+pub fn answer(shared: &Sources<'_>, path: &str, peer: &str) -> Option<Response> {
     let name = path.strip_prefix(PREFIX)?;
     let response = match name {
-        "health" => match shared.watch.unhealthy() {
+        "health" => match shared.board.unhealthy() {
             Some(why) => HostAnswer::Stuck(why).response(),
             None => Response::text(200, "ok\n"),
         },
         "ready" if shared.control.draining() => HostAnswer::Draining.response(),
         "ready" if shared.apps.load().mounts.apps().is_empty() => HostAnswer::NoApps.response(),
-        "ready" => match shared.watch.not_ready() {
+        "ready" => match shared.board.not_ready() {
             Some(why) => HostAnswer::Stuck(why).response(),
             None => Response::text(200, "ready\n"),
         },
         "status" | "metrics"
-            if !peer_ip(peer).is_some_and(|ip| shared.status_allow.contains(ip)) =>
+            if !peer_ip(peer).is_some_and(|ip| shared.settings.status_allow.contains(ip)) =>
         {
             HostAnswer::StatusForbidden.response()
         }
-        "status" => Response::json(200, status_json(shared, budget).as_bytes()),
+        "status" => Response::json(200, status_json(shared).as_bytes()),
         "metrics" => Response::new(200)
             .with_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-            .with_body(metrics_text(shared, budget)),
+            .with_body(metrics_text(shared)),
         _ => HostAnswer::NoEndpoint.response(),
     };
     Some(response)
 }
 
 /// `(label, slot)` for every app slot in use, and the host's own slot.
-fn slots(shared: &Shared) -> Vec<(String, Option<usize>)> {
+fn slots(shared: &Sources<'_>) -> Vec<(String, Option<usize>)> {
     let mut v: Vec<(String, Option<usize>)> = shared
         .apps
         .load()
@@ -62,19 +81,21 @@ fn slots(shared: &Shared) -> Vec<(String, Option<usize>)> {
 }
 
 /// The logs that are on, with what became of their lines.
-fn logs(shared: &Shared) -> Vec<(&'static str, &LineCounts)> {
+fn logs<'a>(shared: &Sources<'a>) -> Vec<(&'static str, &'a LineCounts)> {
     let error = crate::ops::error_log::counts().map(|c| ("error", c));
-    let access = shared.access_log.as_ref().map(|l| ("access", l.counts()));
+    let access = shared.access_log.map(|l| ("access", l.counts()));
     error.into_iter().chain(access).collect()
 }
 
-fn sum_app<F: Fn(&AppStats) -> u64>(shared: &Shared, slot: Option<usize>, f: F) -> u64 {
-    shared.stats.iter().map(|w| f(w.app(slot))).sum()
+fn sum_app<F: Fn(&AppStats) -> u64>(shared: &Sources<'_>, slot: Option<usize>, f: F) -> u64 {
+    shared.stats.workers().iter().map(|w| f(w.app(slot))).sum()
 }
 
-fn status_json(shared: &Shared, budget: &Budget) -> String {
+fn status_json(shared: &Sources<'_>) -> String {
+    let budget = shared.budget;
     let workers: Vec<_> = shared
         .stats
+        .workers()
         .iter()
         .enumerate()
         .map(|(i, w)| {
@@ -133,22 +154,22 @@ fn status_json(shared: &Shared, budget: &Budget) -> String {
         })
         .collect();
     let status = json!({
-        "poller": shared.poller,
-        "workers": shared.stats.len(),
+        "poller": shared.settings.poller,
+        "workers": shared.stats.workers().len(),
         "draining": shared.control.draining(),
         "connections": {
-            "open": shared.stats.iter().map(|w| w.open()).sum::<u64>(),
-            "accepted": shared.stats.iter().map(|w| w.accepted.load(Relaxed)).sum::<u64>(),
-            "closed": shared.stats.iter().map(|w| w.closed.load(Relaxed)).sum::<u64>(),
-            "max": shared.max_connections_total,
-            "max_per_worker": shared.max_connections,
-            "overload": shared.overload.name(),
-            "shed": shared.stats.iter().map(|w| w.shed.load(Relaxed)).sum::<u64>(),
+            "open": shared.stats.workers().iter().map(|w| w.open()).sum::<u64>(),
+            "accepted": shared.stats.workers().iter().map(|w| w.accepted.load(Relaxed)).sum::<u64>(),
+            "closed": shared.stats.workers().iter().map(|w| w.closed.load(Relaxed)).sum::<u64>(),
+            "max": shared.settings.max_connections_total,
+            "max_per_worker": shared.settings.max_connections,
+            "overload": shared.settings.overload.name(),
+            "shed": shared.stats.workers().iter().map(|w| w.shed.load(Relaxed)).sum::<u64>(),
             "accept_paused_seconds":
-                shared.stats.iter().map(WorkerStats::accept_paused_secs).sum::<f64>(),
+                shared.stats.workers().iter().map(WorkerStats::accept_paused_secs).sum::<f64>(),
         },
         "streams": {
-            "open": shared.stats.iter().map(|w| w.streams.load(Relaxed)).sum::<u64>(),
+            "open": shared.stats.workers().iter().map(|w| w.streams.load(Relaxed)).sum::<u64>(),
         },
         "buffered": {
             "bytes": budget.held(),
@@ -157,13 +178,13 @@ fn status_json(shared: &Shared, budget: &Budget) -> String {
             "messages_refused": budget.refused(Refusal::Message),
         },
         "websockets": {
-            "open": shared.stats.iter().map(WorkerStats::websockets).sum::<u64>(),
-            "opened": shared.stats.iter().map(|w| w.ws_opened.load(Relaxed)).sum::<u64>(),
+            "open": shared.stats.workers().iter().map(WorkerStats::websockets).sum::<u64>(),
+            "opened": shared.stats.workers().iter().map(|w| w.ws_opened.load(Relaxed)).sum::<u64>(),
         },
         "per_worker": workers,
         "requests": by_app,
-        "stuck_workers": survival::stuck_json(shared),
-        "blocking_pool": shared.pool.as_ref().map(|p| survival::pool_json(p)),
+        "stuck_workers": survival::stuck_json(shared.board, shared.stats),
+        "blocking_pool": shared.pool.map(survival::pool_json),
         "apps": apps,
         "refused": refused,
         "apps_scan_failures": state.scan_failures,
@@ -186,14 +207,15 @@ fn label(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
-fn metrics_text(shared: &Shared, budget: &Budget) -> String {
+fn metrics_text(shared: &Sources<'_>) -> String {
+    let budget = shared.budget;
     let mut out = String::new();
     let _ = writeln!(out, "# TYPE stoa_info gauge");
     let _ = writeln!(
         out,
         "stoa_info{{poller=\"{}\",workers=\"{}\"}} 1",
-        shared.poller,
-        shared.stats.len()
+        shared.settings.poller,
+        shared.stats.workers().len()
     );
     let _ = writeln!(
         out,
@@ -214,17 +236,17 @@ fn metrics_text(shared: &Shared, budget: &Budget) -> String {
     ];
     for (metric, kind, field) in per_worker {
         let _ = writeln!(out, "# TYPE {metric} {kind}");
-        for (i, w) in shared.stats.iter().enumerate() {
+        for (i, w) in shared.stats.workers().iter().enumerate() {
             let _ = writeln!(out, "{metric}{{worker=\"{i}\"}} {}", field(w));
         }
     }
     let _ = writeln!(out, "# TYPE stoa_connections_shed_total counter");
-    for (i, w) in shared.stats.iter().enumerate() {
+    for (i, w) in shared.stats.workers().iter().enumerate() {
         let shed = w.shed.load(Relaxed);
         let _ = writeln!(out, "stoa_connections_shed_total{{worker=\"{i}\"}} {shed}");
     }
     let _ = writeln!(out, "# TYPE stoa_accept_paused_seconds_total counter");
-    for (i, w) in shared.stats.iter().enumerate() {
+    for (i, w) in shared.stats.workers().iter().enumerate() {
         let secs = w.accept_paused_secs();
         let _ = writeln!(
             out,
@@ -234,7 +256,7 @@ fn metrics_text(shared: &Shared, budget: &Budget) -> String {
     let _ = writeln!(
         out,
         "# TYPE stoa_connections_max gauge\nstoa_connections_max {}",
-        shared.max_connections_total
+        shared.settings.max_connections_total
     );
     buffered_metrics(budget, &mut out);
     let _ = writeln!(out, "# TYPE stoa_requests_total counter");
@@ -277,14 +299,14 @@ fn metrics_text(shared: &Shared, budget: &Budget) -> String {
             label(name)
         );
     }
-    if let Some(pool) = &shared.pool {
+    if let Some(pool) = shared.pool {
         let _ = writeln!(
             out,
             "# TYPE stoa_blocking_queue_depth gauge\nstoa_blocking_queue_depth {}",
             pool.queued()
         );
     }
-    survival::metrics(shared, &slots, &mut out);
+    survival::metrics(shared.board, shared.stats, shared.pool, &slots, &mut out);
     let _ = writeln!(
         out,
         "# TYPE stoa_apps_loaded gauge\nstoa_apps_loaded {}",

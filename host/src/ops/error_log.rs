@@ -4,9 +4,9 @@
 //! broken standard error (a dead `| tee`, a restarted journald) loses and
 //! counts lines, and never stops or kills the thread that logs.
 
-use crate::cli::LogFormat;
 pub use crate::ops::log_writer::EXIT_FLUSH;
 use crate::ops::log_writer::{LineCounts, Sink, Target};
+use crate::settings::LogFormat;
 use std::os::fd::AsFd;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};

@@ -2,7 +2,7 @@
 //! hold (`--max-buffered`): its default and the checks on a given value.
 
 use crate::budget::size_text;
-use crate::cli::Cli;
+use crate::settings::Settings;
 
 /// The share of the memory limit buffered bodies and messages may take by
 /// default: a quarter, leaving the rest to the apps, the host's own
@@ -65,25 +65,21 @@ fn mem_total(meminfo: &str) -> Option<usize> {
 
 /// The largest body any app may take and the largest WebSocket message:
 /// the least `--max-buffered` can be (one of each must fit).
-fn floor(cli: &Cli) -> (usize, &'static str) {
-    let body = cli
-        .app_sections
-        .values()
-        .filter_map(|s| s.limits.max_body)
-        .fold(cli.max_body, usize::max);
-    if body >= cli.ws_max_message {
+fn floor(settings: &Settings) -> (usize, &'static str) {
+    let body = settings.conn.max_body;
+    if body >= settings.ws.max_message {
         (body, "--max-body")
     } else {
-        (cli.ws_max_message, "--ws-max-message")
+        (settings.ws.max_message, "--ws-max-message")
     }
 }
 
 /// The budget of buffered bodies and messages: `--max-buffered`, or a
 /// quarter of the memory limit (at least the floor), with the rule that
 /// gave it for the start-up log. A given value below the floor is refused.
-pub fn max_buffered(cli: &Cli) -> Result<(usize, String), String> {
-    let (least, by) = floor(cli);
-    if let Some(given) = cli.max_buffered {
+pub fn max_buffered(given: Option<usize>, settings: &Settings) -> Result<(usize, String), String> {
+    let (least, by) = floor(settings);
+    if let Some(given) = given {
         if given < least {
             return Err(format!(
                 "--max-buffered {} is below {by} {}: such a body or message could never be held; \

@@ -1,5 +1,5 @@
 //! The operations wing: what an operator sees and steers. The host's own
-//! endpoints (`admin`), the counters behind them (`stats`), the access log
+//! endpoints (`admin`), the access log
 //! and the error log with the writer threads behind both (`log_writer`),
 //! the pid file, the memory limit behind `--max-buffered` (`memory`),
 //! address rules for status and proxies (`netfilter`), the run state
@@ -8,7 +8,6 @@
 
 pub(crate) mod access_log;
 pub(crate) mod admin;
-pub(crate) mod control;
 pub mod error_log;
 pub(crate) mod log_target;
 pub(crate) mod log_writer;
@@ -16,7 +15,6 @@ pub(crate) mod memory;
 pub(crate) mod netfilter;
 pub(crate) mod notify;
 pub(crate) mod pid_file;
-pub(crate) mod stats;
 pub(crate) mod survival;
 pub(crate) mod upgrade;
 pub(crate) mod watchdog;

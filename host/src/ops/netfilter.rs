@@ -1,38 +1,8 @@
 //! Address rules: who may read the status endpoints (`--status-allow`) and
 //! whose `X-Forwarded-*` headers are believed (`--trusted-proxy`).
 
-use ipnet::IpNet;
+use crate::settings::NetList;
 use std::net::{IpAddr, SocketAddr};
-
-/// A list of networks.
-#[derive(Clone, Debug, Default)]
-pub struct NetList(pub Vec<IpNet>);
-
-impl NetList {
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        let ip = canonical(ip);
-        self.0.iter().any(|n| n.contains(&ip))
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-/// An IPv4-mapped IPv6 address is treated as the IPv4 address.
-fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
-}
-
-/// `10.0.0.0/8` or a bare address (a /32 or /128).
-pub fn parse_net(s: &str) -> Result<IpNet, String> {
-    s.parse::<IpNet>()
-        .or_else(|_| s.parse::<IpAddr>().map(IpNet::from))
-        .map_err(|_| format!("expected an address or CIDR like 10.0.0.0/8, got {s:?}"))
-}
 
 /// The IP of `ip:port` (or `[v6]:port`); a Unix-socket peer counts as
 /// loopback (it is on this machine).
@@ -107,19 +77,10 @@ fn hop_addr(entry: &[u8]) -> Option<SocketAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settings::parse_net;
 
     fn list(nets: &[&str]) -> NetList {
         NetList(nets.iter().map(|n| parse_net(n).unwrap()).collect())
-    }
-
-    #[test]
-    fn contains_and_mapped() {
-        let l = list(&["127.0.0.0/8", "::1"]);
-        assert!(l.contains("127.0.0.1".parse().unwrap()));
-        assert!(l.contains("::ffff:127.0.0.1".parse().unwrap()));
-        assert!(l.contains("::1".parse().unwrap()));
-        assert!(!l.contains("10.0.0.1".parse().unwrap()));
-        assert!(parse_net("nonsense").is_err());
     }
 
     /// The client of these `X-Forwarded-For` lines behind a proxy on

@@ -5,7 +5,8 @@
 //! while no event loop is stuck, so the manager restarts a wedged process.
 //! Without `NOTIFY_SOCKET` every call does nothing.
 
-use crate::shared::Shared;
+use crate::control::Control;
+use crate::ops::watchdog::Board;
 use sd_notify::NotifyState;
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,7 +52,7 @@ fn watchdog_usec() -> Option<u64> {
 /// Starts the `WATCHDOG=1` keep-alive when the manager asked for it
 /// (`WATCHDOG_USEC`, and `WATCHDOG_PID` naming us if set): every half
 /// period, unless a worker is stuck.
-pub fn spawn_watchdog(shared: Arc<Shared>) -> Result<(), String> {
+pub fn spawn_watchdog(control: Arc<Control>, board: Arc<Board>) -> Result<(), String> {
     let Some(usec) = watchdog_usec() else {
         return Ok(());
     };
@@ -61,10 +62,10 @@ pub fn spawn_watchdog(shared: Arc<Shared>) -> Result<(), String> {
         .name("stoa-sd-watchdog".into())
         .spawn(move || loop {
             std::thread::sleep(every);
-            if shared.control.draining() {
+            if control.draining() {
                 return;
             }
-            match shared.watch.not_ready() {
+            match board.not_ready() {
                 None => send(&[NotifyState::Watchdog]),
                 Some(why) => log::debug!("WATCHDOG=1 withheld: {why}"),
             }

@@ -2,15 +2,15 @@
 //! workers (from the watchdog) and the blocking pool's use per app.
 
 use crate::apps::pool::{Pool, Usage};
-use crate::shared::Shared;
+use crate::ops::watchdog::Board;
+use crate::stats::Stats;
 use serde_json::{json, Value};
 use std::fmt::Write;
 
 /// The workers the watchdog found stuck, with how long and where.
-pub fn stuck_json(shared: &Shared) -> Value {
-    shared
-        .watch
-        .stuck(shared)
+pub fn stuck_json(board: &Board, stats: &Stats) -> Value {
+    board
+        .stuck(stats)
         .into_iter()
         .map(|s| {
             json!({
@@ -46,14 +46,20 @@ pub fn pool_json(pool: &Pool) -> Value {
 /// Prometheus gauges: stuck workers, the pool's temporary threads, and its
 /// busy, stuck and waiting jobs for every mounted app (zero when idle) and
 /// any other user.
-pub fn metrics(shared: &Shared, slots: &[(String, Option<usize>)], out: &mut String) {
-    let stuck = shared.watch.stuck(shared);
+pub fn metrics(
+    board: &Board,
+    stats: &Stats,
+    pool: Option<&Pool>,
+    slots: &[(String, Option<usize>)],
+    out: &mut String,
+) {
+    let stuck = board.stuck(stats);
     let _ = writeln!(out, "# TYPE stoa_worker_stuck gauge");
-    for worker in 0..shared.stats.len() {
+    for worker in 0..stats.workers().len() {
         let v = u8::from(stuck.iter().any(|s| s.worker == worker));
         let _ = writeln!(out, "stoa_worker_stuck{{worker=\"{worker}\"}} {v}");
     }
-    let Some(pool) = &shared.pool else {
+    let Some(pool) = pool else {
         return;
     };
     let _ = writeln!(out, "# TYPE stoa_blocking_temporary_threads gauge");

@@ -26,21 +26,6 @@ const FROM_ENV: &str = "STOA_UPGRADED_FROM";
 /// every app first).
 const READY_BOUND: Duration = Duration::from_secs(60);
 
-/// Asks for a re-exec in place (a replace past `--max-generations`): the
-/// same path as SIGUSR2, raised once per process.
-pub fn request_reexec(why: &str) {
-    static ASKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if ASKED.swap(true, std::sync::atomic::Ordering::SeqCst) {
-        return;
-    }
-    log::warn!("{why}; re-executing the host in place to load it (--on-generation-cap reexec)");
-    if let Err(e) =
-        rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::USR2)
-    {
-        log::error!("cannot ask for the re-exec: {e}");
-    }
-}
-
 /// Waits (bounded) until the stoa this one replaced has exited, so at
 /// most one old process drains at a time.
 pub fn wait_for_predecessor(bound: Duration) {

@@ -13,9 +13,11 @@
 //! [`PATH_BYTES`] bytes, guarded by a sequence number; no lock, no
 //! allocation). The watchdog samples the beats a few times a second.
 
-use crate::shared::Shared;
+use crate::apps::pool::Pool;
+use crate::apps::services::set_current_app;
+use crate::control::Control;
+use crate::stats::Stats;
 use socket2::Socket;
-use std::cell::Cell;
 use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize};
@@ -32,17 +34,6 @@ const IN_TIMER: usize = usize::MAX - 1;
 
 /// What a beat's path reads while an app's timer callback runs.
 const TIMER_PATH: &str = "(timer callback)";
-
-thread_local! {
-    /// The app whose code this loop thread is running, so the timers it
-    /// sets are known as its own.
-    static CURRENT_APP: Cell<Option<usize>> = const { Cell::new(None) };
-}
-
-/// The app whose code runs on this thread (a loop's handler or timer).
-pub fn current_app() -> Option<usize> {
-    CURRENT_APP.try_with(Cell::get).ok().flatten()
-}
 
 /// After the graceful timeout has forced the workers closed, how long the
 /// watchdog lets them return before it ends the process.
@@ -165,7 +156,7 @@ impl Beat {
     /// The loop calls app `slot`'s handler for `path`.
     pub fn enter(&self, slot: usize, path: &str) {
         self.spot.enter(slot, path);
-        CURRENT_APP.set(Some(slot));
+        set_current_app(Some(slot));
     }
 
     /// The loop runs a timer callback set by app `slot` (if known).
@@ -174,13 +165,13 @@ impl Beat {
             Some(slot) => self.spot.enter(slot, TIMER_PATH),
             None => self.spot.enter(IN_TIMER, ""),
         }
-        CURRENT_APP.set(slot);
+        set_current_app(slot);
     }
 
     /// The loop is back in host code.
     pub fn leave(&self) {
         self.spot.leave();
-        CURRENT_APP.set(None);
+        set_current_app(None);
     }
 
     /// True once after the watchdog shut this worker's listener down.
@@ -295,13 +286,13 @@ impl Board {
     }
 
     /// The workers the watchdog has found stuck, and where they are.
-    pub fn stuck(&self, shared: &Shared) -> Vec<StuckWorker> {
+    pub fn stuck(&self, stats: &Stats) -> Vec<StuckWorker> {
         self.stuck_times()
             .into_iter()
             .map(|(worker, stuck_for)| StuckWorker {
                 worker,
                 stuck_for,
-                place: place(shared, self.beat(worker)),
+                place: place(stats, self.beat(worker)),
             })
             .collect()
     }
@@ -337,25 +328,15 @@ impl Board {
     }
 }
 
-/// Where a worker is: its app (by slot in the mount table) and path.
-fn place(shared: &Shared, beat: &Beat) -> String {
+/// Where a worker is: its app (named by its counters slot) and path.
+fn place(stats: &Stats, beat: &Beat) -> String {
     let Some((slot, path)) = (0..3).find_map(|_| beat.spot.read()) else {
         return "app code (changing)".to_string();
     };
     match slot {
         IN_HOST => "host code".to_string(),
         IN_TIMER => "a timer callback".to_string(),
-        slot => {
-            let apps = shared.apps.load();
-            let name = apps
-                .mounts
-                .apps()
-                .iter()
-                .find(|a| a.slot == slot)
-                .map_or("?", |a| a.name.as_str())
-                .to_string();
-            format!("app {name} {path}")
-        }
+        slot => format!("app {} {path}", stats.app_name(slot)),
     }
 }
 
@@ -376,17 +357,26 @@ fn tick(stuck_after: Duration) -> Duration {
     (stuck_after / 10).clamp(Duration::from_millis(10), Duration::from_millis(100))
 }
 
-/// Starts the watchdog thread.
-pub fn spawn(shared: Arc<Shared>) -> Result<(), String> {
-    std::thread::Builder::new()
-        .name("stoa-watchdog".into())
-        .spawn(move || watch(&shared))
-        .map(|_| ())
-        .map_err(|e| format!("cannot start the watchdog: {e}"))
+/// What the watchdog thread reads: the workers' beats, the counters'
+/// app names (to say where a worker is stuck), the run state (a forced
+/// drain) and the pool (whose overruns it reports).
+pub struct Watched {
+    pub board: Arc<Board>,
+    pub stats: Arc<Stats>,
+    pub control: Arc<Control>,
+    pub pool: Option<Arc<Pool>>,
 }
 
-fn watch(shared: &Shared) {
-    let board = &shared.watch;
+/// Starts the watchdog thread.
+pub fn spawn(watched: Watched) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("stoa-watchdog".into())
+        .spawn(move || watch(&watched))
+        .map(|_| ())
+}
+
+fn watch(watched: &Watched) {
+    let board = &watched.board;
     let start = Instant::now();
     let mut seen: Vec<Seen> = board
         .beats
@@ -407,15 +397,15 @@ fn watch(shared: &Shared) {
             crate::listen::watch_unix_sockets();
         }
         for (worker, (beat, seen)) in board.beats.iter().zip(&mut seen).enumerate() {
-            sample(shared, worker, beat, seen, now);
+            sample(watched, worker, beat, seen, now);
         }
-        if let Some(pool) = &shared.pool {
+        if let Some(pool) = &watched.pool {
             pool.report_overruns(now);
         }
-        if shared.control.forced() {
+        if watched.control.forced() {
             let at = *forced_at.get_or_insert(now);
             if now.duration_since(at) >= FORCE_GRACE {
-                give_up(shared);
+                give_up(watched);
             }
         }
     }
@@ -423,8 +413,8 @@ fn watch(shared: &Shared) {
 
 /// Compares one worker's beat with the last sample: a worker that has not
 /// turned (and is not waiting) for `stuck_after` is reported and evicted.
-fn sample(shared: &Shared, worker: usize, beat: &Beat, seen: &mut Seen, now: Instant) {
-    let board = &shared.watch;
+fn sample(watched: &Watched, worker: usize, beat: &Beat, seen: &mut Seen, now: Instant) {
+    let board = &watched.board;
     let state = beat.state.load(Relaxed);
     if state & 1 == 1 || state != seen.state {
         if seen.stuck {
@@ -452,7 +442,7 @@ fn sample(shared: &Shared, worker: usize, beat: &Beat, seen: &mut Seen, now: Ins
         "worker {worker} stuck: its loop has not turned for {:.1} s (stuck_after {} s), in {}; {}",
         now.duration_since(seen.since).as_secs_f32(),
         board.stuck_after.as_secs_f32(),
-        place(shared, beat),
+        place(&watched.stats, beat),
         if evicted {
             "its listener leaves the accept group, new clients go to the other workers"
         } else {
@@ -463,14 +453,14 @@ fn sample(shared: &Shared, worker: usize, beat: &Beat, seen: &mut Seen, now: Ins
 
 /// The graceful timeout has passed and a worker is still running: log
 /// where every busy worker is, and end the process.
-fn give_up(shared: &Shared) -> ! {
-    let busy: Vec<String> = shared
-        .watch
+fn give_up(watched: &Watched) -> ! {
+    let busy: Vec<String> = watched
+        .board
         .beats
         .iter()
         .enumerate()
         .filter(|(_, b)| b.state.load(Relaxed) & 1 == 0)
-        .map(|(i, b)| format!("worker {i} in {}", place(shared, b)))
+        .map(|(i, b)| format!("worker {i} in {}", place(&watched.stats, b)))
         .collect();
     log::error!(
         "graceful timeout passed and {} still running ({}); exiting",

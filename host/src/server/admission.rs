@@ -13,11 +13,11 @@
 use super::conn::Conn;
 use super::listener::Stream;
 use super::Server;
-use crate::cli::Overload;
 use crate::http::answer::HostAnswer;
 use crate::http::response::{write_response, DateCache, Persist};
-use crate::ops::stats::{bump, stamp};
 use crate::poller::{Interest, Token};
+use crate::settings::Overload;
+use crate::stats::{bump, stamp};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering::Relaxed;
@@ -53,8 +53,8 @@ impl Server {
     /// `--overload` says.
     pub(super) fn accept(&mut self, i: usize) {
         loop {
-            let full = self.conns.len() >= self.shared.max_connections;
-            if full && self.shared.overload == Overload::Queue {
+            let full = self.conns.len() >= self.shared.settings.max_connections;
+            if full && self.shared.settings.overload == Overload::Queue {
                 self.pause_accepts(None);
                 return;
             }
@@ -92,7 +92,7 @@ impl Server {
     /// the backlog, so an empty backlog shows only here (`NoneWaits`:
     /// without it, a full table would keep the loop accepting forever).
     fn shed_with_spare(&mut self, i: usize) -> Spare {
-        if self.shared.overload != Overload::Shed || !self.shedder.release_spare() {
+        if self.shared.settings.overload != Overload::Shed || !self.shedder.release_spare() {
             return Spare::Missing;
         }
         let outcome = match self.acceptor.accept(i) {
@@ -124,7 +124,7 @@ impl Server {
         let now = self.dispatcher.now;
         let at = (self.date.get(), now);
         self.shedder.shed(accepted, at, keep_fd, &mut self.bufs);
-        bump(&self.shared.stats[self.worker].shed, 1);
+        bump(&self.shared.stats.worker(self.worker).shed, 1);
         self.log_overload("answering new clients 503 with Retry-After: 1", None);
     }
 
@@ -140,7 +140,7 @@ impl Server {
         }
         self.acceptor.pause(&mut *self.poller);
         self.paused_since = Some(now);
-        let stats = &self.shared.stats[self.worker];
+        let stats = &self.shared.stats.worker(self.worker);
         stats.paused_since.store(stamp(now), Relaxed);
         let what = match why {
             None => "accepts paused; new clients wait in the backlog",
@@ -156,7 +156,7 @@ impl Server {
         }
         self.retry_accept_at = None;
         if let Some(since) = self.paused_since.take() {
-            let stats = &self.shared.stats[self.worker];
+            let stats = &self.shared.stats.worker(self.worker);
             let held = self.dispatcher.now.saturating_duration_since(since);
             bump(
                 &stats.paused_us,
@@ -180,7 +180,7 @@ impl Server {
             self.retry_accept_at = None;
             // Descriptors may have freed up in another worker meanwhile.
             self.shedder.keep_spare();
-            if self.conns.len() < self.shared.max_connections {
+            if self.conns.len() < self.shared.settings.max_connections {
                 self.resume_accepts();
             }
         }
@@ -205,10 +205,10 @@ impl Server {
             "worker {}: {cause}: {what} (--max-connections {} over {} worker(s): {} each; \
              --overload {}; logged once a minute, counted in status and metrics)",
             self.worker,
-            shared.max_connections_total,
-            shared.stats.len(),
-            shared.max_connections,
-            shared.overload.name()
+            shared.settings.max_connections_total,
+            shared.stats.workers().len(),
+            shared.settings.max_connections,
+            shared.settings.overload.name()
         );
     }
 
@@ -229,8 +229,8 @@ impl Server {
         }
         let conn = entry.insert(Conn::new(stream, addr.clone()).via(via));
         // A client that never sends a byte is still timed out.
-        conn.update_deadline(&self.shared.params, self.dispatcher.now);
-        bump(&self.shared.stats[self.worker].accepted, 1);
+        conn.update_deadline(&self.shared.settings.conn, self.dispatcher.now);
+        bump(&self.shared.stats.worker(self.worker).accepted, 1);
         log::trace!("accepted {addr} as {}", token.0);
     }
 }

@@ -11,9 +11,9 @@
 //! count), then closed.
 
 use super::{Conn, Flow, Phase};
-use crate::http::LingerLimits;
 use crate::server::listener::Stream;
 use crate::server::ws::CLOSE_GRACE;
+use crate::settings::LingerLimits;
 use std::io::{self, Read};
 use std::time::{Duration, Instant};
 

@@ -3,12 +3,12 @@
 //! blocking pool. The answer is queued on the connection's output.
 
 use super::conn::{AccessInfo, Conn, Pending};
+use super::handles::Handles;
 use super::listener::Stream;
 use super::ws::line::Line;
-use super::ws::Link;
+use super::ws::{Link, LinkWatch};
 use crate::apps::loader::LoadedApp;
-use crate::apps::services::{Fate, Job, Pool, Refused};
-use crate::budget::Budget;
+use crate::apps::pool::{Fate, Job, Pool, Refused};
 use crate::http::answer::HostAnswer;
 use crate::http::parse::Head;
 use crate::http::reader::BodyPlan;
@@ -21,7 +21,8 @@ use crate::ops::netfilter::{forwarded_client, peer_ip, Forwarded, UNKNOWN_CLIENT
 use crate::poller::Token;
 use crate::server::request::{with_view, HeadText, Meta, OwnedRequest};
 use crate::server::responder::{begin_inline, end_inline, responder, Answer, Fixed, Upgrade};
-use crate::shared::Shared;
+use crate::settings::Settings;
+use crate::stats::Stats;
 use std::io::{Read, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,7 +33,7 @@ use stoa_app_api::Response;
 pub(super) struct Dispatcher {
     /// The loop's worker index (its counters, its heartbeat).
     worker: usize,
-    shared: Arc<Shared>,
+    shared: Arc<Handles>,
     /// The loop's inbox, where deferred answers come back.
     queue: Arc<Inbox>,
     next_id: u64,
@@ -41,16 +42,14 @@ pub(super) struct Dispatcher {
     pub(super) now: Instant,
     /// The server name and port apps see, per listener.
     locals: Vec<(Arc<str>, u16)>,
-    /// What bodies and WebSocket messages may hold (`--max-buffered`).
-    budget: Budget,
 }
 
 impl Dispatcher {
     pub(super) fn new(
         worker: usize,
-        shared: Arc<Shared>,
+        shared: Arc<Handles>,
         queue: Arc<Inbox>,
-        (locals, budget): (Vec<(Arc<str>, u16)>, Budget),
+        locals: Vec<(Arc<str>, u16)>,
     ) -> Self {
         Dispatcher {
             worker,
@@ -59,7 +58,6 @@ impl Dispatcher {
             next_id: 1,
             now: Instant::now(),
             locals,
-            budget,
         }
     }
 
@@ -80,7 +78,7 @@ impl Dispatcher {
         let path = parts.path;
         // The client the request speaks for: the peer, or the one a trusted
         // proxy names. Status rules, apps and the access log all see it.
-        let (client, scheme) = client_of(shared, head, buf, conn.peer());
+        let (client, scheme) = client_of(&shared.settings, head, buf, conn.peer());
         // A request asking for a WebSocket is checked before any app sees
         // it: a malformed handshake is the host's to refuse.
         let (refusal, accept) = match handshake::asks_for_websocket(head) {
@@ -93,7 +91,7 @@ impl Dispatcher {
         let host_answer = if refusal.is_some() {
             refusal
         } else if path.starts_with(admin::PREFIX) {
-            admin::answer((shared, &self.budget), path, &client)
+            admin::answer(&shared.sources(), path, &client)
         } else {
             None
         };
@@ -121,15 +119,22 @@ impl Dispatcher {
                     match shared.pool.as_ref().filter(|_| app.blocks(request)) {
                         Some(pool) => {
                             let owned = OwnedRequest::copy(&parts, body, split, &meta)
-                                .held_on(&self.budget);
-                            let timeout =
-                                app.limits.app_timeout.unwrap_or(shared.params.app_timeout);
+                                .held_on(&self.shared.budget);
+                            let timeout = app
+                                .limits
+                                .app_timeout
+                                .unwrap_or(shared.settings.conn.app_timeout);
                             let deadline = self.now + timeout;
                             let r = submit_blocking(
                                 pool,
                                 (app, path, deadline),
                                 owned,
-                                responder((token, id), app, &self.queue, (&shared.params, accept)),
+                                responder(
+                                    (token, id),
+                                    app,
+                                    &self.queue,
+                                    (&shared.settings.conn, accept),
+                                ),
                             );
                             (r, Some(Box::<str>::from(path)))
                         }
@@ -169,14 +174,14 @@ impl Dispatcher {
         let parts = HeadText::new(head, buf);
         let apps = shared.apps.load();
         let route = apps.mounts.resolve(parts.path);
-        let limit = shared.app_body_limits.map(|default| {
+        let limit = shared.settings.app_body_limits.map(|default| {
             route
                 .and_then(|(a, _)| a.limits.max_body)
                 .unwrap_or(default)
         });
         let stream = match route {
             Some((app, split)) if app.may_read_bodies() => {
-                let (client, scheme) = client_of(shared, head, buf, peer);
+                let (client, scheme) = client_of(&shared.settings, head, buf, peer);
                 let meta = self.meta(listener, client, scheme);
                 with_view(&parts, &[], split, &meta, |request| app.reads_body(request))
             }
@@ -210,12 +215,17 @@ impl Dispatcher {
         started: Instant,
     ) -> (Option<Answer>, Instant) {
         let shared = &*self.shared;
-        let beat = shared.watch.beat(self.worker);
+        let beat = shared.board.beat(self.worker);
         beat.enter(app.slot, path);
         begin_inline(&self.queue, id);
         app.handle(
             request,
-            responder((token, id), app, &self.queue, (&shared.params, accept)),
+            responder(
+                (token, id),
+                app,
+                &self.queue,
+                (&shared.settings.conn, accept),
+            ),
         );
         let inline = end_inline();
         beat.leave();
@@ -227,7 +237,7 @@ impl Dispatcher {
         };
         let held = now.saturating_duration_since(started);
         let who = format_args!("app {} {path}", app.name);
-        warn_if_blocked(shared.loop_block_warn, held, who, hint);
+        warn_if_blocked(shared.settings.loop_block_warn, held, who, hint);
         (inline, now)
     }
 
@@ -245,14 +255,14 @@ impl Dispatcher {
         let Some(slot) = conn.pending().map(|p| p.slot) else {
             return;
         };
-        let mut response = final_status(response, slot);
+        let mut response = final_status(response, slot, &self.shared.stats);
         let (status, body_len) = (response.status, response.body.len());
         let close = close || self.shared.control.draining();
         // A large body is moved to the output as it is, not copied.
         let Some(pending) = conn.answer(
             (&mut response, fixed),
             date,
-            &self.shared.params,
+            &self.shared.settings.conn,
             close,
             pool,
         ) else {
@@ -273,7 +283,7 @@ impl Dispatcher {
         pool: &mut BufPool,
     ) {
         let StreamStart { mut head, line } = start;
-        line.attach(self.budget.reservation());
+        line.attach(self.shared.budget.reservation());
         if !(200..=599).contains(&head.status) {
             line.close();
             // `finish` answers a status that is not final with a 500.
@@ -283,7 +293,7 @@ impl Dispatcher {
         let close = self.shared.control.draining();
         let declared = line.declared().unwrap_or(0);
         let status = head.status;
-        let params = &self.shared.params;
+        let params = &self.shared.settings.conn;
         let Some(pending) = conn.start_stream(&mut head, (line, open), (date, params, close), pool)
         else {
             return;
@@ -331,7 +341,7 @@ impl Dispatcher {
         let Some(id) = conn.pending().map(|p| p.id) else {
             return;
         };
-        let params = &self.shared.params;
+        let params = &self.shared.settings.conn;
         let line = Line::new(
             (self.queue.clone(), token, id),
             // A WebSocket's queue is bounded as a streamed answer's is.
@@ -339,11 +349,16 @@ impl Dispatcher {
             params.send_timeout,
         );
         let accept = upgrade.accept.clone();
-        let at = (self.shared.clone(), self.worker);
+        let watch = LinkWatch {
+            stats: self.shared.stats.clone(),
+            board: self.shared.board.clone(),
+            worker: self.worker,
+            settings: self.shared.settings.clone(),
+        };
         let now = self.now;
-        let budget = self.budget.clone();
+        let budget = self.shared.budget.clone();
         let Some(pending) = conn.upgrade((&accept, date), pool, |rest| {
-            Link::new(upgrade, line, at, (rest, budget), now)
+            Link::new(upgrade, line, watch, rest, budget, now)
         }) else {
             return;
         };
@@ -356,7 +371,9 @@ impl Dispatcher {
 
     /// Counts an answer to `pending` and writes its access-log line.
     fn record(&self, pending: &Pending, status: u16, body_len: usize) {
-        self.shared.stats[self.worker]
+        self.shared
+            .stats
+            .worker(self.worker)
             .app(pending.slot)
             .record(status, self.now.saturating_duration_since(pending.started));
         if let (Some(log), Some(info)) = (&self.shared.access_log, &pending.access) {
@@ -384,11 +401,11 @@ impl Dispatcher {
 /// send (a 100 or 101 sent as the answer would make the client read the
 /// next response as this one's), and anything else is no status at all.
 /// Such an answer becomes a 500, logged with the app's name.
-fn final_status(response: Response, slot: Option<usize>) -> Response {
+fn final_status(response: Response, slot: Option<usize>, stats: &Stats) -> Response {
     if (200..=599).contains(&response.status) {
         return response;
     }
-    let app = slot.map_or_else(|| "(host)".to_string(), crate::apps::loader::slot_name);
+    let app = slot.map_or_else(|| "(host)".into(), |s| stats.app_name(s));
     log::error!(
         "app {app} answered status {}, which is not a final HTTP status (200-599); sending 500",
         response.status
@@ -415,12 +432,12 @@ pub(super) fn warn_if_blocked(
 /// The client's address and scheme: the peer's own, or from
 /// `X-Forwarded-For`/`X-Forwarded-Proto` when the peer is a trusted proxy.
 fn client_of(
-    shared: &Shared,
+    settings: &Settings,
     head: &Head,
     buf: &[u8],
     peer: &Arc<str>,
 ) -> (Arc<str>, &'static str) {
-    let trusted = &shared.trusted_proxies;
+    let trusted = &settings.trusted_proxies;
     if trusted.is_empty() || !peer_ip(peer).is_some_and(|ip| trusted.contains(ip)) {
         return (peer.clone(), "http");
     }

@@ -42,7 +42,7 @@ impl Server {
     /// cap closes the one lingering longest.
     pub(super) fn linger(&mut self, token: Token) -> bool {
         let now = self.dispatcher.now;
-        let limits = self.shared.params.linger;
+        let limits = self.shared.settings.conn.linger;
         let Some(conn) = self.conns.get_mut(token.0) else {
             return true;
         };
@@ -111,7 +111,7 @@ impl Server {
              of --max-lingering: closing the one lingering longest (its client may see a \
              reset; logged once a minute)",
             self.worker,
-            self.shared.params.linger.most
+            self.shared.settings.conn.linger.most
         );
     }
 }

@@ -14,6 +14,7 @@ mod body_feed;
 pub(crate) mod conn;
 mod conn_stream;
 mod dispatch;
+pub(crate) mod handles;
 mod lingering;
 mod listener;
 pub(crate) mod request;
@@ -22,22 +23,22 @@ mod shed;
 pub(crate) mod timers;
 pub(crate) mod ws;
 
-use crate::budget::Budget;
 use crate::http::answer::HostAnswer;
 use crate::http::parse::Head;
 use crate::http::reader::BufPool;
 use crate::http::response::DateCache;
-use crate::http::{ConnParams, HttpError};
+use crate::http::HttpError;
 use crate::inbox::{Inbox, InboxItems, StreamNotice};
-use crate::ops::stats::bump;
 use crate::ops::watchdog::{Beat, Finished};
 use crate::poller::{Event, Poller, Token, WAKER};
-use crate::shared::Shared;
+use crate::settings::{ConnParams, Overload};
+use crate::stats::bump;
 pub use acceptor::MAX_LISTENERS;
 use acceptor::{listener_of, Acceptor};
 use body_feed::BodyLink;
 use conn::{Conn, Deadline, Flow};
 use dispatch::{warn_if_blocked, Dispatcher};
+use handles::Handles;
 use lingering::Lingerers;
 pub use listener::{Listener, Stream, UNIX_PEER};
 use shed::Shedder;
@@ -48,17 +49,16 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use timers::Timers;
-pub use ws::WsParams;
 
 /// One event loop.
 pub struct Server {
-    /// This worker's index (its counters in `Shared::stats`).
+    /// This worker's index (its counters and its heartbeat).
     worker: usize,
     poller: Box<dyn Poller>,
     acceptor: Acceptor,
     conns: Slab<Conn<Stream>>,
     dispatcher: Dispatcher,
-    shared: Arc<Shared>,
+    shared: Arc<Handles>,
     queue: Arc<Inbox>,
     events: Vec<Event>,
     inbox: InboxItems,
@@ -88,32 +88,32 @@ impl Server {
     pub fn new(
         worker: usize,
         mut poller: Box<dyn Poller>,
-        (listeners, locals): (Vec<Listener>, Vec<(Arc<str>, u16)>),
-        (shared, budget): (Arc<Shared>, Budget),
+        listeners: Vec<Listener>,
+        locals: Vec<(Arc<str>, u16)>,
+        shared: Arc<Handles>,
         queue: Arc<Inbox>,
     ) -> io::Result<Self> {
+        let budget = shared.budget.clone();
         let acceptor = Acceptor::new(listeners, &mut *poller)?;
-        let linger = &shared.params.linger;
-        let shedder = match shared.overload {
-            crate::cli::Overload::Shed => Shedder::with_spare(linger),
-            crate::cli::Overload::Queue => Shedder::new(linger),
+        let linger = &shared.settings.conn.linger;
+        let shedder = match shared.settings.overload {
+            Overload::Shed => Shedder::with_spare(linger),
+            Overload::Queue => Shedder::new(linger),
         };
         shared
-            .watch
+            .board
             .beat(worker)
-            .set_listeners(acceptor.tcp_duplicates(&shared.watch.addrs)?);
+            .set_listeners(acceptor.tcp_duplicates(&shared.board.addrs)?);
         Ok(Server {
             worker,
             poller,
             acceptor,
             conns: Slab::with_capacity(1024),
-            dispatcher: Dispatcher::new(
-                worker,
-                shared.clone(),
-                queue.clone(),
-                (locals, budget.clone()),
+            dispatcher: Dispatcher::new(worker, shared.clone(), queue.clone(), locals),
+            sweep_every: sweep_interval(
+                &shared.settings.conn,
+                shared.settings.shortest_app_timeout,
             ),
-            sweep_every: sweep_interval(&shared.params, shared.shortest_app_timeout),
             shared,
             queue,
             events: Vec::with_capacity(1024),
@@ -132,13 +132,13 @@ impl Server {
 
     /// This worker's heartbeat for the watchdog.
     fn beat(&self) -> &Beat {
-        self.shared.watch.beat(self.worker)
+        self.shared.board.beat(self.worker)
     }
 
     /// Runs until drained (or the poller fails).
     pub fn run(&mut self) -> io::Result<()> {
         let shared = self.shared.clone();
-        let _finished = Finished(shared.watch.beat(self.worker));
+        let _finished = Finished(shared.board.beat(self.worker));
         Inbox::enter(&self.queue);
         loop {
             if self.shared.control.draining() {
@@ -176,7 +176,7 @@ impl Server {
         // then resets it. They get a short grace; a request in it is
         // answered with `Connection: close`.
         let now = Instant::now();
-        let by = now + DRAIN_IDLE_GRACE.min(self.shared.params.keep_alive_timeout);
+        let by = now + DRAIN_IDLE_GRACE.min(self.shared.settings.conn.keep_alive_timeout);
         let mut websockets = Vec::new();
         for (key, conn) in self.conns.iter_mut() {
             if conn.is_between_requests() || conn.is_lingering() {
@@ -228,7 +228,7 @@ impl Server {
         self.dispatcher.now = Instant::now();
         self.beat().turned();
         if self.beat().evicted() && !self.shared.control.draining() {
-            let watch = &self.shared.watch;
+            let watch = &self.shared.board;
             let beat = watch.beat(self.worker);
             let again = self.acceptor.rejoin(
                 &mut *self.poller,
@@ -281,7 +281,7 @@ impl Server {
             self.dispatcher.now = Instant::now();
             let held = self.dispatcher.now.saturating_duration_since(started);
             warn_if_blocked(
-                self.shared.loop_block_warn,
+                self.shared.settings.loop_block_warn,
                 held,
                 format_args!("a timer callback"),
                 "move blocking work to Host::spawn_blocking",
@@ -319,7 +319,7 @@ impl Server {
     /// written once).
     fn pump(&mut self, token: Token) {
         loop {
-            let params = &self.shared.params;
+            let params = &self.shared.settings.conn;
             let Some(conn) = self.conns.get_mut(token.0) else {
                 return;
             };
@@ -371,7 +371,7 @@ impl Server {
             }
             let (peer, via) = (conn.peer().clone(), conn.listener());
             let plan = |head: &Head, buf: &[u8]| self.dispatcher.body_plan(head, buf, &peer, via);
-            let read = conn.next_request_with(&self.shared.params, &mut self.bufs, &plan);
+            let read = conn.next_request_with(&self.shared.settings.conn, &mut self.bufs, &plan);
             match read {
                 Ok(false) => return (served, false),
                 Ok(true) => {
@@ -464,7 +464,7 @@ impl Server {
                 start.line.close();
                 return;
             }
-            let open = self.shared.stats[self.worker].streams.clone();
+            let open = self.shared.stats.worker(self.worker).streams.clone();
             self.dispatcher
                 .start_stream(conn, start, (self.date.get(), open), &mut self.bufs);
         } else if !conn.streams_for(id) {
@@ -503,7 +503,7 @@ impl Server {
             return;
         }
         conn.report_stream();
-        conn.update_deadline(&self.shared.params, self.dispatcher.now);
+        conn.update_deadline(&self.shared.settings.conn, self.dispatcher.now);
         conn.release_buffers(&mut self.bufs);
         if let Some(wanted) = conn.interest_change() {
             let fd = conn.stream().as_raw_fd();
@@ -520,14 +520,15 @@ impl Server {
             if let Err(e) = self.poller.deregister(conn.stream().as_raw_fd()) {
                 log::debug!("deregister {}: {e}", conn.peer());
             }
-            bump(&self.shared.stats[self.worker].closed, 1);
+            bump(&self.shared.stats.worker(self.worker).closed, 1);
             log::debug!("closed {} ({} open)", conn.peer(), self.conns.len());
             drop(conn);
             // Its descriptor is free: a spare lost to another worker is
             // had back first.
             self.shedder.keep_spare();
         }
-        if self.conns.len() < self.shared.max_connections && !self.acceptor.is_accepting() {
+        if self.conns.len() < self.shared.settings.max_connections && !self.acceptor.is_accepting()
+        {
             self.resume_accepts();
         }
     }
@@ -572,7 +573,7 @@ impl Server {
                     log::info!(
                         "{}: the app sent nothing for stream_idle_timeout ({:?}); ending its stream",
                         conn.peer(),
-                        self.shared.params.stream_idle_timeout
+                        self.shared.settings.conn.stream_idle_timeout
                     );
                     self.close(token);
                     continue;
@@ -581,7 +582,7 @@ impl Server {
                     conn.fail(&HttpError::HeadTimeout, self.date.get(), &mut self.bufs)
                 }
                 Deadline::Body => {
-                    let error = conn.body_timeout_error(&self.shared.params, now);
+                    let error = conn.body_timeout_error(&self.shared.settings.conn, now);
                     conn.fail(&error, self.date.get(), &mut self.bufs)
                 }
                 Deadline::App => {
@@ -590,9 +591,11 @@ impl Server {
                             "app {} did not answer {} within app_timeout ({:?}); answering 504",
                             pending
                                 .slot
-                                .map_or_else(|| "?".into(), crate::apps::loader::slot_name),
+                                .map_or_else(|| "?".into(), |s| self.shared.stats.app_name(s)),
                             pending.path.as_deref().unwrap_or("a request"),
-                            pending.timeout.unwrap_or(self.shared.params.app_timeout)
+                            pending
+                                .timeout
+                                .unwrap_or(self.shared.settings.conn.app_timeout)
                         );
                     }
                     let answer = (HostAnswer::AppTimeout.response(), &[][..]);

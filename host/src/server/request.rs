@@ -160,7 +160,8 @@ impl OwnedRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::{parse::parse_head, ConnParams};
+    use crate::http::parse::parse_head;
+    use crate::settings::ConnParams;
 
     #[test]
     fn absolute_form_is_split_after_its_authority() {

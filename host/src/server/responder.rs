@@ -22,10 +22,10 @@
 use crate::apps::loader::LoadedApp;
 use crate::http::answer::HostAnswer;
 use crate::http::ws::handshake::Refusal;
-use crate::http::ConnParams;
 pub use crate::inbox::{Answer, Completion, Inbox, Upgrade};
 use crate::inbox::{BodyAttach, StreamStart};
 use crate::poller::Token;
+use crate::settings::ConnParams;
 use crate::stream_line::{HostStream, LineAddr, StreamLine};
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{ROption, RSlice, RString};
@@ -144,12 +144,12 @@ impl RawResponder for HostResponder {
 
     fn panicked(mut self, message: RString) {
         self.answered = true;
-        let app = crate::apps::loader::slot_name(self.slot);
+        let app = &self._generation.name;
         log::error!(
             "app {app} panicked: {message}; answering 500 to request {}",
             self.id
         );
-        self.deliver(HostAnswer::AppPanicked(app).response());
+        self.deliver(HostAnswer::AppPanicked(app.clone()).response());
     }
 
     fn start_stream(mut self, mut head: Response, length: ROption<u64>) -> StreamBox {
@@ -161,6 +161,7 @@ impl RawResponder for HostResponder {
             id: self.id,
             inbox: self.queue.clone(),
             slot: self.slot,
+            app: Arc::from(self._generation.name.as_str()),
         };
         let (bound, send_timeout) = self.stream_limits;
         let line = StreamLine::new(addr, bound, send_timeout, declared, body);

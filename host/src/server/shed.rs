@@ -23,7 +23,7 @@ use super::conn::{Conn, Flow};
 use super::listener::Stream;
 use crate::http::answer::HostAnswer;
 use crate::http::reader::BufPool;
-use crate::http::LingerLimits;
+use crate::settings::LingerLimits;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::sync::Arc;

@@ -110,7 +110,7 @@ pub fn write_switch(out: &mut Vec<u8>, accept: &str, date: &str) {
 mod tests {
     use super::*;
     use crate::http::parse::parse_head;
-    use crate::http::ConnParams;
+    use crate::settings::ConnParams;
 
     fn head(text: &str) -> (Head, Vec<u8>) {
         let buf = text.replace('\n', "\r\n").into_bytes();

@@ -22,6 +22,9 @@ pub mod line;
 
 use crate::budget::{size_text, Budget, Refusal, Reservation};
 use crate::http::ws::codec::{code, Codec, Limits, Message, Step};
+use crate::ops::watchdog::Board;
+use crate::settings::{Settings, WsParams};
+use crate::stats::{bump, Stats};
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{RSlice, RStr};
 use line::{HostSender, Line, Outgoing};
@@ -32,32 +35,6 @@ use stoa_app_api::abi::{RawWsSender_TO, TaskBox, WsSessionBox, WS_BINARY, WS_TEX
 /// How long a close handshake the host started waits for the peer's
 /// answer, and how long a half-closed connection waits for the peer's EOF.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
-
-/// The timing policy of open WebSockets.
-#[derive(Clone, Copy, Debug)]
-pub struct WsParams {
-    /// Largest message (`--ws-max-message`).
-    pub max_message: usize,
-    /// Silence after which the peer is pinged, and then dropped
-    /// (`--ws-ping-interval`).
-    pub ping_interval: Duration,
-    /// Least average rate of a message, bytes a second, once `rate_grace`
-    /// has passed since its first byte (`--body-min-rate`); 0: none.
-    pub min_rate: usize,
-    /// `--body-timeout`.
-    pub rate_grace: Duration,
-}
-
-impl Default for WsParams {
-    fn default() -> Self {
-        WsParams {
-            max_message: 16 << 20,
-            ping_interval: Duration::from_secs(30),
-            min_rate: 500,
-            rate_grace: Duration::from_secs(30),
-        }
-    }
-}
 
 /// What the loop should do with a WebSocket whose deadline passed.
 #[derive(Debug, PartialEq, Eq)]
@@ -71,17 +48,28 @@ pub enum Expired {
     Drop,
 }
 
+/// What a WebSocket reads of its worker: the counters it opens and closes
+/// in, the heartbeat its callbacks run under, and the settings (its limits,
+/// the blocked-loop warning).
+pub struct LinkWatch {
+    pub stats: Arc<Stats>,
+    pub board: Arc<Board>,
+    pub worker: usize,
+    pub settings: Arc<Settings>,
+}
+
 /// One open (or closing) WebSocket.
 pub struct Link {
     codec: Codec,
     /// The app's session until `on_close` has run.
     session: Option<WsSessionBox>,
     line: Arc<Line>,
-    /// The app's counters slot (its name in logs).
+    /// The app's counters slot, and its name for logs.
     slot: usize,
+    app: Arc<str>,
     /// Keeps the app's generation counted as busy while open.
     _generation: Arc<dyn Send + Sync>,
-    stats: (Arc<crate::shared::Shared>, usize),
+    watch: LinkWatch,
     params: WsParams,
     /// When the peer last sent a byte.
     heard: Instant,
@@ -102,12 +90,13 @@ impl Link {
     pub fn new(
         upgrade: crate::inbox::Upgrade,
         line: Arc<Line>,
-        (shared, worker): (Arc<crate::shared::Shared>, usize),
-        (leftover, budget): (Vec<u8>, Budget),
+        watch: LinkWatch,
+        leftover: Vec<u8>,
+        budget: Budget,
         now: Instant,
     ) -> Self {
-        let params = shared.ws;
-        crate::ops::stats::bump(&shared.stats[worker].ws_opened, 1);
+        let params = watch.settings.ws;
+        bump(&watch.stats.worker(watch.worker).ws_opened, 1);
         Link {
             codec: Codec::new(
                 leftover,
@@ -118,8 +107,9 @@ impl Link {
             session: Some(upgrade.session),
             line,
             slot: upgrade.slot,
+            app: watch.stats.app_name(upgrade.slot),
             _generation: upgrade.generation,
-            stats: (shared, worker),
+            watch,
             params,
             heard: now,
             pinged: false,
@@ -152,17 +142,15 @@ impl Link {
         let Some(session) = &mut self.session else {
             return;
         };
-        let (shared, worker) = &self.stats;
-        let beat = shared.watch.beat(*worker);
+        let beat = self.watch.board.beat(self.watch.worker);
         beat.enter(self.slot, "(a WebSocket callback)");
         let started = Instant::now();
         f(session);
         beat.leave();
-        let app = crate::apps::loader::slot_name(self.slot);
         super::dispatch::warn_if_blocked(
-            shared.loop_block_warn,
+            self.watch.settings.loop_block_warn,
             started.elapsed(),
-            format_args!("app {app} (a WebSocket callback)"),
+            format_args!("app {} (a WebSocket callback)", self.app),
             "hand slow work to Host::spawn_blocking with a clone of the sender",
         );
     }
@@ -252,8 +240,7 @@ impl Link {
     /// Tells the app the WebSocket ended (once) and shuts its line.
     fn end(&mut self, code: u16, reason: &str) {
         if self.session.is_some() {
-            let (shared, worker) = &self.stats;
-            crate::ops::stats::bump(&shared.stats[*worker].ws_closed, 1);
+            bump(&self.watch.stats.worker(self.watch.worker).ws_closed, 1);
             self.in_app(|session| session.on_close(code, RStr::from_str(reason)));
             self.session = None;
         }
@@ -337,8 +324,8 @@ impl Link {
     }
 
     /// The app's name, for logs.
-    pub fn app(&self) -> String {
-        crate::apps::loader::slot_name(self.slot)
+    pub fn app(&self) -> &str {
+        &self.app
     }
 }
 

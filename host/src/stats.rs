@@ -1,10 +1,11 @@
-//! Counters for the status and metrics endpoints. Each worker owns its own
-//! block of atomics (no cache line is shared between loops on the hot
-//! path) and is its only writer (`bump`); readers sum them.
+//! Counters for the status and metrics endpoints, and the app names that
+//! label them. Each worker owns its own block of atomics (no cache line is
+//! shared between loops on the hot path) and is its only writer (`bump`);
+//! readers sum them.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
 use std::sync::OnceLock;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Upper bounds (seconds) of the latency histogram's buckets; +Inf is implied.
@@ -149,6 +150,51 @@ impl WorkerStats {
     }
 }
 
+/// Every worker's counters, and the app names their slots count for.
+pub struct Stats {
+    workers: Box<[WorkerStats]>,
+    /// App names by slot, in the order first loaded: stable for the
+    /// process's life, shared by every generation of an app.
+    names: Mutex<Vec<Arc<str>>>,
+}
+
+impl Stats {
+    pub fn new(workers: usize) -> Self {
+        Stats {
+            workers: (0..workers).map(|_| WorkerStats::default()).collect(),
+            names: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The counters of worker `i` (its index at start-up).
+    pub fn worker(&self, i: usize) -> &WorkerStats {
+        &self.workers[i.min(self.workers.len().saturating_sub(1))]
+    }
+
+    /// Every worker's counters, by worker index.
+    pub fn workers(&self) -> &[WorkerStats] {
+        &self.workers
+    }
+
+    /// The counters slot of app `name`, assigned on its first load.
+    pub fn slot(&self, name: &str) -> usize {
+        let mut names = self.names.lock().unwrap_or_else(|p| p.into_inner());
+        match names.iter().position(|n| &**n == name) {
+            Some(i) => i,
+            None => {
+                names.push(Arc::from(name));
+                names.len() - 1
+            }
+        }
+    }
+
+    /// The app name a counters slot belongs to (`?` for none known).
+    pub fn app_name(&self, slot: usize) -> Arc<str> {
+        let names = self.names.lock().unwrap_or_else(|p| p.into_inner());
+        names.get(slot).cloned().unwrap_or_else(|| Arc::from("?"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,6 +232,17 @@ mod tests {
         w.paused_since
             .store(stamp(Instant::now() - Duration::from_secs(2)), Relaxed);
         assert!(w.accept_paused_secs() >= 1.5);
+    }
+
+    #[test]
+    fn slots_are_stable_per_name() {
+        let s = Stats::new(2);
+        assert_eq!(s.slot("a"), 0);
+        assert_eq!(s.slot("b"), 1);
+        assert_eq!(s.slot("a"), 0);
+        assert_eq!(&*s.app_name(1), "b");
+        assert_eq!(&*s.app_name(7), "?");
+        assert_eq!(s.workers().len(), 2);
     }
 
     #[test]

@@ -1,10 +1,30 @@
 //! Process-wide run state shared by the workers: draining on SIGTERM, the
 //! forced stop after the graceful timeout, and the wakers that make every
-//! loop notice a change at once.
+//! loop notice a change at once; and the requests that steer the process
+//! (`Request`), which signals and the apps thread send to the one thread
+//! that acts on them (`signals`), so no part of the host signals itself.
 
 use crate::poller::Wake;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// What the control thread is asked to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// Rescan the apps directory (SIGHUP).
+    Rescan,
+    /// Reopen the access log (SIGUSR1, after a rotation).
+    ReopenLogs,
+    /// Start a new host with this one's sockets, then drain (SIGUSR2, or a
+    /// replace past `--max-generations` with `--on-generation-cap reexec`);
+    /// `why` is said in the log.
+    Upgrade { why: String },
+    /// Stop accepting and drain (SIGTERM, SIGINT); a second one exits.
+    Drain { why: String },
+}
+
+/// Where requests for the control thread are sent.
+pub type Requests = crossbeam_channel::Sender<Request>;
 
 #[derive(Default)]
 pub struct Control {

@@ -1,0 +1,56 @@
+//! The value types of flags and config keys that more than one wing reads.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// What a replace past `--max-generations` does.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnGenerationCap {
+    /// Re-execute the host in place (same sockets, apps loaded fresh).
+    Reexec,
+    /// Refuse the new version until a restart.
+    Refuse,
+}
+
+/// How log lines are written.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines; the access log in combined format.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// What happens to clients past the connection cap.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Overload {
+    /// Answer each at once with 503 and Retry-After: 1, then close.
+    Shed,
+    /// Stop accepting: they wait in the kernel backlog.
+    Queue,
+}
+
+impl Overload {
+    pub fn name(self) -> &'static str {
+        match self {
+            Overload::Shed => "shed",
+            Overload::Queue => "queue",
+        }
+    }
+}
+
+/// Where to listen: a TCP address or a Unix-domain socket's path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bind {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl std::fmt::Display for Bind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Bind::Tcp(a) => write!(f, "{a}"),
+            Bind::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
