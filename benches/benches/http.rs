@@ -10,7 +10,7 @@ use std::hint::black_box;
 use stoa::http::parse::parse_head;
 use stoa::http::reader::{BufPool, RequestReader};
 use stoa::http::response::{write_response, DateCache, Persist};
-use stoa::http::ConnParams;
+use stoa::settings::ConnParams;
 use stoa_app_api::Response;
 
 /// What curl or a browser-ish client sends for `/hello/`.

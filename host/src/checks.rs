@@ -161,7 +161,7 @@ pub fn mounts_name_loaded_apps(cli: &Cli, state: &AppState) -> Result<(), String
     let problems: Vec<String> = named
         .filter(|(name, _)| !known.contains(name) && !optional(name))
         .map(|(name, what)| {
-            let hint = nearest(name, &known)
+            let hint = crate::cli::nearest(name, &known)
                 .map(|n| format!(" (did you mean {n:?}?)"))
                 .unwrap_or_default();
             let loaded = if known.is_empty() {
@@ -181,16 +181,6 @@ pub fn mounts_name_loaded_apps(cli: &Cli, state: &AppState) -> Result<(), String
     } else {
         Err(problems.join("\n"))
     }
-}
-
-/// The known name closest to `name`, if it is close enough to be a typo.
-pub(crate) fn nearest<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
-    known
-        .iter()
-        .map(|k| (strsim::damerau_levenshtein(name, k), *k))
-        .filter(|(d, k)| *d <= 2.max(k.len() / 3))
-        .min()
-        .map(|(_, k)| k)
 }
 
 /// `--unhealthy-after` must be at least `--stuck-after` (a worker is
@@ -359,9 +349,9 @@ mod tests {
     #[test]
     fn typos_find_the_nearest_name() {
         let known = ["article", "demo", "environ", "hello_project"];
-        assert_eq!(nearest("artcle", &known), Some("article"));
-        assert_eq!(nearest("hello-project", &known), Some("hello_project"));
-        assert_eq!(nearest("nosuch", &known), None);
+        assert_eq!(crate::cli::nearest("artcle", &known), Some("article"));
+        assert_eq!(crate::cli::nearest("hello-project", &known), Some("hello_project"));
+        assert_eq!(crate::cli::nearest("nosuch", &known), None);
     }
 
     #[test]

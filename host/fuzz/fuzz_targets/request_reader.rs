@@ -7,7 +7,7 @@
 use libfuzzer_sys::fuzz_target;
 use std::io::{self, Read};
 use stoa::http::reader::{BufPool, RequestReader};
-use stoa::http::ConnParams;
+use stoa::settings::ConnParams;
 
 struct Chunks<'a> {
     data: &'a [u8],

@@ -132,7 +132,7 @@ pub(super) fn app_sections(
                         "app_timeout",
                         "blocking_share",
                     ];
-                    let hint = crate::checks::nearest(other, &keys)
+                    let hint = crate::cli::nearest(other, &keys)
                         .map(|n| format!(" (did you mean `{n}`?)"))
                         .unwrap_or_default();
                     problems.push(format!(

@@ -87,7 +87,7 @@ fn file_args(table: &toml::Table, given: &ArgMatches) -> Result<FileArgs, Vec<St
         }
         let Some(flag) = keys.get(key.as_str()) else {
             let names: Vec<&str> = keys.keys().map(String::as_str).chain(["apps"]).collect();
-            let hint = crate::checks::nearest(key, &names)
+            let hint = crate::cli::nearest(key, &names)
                 .map(|n| format!(" (did you mean `{n}`?)"))
                 .unwrap_or_default();
             problems.push(format!("unknown key `{key}`{hint}"));

@@ -18,7 +18,7 @@ use clap::Parser;
 pub use config::{load, LoadError};
 use std::path::PathBuf;
 use std::time::Duration;
-pub use values::{parse_bind, parse_millis, parse_secs, parse_size, parse_size_usize};
+pub use values::{nearest, parse_bind, parse_millis, parse_secs, parse_size, parse_size_usize};
 
 /// The app ABI this host accepts: the `stoa-app-api` version plugins are
 /// checked against (any 0.1.x build loads).

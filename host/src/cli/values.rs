@@ -147,6 +147,16 @@ pub fn parse_tcp(s: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("--bind {s:?}: {host:?} has no address"))
 }
 
+/// The known name closest to `name`, if it is close enough to be a typo.
+pub fn nearest<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
+    known
+        .iter()
+        .map(|k| (strsim::damerau_levenshtein(name, k), *k))
+        .filter(|(d, k)| *d <= 2.max(k.len() / 3))
+        .min()
+        .map(|(_, k)| k)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,14 +2,18 @@
 //! reuse, Unix-domain in `unix.rs`) and the process's file-descriptor
 //! limit.
 
-use crate::server::{Listener, MAX_LISTENERS};
 use crate::settings::Bind;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+mod socket;
 mod unix;
+
+/// Most listeners a loop has (distinct `--bind` values).
+pub const MAX_LISTENERS: usize = 64;
+pub use socket::{Listener, Stream, UNIX_PEER};
 pub use unix::{bind_unix, keep_unix_sockets, remove_unix_sockets, watch_unix_sockets};
 
 /// The kernel's cap on listen backlogs; the default `--backlog`.

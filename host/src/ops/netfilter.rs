@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 /// The IP of `ip:port` (or `[v6]:port`); a Unix-socket peer counts as
 /// loopback (it is on this machine).
 pub fn peer_ip(peer: &str) -> Option<IpAddr> {
-    if peer == crate::server::UNIX_PEER {
+    if peer == crate::listen::UNIX_PEER {
         return Some(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
     }
     peer.parse::<std::net::SocketAddr>().ok().map(|a| a.ip())

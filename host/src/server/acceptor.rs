@@ -7,8 +7,7 @@
 //! by every worker, so it is never shut down: a stuck worker just does not
 //! accept from it.
 
-use super::listener::{Listener, Stream};
-use crate::listen;
+use crate::listen::{self, Listener, Stream, MAX_LISTENERS};
 use crate::ops::watchdog::Beat;
 use crate::poller::{Interest, Poller, Token};
 use socket2::{SockRef, Socket};
@@ -19,9 +18,6 @@ use std::sync::Arc;
 
 /// Listener `i`'s token is `Token(LISTENERS - i)`.
 const LISTENERS: usize = usize::MAX - 1;
-/// Most listeners a loop has (distinct `--bind` values).
-pub const MAX_LISTENERS: usize = 64;
-
 /// The listener index a token stands for, if it is a listener's.
 pub fn listener_of(token: Token) -> Option<usize> {
     let i = LISTENERS.checked_sub(token.0)?;

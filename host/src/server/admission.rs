@@ -11,7 +11,7 @@
 //! first of each a minute is logged with the cap.
 
 use super::conn::Conn;
-use super::listener::Stream;
+use crate::listen::Stream;
 use super::Server;
 use crate::http::answer::HostAnswer;
 use crate::http::response::{write_response, DateCache, Persist};

@@ -11,7 +11,7 @@
 //! count), then closed.
 
 use super::{Conn, Flow, Phase};
-use crate::server::listener::Stream;
+use crate::listen::Stream;
 use crate::server::ws::CLOSE_GRACE;
 use crate::settings::LingerLimits;
 use std::io::{self, Read};

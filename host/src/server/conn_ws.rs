@@ -6,7 +6,7 @@ use super::{Conn, Flow, Pending, Phase};
 use crate::http::reader::BufPool;
 use crate::http::ws::codec::Step;
 use crate::http::ws::handshake::write_switch;
-use crate::server::listener::Stream;
+use crate::listen::Stream;
 use crate::server::ws::{Expired, Link};
 use std::io::{self, Read};
 use std::time::Instant;

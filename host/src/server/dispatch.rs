@@ -4,7 +4,7 @@
 
 use super::conn::{AccessInfo, Conn, Pending};
 use super::handles::Handles;
-use super::listener::Stream;
+use crate::listen::Stream;
 use super::ws::line::Line;
 use super::ws::{Link, LinkWatch};
 use crate::apps::loader::LoadedApp;

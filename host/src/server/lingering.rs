@@ -7,7 +7,7 @@
 //! idle one waits (`DRAIN_IDLE_GRACE`).
 
 use super::conn::{Conn, Flow};
-use super::listener::Stream;
+use crate::listen::Stream;
 use super::Server;
 use crate::poller::Token;
 use std::collections::VecDeque;

@@ -20,7 +20,7 @@
 //! are retried).
 
 use super::conn::{Conn, Flow};
-use super::listener::Stream;
+use crate::listen::Stream;
 use crate::http::answer::HostAnswer;
 use crate::http::reader::BufPool;
 use crate::settings::LingerLimits;
