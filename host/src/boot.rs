@@ -304,11 +304,16 @@ fn watchdog(
     backlog: i32,
 ) -> Result<Board, String> {
     checks::watchdog_bounds(cli)?;
-    let bounds = (cli.stuck_after, cli.unhealthy_after);
     log::info!(
         "watchdog: a loop is stuck after {:?} without turning, the process unhealthy after {:?}",
         cli.stuck_after,
         cli.unhealthy_after
     );
-    Ok(Board::new(workers, bounds, addrs, backlog))
+    Ok(Board::new(
+        workers,
+        cli.stuck_after,
+        cli.unhealthy_after,
+        addrs,
+        backlog,
+    ))
 }

@@ -350,7 +350,10 @@ mod tests {
     fn typos_find_the_nearest_name() {
         let known = ["article", "demo", "environ", "hello_project"];
         assert_eq!(crate::cli::nearest("artcle", &known), Some("article"));
-        assert_eq!(crate::cli::nearest("hello-project", &known), Some("hello_project"));
+        assert_eq!(
+            crate::cli::nearest("hello-project", &known),
+            Some("hello_project")
+        );
         assert_eq!(crate::cli::nearest("nosuch", &known), None);
     }
 

@@ -3,7 +3,8 @@
 
 use std::process::ExitCode;
 use stoa::apps::{plugin_copy, probe};
-use stoa::{boot, cli, error_log};
+use stoa::ops::error_log;
+use stoa::{boot, cli};
 
 fn main() -> ExitCode {
     // The hidden load-probe subcommand (probe.rs), before any flag parsing.

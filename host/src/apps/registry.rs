@@ -341,7 +341,7 @@ impl Registry {
             return changed;
         }
         match self.load(&path) {
-            Ok((app, fingerprint)) => self.construct(path, (stamp, fingerprint), app, untrusted),
+            Ok((app, fingerprint)) => self.construct(path, stamp, fingerprint, app, untrusted),
             Err(reason) => self.refuse(path, stamp, reason, untrusted),
         }
     }

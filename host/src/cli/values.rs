@@ -57,7 +57,8 @@ pub const MIN_BLOCK_WARN: Duration = Duration::from_millis(1);
 /// number in `bare_unit` (seconds for timeouts), at least `min`.
 fn parse_duration_in(
     s: &str,
-    (bare_unit, bare_name): (Duration, &str),
+    bare_unit: Duration,
+    bare_name: &str,
     min: Duration,
 ) -> Result<Duration, String> {
     let t = s.trim();
@@ -87,16 +88,12 @@ fn parse_duration_in(
 
 /// A timeout, at least `MIN_TIMEOUT`; a bare number is seconds (`30`, `0.5`).
 pub fn parse_secs(s: &str) -> Result<Duration, String> {
-    parse_duration_in(s, (Duration::from_secs(1), "seconds"), MIN_TIMEOUT)
+    parse_duration_in(s, Duration::from_secs(1), "seconds", MIN_TIMEOUT)
 }
 
 /// A duration, at least `MIN_BLOCK_WARN`; a bare number is milliseconds (`100`).
 pub fn parse_millis(s: &str) -> Result<Duration, String> {
-    parse_duration_in(
-        s,
-        (Duration::from_millis(1), "milliseconds"),
-        MIN_BLOCK_WARN,
-    )
+    parse_duration_in(s, Duration::from_millis(1), "milliseconds", MIN_BLOCK_WARN)
 }
 
 /// A listen address: `unix:PATH` (a Unix-domain socket), or a TCP address

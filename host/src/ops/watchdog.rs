@@ -249,7 +249,8 @@ pub struct StuckWorker {
 impl Board {
     pub fn new(
         workers: usize,
-        (stuck_after, unhealthy_after): (Duration, Duration),
+        stuck_after: Duration,
+        unhealthy_after: Duration,
         addrs: Vec<Option<SocketAddr>>,
         backlog: i32,
     ) -> Self {

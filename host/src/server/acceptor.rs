@@ -138,7 +138,8 @@ impl Acceptor {
     pub fn rejoin(
         &mut self,
         poller: &mut dyn Poller,
-        (addrs, backlog): (&[Option<SocketAddr>], i32),
+        addrs: &[Option<SocketAddr>],
+        backlog: i32,
         beat: &Beat,
         worker: usize,
     ) -> bool {

@@ -11,10 +11,10 @@
 //! first of each a minute is logged with the cap.
 
 use super::conn::Conn;
-use crate::listen::Stream;
 use super::Server;
 use crate::http::answer::HostAnswer;
 use crate::http::response::{write_response, DateCache, Persist};
+use crate::listen::Stream;
 use crate::poller::{Interest, Token};
 use crate::settings::Overload;
 use crate::stats::{bump, stamp};
@@ -122,8 +122,10 @@ impl Server {
     /// or closes it.
     fn shed(&mut self, accepted: (Stream, Arc<str>), keep_fd: bool) {
         let now = self.dispatcher.now;
-        let at = (self.date.get(), now);
-        self.shedder.shed(accepted, at, keep_fd, &mut self.bufs);
+        let (stream, peer) = accepted;
+        let date = self.date.get();
+        self.shedder
+            .shed(stream, peer, date, now, keep_fd, &mut self.bufs);
         bump(&self.shared.stats.worker(self.worker).shed, 1);
         self.log_overload("answering new clients 503 with Retry-After: 1", None);
     }

@@ -4,7 +4,6 @@
 
 use super::conn::{AccessInfo, Conn, Pending};
 use super::handles::Handles;
-use crate::listen::Stream;
 use super::ws::line::Line;
 use super::ws::{Link, LinkWatch};
 use crate::apps::loader::LoadedApp;
@@ -13,14 +12,16 @@ use crate::http::answer::HostAnswer;
 use crate::http::parse::Head;
 use crate::http::reader::BodyPlan;
 use crate::http::reader::BufPool;
+use crate::http::response::Fixed;
 use crate::http::ws::handshake;
-use crate::inbox::{Inbox, StreamStart};
+use crate::inbox::{Answer, Inbox, StreamStart, Upgrade};
+use crate::listen::Stream;
 use crate::ops::access_log::Answered;
 use crate::ops::admin;
 use crate::ops::netfilter::{forwarded_client, peer_ip, Forwarded, UNKNOWN_CLIENT};
 use crate::poller::Token;
 use crate::server::request::{with_view, HeadText, Meta, OwnedRequest};
-use crate::server::responder::{begin_inline, end_inline, responder, Answer, Fixed, Upgrade};
+use crate::server::responder::{begin_inline, end_inline, responder};
 use crate::settings::Settings;
 use crate::stats::Stats;
 use std::io::{Read, Write};

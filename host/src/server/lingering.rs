@@ -7,8 +7,8 @@
 //! idle one waits (`DRAIN_IDLE_GRACE`).
 
 use super::conn::{Conn, Flow};
-use crate::listen::Stream;
 use super::Server;
+use crate::listen::Stream;
 use crate::poller::Token;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};

@@ -28,6 +28,7 @@ use crate::http::reader::BufPool;
 use crate::http::response::DateCache;
 use crate::http::HttpError;
 use crate::inbox::{Inbox, InboxItems, StreamNotice};
+use crate::listen::{Listener, Stream};
 use crate::ops::watchdog::{Beat, Finished};
 use crate::poller::{Event, Poller, Token, WAKER};
 use crate::settings::{ConnParams, Overload};
@@ -38,7 +39,6 @@ use conn::{Conn, Deadline, Flow};
 use dispatch::{warn_if_blocked, Dispatcher};
 use handles::Handles;
 use lingering::Lingerers;
-use crate::listen::{Listener, Stream};
 use shed::Shedder;
 pub use shed::MAX_LINGERING;
 use slab::Slab;
@@ -230,7 +230,8 @@ impl Server {
             let beat = watch.beat(self.worker);
             let again = self.acceptor.rejoin(
                 &mut *self.poller,
-                (&watch.addrs, watch.backlog),
+                &watch.addrs,
+                watch.backlog,
                 beat,
                 self.worker,
             );

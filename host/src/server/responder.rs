@@ -22,7 +22,7 @@
 use crate::apps::loader::LoadedApp;
 use crate::http::answer::HostAnswer;
 use crate::http::ws::handshake::Refusal;
-pub use crate::inbox::{Answer, Completion, Inbox, Upgrade};
+use crate::inbox::{Answer, Completion, Inbox, Upgrade};
 use crate::inbox::{BodyAttach, StreamStart};
 use crate::poller::Token;
 use crate::settings::ConnParams;
@@ -38,7 +38,7 @@ use stoa_app_api::abi::{
 };
 use stoa_app_api::Response;
 
-pub use crate::http::response::Fixed;
+use crate::http::response::Fixed;
 
 /// The request being dispatched on this thread, and its answer if given inline.
 struct Inline {

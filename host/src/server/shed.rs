@@ -20,9 +20,9 @@
 //! are retried).
 
 use super::conn::{Conn, Flow};
-use crate::listen::Stream;
 use crate::http::answer::HostAnswer;
 use crate::http::reader::BufPool;
+use crate::listen::Stream;
 use crate::settings::LingerLimits;
 use std::collections::VecDeque;
 use std::fs::File;
@@ -82,8 +82,10 @@ impl Shedder {
     /// after one read.
     pub fn shed(
         &mut self,
-        (stream, peer): (Stream, Arc<str>),
-        (date, now): (&str, Instant),
+        stream: Stream,
+        peer: Arc<str>,
+        date: &str,
+        now: Instant,
         keep_fd: bool,
         pool: &mut BufPool,
     ) {
@@ -166,12 +168,7 @@ mod tests {
     fn shed(s: &mut Shedder, stream: Stream, now: Instant, keep_fd: bool) {
         let date = "Thu, 01 Jan 1970 00:00:00 GMT";
         let peer: Arc<str> = Arc::from("peer");
-        s.shed(
-            (stream, peer),
-            (date, now),
-            keep_fd,
-            &mut BufPool::default(),
-        );
+        s.shed(stream, peer, date, now, keep_fd, &mut BufPool::default());
     }
 
     #[test]

@@ -82,7 +82,8 @@ impl Registry {
     pub(super) fn construct(
         &mut self,
         path: PathBuf,
-        (stamp, fingerprint): (Stamp, Option<Fingerprint>),
+        stamp: Stamp,
+        fingerprint: Option<Fingerprint>,
         app: LoadedApp,
         untrusted: Option<Distrust>,
     ) -> bool {
@@ -166,7 +167,7 @@ impl Registry {
         if let Err(reason) = checked {
             return self.refuse(path, pending.stamp, reason, pending.untrusted);
         }
-        self.mount(path, app, (pending.stamp, pending.fingerprint));
+        self.mount(path, app, pending.stamp, pending.fingerprint);
         true
     }
 
@@ -175,7 +176,8 @@ impl Registry {
         &mut self,
         path: PathBuf,
         app: Arc<LoadedApp>,
-        (stamp, fingerprint): (Stamp, Option<Fingerprint>),
+        stamp: Stamp,
+        fingerprint: Option<Fingerprint>,
     ) {
         let mount = if app.mount.is_empty() {
             "/"
