@@ -387,5 +387,4 @@ impl Drop for HostStream {
 }
 
 #[cfg(test)]
-#[path = "stream_line_tests.rs"]
 mod tests;
