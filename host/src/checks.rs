@@ -259,7 +259,11 @@ pub fn check(cli: &Cli) -> Result<(), String> {
         }
     }
     note(watchdog_bounds(cli));
-    note(crate::ops::memory::max_buffered(cli).map(|_| ()));
+    note(
+        crate::ops::memory::max_buffered(cli)
+            .map(|_| ())
+            .map_err(String::from),
+    );
     if let Some(target) = &cli.access_log {
         note(
             crate::ops::log_target::check(target)

@@ -19,6 +19,8 @@
 //!   their writer threads, address rules, run state).
 //! - `budget`: the host-wide budget of buffered bodies and WebSocket
 //!   messages (`--max-buffered`).
+//! - `error`: `BootError`, why start-up or an edge's operation failed
+//!   (uses no other module, so every wing may return it).
 //! - `shared`, `inbox`, `stream_line`: what every worker shares; the loop's
 //!   completion inbox; a streamed response's queue between app and loop.
 //!
@@ -33,6 +35,7 @@ pub mod boot;
 pub mod budget;
 pub(crate) mod checks;
 pub mod cli;
+pub mod error;
 pub mod http;
 pub(crate) mod inbox;
 pub mod listen;

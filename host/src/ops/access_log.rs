@@ -6,6 +6,7 @@
 //! Lines are written by a thread of their own (`log_writer`).
 
 use crate::cli::LogFormat;
+use crate::error::BootError;
 use crate::ops::log_writer::{LineCounts, Sink, Target};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -48,7 +49,7 @@ pub struct AccessLog {
 impl AccessLog {
     /// `-` (or `/dev/stdout`) is standard output, `/dev/stderr` standard
     /// error; anything else a regular file opened for appending.
-    pub fn open(target: &str, format: LogFormat) -> Result<Self, String> {
+    pub fn open(target: &str, format: LogFormat) -> Result<Self, BootError> {
         let sink = Sink::spawn("access log", Target::parse(target)?, QUEUE_LINES)?;
         Ok(AccessLog { sink, format })
     }

@@ -3,6 +3,7 @@
 
 use crate::budget::size_text;
 use crate::cli::Cli;
+use crate::error::BootError;
 
 /// The share of the memory limit buffered bodies and messages may take by
 /// default: a quarter, leaving the rest to the apps, the host's own
@@ -81,17 +82,16 @@ fn floor(cli: &Cli) -> (usize, &'static str) {
 /// The budget of buffered bodies and messages: `--max-buffered`, or a
 /// quarter of the memory limit (at least the floor), with the rule that
 /// gave it for the start-up log. A given value below the floor is refused.
-pub fn max_buffered(cli: &Cli) -> Result<(usize, String), String> {
+pub fn max_buffered(cli: &Cli) -> Result<(usize, String), BootError> {
     let (least, by) = floor(cli);
     if let Some(given) = cli.max_buffered {
         if given < least {
-            return Err(format!(
-                "--max-buffered {} is below {by} {}: such a body or message could never be held; \
-                 give --max-buffered {} (or lower {by})",
-                size_text(given),
-                size_text(least),
-                size_text(least)
-            ));
+            return Err(BootError::BelowFloor {
+                setting: "--max-buffered",
+                given: size_text(given),
+                floor: by,
+                least: size_text(least),
+            });
         }
         return Ok((given, "--max-buffered".to_string()));
     }
