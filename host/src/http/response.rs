@@ -228,7 +228,7 @@ pub fn write_response(
     persist: Persist,
     date: &str,
 ) {
-    if write_head(out, (resp, &[]), head_only, persist, date) {
+    if write_head(out, resp, &[], head_only, persist, date) {
         out.extend_from_slice(&resp.body);
     }
 }
@@ -238,13 +238,14 @@ pub fn write_response(
 /// (not for HEAD, nor for a status without a body).
 pub fn write_head(
     out: &mut Vec<u8>,
-    (resp, fixed): (&Response, Fixed),
+    resp: &Response,
+    fixed: Fixed,
     head_only: bool,
     persist: Persist,
     date: &str,
 ) -> bool {
     let length = BodyLength::Length(resp.body.len() as u64);
-    write_head_framed(out, (resp, fixed), length, persist, date);
+    write_head_framed(out, resp, fixed, length, persist, date);
     !head_only && !bodiless(written_status(resp.status))
 }
 
@@ -280,7 +281,8 @@ pub fn never_has_body(status: u16) -> bool {
 /// without a body).
 pub fn write_head_framed(
     out: &mut Vec<u8>,
-    (resp, fixed): (&Response, Fixed),
+    resp: &Response,
+    fixed: Fixed,
     length: BodyLength,
     persist: Persist,
     date: &str,
@@ -466,7 +468,7 @@ mod tests {
         let r = Response::text(200, "hi");
         let head = |fixed: &'static [StaticHeader]| {
             let mut out = Vec::new();
-            write_head(&mut out, (&r, fixed), false, Persist::KeepAlive, "D");
+            write_head(&mut out, &r, fixed, false, Persist::KeepAlive, "D");
             String::from_utf8(out).unwrap()
         };
         // Twice each, alternating: a list written from the cache reads the
