@@ -286,14 +286,14 @@ fn listeners(cli: &Cli, workers: usize, backlog: i32) -> Result<listen::Bound, S
              upgrades (LISTEN_FDS); --bind is not used",
             sockets.len()
         );
-        return listen::adopt_all(sockets, workers);
+        return listen::adopt_all(sockets, workers).map_err(String::from);
     }
     if !cli.reuse_port {
         for b in cli.bind.iter().filter(|b| matches!(b, Bind::Tcp(_))) {
             checks::address_is_free(b)?;
         }
     }
-    listen::bind_all(&cli.bind, workers, backlog, cli.unix_mode)
+    listen::bind_all(&cli.bind, workers, backlog, cli.unix_mode).map_err(String::from)
 }
 
 /// The watchdog's board, from `--stuck-after` and `--unhealthy-after`.

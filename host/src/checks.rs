@@ -255,7 +255,11 @@ pub fn check(cli: &Cli) -> Result<(), String> {
         max_connections: 1,
         poller: "check",
     });
-    note(crate::ops::memory::max_buffered(cli.max_buffered, &settings).map(|_| ()));
+    note(
+        crate::ops::memory::max_buffered(cli.max_buffered, &settings)
+            .map(|_| ())
+            .map_err(String::from),
+    );
     if let Some(target) = &cli.access_log {
         note(
             crate::ops::log_target::check(target)

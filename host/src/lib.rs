@@ -26,6 +26,7 @@
 //!   of `unsafe` in the host.
 //! - `settings/`: every fixed value from the command line and config file;
 //!   a leaf.
+//! - `error`: `BootError`, why start-up or an edge's operation failed.
 //!
 //! The `stoa` binary (main.rs) is a thin shell over `boot::run`; `http`,
 //! `settings` and a few others are public so the benches and the fuzz
@@ -41,6 +42,7 @@ pub mod budget;
 pub(crate) mod checks;
 pub mod cli;
 pub(crate) mod control;
+pub mod error;
 pub mod http;
 pub(crate) mod inbox;
 pub mod listen;

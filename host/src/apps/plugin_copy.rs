@@ -22,6 +22,7 @@ use crate::apps::elf_check;
 use crate::apps::error::LoadError;
 use crate::apps::fingerprint::{Fingerprint, Hashing};
 use crate::apps::probe::{self, ProbeTarget};
+use crate::error::BootError;
 use rustix::fs::{MemfdFlags, SealFlags};
 use std::fs::{File, OpenOptions, Permissions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -77,12 +78,18 @@ impl Drop for Unlink {
 impl PluginCopies {
     /// Copies bounded by `max_size` bytes, in the mode `STOA_PLUGIN_COPIES`
     /// asks for (`memfd`, the default, or `dir`).
-    pub fn from_env(max_size: u64) -> Result<Self, String> {
+    pub fn from_env(max_size: u64) -> Result<Self, BootError> {
         let asked = std::env::var(MODE_ENV).unwrap_or_default();
         let mode = match asked.as_str() {
             "" | "memfd" => Mode::Memfd,
             "dir" => Mode::Dir,
-            other => return Err(format!("{MODE_ENV}={other:?}: expected memfd or dir")),
+            other => {
+                return Err(BootError::Env {
+                    var: MODE_ENV,
+                    given: other.to_string(),
+                    expected: "memfd or dir",
+                })
+            }
         };
         let mut copies = PluginCopies {
             mode,

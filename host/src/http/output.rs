@@ -44,13 +44,14 @@ impl Output {
     pub fn push_response(
         &mut self,
         pool: &mut BufPool,
-        (resp, fixed): (&mut Response, Fixed),
+        resp: &mut Response,
+        fixed: Fixed,
         head_only: bool,
         persist: Persist,
         date: &str,
     ) {
         let buf = self.buf_mut(pool);
-        if !write_head(buf, (resp, fixed), head_only, persist, date) || resp.body.is_empty() {
+        if !write_head(buf, resp, fixed, head_only, persist, date) || resp.body.is_empty() {
             return;
         }
         if resp.body.len() < SPLICE_MIN {
@@ -71,16 +72,11 @@ impl Output {
         &mut self,
         pool: &mut BufPool,
         resp: &mut Response,
-        (plan, persist): (Plan, Persist),
+        plan: Plan,
+        persist: Persist,
         date: &str,
     ) {
-        write_head_framed(
-            self.buf_mut(pool),
-            (resp, &[]),
-            plan.announce,
-            persist,
-            date,
-        );
+        write_head_framed(self.buf_mut(pool), resp, &[], plan.announce, persist, date);
         let body = std::mem::take(&mut resp.body).into_vec();
         self.push_chunk(pool, plan.framing, body);
     }
@@ -304,7 +300,8 @@ mod tests {
         };
         out.push_response(
             &mut pool,
-            (&mut Response::text(200, "a"), &[]),
+            &mut Response::text(200, "a"),
+            &[],
             false,
             Persist::KeepAlive,
             DATE,
@@ -314,7 +311,8 @@ mod tests {
         assert_eq!(pool.spare_writes(), 1, "an idle output holds no buffer");
         out.push_response(
             &mut pool,
-            (&mut Response::text(200, "b"), &[]),
+            &mut Response::text(200, "b"),
+            &[],
             false,
             Persist::KeepAlive,
             DATE,
@@ -330,14 +328,16 @@ mod tests {
         let mut pool = BufPool::default();
         out.push_response(
             &mut pool,
-            (&mut big.clone(), &[]),
+            &mut big.clone(),
+            &[],
             false,
             Persist::KeepAlive,
             DATE,
         );
         out.push_response(
             &mut pool,
-            (&mut small.clone(), &[]),
+            &mut small.clone(),
+            &[],
             false,
             Persist::KeepAlive,
             DATE,
@@ -365,7 +365,7 @@ mod tests {
 
     /// Queues a copy of `r`, keep-alive, without constant headers.
     fn push_keep_alive(out: &mut Output, pool: &mut BufPool, r: &Response) {
-        out.push_response(pool, (&mut r.clone(), &[]), false, Persist::KeepAlive, DATE);
+        out.push_response(pool, &mut r.clone(), &[], false, Persist::KeepAlive, DATE);
     }
 
     #[test]
@@ -395,7 +395,8 @@ mod tests {
         let mut pool = BufPool::default();
         out.push_response(
             &mut pool,
-            (&mut big.clone(), &[]),
+            &mut big.clone(),
+            &[],
             true,
             Persist::KeepAlive,
             DATE,
@@ -418,7 +419,8 @@ mod tests {
         let mut pool = BufPool::default();
         out.push_response(
             &mut pool,
-            (&mut big.clone(), &[]),
+            &mut big.clone(),
+            &[],
             false,
             Persist::Close,
             DATE,

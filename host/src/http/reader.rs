@@ -225,7 +225,7 @@ impl RequestReader {
     /// Reserves what buffers of `buf_len` and `body_cap` bytes hold past
     /// the first `READ_CHUNK`; false if the budget has no room.
     fn hold_for(&mut self, buf_len: usize, body_cap: usize, budget: &Budget) -> bool {
-        hold_for(&mut self.hold, (buf_len, body_cap), budget)
+        hold_for(&mut self.hold, buf_len, body_cap, budget)
     }
 
     /// Brings the reservation down to what the buffers hold now.
@@ -323,7 +323,7 @@ impl RequestReader {
     pub fn next_request(&mut self, params: &ConnParams) -> Result<bool, HttpError> {
         static UNLIMITED: std::sync::OnceLock<Budget> = std::sync::OnceLock::new();
         let budget = UNLIMITED.get_or_init(Budget::unlimited);
-        self.next_request_with((params, budget), &|_, _| BodyPlan::default())
+        self.next_request_with(params, budget, &|_, _| BodyPlan::default())
     }
 
     /// `next_request`, with `body_plan` deciding, once a head is parsed, a
@@ -334,7 +334,8 @@ impl RequestReader {
     /// room for is refused (`OverBudget`).
     pub fn next_request_with(
         &mut self,
-        (params, budget): (&ConnParams, &Budget),
+        params: &ConnParams,
+        budget: &Budget,
         body_plan: &dyn Fn(&Head, &[u8]) -> BodyPlan,
     ) -> Result<bool, HttpError> {
         if self.over_budget {
@@ -389,7 +390,7 @@ impl RequestReader {
                 let need = (self.body.len() + self.end - body_start).min(limit);
                 if need > self.body.capacity() {
                     let cap = need.max(self.body.capacity() * 2).min(limit.max(need));
-                    if !hold_for(&mut self.hold, (self.buf.len(), cap), budget) {
+                    if !hold_for(&mut self.hold, self.buf.len(), cap, budget) {
                         budget.note_refused(crate::budget::Refusal::Body);
                         return Err(HttpError::OverBudget(budget.limit()));
                     }
@@ -507,7 +508,8 @@ fn beyond_first_chunk(buf_len: usize, body_cap: usize) -> usize {
 /// time); false if the budget has no room.
 fn hold_for(
     hold: &mut Option<Reservation>,
-    (buf_len, body_cap): (usize, usize),
+    buf_len: usize,
+    body_cap: usize,
     budget: &Budget,
 ) -> bool {
     let bytes = beyond_first_chunk(buf_len, body_cap);
@@ -695,7 +697,7 @@ GET /d HTTP/1.0\r\n\r\n";
         let mut got = Ok(false);
         for _ in 0..64 {
             r.fill(&mut src, &params, false, &mut pool);
-            got = r.next_request_with((&params, budget), &|_, _| BodyPlan::default());
+            got = r.next_request_with(&params, budget, &|_, _| BodyPlan::default());
             if got != Ok(false) {
                 break;
             }
@@ -757,7 +759,7 @@ GET /d HTTP/1.0\r\n\r\n";
         let mut got = Ok(false);
         for _ in 0..1000 {
             r.fill(&mut src, &params, false, &mut pool);
-            got = r.next_request_with((&params, &budget), &|_, _| BodyPlan::default());
+            got = r.next_request_with(&params, &budget, &|_, _| BodyPlan::default());
             if got != Ok(false) {
                 break;
             }

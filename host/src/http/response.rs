@@ -228,7 +228,7 @@ pub fn write_response(
     persist: Persist,
     date: &str,
 ) {
-    if write_head(out, (resp, &[]), head_only, persist, date) {
+    if write_head(out, resp, &[], head_only, persist, date) {
         out.extend_from_slice(&resp.body);
     }
 }
@@ -238,13 +238,14 @@ pub fn write_response(
 /// (not for HEAD, nor for a status without a body).
 pub fn write_head(
     out: &mut Vec<u8>,
-    (resp, fixed): (&Response, Fixed),
+    resp: &Response,
+    fixed: Fixed,
     head_only: bool,
     persist: Persist,
     date: &str,
 ) -> bool {
     let length = BodyLength::Length(resp.body.len() as u64);
-    write_head_framed(out, (resp, fixed), length, persist, date);
+    write_head_framed(out, resp, fixed, length, persist, date);
     !head_only && !bodiless(written_status(resp.status))
 }
 
@@ -280,7 +281,8 @@ pub fn never_has_body(status: u16) -> bool {
 /// without a body).
 pub fn write_head_framed(
     out: &mut Vec<u8>,
-    (resp, fixed): (&Response, Fixed),
+    resp: &Response,
+    fixed: Fixed,
     length: BodyLength,
     persist: Persist,
     date: &str,
@@ -334,13 +336,24 @@ fn write_header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// A list of constant headers by identity: two are the same when they are
+/// the same `&'static` list (its address and length, `std::ptr::eq`),
+/// whatever they hold. A `&'static` list is never freed nor changed
+/// (plugins are never unloaded), so the list it is names its content.
+#[derive(Clone, Copy)]
+struct SameList(Fixed);
+
+impl PartialEq for SameList {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self.0, other.0)
+    }
+}
+
 thread_local! {
-    /// The list of constant headers last written on this thread (its
-    /// address and length), serialised and checked. A `&'static` list is
-    /// never freed nor changed (plugins are never unloaded), so its address
-    /// names its content: an app that answers with the same list each time
-    /// has it written with one copy.
-    static FIXED: RefCell<(usize, usize, Vec<u8>)> = const { RefCell::new((0, 0, Vec::new())) };
+    /// The list of constant headers last written on this thread, and its
+    /// lines as written (serialised and checked): an app that answers
+    /// with the same list each time has it written with one copy.
+    static FIXED: RefCell<(Option<SameList>, Vec<u8>)> = const { RefCell::new((None, Vec::new())) };
 }
 
 /// Appends an app's constant headers, as `write_header` would one by one.
@@ -348,16 +361,16 @@ fn write_fixed(out: &mut Vec<u8>, fixed: Fixed) {
     if fixed.is_empty() {
         return;
     }
-    let key = (fixed.as_ptr() as usize, fixed.len());
+    let key = Some(SameList(fixed));
     let cached = FIXED.try_with(|cache| {
         let mut cache = cache.borrow_mut();
-        let (address, len, bytes) = &mut *cache;
-        if (*address, *len) != key {
+        let (last, bytes) = &mut *cache;
+        if *last != key {
             bytes.clear();
             for h in fixed {
                 write_header(bytes, h.name.as_str(), h.value.as_str().as_bytes());
             }
-            (*address, *len) = key;
+            *last = key;
         }
         out.extend_from_slice(bytes);
     });
@@ -466,7 +479,7 @@ mod tests {
         let r = Response::text(200, "hi");
         let head = |fixed: &'static [StaticHeader]| {
             let mut out = Vec::new();
-            write_head(&mut out, (&r, fixed), false, Persist::KeepAlive, "D");
+            write_head(&mut out, &r, fixed, false, Persist::KeepAlive, "D");
             String::from_utf8(out).unwrap()
         };
         // Twice each, alternating: a list written from the cache reads the

@@ -2,6 +2,7 @@
 //! reuse, Unix-domain in `unix.rs`) and the process's file-descriptor
 //! limit.
 
+use crate::error::BootError;
 use crate::settings::Bind;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
@@ -69,7 +70,7 @@ impl Bound {
 
     /// A duplicate of every listening socket (every worker's), for an
     /// upgrade to hand over.
-    pub fn duplicates(&self) -> Result<Vec<std::os::fd::OwnedFd>, String> {
+    pub fn duplicates(&self) -> Result<Vec<std::os::fd::OwnedFd>, BootError> {
         use std::os::fd::AsFd;
         // Each worker's own SO_REUSEPORT socket is a socket of its own;
         // a shared one (Unix, or passed to us) is handed over once.
@@ -85,7 +86,7 @@ impl Bound {
             })
             .map(|l| l.as_fd().try_clone_to_owned())
             .collect::<std::io::Result<_>>()
-            .map_err(|e| format!("cannot duplicate a listening socket: {e}"))
+            .map_err(|e| BootError::system("duplicate a listening socket", e))
     }
 }
 
@@ -95,25 +96,25 @@ pub fn bind_all(
     workers: usize,
     backlog: i32,
     unix_mode: u32,
-) -> Result<Bound, String> {
+) -> Result<Bound, BootError> {
     if binds.len() > MAX_LISTENERS {
-        return Err(format!(
-            "--bind given {} times: at most {MAX_LISTENERS} addresses",
-            binds.len()
-        ));
+        return Err(BootError::TooManyBinds {
+            given: binds.len(),
+            most: MAX_LISTENERS,
+        });
     }
     let mut bound = Bound::new(workers);
     for b in binds {
         match b {
             Bind::Tcp(addr) => {
-                let first = bind(*addr, backlog).map_err(|e| format!("cannot bind {addr}: {e}"))?;
+                let first = bind(*addr, backlog).map_err(|e| BootError::socket("bind", addr, e))?;
                 let local = first
                     .local_addr()
-                    .map_err(|e| format!("listener address: {e}"))?;
+                    .map_err(|e| BootError::socket("read the bound address of", addr, e))?;
                 bound.per_worker[0].push(Listener::Tcp(first));
                 for w in 1..workers {
                     let l =
-                        bind(local, backlog).map_err(|e| format!("cannot bind {local}: {e}"))?;
+                        bind(local, backlog).map_err(|e| BootError::socket("bind", local, e))?;
                     bound.per_worker[w].push(Listener::Tcp(l));
                 }
                 bound
@@ -125,9 +126,9 @@ pub fn bind_all(
             Bind::Unix(path) => {
                 let l = bind_unix(path, backlog, unix_mode)?;
                 for listeners in &mut bound.per_worker {
-                    let dup = l
-                        .try_clone()
-                        .map_err(|e| format!("cannot share unix:{}: {e}", path.display()))?;
+                    let dup = l.try_clone().map_err(|e| {
+                        BootError::socket("share", format!("unix:{}", path.display()), e)
+                    })?;
                     listeners.push(Listener::Unix(mio::net::UnixListener::from_std(dup)));
                 }
                 bound.locals.push(("localhost".into(), 0));
@@ -143,7 +144,7 @@ pub fn bind_all(
 /// (`LISTEN_FDS`, `LISTEN_PID`; systemd, `systemd-socket-activate`), in
 /// order; `None` when none were passed. Each is a TCP or a Unix stream
 /// listener; anything else is an error naming it.
-pub fn inherited() -> Result<Option<Vec<Listener>>, String> {
+pub fn inherited() -> Result<Option<Vec<Listener>>, BootError> {
     let mut fds = listenfd::ListenFd::from_env();
     if fds.len() == 0 {
         return Ok(None);
@@ -160,28 +161,27 @@ pub fn inherited() -> Result<Option<Vec<Listener>>, String> {
                     .set_nonblocking(true)
                     .map(|()| Listener::Unix(mio::net::UnixListener::from_std(l))),
                 Ok(None) => continue,
-                Err(e) => {
-                    return Err(format!(
-                        "socket {} passed by the service manager (LISTEN_FDS) is neither a TCP \
-                         nor a Unix stream listener: {e}",
-                        i + 3
-                    ))
-                }
+                Err(source) => return Err(BootError::NotAListener { fd: i + 3, source }),
             },
         };
-        listeners.push(listener.map_err(|e| format!("passed socket {}: {e}", i + 3))?);
+        let fd = i + 3;
+        let listener = listener
+            .map_err(|e| BootError::system(format!("make passed socket {fd} non-blocking"), e))?;
+        listeners.push(listener);
     }
     Ok(Some(listeners))
 }
 
 /// Serves the sockets a service manager passed: shared by every worker
 /// (a duplicate each), never shut down by the watchdog nor re-created.
-pub fn adopt_all(sockets: Vec<Listener>, workers: usize) -> Result<Bound, String> {
+pub fn adopt_all(sockets: Vec<Listener>, workers: usize) -> Result<Bound, BootError> {
     let mut bound = Bound::new(workers);
     for socket in sockets {
         let (local, shown) = match &socket {
             Listener::Tcp(l) => {
-                let a = l.local_addr().map_err(|e| format!("passed socket: {e}"))?;
+                let a = l
+                    .local_addr()
+                    .map_err(|e| BootError::system("read a passed socket's address", e))?;
                 ((a.ip().to_string().into(), a.port()), format!("http://{a}"))
             }
             Listener::Unix(l) => {
@@ -200,7 +200,7 @@ pub fn adopt_all(sockets: Vec<Listener>, workers: usize) -> Result<Bound, String
             listeners.push(
                 socket
                     .try_clone()
-                    .map_err(|e| format!("cannot share {shown}: {e}"))?,
+                    .map_err(|e| BootError::socket("share", &shown, e))?,
             );
         }
         bound.per_worker[0].push(socket);

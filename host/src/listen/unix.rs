@@ -5,6 +5,7 @@
 //! the watchdog's tick notices the file unlinked or replaced (logged
 //! once); at exit it is removed only while it is still ours.
 
+use crate::error::{BootError, UnixRefusal};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, Stat};
 use socket2::{Domain, Socket, Type};
 use std::ffi::OsStr;
@@ -47,13 +48,16 @@ fn is_socket(st: &Stat) -> bool {
 /// `mode`. A socket file left by a server that is gone (connecting to it
 /// is refused) is removed first, as gunicorn does; one a live server
 /// listens on, or a path that is not a socket, is an error.
-pub fn bind_unix(path: &Path, backlog: i32, mode: u32) -> Result<UnixListener, String> {
-    let shown = path.display();
-    let fail = |why: String| format!("cannot bind unix:{shown}: {why}");
-    remove_stale(path)?;
+pub fn bind_unix(path: &Path, backlog: i32, mode: u32) -> Result<UnixListener, BootError> {
+    let addr = format!("unix:{}", path.display());
+    let fail = |why| BootError::UnixBind {
+        addr: addr.clone(),
+        why,
+    };
+    remove_stale(path, &addr)?;
     let name = path
         .file_name()
-        .ok_or_else(|| fail("give the socket file's path, not a directory".into()))?;
+        .ok_or_else(|| fail(UnixRefusal::NoFileName))?;
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -64,28 +68,27 @@ pub fn bind_unix(path: &Path, backlog: i32, mode: u32) -> Result<UnixListener, S
         Mode::empty(),
     )
     .map_err(|e| {
-        fail(format!(
-            "cannot open its directory {}: {e}",
-            parent.display()
-        ))
+        fail(UnixRefusal::OpenDir {
+            dir: parent.to_path_buf(),
+            source: e.into(),
+        })
     })?;
     let private = Private::create(&dir, parent, name).map_err(fail)?;
     let inner = private.path.join(name);
     let len = inner.as_os_str().len();
     if len > SUN_PATH_MAX {
-        let most = SUN_PATH_MAX - (len - path.as_os_str().len());
-        return Err(fail(format!(
-            "the path is too long: at most {most} bytes here (a socket path takes \
-             {SUN_PATH_MAX}, and it is first bound in {} beside it)",
-            private.path.display()
-        )));
+        return Err(fail(UnixRefusal::TooLong {
+            most: SUN_PATH_MAX - (len - path.as_os_str().len()),
+            max: SUN_PATH_MAX,
+            private: private.path.clone(),
+        }));
     }
     let socket = Socket::new(Domain::UNIX, Type::STREAM, None)
         .and_then(|s| {
             s.bind(&socket2::SockAddr::unix(&inner)?)?;
             Ok(s)
         })
-        .map_err(|e| fail(e.to_string()))?;
+        .map_err(|e| BootError::socket("bind", &addr, e))?;
     let id = private.socket_id().map_err(fail)?;
     rustix::fs::chmodat(
         &private.fd,
@@ -93,13 +96,11 @@ pub fn bind_unix(path: &Path, backlog: i32, mode: u32) -> Result<UnixListener, S
         Mode::from_raw_mode(mode),
         AtFlags::empty(),
     )
-    .map_err(|e| format!("cannot set mode {mode:o} on unix:{shown}: {e}"))?;
+    .map_err(|e| BootError::system(format!("set mode {mode:o} on {addr}"), e.into()))?;
     move_into_place(&private.fd, &dir, name).map_err(fail)?;
     let there = rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW);
     if !there.is_ok_and(|st| is_socket(&st) && id_of(&st) == id) {
-        return Err(fail(
-            "it was replaced right after it was bound (can others write in its directory?)".into(),
-        ));
+        return Err(fail(UnixRefusal::Replaced));
     }
     created().push(Created {
         path: path.to_path_buf(),
@@ -109,47 +110,44 @@ pub fn bind_unix(path: &Path, backlog: i32, mode: u32) -> Result<UnixListener, S
     socket
         .listen(backlog)
         .and_then(|()| socket.set_nonblocking(true))
-        .map_err(|e| format!("cannot listen on unix:{shown}: {e}"))?;
+        .map_err(|e| BootError::socket("listen on", &addr, e))?;
     Ok(socket.into())
 }
 
 /// Removes a socket file no server listens on any more; refuses a live
-/// one and a path that is not a socket.
-fn remove_stale(path: &Path) -> Result<(), String> {
+/// one and a path that is not a socket (`addr` is the path as shown).
+fn remove_stale(path: &Path, addr: &str) -> Result<(), BootError> {
     use std::os::unix::fs::FileTypeExt;
-    let shown = path.display();
     let Ok(meta) = std::fs::symlink_metadata(path) else {
         return Ok(());
     };
+    let refuse = |why| BootError::UnixBind {
+        addr: addr.to_string(),
+        why,
+    };
     if !meta.file_type().is_socket() {
-        return Err(format!(
-            "cannot bind unix:{shown}: it exists and is not a socket"
-        ));
+        return Err(refuse(UnixRefusal::NotASocket));
     }
     if std::os::unix::net::UnixStream::connect(path).is_ok() {
-        return Err(format!(
-            "cannot bind unix:{shown}: address already in use (another server listens there)"
-        ));
+        return Err(refuse(UnixRefusal::InUse));
     }
-    log::info!("removing the stale socket unix:{shown}");
-    std::fs::remove_file(path)
-        .map_err(|e| format!("cannot remove the stale socket unix:{shown}: {e}"))
+    log::info!("removing the stale socket {addr}");
+    std::fs::remove_file(path).map_err(|e| BootError::socket("remove the stale socket", addr, e))
 }
 
 /// Renames `name` from the private directory to the socket's own,
 /// refusing to replace a file that appeared there meanwhile (where the
 /// file system cannot refuse, a plain rename, which never follows a
 /// symbolic link).
-fn move_into_place(private: &OwnedFd, dir: &OwnedFd, name: &OsStr) -> Result<(), String> {
-    match rustix::fs::renameat_with(private, name, dir, name, RenameFlags::NOREPLACE) {
-        Ok(()) => Ok(()),
-        Err(rustix::io::Errno::EXIST) => Err("a file appeared there while binding".into()),
+fn move_into_place(private: &OwnedFd, dir: &OwnedFd, name: &OsStr) -> Result<(), UnixRefusal> {
+    let moved = match rustix::fs::renameat_with(private, name, dir, name, RenameFlags::NOREPLACE) {
+        Err(rustix::io::Errno::EXIST) => return Err(UnixRefusal::Appeared),
         Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
             rustix::fs::renameat(private, name, dir, name)
-                .map_err(|e| format!("cannot move the socket into place: {e}"))
         }
-        Err(e) => Err(format!("cannot move the socket into place: {e}")),
-    }
+        other => other,
+    };
+    moved.map_err(|e| UnixRefusal::Move { source: e.into() })
 }
 
 /// A fresh directory of our own beside the socket's path, removed (with
@@ -163,18 +161,18 @@ struct Private<'a> {
 }
 
 impl<'a> Private<'a> {
-    fn create(parent: &'a OwnedFd, shown: &Path, socket: &'a OsStr) -> Result<Self, String> {
-        let pid = std::process::id();
+    fn create(parent: &'a OwnedFd, shown: &Path, socket: &'a OsStr) -> Result<Self, UnixRefusal> {
+        let stem = format!("{PRIVATE_PREFIX}{}", std::process::id());
         for n in 0..100 {
-            let name = format!("{PRIVATE_PREFIX}{pid}-{n}");
+            let name = format!("{stem}-{n}");
             match rustix::fs::mkdirat(parent, name.as_str(), Mode::RWXU) {
                 Ok(()) => {}
                 Err(rustix::io::Errno::EXIST) => continue,
                 Err(e) => {
-                    return Err(format!(
-                        "cannot make a private directory in {}: {e}",
-                        shown.display()
-                    ))
+                    return Err(UnixRefusal::MakePrivate {
+                        dir: shown.to_path_buf(),
+                        source: e.into(),
+                    })
                 }
             }
             let opened = rustix::fs::openat(
@@ -184,6 +182,10 @@ impl<'a> Private<'a> {
                 Mode::empty(),
             );
             let path = shown.join(&name);
+            let swapped = UnixRefusal::PrivateSwapped {
+                private: path.clone(),
+                dir: shown.to_path_buf(),
+            };
             let private = |fd| Private {
                 parent,
                 name,
@@ -198,29 +200,22 @@ impl<'a> Private<'a> {
             });
             return match ours {
                 Ok((p, true)) => Ok(p),
-                _ => Err(format!(
-                    "the private directory {} was swapped as it was made \
-                     (can others write in {}?)",
-                    shown.join(format!("{PRIVATE_PREFIX}{pid}-{n}")).display(),
-                    shown.display()
-                )),
+                _ => Err(swapped),
             };
         }
-        Err(format!(
-            "cannot make a private directory in {}: {PRIVATE_PREFIX}{pid}-0..99 all exist",
-            shown.display()
-        ))
+        Err(UnixRefusal::PrivateNamesTaken {
+            dir: shown.to_path_buf(),
+            stem,
+        })
     }
 
     /// The socket just bound in the directory, which only we can write in.
-    fn socket_id(&self) -> Result<(u64, u64), String> {
+    fn socket_id(&self) -> Result<(u64, u64), UnixRefusal> {
         match rustix::fs::statat(&self.fd, self.socket, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) if is_socket(&st) => Ok(id_of(&st)),
-            _ => Err(format!(
-                "the private directory {} was moved while binding (can others write \
-                 beside it?); a socket file may be left where it was moved to",
-                self.path.display()
-            )),
+            _ => Err(UnixRefusal::PrivateMoved {
+                private: self.path.clone(),
+            }),
         }
     }
 }
@@ -338,7 +333,20 @@ mod tests {
         let sock = dir.join(name);
         assert_eq!(sock.as_os_str().len(), SUN_PATH_MAX);
         let e = bind_unix(&sock, 16, 0o660).expect_err("too long");
-        assert!(e.contains("the path is too long: at most "), "{e}");
+        assert!(
+            matches!(
+                &e,
+                BootError::UnixBind {
+                    why: UnixRefusal::TooLong { .. },
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains("the path is too long: at most "),
+            "{e}"
+        );
         assert!(
             std::fs::read_dir(&dir).expect("read").next().is_none(),
             "left files"

@@ -5,6 +5,7 @@
 //! SIGUSR1 reopens the file (logrotate's convention).
 //! Lines are written by a thread of their own (`log_writer`).
 
+use crate::error::BootError;
 use crate::ops::log_writer::{LineCounts, Sink, Target};
 use crate::settings::LogFormat;
 use std::sync::Arc;
@@ -48,7 +49,7 @@ pub struct AccessLog {
 impl AccessLog {
     /// `-` (or `/dev/stdout`) is standard output, `/dev/stderr` standard
     /// error; anything else a regular file opened for appending.
-    pub fn open(target: &str, format: LogFormat) -> Result<Self, String> {
+    pub fn open(target: &str, format: LogFormat) -> Result<Self, BootError> {
         let sink = Sink::spawn("access log", Target::parse(target)?, QUEUE_LINES)?;
         Ok(AccessLog { sink, format })
     }

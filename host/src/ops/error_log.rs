@@ -4,6 +4,7 @@
 //! broken standard error (a dead `| tee`, a restarted journald) loses and
 //! counts lines, and never stops or kills the thread that logs.
 
+use crate::error::BootError;
 pub use crate::ops::log_writer::EXIT_FLUSH;
 use crate::ops::log_writer::{LineCounts, Sink, Target};
 use crate::settings::LogFormat;
@@ -34,13 +35,13 @@ fn line(format: LogFormat, message: &std::fmt::Arguments, record: &log::Record) 
 
 /// Installs the error log, and makes a file write past the size limit
 /// (`ulimit -f`) fail with EFBIG rather than kill the host with SIGXFSZ.
-pub fn setup(level: log::LevelFilter, format: LogFormat) -> Result<(), String> {
+pub fn setup(level: log::LevelFilter, format: LogFormat) -> Result<(), BootError> {
     signal_hook::flag::register(libc::SIGXFSZ, Arc::new(AtomicBool::new(false)))
-        .map_err(|e| format!("cannot catch SIGXFSZ: {e}"))?;
+        .map_err(|e| BootError::system("catch SIGXFSZ", e))?;
     let target = Target::stream(std::io::stderr().as_fd(), "standard error")?;
     let sink = Sink::spawn("error log", target, QUEUE_LINES)?;
     if SINK.set(sink).is_err() {
-        return Err("the error log is already set up".into());
+        return Err(BootError::LogSetUp);
     }
     // fern filters and formats; its one output only queues the line (a
     // fern stream output would write, and panic, in the logging thread).
@@ -57,8 +58,7 @@ pub fn setup(level: log::LevelFilter, format: LogFormat) -> Result<(), String> {
                 sink.send(format!("{}\n", record.args()));
             }
         }))
-        .apply()
-        .map_err(|e| e.to_string())?;
+        .apply()?;
     Ok(())
 }
 

@@ -3,6 +3,7 @@
 //! FIFO without a reader would block the `open` (of the signal thread
 //! that reopens it), and a FIFO or device can stall every write.
 
+use crate::error::BootError;
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, ErrorKind, Write};
 use std::os::fd::AsFd;
@@ -22,7 +23,7 @@ pub enum Target {
 impl Target {
     /// `-` and `/dev/stdout` are standard output, `/dev/stderr` standard
     /// error; anything else must be a regular file (created if missing).
-    pub fn parse(spec: &str) -> Result<Target, String> {
+    pub fn parse(spec: &str) -> Result<Target, BootError> {
         match spec {
             "-" | "/dev/stdout" => Target::stream(io::stdout().as_fd(), "standard output"),
             "/dev/stderr" => Target::stream(io::stderr().as_fd(), "standard error"),
@@ -33,10 +34,13 @@ impl Target {
         }
     }
 
-    pub fn stream(fd: std::os::fd::BorrowedFd<'_>, name: &'static str) -> Result<Target, String> {
+    pub fn stream(
+        fd: std::os::fd::BorrowedFd<'_>,
+        name: &'static str,
+    ) -> Result<Target, BootError> {
         let fd = fd
             .try_clone_to_owned()
-            .map_err(|e| format!("cannot duplicate {name}: {e}"))?;
+            .map_err(|e| BootError::system(format!("duplicate {name}"), e))?;
         Ok(Target::Stream(File::from(fd), name))
     }
 
@@ -56,7 +60,7 @@ impl Target {
 
 /// What `stoa check` can tell of a log target without creating it: a
 /// path that is there must be a regular file, in a directory that is.
-pub fn check(spec: &str) -> Result<(), String> {
+pub fn check(spec: &str) -> Result<(), BootError> {
     if matches!(spec, "-" | "/dev/stdout" | "/dev/stderr") {
         return Ok(());
     }
@@ -64,11 +68,10 @@ pub fn check(spec: &str) -> Result<(), String> {
     match std::fs::metadata(path) {
         Ok(meta) => not_regular(path, &meta),
         Err(_) => match path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            Some(dir) if !dir.is_dir() => Err(format!(
-                "cannot create {}: {} is not a directory",
-                path.display(),
-                dir.display()
-            )),
+            Some(dir) if !dir.is_dir() => Err(BootError::NoDirectory {
+                path: path.to_path_buf(),
+                dir: dir.to_path_buf(),
+            }),
             _ => Ok(()),
         },
     }
@@ -76,7 +79,7 @@ pub fn check(spec: &str) -> Result<(), String> {
 
 /// Opens `path` for appending without blocking (a FIFO without a reader
 /// would block `open`), refusing anything but a regular file.
-pub fn open_regular(path: &Path) -> Result<File, String> {
+pub fn open_regular(path: &Path) -> Result<File, BootError> {
     if let Ok(meta) = std::fs::metadata(path) {
         not_regular(path, &meta)?;
     }
@@ -85,16 +88,16 @@ pub fn open_regular(path: &Path) -> Result<File, String> {
         .append(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        .map_err(|e| BootError::file("open", path, e))?;
     // It may have been replaced between the check and the open.
     let meta = file
         .metadata()
-        .map_err(|e| format!("cannot stat {}: {e}", path.display()))?;
+        .map_err(|e| BootError::file("stat", path, e))?;
     not_regular(path, &meta)?;
     Ok(file)
 }
 
-fn not_regular(path: &Path, meta: &Metadata) -> Result<(), String> {
+fn not_regular(path: &Path, meta: &Metadata) -> Result<(), BootError> {
     let t = meta.file_type();
     let kind = if t.is_file() {
         return Ok(());
@@ -109,11 +112,10 @@ fn not_regular(path: &Path, meta: &Metadata) -> Result<(), String> {
     } else {
         "not a file"
     };
-    Err(format!(
-        "{} is {kind}, not a regular file (a log there could stall the host); \
-         give a regular file, or - for standard output",
-        path.display()
-    ))
+    Err(BootError::NotRegular {
+        path: path.to_path_buf(),
+        kind,
+    })
 }
 
 /// `write_all` that waits out a descriptor someone made non-blocking
@@ -141,7 +143,21 @@ mod tests {
     fn refuses_a_fifo_and_a_directory() {
         let dir = tempfile::tempdir().expect("a temp dir");
         let err = open_regular(dir.path()).expect_err("a directory");
-        assert!(err.contains("is a directory, not a regular file"), "{err}");
+        assert!(
+            matches!(
+                err,
+                BootError::NotRegular {
+                    kind: "a directory",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains("is a directory, not a regular file"),
+            "{text}"
+        );
         let fifo = dir.path().join("fifo");
         rustix::fs::mknodat(
             rustix::fs::CWD,
@@ -152,7 +168,7 @@ mod tests {
         )
         .expect("mkfifo");
         let err = open_regular(&fifo).expect_err("a FIFO");
-        assert!(err.contains("is a FIFO"), "{err}");
+        assert!(err.to_string().contains("is a FIFO"), "{err}");
         assert!(open_regular(&dir.path().join("a.log")).is_ok());
     }
 }

@@ -6,6 +6,7 @@
 //! Both show in status and metrics, with one warning a minute at most.
 //! Where the lines go is `log_target`.
 
+use crate::error::BootError;
 pub use crate::ops::log_target::Target;
 use crate::ops::log_target::{open_regular, write_all};
 use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender, TrySendError};
@@ -137,7 +138,7 @@ pub struct Sink {
 impl Sink {
     /// Starts the writer thread of `target`, with room for `capacity`
     /// lines waiting.
-    pub fn spawn(log: &'static str, target: Target, capacity: usize) -> Result<Sink, String> {
+    pub fn spawn(log: &'static str, target: Target, capacity: usize) -> Result<Sink, BootError> {
         let (lines, lines_rx) = bounded(capacity);
         let (reopen, reopen_rx) = unbounded();
         let common = Arc::new(Common {
@@ -160,7 +161,7 @@ impl Sink {
         std::thread::Builder::new()
             .name(format!("stoa-{}", log.replace(' ', "-")))
             .spawn(move || writer.run())
-            .map_err(|e| format!("cannot start the {log} writer thread: {e}"))?;
+            .map_err(|e| BootError::thread(format!("the {log} writer thread"), e))?;
         Ok(Sink {
             lines,
             reopen,

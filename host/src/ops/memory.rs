@@ -2,6 +2,7 @@
 //! hold (`--max-buffered`): its default and the checks on a given value.
 
 use crate::budget::size_text;
+use crate::error::BootError;
 use crate::settings::Settings;
 
 /// The share of the memory limit buffered bodies and messages may take by
@@ -77,17 +78,19 @@ fn floor(settings: &Settings) -> (usize, &'static str) {
 /// The budget of buffered bodies and messages: `--max-buffered`, or a
 /// quarter of the memory limit (at least the floor), with the rule that
 /// gave it for the start-up log. A given value below the floor is refused.
-pub fn max_buffered(given: Option<usize>, settings: &Settings) -> Result<(usize, String), String> {
+pub fn max_buffered(
+    given: Option<usize>,
+    settings: &Settings,
+) -> Result<(usize, String), BootError> {
     let (least, by) = floor(settings);
     if let Some(given) = given {
         if given < least {
-            return Err(format!(
-                "--max-buffered {} is below {by} {}: such a body or message could never be held; \
-                 give --max-buffered {} (or lower {by})",
-                size_text(given),
-                size_text(least),
-                size_text(least)
-            ));
+            return Err(BootError::BelowFloor {
+                setting: "--max-buffered",
+                given: size_text(given),
+                floor: by,
+                least: size_text(least),
+            });
         }
         return Ok((given, "--max-buffered".to_string()));
     }

@@ -3,6 +3,7 @@
 //! never sees half a number) and removed at a clean exit. A pid file that
 //! names a live process refuses the start; a stale one is replaced.
 
+use crate::error::BootError;
 use rustix::io::Errno;
 use rustix::process::{test_kill_process, Pid};
 use std::io::Write;
@@ -17,25 +18,23 @@ pub struct PidFile {
 impl PidFile {
     /// Claims `path` for this process: refuses when it names another live
     /// process, replaces it (with a log line) when that process is gone.
-    pub fn claim(path: &Path) -> Result<PidFile, String> {
+    pub fn claim(path: &Path) -> Result<PidFile, BootError> {
         let pid = std::process::id();
         // The stoa this one upgrades (SIGUSR2) hands its pid file over.
         let parent = crate::ops::upgrade::upgrading_from();
         if let Some(old) = read_pid(path)? {
             if old != pid && Some(old) != parent && alive(old) {
-                return Err(format!(
-                    "another stoa (pid {old}) uses {}; stop it, or remove the file if that \
-                     process is not a stoa",
-                    path.display()
-                ));
+                return Err(BootError::PidFileInUse {
+                    pid: old,
+                    path: path.to_path_buf(),
+                });
             }
             log::warn!(
                 "replacing the stale pid file {} (pid {old} is not running)",
                 path.display()
             );
         }
-        write_atomically(path, pid)
-            .map_err(|e| format!("cannot write the pid file {}: {e}", path.display()))?;
+        write_atomically(path, pid).map_err(|e| BootError::file("write the pid file", path, e))?;
         log::info!("pid {pid} written to {}", path.display());
         Ok(PidFile {
             path: path.to_path_buf(),
@@ -57,11 +56,11 @@ impl Drop for PidFile {
 
 /// The pid in an existing file; `None` when there is no file, or it holds
 /// no pid (an empty or garbled file is stale).
-fn read_pid(path: &Path) -> Result<Option<u32>, String> {
+fn read_pid(path: &Path) -> Result<Option<u32>, BootError> {
     match std::fs::read_to_string(path) {
         Ok(text) => Ok(text.trim().parse().ok()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("cannot read the pid file {}: {e}", path.display())),
+        Err(e) => Err(BootError::file("read the pid file", path, e)),
     }
 }
 

@@ -10,6 +10,7 @@
 //! or does not get ready in time is stopped, logged, and the old one keeps
 //! serving.
 
+use crate::error::BootError;
 use command_fds::{CommandFdExt, FdMapping};
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -101,29 +102,29 @@ impl Upgrade {
 
     /// Starts the new process and waits until it is ready; its pid, or why
     /// it did not take over (this process then keeps serving).
-    pub fn run(&self) -> Result<u32, String> {
+    pub fn run(&self) -> Result<u32, BootError> {
         let fds = {
             let sockets = self.sockets.lock().unwrap_or_else(|p| p.into_inner());
             let Some(sockets) = sockets.as_ref() else {
-                return Err("already draining".into());
+                return Err(BootError::Draining);
             };
             sockets
                 .iter()
                 .map(OwnedFd::try_clone)
                 .collect::<std::io::Result<Vec<_>>>()
-                .map_err(|e| format!("cannot duplicate the listening sockets: {e}"))?
+                .map_err(|e| BootError::system("duplicate the listening sockets", e))?
         };
         let dir = tempfile::Builder::new()
             .prefix("stoa-upgrade-")
             .tempdir()
-            .map_err(|e| format!("cannot create the upgrade's notify socket: {e}"))?;
+            .map_err(notify_socket)?;
         let notify_path = dir.path().join("notify");
         let notify = UnixDatagram::bind(&notify_path)
             .and_then(|s| {
                 s.set_read_timeout(Some(Duration::from_millis(100)))
                     .map(|()| s)
             })
-            .map_err(|e| format!("cannot create the upgrade's notify socket: {e}"))?;
+            .map_err(notify_socket)?;
         let mut child = self.spawn(fds, &notify_path)?;
         match wait_ready(&notify, &mut child) {
             Ok(()) => Ok(child.id()),
@@ -135,7 +136,7 @@ impl Upgrade {
         }
     }
 
-    fn spawn(&self, fds: Vec<OwnedFd>, notify: &std::path::Path) -> Result<Child, String> {
+    fn spawn(&self, fds: Vec<OwnedFd>, notify: &std::path::Path) -> Result<Child, BootError> {
         let count = fds.len();
         let mappings = fds
             .into_iter()
@@ -153,10 +154,14 @@ impl Upgrade {
             .env_remove("WATCHDOG_PID")
             .env("NOTIFY_SOCKET", notify)
             .env(FROM_ENV, std::process::id().to_string());
-        cmd.fd_mappings(mappings)
-            .map_err(|e| format!("cannot hand the sockets over: {e}"))?;
-        spawn_retrying(&mut cmd).map_err(|e| format!("cannot start {}: {e}", self.exe.display()))
+        cmd.fd_mappings(mappings)?;
+        spawn_retrying(&mut cmd).map_err(|e| BootError::file("start", &self.exe, e))
     }
+}
+
+/// The upgrade's private notify socket (or its directory) could not be made.
+fn notify_socket(e: std::io::Error) -> BootError {
+    BootError::system("create the upgrade's notify socket", e)
 }
 
 /// Spawns `cmd`, retrying briefly while the binary is "busy" (ETXTBSY: a
@@ -176,7 +181,7 @@ fn spawn_retrying(cmd: &mut Command) -> std::io::Result<Child> {
 }
 
 /// Waits for `READY=1` from the new process, or its exit, or the bound.
-fn wait_ready(notify: &UnixDatagram, child: &mut Child) -> Result<(), String> {
+fn wait_ready(notify: &UnixDatagram, child: &mut Child) -> Result<(), BootError> {
     let deadline = Instant::now() + READY_BOUND;
     let mut buf = [0u8; 4096];
     while Instant::now() < deadline {
@@ -187,13 +192,10 @@ fn wait_ready(notify: &UnixDatagram, child: &mut Child) -> Result<(), String> {
             }
         }
         if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!(
-                "the new process exited ({status}) before it was ready"
-            ));
+            return Err(BootError::ExitedBeforeReady { status });
         }
     }
-    Err(format!(
-        "the new process did not report ready within {} s",
-        READY_BOUND.as_secs()
-    ))
+    Err(BootError::NotReady {
+        secs: READY_BOUND.as_secs(),
+    })
 }

@@ -531,7 +531,7 @@ impl<S: Read + Write> Conn<S> {
     ) -> Result<bool, HttpError> {
         let ready = self
             .reader
-            .next_request_with((params, pool.budget()), body_plan)?;
+            .next_request_with(params, pool.budget(), body_plan)?;
         if self.reader.take_continue() {
             self.out.push_bytes(pool, b"HTTP/1.1 100 Continue\r\n\r\n");
         }
@@ -558,7 +558,7 @@ impl<S: Read + Write> Conn<S> {
         self.body = None;
         let persist = self.persistence(&pending, params, close || body_left);
         self.out
-            .push_response(pool, (response, fixed), pending.head_only, persist, date);
+            .push_response(pool, response, fixed, pending.head_only, persist, date);
         self.served += 1;
         self.phase = if persist == Persist::Close {
             self.linger_due |= body_left || self.bytes_left();
@@ -633,7 +633,7 @@ impl<S: Read + Write> Conn<S> {
         } else {
             self.persistence(&pending, params, close)
         };
-        self.out.push_stream_head(pool, head, (plan, persist), date);
+        self.out.push_stream_head(pool, head, plan, persist, date);
         self.streamed = Some(ConnStream::new(line, (plan.framing, persist), open));
         self.phase = Phase::Streaming;
         Some(pending)
@@ -685,7 +685,7 @@ impl<S: Read + Write> Conn<S> {
         self.body = None;
         let mut response = answer.response();
         self.out
-            .push_response(pool, (&mut response, &[]), false, Persist::Close, date);
+            .push_response(pool, &mut response, &[], false, Persist::Close, date);
         self.phase = Phase::Closing;
         self.linger_due = true;
     }

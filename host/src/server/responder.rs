@@ -40,26 +40,46 @@ use stoa_app_api::Response;
 
 use crate::http::response::Fixed;
 
+/// Which inbox a request came from, by identity: two are the same when
+/// they are the same inbox (`std::ptr::eq`). Only compared, never read
+/// through: the loop's inbox lives while the loop dispatches, so no other
+/// inbox has its address meanwhile.
+#[derive(Clone, Copy)]
+struct SameInbox(*const Inbox);
+
+impl SameInbox {
+    /// No inbox: no request is being dispatched.
+    const NONE: SameInbox = SameInbox(std::ptr::null());
+
+    fn of(queue: &Inbox) -> Self {
+        SameInbox(queue)
+    }
+}
+
+impl PartialEq for SameInbox {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self.0, other.0)
+    }
+}
+
 /// The request being dispatched on this thread, and its answer if given inline.
 struct Inline {
-    queue: usize,
+    queue: SameInbox,
     id: u64,
     answer: Option<Answer>,
 }
 
 thread_local! {
-    static INLINE: RefCell<Inline> = const { RefCell::new(Inline { queue: 0, id: 0, answer: None }) };
-}
-
-fn queue_key(queue: &Inbox) -> usize {
-    queue as *const Inbox as usize
+    static INLINE: RefCell<Inline> = const {
+        RefCell::new(Inline { queue: SameInbox::NONE, id: 0, answer: None })
+    };
 }
 
 /// Marks request `id` of `queue` as being dispatched on this thread.
 pub fn begin_inline(queue: &Arc<Inbox>, id: u64) {
     INLINE.with(|s| {
         let mut s = s.borrow_mut();
-        s.queue = queue_key(queue);
+        s.queue = SameInbox::of(queue);
         s.id = id;
         s.answer = None;
     });
@@ -69,7 +89,7 @@ pub fn begin_inline(queue: &Arc<Inbox>, id: u64) {
 pub fn end_inline() -> Option<Answer> {
     INLINE.with(|s| {
         let mut s = s.borrow_mut();
-        s.queue = 0;
+        s.queue = SameInbox::NONE;
         s.id = 0;
         s.answer.take()
     })
@@ -105,7 +125,7 @@ impl HostResponder {
     }
 
     fn deliver_answer(&self, answer: Answer) {
-        let key = queue_key(&self.queue);
+        let key = SameInbox::of(&self.queue);
         let mut slot = Some(answer);
         // A thread being torn down has no slot: fall through to the queue.
         let _ = INLINE.try_with(|s| {

@@ -344,5 +344,4 @@ impl Codec {
 }
 
 #[cfg(test)]
-#[path = "codec_tests.rs"]
 mod tests;

@@ -389,5 +389,4 @@ impl Drop for HostStream {
 }
 
 #[cfg(test)]
-#[path = "stream_line_tests.rs"]
 mod tests;
