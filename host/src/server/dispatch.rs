@@ -2,7 +2,7 @@
 //! table; the app runs inline on the loop or, when it says it blocks, on the
 //! blocking pool. The answer is queued on the connection's output.
 
-use super::conn::{AccessInfo, Conn, Pending};
+use super::conn::{AccessInfo, Conn, Pending, Terms};
 use super::listener::Stream;
 use super::ws::line::Line;
 use super::ws::Link;
@@ -147,7 +147,7 @@ impl Dispatcher {
             self.now = now;
         }
         let timeout = route.and_then(|(app, _)| app.limits.app_timeout);
-        conn.begin_dispatch((id, started), slot, blocking_path, access);
+        conn.begin_dispatch(id, started, slot, blocking_path, access);
         if let Some(timeout) = timeout {
             conn.set_app_timeout(timeout);
         }
@@ -249,13 +249,12 @@ impl Dispatcher {
         let (status, body_len) = (response.status, response.body.len());
         let close = close || self.shared.control.draining();
         // A large body is moved to the output as it is, not copied.
-        let Some(pending) = conn.answer(
-            (&mut response, fixed),
+        let terms = Terms {
             date,
-            &self.shared.params,
+            params: &self.shared.params,
             close,
-            pool,
-        ) else {
+        };
+        let Some(pending) = conn.answer(&mut response, fixed, &terms, pool) else {
             return;
         };
         self.record(&pending, status, body_len);
@@ -283,9 +282,12 @@ impl Dispatcher {
         let close = self.shared.control.draining();
         let declared = line.declared().unwrap_or(0);
         let status = head.status;
-        let params = &self.shared.params;
-        let Some(pending) = conn.start_stream(&mut head, (line, open), (date, params, close), pool)
-        else {
+        let terms = Terms {
+            date,
+            params: &self.shared.params,
+            close,
+        };
+        let Some(pending) = conn.start_stream(&mut head, line, open, &terms, pool) else {
             return;
         };
         self.record(
@@ -342,7 +344,7 @@ impl Dispatcher {
         let at = (self.shared.clone(), self.worker);
         let now = self.now;
         let budget = self.budget.clone();
-        let Some(pending) = conn.upgrade((&accept, date), pool, |rest| {
+        let Some(pending) = conn.upgrade(&accept, date, pool, |rest| {
             Link::new(upgrade, line, at, (rest, budget), now)
         }) else {
             return;

@@ -2,6 +2,7 @@
 //! its own, `SO_REUSEPORT`) or a Unix-domain one (one socket, shared by
 //! the workers), and the connection streams they give.
 
+use super::conn::Transport;
 use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use std::io::{self, IoSlice, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
@@ -80,19 +81,21 @@ impl Stream {
         }
     }
 
-    /// Sends a FIN: no more bytes go out, reads go on.
-    pub fn shutdown_write(&self) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Write),
-            Stream::Unix(s) => s.shutdown(std::net::Shutdown::Write),
-        }
-    }
-
     /// Turns Nagle off on TCP (nothing to do on a Unix socket).
     pub fn set_nodelay(&self) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.set_nodelay(true),
             Stream::Unix(_) => Ok(()),
+        }
+    }
+}
+
+impl Transport for Stream {
+    /// Sends a FIN.
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Write),
+            Stream::Unix(s) => s.shutdown(std::net::Shutdown::Write),
         }
     }
 }

@@ -1,66 +1,15 @@
 //! `Conn` over an in-memory stream: the protocol steps without a socket.
 
+use super::mem::Mem;
 use super::*;
-use std::collections::VecDeque;
-
-/// A stream with scripted input and a bounded output window: reads
-/// return the input, then `WouldBlock` (or end of stream once `eof`);
-/// writes take up to `window` bytes, then `WouldBlock`.
-#[derive(Default)]
-struct Mem {
-    input: VecDeque<u8>,
-    eof: bool,
-    written: Vec<u8>,
-    window: usize,
-}
-
-impl Mem {
-    fn new(input: &str) -> Self {
-        Mem {
-            input: input.bytes().collect(),
-            window: usize::MAX,
-            ..Mem::default()
-        }
-    }
-}
-
-impl Read for Mem {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.input.is_empty() {
-            return if self.eof {
-                Ok(0)
-            } else {
-                Err(io::ErrorKind::WouldBlock.into())
-            };
-        }
-        let n = buf.len().min(self.input.len());
-        for (slot, byte) in buf.iter_mut().zip(self.input.drain(..n)) {
-            *slot = byte;
-        }
-        Ok(n)
-    }
-}
-
-impl Write for Mem {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if self.window == 0 {
-            return Err(io::ErrorKind::WouldBlock.into());
-        }
-        let n = buf.len().min(self.window);
-        self.written.extend_from_slice(&buf[..n]);
-        self.window -= n;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
+use crate::http::ConnParams;
+use std::time::Instant;
+use stoa_app_api::Response;
 
 const DATE: &str = "Tue, 01 Dec 2026 00:00:00 GMT";
 
 fn conn(input: &str) -> Conn<Mem> {
-    let mut c = Conn::new(Mem::new(input), "127.0.0.1:1".into());
+    let mut c = Conn::new(Mem::new(input.as_bytes()), "127.0.0.1:1".into());
     c.note_ready(true, false);
     c
 }
@@ -75,9 +24,9 @@ fn serve(c: &mut Conn<Mem>, params: &ConnParams, pool: &mut BufPool) -> usize {
             Ok(true) => {
                 let (head, buf, _) = c.request_parts().expect("a ready request");
                 let path = String::from_utf8_lossy(&buf[head.target.clone()]).into_owned();
-                c.begin_dispatch((answered as u64 + 1, Instant::now()), None, None, None);
+                c.begin_dispatch(answered as u64 + 1, Instant::now(), None, None, None);
                 let mut r = Response::text(200, &path);
-                c.answer((&mut r, &[]), DATE, params, false, pool)
+                c.answer(&mut r, &[], &terms(params, false), pool)
                     .expect("a pending request");
                 answered += 1;
             }
@@ -93,7 +42,15 @@ fn serve(c: &mut Conn<Mem>, params: &ConnParams, pool: &mut BufPool) -> usize {
 }
 
 fn written(c: &Conn<Mem>) -> String {
-    String::from_utf8_lossy(&c.stream().written).into_owned()
+    c.stream().text()
+}
+
+fn terms(params: &ConnParams, close: bool) -> Terms<'_> {
+    Terms {
+        date: DATE,
+        params,
+        close,
+    }
 }
 
 #[test]
@@ -159,10 +116,10 @@ fn the_host_may_close_whatever_the_request_wanted() {
     let mut c = conn("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
     c.read_some(&params, &mut pool);
     assert_eq!(c.next_request(&params, &mut pool), Ok(true));
-    c.begin_dispatch((1, Instant::now()), None, None, None);
+    c.begin_dispatch(1, Instant::now(), None, None, None);
     assert!(c.is_dispatched() && !c.may_take_requests());
     let mut r = Response::text(504, "late");
-    c.answer((&mut r, &[]), DATE, &params, true, &mut pool)
+    c.answer(&mut r, &[], &terms(&params, true), &mut pool)
         .expect("pending");
     c.flush(&mut pool).expect("flush");
     assert!(written(&c).contains("Connection: close"));
@@ -189,14 +146,14 @@ fn a_half_closed_client_still_gets_its_answer() {
     c.stream.eof = true;
     c.read_some(&params, &mut pool);
     assert_eq!(c.next_request(&params, &mut pool), Ok(true));
-    c.begin_dispatch((7, Instant::now()), Some(0), None, None);
+    c.begin_dispatch(7, Instant::now(), Some(0), None, None);
     // The end of stream came with the request: the connection waits for
     // the app's answer instead of closing.
     assert!(c.waits_for(7) && !c.finished());
     assert_eq!(c.interest_change(), Some(Interest::NONE));
     let mut r = Response::text(200, "done");
     let pending = c
-        .answer((&mut r, &[]), DATE, &params, false, &mut pool)
+        .answer(&mut r, &[], &terms(&params, false), &mut pool)
         .expect("pending");
     assert_eq!((pending.id, pending.slot), (7, Some(0)));
     c.flush(&mut pool).expect("flush");
