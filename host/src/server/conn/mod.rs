@@ -335,3 +335,5 @@ pub enum Flow {
 mod mem;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_ws;

@@ -2,8 +2,11 @@
 
 use super::mem::Mem;
 use super::*;
-use crate::http::ConnParams;
-use std::time::Instant;
+use crate::http::answer::HostAnswer;
+use crate::http::{ConnParams, LingerLimits};
+use crate::stream_line::{HostStream, LineAddr, StreamLine};
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use stoa_app_api::Response;
 
 const DATE: &str = "Tue, 01 Dec 2026 00:00:00 GMT";
@@ -43,6 +46,17 @@ fn serve(c: &mut Conn<Mem>, params: &ConnParams, pool: &mut BufPool) -> usize {
 
 fn written(c: &Conn<Mem>) -> String {
     c.stream().text()
+}
+
+/// A connection that has read `input` and handed its first request, as
+/// `id`, to the app in `slot`.
+fn dispatched(input: &str, id: u64, slot: Option<usize>, pool: &mut BufPool) -> Conn<Mem> {
+    let params = ConnParams::default();
+    let mut c = conn(input);
+    c.read_some(&params, pool);
+    assert_eq!(c.next_request(&params, pool), Ok(true));
+    c.begin_dispatch(id, Instant::now(), slot, None, None);
+    c
 }
 
 fn terms(params: &ConnParams, close: bool) -> Terms<'_> {
@@ -113,10 +127,7 @@ fn the_last_request_allowed_closes() {
 fn the_host_may_close_whatever_the_request_wanted() {
     let params = ConnParams::default();
     let mut pool = BufPool::default();
-    let mut c = conn("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
-    c.read_some(&params, &mut pool);
-    assert_eq!(c.next_request(&params, &mut pool), Ok(true));
-    c.begin_dispatch(1, Instant::now(), None, None, None);
+    let mut c = dispatched("GET / HTTP/1.1\r\nHost: x\r\n\r\n", 1, None, &mut pool);
     assert!(c.is_dispatched() && !c.may_take_requests());
     let mut r = Response::text(504, "late");
     c.answer(&mut r, &[], &terms(&params, true), &mut pool)
@@ -194,4 +205,211 @@ fn a_framing_error_is_answered_and_closes() {
     assert!(written(&c).starts_with("HTTP/1.1 400 Bad Request"));
     // The client may still be sending: it lingers, then closes.
     assert!(!c.finished() && c.lingers());
+}
+
+#[test]
+fn keep_alive_waits_idle_then_serves_the_next_request() {
+    let params = ConnParams::default();
+    let mut pool = BufPool::default();
+    let mut c = conn("GET /one HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(serve(&mut c, &params, &mut pool), 1);
+    assert!(c.is_between_requests() && !c.finished());
+    c.update_deadline(&params, Instant::now());
+    assert_eq!(c.deadline().map(|(_, d)| d), Some(Deadline::Idle));
+    assert_eq!(c.interest_change(), None, "still reading");
+    c.stream.send(b"GET /two HTTP/1.1\r\nHost: x\r\n\r\n");
+    c.note_ready(true, false);
+    assert_eq!(serve(&mut c, &params, &mut pool), 1);
+    let out = written(&c);
+    assert_eq!(out.matches("HTTP/1.1 200").count(), 2, "{out}");
+    assert!(out.ends_with("/two"), "{out}");
+    assert!(c.is_between_requests());
+}
+
+#[test]
+fn a_dispatched_request_holds_pipelined_bytes_until_its_answer() {
+    let params = ConnParams::default();
+    let mut pool = BufPool::default();
+    let mut c = dispatched(
+        "GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n",
+        1,
+        Some(2),
+        &mut pool,
+    );
+    c.set_app_timeout(Duration::from_secs(3));
+    let pending = c.pending().expect("pending");
+    assert_eq!((pending.id, pending.slot), (1, Some(2)));
+    assert!(c.waits_for(1) && !c.waits_for(2));
+    // No request is read or parsed meanwhile, and the app's own timeout runs.
+    assert!(!c.may_take_requests() && !c.read_due());
+    let now = Instant::now();
+    c.update_deadline(&params, now);
+    assert_eq!(
+        c.deadline(),
+        Some((now + Duration::from_secs(3), Deadline::App))
+    );
+    let mut r = Response::text(200, "a");
+    c.answer(&mut r, &[], &terms(&params, false), &mut pool)
+        .expect("pending");
+    // A second answer finds nothing waiting.
+    let mut again = Response::text(200, "x");
+    assert!(c
+        .answer(&mut again, &[], &terms(&params, false), &mut pool)
+        .is_none());
+    assert!(c.may_take_requests() && c.pending().is_none());
+    assert_eq!(c.next_request(&params, &mut pool), Ok(true));
+    let (head, buf, _) = c.request_parts().expect("the pipelined request");
+    assert_eq!(&buf[head.target.clone()], b"/b");
+}
+
+#[test]
+fn a_close_with_bytes_unread_lingers_half_closed_until_the_clients_eof() {
+    let params = ConnParams::default();
+    let mut pool = BufPool::default();
+    let limits = LingerLimits::default();
+    let mut c =
+        conn("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nGET /more HTTP/1.1\r\n");
+    assert_eq!(serve(&mut c, &params, &mut pool), 1);
+    assert!(c.lingers() && !c.is_lingering() && !c.finished());
+    let answer = c.stream().written.len();
+    let now = Instant::now();
+    assert_eq!(c.linger(now, &limits), Flow::Open);
+    assert!(c.is_lingering() && !c.lingers_on());
+    // The FIN comes after the whole answer; what follows is dropped.
+    assert_eq!(c.stream().shut_at, Some(answer));
+    assert_eq!(c.deadline_of_linger(), Some(now + limits.timeout));
+    c.update_deadline(&params, now);
+    assert_eq!(c.deadline(), Some((now + limits.timeout, Deadline::Linger)));
+    assert_eq!(c.interest_change(), None, "reading, to drop");
+    c.stream.send(&[b'x'; 10_000]);
+    assert_eq!(c.linger(now, &limits), Flow::Open);
+    assert!(c.stream().input.is_empty());
+    assert_eq!(c.stream().written.len(), answer, "nothing more written");
+    c.stream.eof = true;
+    assert_eq!(c.linger(now, &limits), Flow::Close);
+}
+
+#[test]
+fn a_close_with_nothing_unread_closes_at_once() {
+    let mut c = conn("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!(
+        serve(&mut c, &ConnParams::default(), &mut BufPool::default()),
+        1
+    );
+    assert!(c.finished() && !c.lingers());
+    assert_eq!(c.stream().shut_at, None);
+}
+
+#[test]
+fn a_refusal_drops_the_request_with_the_app_and_lingers() {
+    let mut pool = BufPool::default();
+    let mut c = dispatched("GET / HTTP/1.1\r\nHost: x\r\n\r\n", 1, None, &mut pool);
+    c.refuse(HostAnswer::AtCapacity, DATE, &mut pool);
+    assert!(c.pending().is_none() && !c.is_dispatched());
+    c.flush(&mut pool).expect("flush");
+    assert!(written(&c).starts_with("HTTP/1.1 503"));
+    assert!(c.lingers());
+}
+
+/// A streamed answer's line for request `id`, and the worker's count of
+/// open streams.
+fn stream_line(id: u64) -> (Arc<StreamLine>, Arc<AtomicU64>) {
+    struct NoWake;
+    impl crate::poller::Wake for NoWake {
+        fn wake(&self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let addr = LineAddr {
+        token: crate::poller::Token(1),
+        id,
+        inbox: Arc::new(crate::inbox::Inbox::new(Arc::new(NoWake))),
+        slot: 0,
+    };
+    let line = StreamLine::new(addr, 1 << 16, Duration::from_secs(1), None, 0);
+    (line, Arc::new(AtomicU64::new(0)))
+}
+
+/// Starts a streamed answer to the request `id` that `c` waits on: its
+/// line and the count of open streams.
+fn streaming(c: &mut Conn<Mem>, id: u64, pool: &mut BufPool) -> (Arc<StreamLine>, Arc<AtomicU64>) {
+    let (line, open) = stream_line(id);
+    let mut head = Response::text(200, "");
+    let params = ConnParams::default();
+    let pending = c.start_stream(
+        &mut head,
+        line.clone(),
+        open.clone(),
+        &terms(&params, false),
+        pool,
+    );
+    assert_eq!(pending.map(|p| p.id), Some(id));
+    (line, open)
+}
+
+#[test]
+fn a_streamed_answer_goes_out_chunked_then_the_next_request_is_served() {
+    let params = ConnParams::default();
+    let mut pool = BufPool::default();
+    let mut c = dispatched(
+        "GET /s HTTP/1.1\r\nHost: x\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n",
+        5,
+        None,
+        &mut pool,
+    );
+    let (line, open) = streaming(&mut c, 5, &mut pool);
+    assert!(c.is_streaming() && c.streams_for(5) && !c.streams_for(4));
+    assert_eq!(open.load(Ordering::Relaxed), 1);
+    // Nothing is read while it streams; the app's silence is timed.
+    assert!(!c.may_take_requests() && c.pending().is_none());
+    assert_eq!(line.send(b"abc"), stoa_app_api::abi::SEND_SENT);
+    c.pull_stream(&mut pool, false);
+    c.flush(&mut pool).expect("flush");
+    let now = Instant::now();
+    c.update_deadline(&params, now);
+    assert_eq!(
+        c.deadline(),
+        Some((now + params.stream_idle_timeout, Deadline::StreamIdle))
+    );
+    let out = written(&c);
+    assert!(out.contains("Transfer-Encoding: chunked\r\n"), "{out}");
+    assert!(out.ends_with("\r\n\r\n3\r\nabc\r\n"), "{out}");
+    assert_eq!(line.finish(), stoa_app_api::abi::SEND_SENT);
+    c.pull_stream(&mut pool, false);
+    assert!(!c.is_streaming() && c.may_take_requests());
+    assert_eq!(open.load(Ordering::Relaxed), 0, "the stream is counted out");
+    // The pipelined request waited behind it.
+    assert_eq!(serve(&mut c, &params, &mut pool), 1);
+    let out = written(&c);
+    assert!(out.contains("abc\r\n0\r\n\r\nHTTP/1.1 200"), "{out}");
+    assert!(out.ends_with("/next"), "{out}");
+}
+
+#[test]
+fn a_stream_ended_abnormally_closes_without_its_last_chunk() {
+    let mut pool = BufPool::default();
+    let mut c = dispatched("GET /s HTTP/1.1\r\nHost: x\r\n\r\n", 1, None, &mut pool);
+    let (line, _open) = streaming(&mut c, 1, &mut pool);
+    line.send(b"part");
+    drop(HostStream::new(line));
+    c.pull_stream(&mut pool, false);
+    c.flush(&mut pool).expect("flush");
+    assert!(!written(&c).ends_with("0\r\n\r\n"));
+    assert!(c.finished());
+}
+
+#[test]
+fn input_held_inside_the_transport_keeps_the_connection_reading() {
+    let params = ConnParams::default();
+    let mut pool = BufPool::default();
+    let get = "GET /held HTTP/1.1\r\nHost: x\r\n\r\n";
+    let mut c = conn(get);
+    // Each read gives 8 bytes, a short read: without the transport's word
+    // the connection would wait for an edge the socket never gives.
+    c.stream.record = Some(8);
+    assert!(c.read_some(&params, &mut pool));
+    assert!(c.read_due(), "the transport still holds input");
+    assert_eq!(serve(&mut c, &params, &mut pool), 1);
+    assert!(written(&c).ends_with("/held"));
+    assert!(!c.read_due(), "all read");
 }
