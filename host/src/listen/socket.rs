@@ -80,19 +80,21 @@ impl Stream {
         }
     }
 
-    /// Sends a FIN: no more bytes go out, reads go on.
-    pub fn shutdown_write(&self) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Write),
-            Stream::Unix(s) => s.shutdown(std::net::Shutdown::Write),
-        }
-    }
-
     /// Turns Nagle off on TCP (nothing to do on a Unix socket).
     pub fn set_nodelay(&self) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.set_nodelay(true),
             Stream::Unix(_) => Ok(()),
+        }
+    }
+}
+
+impl Stream {
+    /// Ends the sending half with a FIN; reads go on.
+    pub fn shutdown_write(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Write),
+            Stream::Unix(s) => s.shutdown(std::net::Shutdown::Write),
         }
     }
 }

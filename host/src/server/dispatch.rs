@@ -2,7 +2,7 @@
 //! table; the app runs inline on the loop or, when it says it blocks, on the
 //! blocking pool. The answer is queued on the connection's output.
 
-use super::conn::{AccessInfo, Conn, Pending};
+use super::conn::{AccessInfo, Conn, Pending, Terms};
 use super::handles::Handles;
 use super::ws::line::Line;
 use super::ws::{Link, LinkWatch};
@@ -153,7 +153,7 @@ impl Dispatcher {
             self.now = now;
         }
         let timeout = route.and_then(|(app, _)| app.limits.app_timeout);
-        conn.begin_dispatch((id, started), slot, blocking_path, access);
+        conn.begin_dispatch(id, started, slot, blocking_path, access);
         if let Some(timeout) = timeout {
             conn.set_app_timeout(timeout);
         }
@@ -260,13 +260,12 @@ impl Dispatcher {
         let (status, body_len) = (response.status, response.body.len());
         let close = close || self.shared.control.draining();
         // A large body is moved to the output as it is, not copied.
-        let Some(pending) = conn.answer(
-            (&mut response, fixed),
+        let terms = Terms {
             date,
-            &self.shared.settings.conn,
+            params: &self.shared.settings.conn,
             close,
-            pool,
-        ) else {
+        };
+        let Some(pending) = conn.answer(&mut response, fixed, &terms, pool) else {
             return;
         };
         self.record(&pending, status, body_len);
@@ -294,9 +293,12 @@ impl Dispatcher {
         let close = self.shared.control.draining();
         let declared = line.declared().unwrap_or(0);
         let status = head.status;
-        let params = &self.shared.settings.conn;
-        let Some(pending) = conn.start_stream(&mut head, (line, open), (date, params, close), pool)
-        else {
+        let terms = Terms {
+            date,
+            params: &self.shared.settings.conn,
+            close,
+        };
+        let Some(pending) = conn.start_stream(&mut head, line, open, &terms, pool) else {
             return;
         };
         self.record(
@@ -358,7 +360,7 @@ impl Dispatcher {
         };
         let now = self.now;
         let budget = self.shared.budget.clone();
-        let Some(pending) = conn.upgrade((&accept, date), pool, |rest| {
+        let Some(pending) = conn.upgrade(&accept, date, pool, |rest| {
             Link::new(upgrade, line, watch, rest, budget, now)
         }) else {
             return;

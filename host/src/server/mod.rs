@@ -12,7 +12,6 @@ mod acceptor;
 mod admission;
 mod body_feed;
 pub(crate) mod conn;
-mod conn_stream;
 mod dispatch;
 pub(crate) mod handles;
 mod lingering;

@@ -10,11 +10,10 @@
 //! until a bound of `LingerLimits` (its time, its wait for bytes, its byte
 //! count), then closed.
 
-use super::{Conn, Flow, Phase};
-use crate::listen::Stream;
+use super::{Conn, Flow, Phase, Transport};
 use crate::server::ws::CLOSE_GRACE;
 use crate::settings::LingerLimits;
-use std::io::{self, Read};
+use std::io;
 use std::time::{Duration, Instant};
 
 /// Bytes dropped per read (a buffer on the stack).
@@ -74,65 +73,93 @@ impl LingerState {
 
 impl<S> Conn<S> {
     /// True when the loop should call `linger`: the connection lingers,
-    /// or its answer is out and request bytes may be left unread.
+    /// or its answer (a WebSocket's last frame) is out and request bytes
+    /// may be left unread.
     pub fn lingers(&self) -> bool {
-        self.phase == Phase::Lingering
-            || (self.linger_due
-                && !self.has_output()
-                && !self.read_closed
-                && matches!(self.phase, Phase::Closing | Phase::Upgraded))
+        let due = match &self.phase {
+            Phase::Lingering(_) => return true,
+            Phase::Closing { linger } => *linger,
+            Phase::Upgraded(link) => link.done(),
+            Phase::Reading | Phase::Dispatched(_) | Phase::Streaming { .. } => false,
+        };
+        due && !self.has_output() && !self.read_closed
+    }
+
+    /// The lingering close under way, if it has begun.
+    fn linger_state(&self) -> Option<&LingerState> {
+        match &self.phase {
+            Phase::Lingering(state) => Some(state),
+            _ => None,
+        }
     }
 
     /// True once half-closed and dropping what the client sends.
     pub fn is_lingering(&self) -> bool {
-        self.phase == Phase::Lingering
+        self.linger_state().is_some()
     }
 
     /// When a lingering connection is closed if its client has not
     /// closed first (or read on, after a call that stopped with more).
     pub fn deadline_of_linger(&self) -> Option<Instant> {
-        self.lingering.as_ref().map(|s| s.deadline())
+        self.linger_state().map(LingerState::deadline)
     }
 
     /// True when the last `linger` stopped with more to read: its due
     /// deadline asks for another read, not the close.
     pub fn lingers_on(&self) -> bool {
-        self.lingering.as_ref().is_some_and(|s| s.more)
+        self.linger_state().is_some_and(|s| s.more)
     }
 
     /// Marks the lingering connection as counted by its worker's list.
     pub fn count_lingering(&mut self) {
-        if let Some(state) = &mut self.lingering {
+        if let Phase::Lingering(state) = &mut self.phase {
             state.counted = true;
         }
     }
 
     /// True if the worker's list counts this lingering connection.
     pub fn lingering_counted(&self) -> bool {
-        self.lingering.as_ref().is_some_and(|s| s.counted)
+        self.linger_state().is_some_and(|s| s.counted)
     }
 
     /// When the lingering close began, if it has.
     pub fn lingering_since(&self) -> Option<Instant> {
-        self.lingering.as_ref().map(|s| s.since)
-    }
-
-    /// True if request bytes are buffered or may wait in the socket (an
-    /// answer that closes then lingers).
-    pub(super) fn bytes_left(&self) -> bool {
-        self.reader.buffered() > 0 || self.read_ready
+        self.linger_state().map(|s| s.since)
     }
 }
 
-impl Conn<Stream> {
+impl<S: Transport> Conn<S> {
     /// The lingering close. While the answer is going out, waits. Then,
     /// once, half-closes and starts the bounds (`limits`; a WebSocket's
     /// are at most `CLOSE_GRACE`, as its close handshake's). Each call
-    /// reads and drops what the client has sent, until the socket would
-    /// block; `Close` at the client's EOF, a failed read, or a bound
+    /// reads and drops what the client has sent, until the transport
+    /// would block; `Close` at the client's EOF, a failed read, or a bound
     /// reached.
     pub fn linger(&mut self, now: Instant, limits: &LingerLimits) -> Flow {
         self.linger_at_most(now, limits, TURN_BYTES)
+    }
+
+    /// Half-closes and moves to `Lingering` (a WebSocket's link goes: its
+    /// last frame is out); false if the half-close failed.
+    fn begin_linger(&mut self, now: Instant, limits: &LingerLimits) -> bool {
+        if let Err(e) = self.stream.shutdown_write() {
+            log::debug!("{}: half-close failed: {e}", self.peer);
+            return false;
+        }
+        let limits = match self.phase {
+            Phase::Upgraded(_) => LingerLimits {
+                time: limits.time.min(CLOSE_GRACE),
+                timeout: limits.timeout.min(CLOSE_GRACE),
+                ..*limits
+            },
+            _ => *limits,
+        };
+        self.phase = Phase::Lingering(Box::new(LingerState::new(now, &limits)));
+        self.read_ready = true;
+        // Bytes buffered past the answer are dropped too (the read buffer
+        // goes back to the pool: see `release_buffers`).
+        self.reader.abandon();
+        true
     }
 
     /// `linger`, dropping at most `turn` bytes before it returns `Open`
@@ -144,29 +171,11 @@ impl Conn<Stream> {
         if self.read_closed {
             return Flow::Close;
         }
-        let state = match &mut self.lingering {
-            Some(state) => state,
-            None => {
-                if let Err(e) = self.stream.shutdown_write() {
-                    log::debug!("{}: half-close failed: {e}", self.peer);
-                    return Flow::Close;
-                }
-                let limits = match self.ws {
-                    Some(_) => LingerLimits {
-                        time: limits.time.min(CLOSE_GRACE),
-                        timeout: limits.timeout.min(CLOSE_GRACE),
-                        ..*limits
-                    },
-                    None => *limits,
-                };
-                self.phase = Phase::Lingering;
-                self.read_ready = true;
-                // Bytes buffered past the answer are dropped too (the read
-                // buffer goes back to the pool: see `release_buffers`).
-                self.reader.abandon();
-                self.lingering
-                    .insert(Box::new(LingerState::new(now, &limits)))
-            }
+        if !self.is_lingering() && !self.begin_linger(now, limits) {
+            return Flow::Close;
+        }
+        let Phase::Lingering(state) = &mut self.phase else {
+            return Flow::Close;
         };
         if now >= state.until {
             log::debug!("{}: lingered --lingering-time; closing", self.peer);
@@ -196,7 +205,7 @@ impl Conn<Stream> {
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.read_ready = false;
+                    self.read_ready = self.stream.has_buffered_input();
                     break;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -216,6 +225,8 @@ mod tests {
     use super::*;
     use crate::http::reader::BufPool;
     use crate::http::HttpError;
+    use crate::listen::Stream;
+    use std::io::Read;
     use std::io::Write;
     use std::os::unix::net::UnixStream;
     use std::sync::Arc;

@@ -2,11 +2,10 @@
 //! bytes that followed the handshake) and the moves of its frames between
 //! the socket, the codec and the output (see `server::ws` for the link).
 
-use super::{Conn, Flow, Pending, Phase};
+use super::{Conn, Flow, Pending, Phase, Transport};
 use crate::http::reader::BufPool;
 use crate::http::ws::codec::Step;
 use crate::http::ws::handshake::write_switch;
-use crate::listen::Stream;
 use crate::server::ws::{Expired, Link};
 use std::io::{self, Read};
 use std::time::Instant;
@@ -37,17 +36,20 @@ impl<R: Read> Read for Counted<'_, R> {
 impl<S> Conn<S> {
     /// True once switched to WebSocket.
     pub fn is_upgraded(&self) -> bool {
-        self.phase == Phase::Upgraded
+        matches!(self.phase, Phase::Upgraded(_))
     }
 
-    /// The WebSocket, once switched to one.
+    /// The WebSocket, while switched to one.
     pub fn link(&mut self) -> Option<&mut Link> {
-        self.ws.as_deref_mut()
+        match &mut self.phase {
+            Phase::Upgraded(link) => Some(link),
+            _ => None,
+        }
     }
 
     /// Queues the codec's frames for the socket.
     fn queue_frames(&mut self, pool: &mut BufPool) {
-        if let Some(link) = self.ws.as_deref_mut() {
+        if let Phase::Upgraded(link) = &mut self.phase {
             let frames = link.codec().output();
             if !frames.is_empty() {
                 self.out.push_bytes(pool, frames);
@@ -57,23 +59,24 @@ impl<S> Conn<S> {
     }
 }
 
-impl Conn<Stream> {
-    /// Answers the request with the app `101 Switching Protocols` and
-    /// switches to WebSocket: `link` is made from the bytes the client sent
-    /// after its handshake. Returns the request answered.
+impl<S: Transport> Conn<S> {
+    /// Answers the request with the app `101 Switching Protocols` (its
+    /// `Sec-WebSocket-Accept` value `accept`, and `date`) and switches to
+    /// WebSocket: `link` is made from the bytes the client sent after its
+    /// handshake. Returns the request answered.
     pub fn upgrade(
         &mut self,
-        (accept, date): (&str, &str),
+        accept: &str,
+        date: &str,
         pool: &mut BufPool,
         link: impl FnOnce(Vec<u8>) -> Link,
     ) -> Option<Pending> {
-        let pending = self.pending.take()?;
+        let (pending, _) = self.take_dispatch()?;
         let mut head = Vec::with_capacity(192);
         write_switch(&mut head, accept, date);
         self.out.push_bytes(pool, &head);
         let rest = self.reader.take_rest(pool);
-        self.ws = Some(Box::new(link(rest)));
-        self.phase = Phase::Upgraded;
+        self.phase = Phase::Upgraded(Box::new(link(rest)));
         self.served += 1;
         // The bytes after the handshake are read first.
         self.read_ready = true;
@@ -99,7 +102,7 @@ impl Conn<Stream> {
                 return Flow::Close;
             }
             let pending = self.out.len();
-            let Some(link) = self.ws.as_deref_mut() else {
+            let Some(link) = self.link() else {
                 return Flow::Close;
             };
             link.set_pending(pending);
@@ -107,8 +110,8 @@ impl Conn<Stream> {
             if self.take_outgoing(now, pool) {
                 continue;
             }
-            if self.ws.as_deref().is_some_and(Link::done) {
-                self.linger_due = true;
+            if self.link().is_some_and(|link| link.done()) {
+                // Due to linger (`lingers`).
                 return Flow::Open;
             }
             if budget == 0 {
@@ -118,7 +121,7 @@ impl Conn<Stream> {
                 return Flow::Open;
             }
         }
-        if let Some(link) = self.ws.as_deref() {
+        if let Some(link) = self.link() {
             link.nudge();
         }
         Flow::Open
@@ -131,7 +134,7 @@ impl Conn<Stream> {
     fn read_frames(&mut self, now: Instant, pool: &mut BufPool, budget: &mut usize) -> bool {
         let mut any = false;
         while *budget > 0 && self.read_ready && !self.read_closed && !self.output_full() {
-            let Some(link) = self.ws.as_deref_mut() else {
+            let Phase::Upgraded(link) = &mut self.phase else {
                 break;
             };
             if link.done() {
@@ -148,7 +151,7 @@ impl Conn<Stream> {
             }
             let room = link.count_read(src.n, matches!(step, Step::Message(_)), now);
             match step {
-                Step::Idle => self.read_ready = false,
+                Step::Idle => self.read_ready = self.stream.has_buffered_input(),
                 Step::Gone { .. } => self.read_closed = true,
                 _ => any = true,
             }
@@ -164,7 +167,7 @@ impl Conn<Stream> {
     /// Frames what the app queued; true if anything was queued.
     pub fn take_outgoing(&mut self, now: Instant, pool: &mut BufPool) -> bool {
         let before = self.out.len();
-        if let Some(link) = self.ws.as_deref_mut() {
+        if let Some(link) = self.link() {
             link.take_outgoing(now);
         }
         self.queue_frames(pool);
@@ -173,7 +176,7 @@ impl Conn<Stream> {
 
     /// Starts the close handshake from the host's side (a drain's 1001).
     pub fn close_ws(&mut self, code: u16, reason: &str, now: Instant, pool: &mut BufPool) {
-        if let Some(link) = self.ws.as_deref_mut() {
+        if let Some(link) = self.link() {
             link.close(code, reason, now);
         }
         self.queue_frames(pool);
@@ -181,7 +184,7 @@ impl Conn<Stream> {
 
     /// The WebSocket's deadline passed: ping a silent peer, or give up.
     pub fn expire_ws(&mut self, now: Instant, pool: &mut BufPool) -> Flow {
-        let Some(link) = self.ws.as_deref_mut() else {
+        let Some(link) = self.link() else {
             return Flow::Close;
         };
         match link.expire(now) {

@@ -1,0 +1,339 @@
+//! One client connection: its transport, buffers and protocol state. The
+//! connection owns its state machine (`Phase`, each phase holding what is
+//! meaningful in it); the loop asks it what to do next and tells it what
+//! happened, through methods that say the intent.
+//!
+//! The transport (`Transport`: a socket, or a test's buffer) is read and
+//! written until `WouldBlock` whatever the backend. Whether the connection
+//! stays open after an answer is decided in one place, `persistence`.
+//!
+//! Backpressure: while more than `OUTPUT_BOUND` bytes wait for the socket,
+//! the connection neither reads nor parses further requests (the kernel's
+//! buffer and the TCP window hold what the client sends meanwhile); the
+//! read buffer holds no more than the current request needs. Readiness is
+//! remembered (`read_ready`), so reading resumes without a new edge.
+//!
+//! Split by concern: `request` (reading, dispatching, answering),
+//! `deadline` (which timeout runs), `stream` (a streamed answer), `ws`
+//! (the WebSocket half), `linger` (the lingering close), `transport`.
+
+mod deadline;
+mod linger;
+mod request;
+mod stream;
+mod transport;
+mod ws;
+
+use crate::http::output::Output;
+use crate::http::reader::{BufPool, RequestReader};
+use crate::poller::Interest;
+use crate::server::body_feed::BodyLink;
+use crate::server::ws::Link;
+use linger::LingerState;
+pub use request::Terms;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use stream::ConnStream;
+pub use transport::Transport;
+
+pub use crate::ops::access_log::AccessInfo;
+
+/// Output waiting for the socket above which a connection stops reading
+/// and dispatching: a batch of hundreds of small pipelined answers still
+/// goes out in one write, while a client that does not read costs at most
+/// this plus one answer.
+pub const OUTPUT_BOUND: usize = 64 * 1024;
+
+/// Where a connection is in its protocol, with what only that step has.
+///
+/// Transitions:
+/// - `Reading` → `Dispatched` when a request is handed to an app
+///   (`begin_dispatch`); → `Closing` when a request cannot be read
+///   (`fail`, `refuse`).
+/// - `Dispatched` → `Reading` or `Closing` with the answer (`answer`: the
+///   keep-alive decision, `persistence`); → `Streaming` when the app
+///   starts a streamed answer (`start_stream`); → `Upgraded` on a `101`
+///   (`upgrade`); → `Closing` on a refusal (a body timeout).
+/// - `Streaming` → `Reading` or `Closing` once the body has ended
+///   (`pull_stream`).
+/// - `Closing { linger: true }` and `Upgraded` once its link is done →
+///   `Lingering` when the answer is out (`linger`).
+/// - `Closing { linger: false }` and `Lingering` end with the connection
+///   (`finished`, or `linger` says `Close`).
+enum Phase {
+    /// Between requests, or receiving one: parsing the read buffer.
+    Reading,
+    /// One request is with an app. Pipelined bytes wait so answers stay in
+    /// order, and no request byte is read meanwhile (but a body streamed
+    /// to its app).
+    Dispatched(Dispatch),
+    /// A streamed answer is going out; as in `Dispatched`, nothing is read.
+    Streaming {
+        stream: ConnStream,
+        /// The app sent something since the deadline was last set.
+        progress: bool,
+        /// Request bytes were left unread when it began (its request's
+        /// body): once it has ended, the connection closes lingering.
+        body_left: bool,
+    },
+    /// Switched to WebSocket (`ws`): frames, not requests, from now on.
+    Upgraded(Box<Link>),
+    /// The answer goes out, then the connection closes; `linger`: request
+    /// bytes may be left unread, so it lingers instead of closing at once.
+    Closing { linger: bool },
+    /// Answered and half-closed: what the client still sends is dropped.
+    Lingering(Box<LingerState>),
+}
+
+/// What a dispatched request holds besides its `Pending`.
+struct Dispatch {
+    pending: Pending,
+    /// The app's sink for the request's streamed body, once it gave one.
+    body: Option<BodyLink>,
+    /// The streamed body broke or was cut short: close after the answer.
+    body_broke: bool,
+}
+
+/// Which timeout a connection is under (see `ConnParams`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deadline {
+    /// Between requests: close quietly.
+    Idle,
+    /// Receiving a request head: 408.
+    Head,
+    /// Receiving a body: 408.
+    Body,
+    /// Waiting for the app: 504.
+    App,
+    /// Sending output: close.
+    Send,
+    /// A streamed answer's app sent nothing for `stream_idle_timeout`:
+    /// close (the body ends abnormally).
+    StreamIdle,
+    /// An open WebSocket's ping or close timeout (`ws::Link`).
+    WebSocket,
+    /// A lingering close's time or its wait for bytes ran out: close.
+    Linger,
+}
+
+/// The request currently with an app.
+pub struct Pending {
+    pub id: u64,
+    pub head_only: bool,
+    pub started: Instant,
+    /// The app's counters slot; `None` for the host's own answers.
+    pub slot: Option<usize>,
+    /// The path, kept for jobs on the blocking pool (for the hung-job log).
+    pub path: Option<Box<str>>,
+    pub access: Option<Box<AccessInfo>>,
+    /// The app's own `app_timeout`, if it has one.
+    pub timeout: Option<Duration>,
+    /// What the request's head asked for (version, `Connection`).
+    keep_alive: bool,
+    version_minor: u8,
+}
+
+/// One client connection over a transport (a socket, or a test's buffer).
+pub struct Conn<S> {
+    stream: S,
+    peer: Arc<str>,
+    /// The listener it came in on (its index in the loop's acceptor).
+    via: usize,
+    reader: RequestReader,
+    out: Output,
+    phase: Phase,
+    /// The peer has finished sending (end of stream, or a failed read).
+    read_closed: bool,
+    /// The stream may hold bytes not read yet (set by readiness, and while
+    /// the transport holds input of its own; cleared by a read that
+    /// drained it).
+    read_ready: bool,
+    /// The peer has hung up: read on to the end of stream.
+    peer_hup: bool,
+    served: u32,
+    /// The interest last registered with the poller.
+    interest: Interest,
+    /// When the current timeout expires, and which one it is.
+    deadline: Option<(Instant, Deadline)>,
+    write_progress: bool,
+    /// While a body is read (in `Reading`, and on in `Dispatched` when it
+    /// is streamed to its app): when it began, and the bytes read by then
+    /// (its minimum rate is counted from there).
+    body_began: Option<(Instant, u64)>,
+}
+
+impl<S> Conn<S> {
+    pub fn new(stream: S, peer: Arc<str>) -> Self {
+        Conn {
+            stream,
+            peer,
+            via: 0,
+            reader: RequestReader::default(),
+            out: Output::default(),
+            phase: Phase::Reading,
+            read_closed: false,
+            read_ready: false,
+            peer_hup: false,
+            served: 0,
+            interest: Interest::READABLE,
+            deadline: None,
+            write_progress: false,
+            body_began: None,
+        }
+    }
+
+    /// Marks the listener the connection came in on.
+    pub fn via(mut self, listener: usize) -> Self {
+        self.via = listener;
+        self
+    }
+
+    /// The listener the connection came in on.
+    pub fn listener(&self) -> usize {
+        self.via
+    }
+
+    pub fn stream(&self) -> &S {
+        &self.stream
+    }
+
+    /// The peer's address, as `ip:port`.
+    pub fn peer(&self) -> &Arc<str> {
+        &self.peer
+    }
+
+    /// Records readiness reported by the poller (or assumed: `readable`
+    /// after an app's answer, as bytes may have come meanwhile).
+    pub fn note_ready(&mut self, readable: bool, hup: bool) {
+        self.read_ready |= readable || hup;
+        self.peer_hup |= hup;
+    }
+
+    /// True if the connection should read now: it is between requests or
+    /// receiving one, bytes may be waiting, and its output is not over the
+    /// bound.
+    pub fn read_due(&self) -> bool {
+        self.read_ready && !self.read_closed && (self.may_take_requests() || self.feeds_body())
+    }
+
+    /// True while the request with the app has its body streamed to it
+    /// and not all of it has come: the connection reads it.
+    pub fn feeds_body(&self) -> bool {
+        matches!(self.phase, Phase::Dispatched(_)) && self.reader.feeds_body()
+    }
+
+    /// True while the connection may read and parse requests: no request
+    /// is with an app, it is not closing, and its output is under the bound.
+    pub fn may_take_requests(&self) -> bool {
+        matches!(self.phase, Phase::Reading) && !self.output_full()
+    }
+
+    /// True while a request is with an app.
+    pub fn is_dispatched(&self) -> bool {
+        matches!(self.phase, Phase::Dispatched(_))
+    }
+
+    /// True between requests with nothing buffered either way (what a
+    /// drain closes at once).
+    pub fn is_idle(&self) -> bool {
+        matches!(self.phase, Phase::Reading) && self.reader.is_empty() && !self.has_output()
+    }
+
+    /// True between keep-alive requests: idle, with at least one request
+    /// served (a connection whose first request has not arrived yet is
+    /// not: the client is about to send it).
+    pub fn is_between_requests(&self) -> bool {
+        self.is_idle() && self.served > 0
+    }
+
+    /// True if request `id` is the one this connection waits on.
+    pub fn waits_for(&self, id: u64) -> bool {
+        self.pending().is_some_and(|p| p.id == id)
+    }
+
+    /// The request with an app, if any.
+    pub fn pending(&self) -> Option<&Pending> {
+        match &self.phase {
+            Phase::Dispatched(d) => Some(&d.pending),
+            _ => None,
+        }
+    }
+
+    /// True while output is waiting for the stream.
+    pub fn has_output(&self) -> bool {
+        !self.out.is_empty()
+    }
+
+    /// True while the output waiting is at or over `OUTPUT_BOUND`: no
+    /// further request is read or dispatched.
+    pub fn output_full(&self) -> bool {
+        self.has_output() && self.out.len() >= OUTPUT_BOUND
+    }
+
+    /// The interest this connection needs now.
+    fn wanted_interest(&self) -> Interest {
+        let other = match self.phase {
+            Phase::Upgraded(_) => !self.output_full(),
+            Phase::Lingering(_) => true,
+            _ => false,
+        };
+        let read = (self.may_take_requests() || self.feeds_body() || other) && !self.read_closed;
+        match (read, self.has_output()) {
+            (true, true) => Interest::BOTH,
+            (true, false) => Interest::READABLE,
+            (false, true) => Interest::WRITABLE,
+            // Nothing to do until the app answers; stay registered (poll
+            // and epoll still report hang-ups, select does not: there the
+            // answer's write finds the peer gone).
+            (false, false) => Interest::NONE,
+        }
+    }
+
+    /// The interest to register if it changed since last time (and records
+    /// it as registered).
+    pub fn interest_change(&mut self) -> Option<Interest> {
+        let wanted = self.wanted_interest();
+        (wanted != self.interest).then(|| {
+            self.interest = wanted;
+            wanted
+        })
+    }
+
+    /// Gives the read buffer back when nothing is buffered, or once
+    /// lingering (the output buffer goes back as soon as it is flushed).
+    pub fn release_buffers(&mut self, pool: &mut BufPool) {
+        let idle = matches!(self.phase, Phase::Reading | Phase::Lingering(_));
+        if idle && !self.has_output() {
+            self.reader.release(pool);
+        }
+    }
+
+    /// True once the connection has nothing left to do and should close
+    /// (a connection due to linger is not: see `linger`).
+    pub fn finished(&self) -> bool {
+        !self.has_output()
+            && match self.phase {
+                Phase::Closing { linger } => !linger || self.read_closed,
+                Phase::Dispatched(_) | Phase::Streaming { .. } => false,
+                // A WebSocket ends at the peer's EOF, after its last frame.
+                Phase::Reading | Phase::Upgraded(_) | Phase::Lingering(_) => self.read_closed,
+            }
+    }
+}
+
+/// What the loop does with a connection after a WebSocket pump or a
+/// lingering read.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// Keep it (waiting for bytes, for the socket, or for the app).
+    Open,
+    /// Close it now.
+    Close,
+}
+
+#[cfg(test)]
+mod mem;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_ws;

@@ -1,0 +1,279 @@
+//! A connection's requests: reading them, handing one to an app, queueing
+//! its answer and deciding (once, `persistence`) whether the connection
+//! stays open after it; a request body streamed to its app; the refusals
+//! that answer in place of a request and close.
+
+use super::{AccessInfo, Conn, Dispatch, Pending, Phase, Transport};
+use crate::http::answer::HostAnswer;
+use crate::http::parse::Head;
+use crate::http::reader::{BodyPlan, BufPool, ReadState};
+use crate::http::response::{Fixed, Persist};
+use crate::http::HttpError;
+use crate::server::body_feed::BodyLink;
+use crate::settings::ConnParams;
+use std::io;
+use std::time::{Duration, Instant};
+use stoa_app_api::abi::BODY_COMPLETE;
+use stoa_app_api::Response;
+
+/// What an answer is queued under.
+pub struct Terms<'a> {
+    /// The `Date` header's value.
+    pub date: &'a str,
+    pub params: &'a ConnParams,
+    /// The host closes the connection after the answer whatever the
+    /// request wanted (draining, a timed-out app).
+    pub close: bool,
+}
+
+impl<S> Conn<S> {
+    /// The ready request's head, bytes and body.
+    pub fn request_parts(&self) -> Option<(&Head, &[u8], &[u8])> {
+        self.reader.parts()
+    }
+
+    /// The ready request has gone to an app (`slot`; `None` for the host's
+    /// own answers) at `started`, numbered `id`: the connection now waits
+    /// for its answer, reading nothing meanwhile, and the request's bytes
+    /// leave the buffer. HEAD and the keep-alive wishes are taken from its
+    /// head; `path` is kept for jobs on the blocking pool.
+    pub fn begin_dispatch(
+        &mut self,
+        id: u64,
+        started: Instant,
+        slot: Option<usize>,
+        path: Option<Box<str>>,
+        access: Option<Box<AccessInfo>>,
+    ) {
+        let (head_only, keep_alive, version_minor) = match self.reader.parts() {
+            Some((head, buf, _)) => (
+                &buf[head.method.clone()] == b"HEAD",
+                head.keep_alive,
+                head.version_minor,
+            ),
+            None => (false, false, 1),
+        };
+        let pending = Pending {
+            id,
+            head_only,
+            started,
+            slot,
+            path,
+            access,
+            timeout: None,
+            keep_alive,
+            version_minor,
+        };
+        self.phase = Phase::Dispatched(Dispatch {
+            pending,
+            body: None,
+            body_broke: false,
+        });
+        self.reader.consume();
+        // The app has seen the body (or has its own copy): a buffer grown
+        // for it goes back to the budget now, not after the answer.
+        self.reader.shed_grown();
+        if !self.reader.feeds_body() {
+            self.body_began = None;
+        }
+    }
+
+    /// Gives the request with the app its app's own `app_timeout`.
+    pub fn set_app_timeout(&mut self, timeout: Duration) {
+        if let Phase::Dispatched(d) = &mut self.phase {
+            d.pending.timeout = Some(timeout);
+        }
+    }
+
+    /// Whether the connection stays open after answering `pending`: the one
+    /// place keep-alive is decided. It does when the request asked for it
+    /// (HTTP/1.1 unless `Connection: close`; HTTP/1.0 with `keep-alive`),
+    /// this is not the last request `max_requests_per_conn` allows, and
+    /// the host does not want it closed (draining, a timed-out app, a
+    /// request body left unread).
+    pub(super) fn persistence(
+        &self,
+        pending: &Pending,
+        params: &ConnParams,
+        close: bool,
+    ) -> Persist {
+        let keep = pending.keep_alive && !close && self.served + 1 < params.max_requests_per_conn;
+        match (keep, pending.version_minor) {
+            (false, _) => Persist::Close,
+            (true, 0) => Persist::KeepAlive10,
+            (true, _) => Persist::KeepAlive,
+        }
+    }
+
+    /// Takes the request with the app out of `Dispatched` for its answer
+    /// (the phase is `Reading` until the caller moves on): the request,
+    /// and whether request bytes are left that cannot be told from a next
+    /// request (a streamed body not all read, as the app answered first,
+    /// or broken). Such a body's rest is dropped, and its sink told it
+    /// broke.
+    pub(super) fn take_dispatch(&mut self) -> Option<(Pending, bool)> {
+        if !matches!(self.phase, Phase::Dispatched(_)) {
+            return None;
+        }
+        let Phase::Dispatched(d) = std::mem::replace(&mut self.phase, Phase::Reading) else {
+            return None;
+        };
+        let body_left = d.body_broke || self.reader.feeds_body();
+        self.reader.abandon_body();
+        Some((d.pending, body_left))
+    }
+
+    /// An answer has gone to the output whole (or a streamed one has
+    /// ended): on to the next request, or to closing, lingering if
+    /// request bytes may be left unread (`unread`, or bytes buffered or
+    /// waiting in the transport).
+    pub(super) fn answered(&mut self, persist: Persist, unread: bool) {
+        self.served += 1;
+        self.phase = match persist {
+            Persist::Close => Phase::Closing {
+                linger: unread || self.bytes_left(),
+            },
+            Persist::KeepAlive | Persist::KeepAlive10 => Phase::Reading,
+        };
+    }
+
+    /// True if request bytes are buffered or may wait in the transport.
+    pub(super) fn bytes_left(&self) -> bool {
+        self.reader.buffered() > 0 || self.read_ready
+    }
+
+    /// Queues `response` (its `fixed` headers after its own) as the answer
+    /// to the request with the app (a large body is taken out of
+    /// `response`, not copied) and moves on: to the next request, or to
+    /// closing. Returns the request answered.
+    pub fn answer(
+        &mut self,
+        response: &mut Response,
+        fixed: Fixed,
+        terms: &Terms,
+        pool: &mut BufPool,
+    ) -> Option<Pending> {
+        let (pending, body_left) = self.take_dispatch()?;
+        let persist = self.persistence(&pending, terms.params, terms.close || body_left);
+        self.out.push_response(
+            pool,
+            response,
+            fixed,
+            pending.head_only,
+            persist,
+            terms.date,
+        );
+        self.answered(persist, body_left);
+        Some(pending)
+    }
+
+    /// The app gave its sink for the request's streamed body (a request
+    /// whose body is not streamed gets the end at once: its body was in
+    /// the request).
+    pub fn attach_body(&mut self, link: BodyLink) {
+        match &mut self.phase {
+            Phase::Dispatched(d) if self.reader.feeds_body() => d.body = Some(link),
+            _ => link.complete_now(),
+        }
+    }
+
+    /// Hands the streamed body's buffered bytes to the app's sink, and its
+    /// end once it has all come, broken, or the client has gone; true if
+    /// any byte went.
+    pub fn feed_body(&mut self) -> bool {
+        let Phase::Dispatched(d) = &mut self.phase else {
+            return false;
+        };
+        let Some(link) = &mut d.body else {
+            return false;
+        };
+        let (fed, outcome) = link.feed(&mut self.reader, self.read_closed, &self.peer);
+        let Some(outcome) = outcome else {
+            return fed;
+        };
+        if outcome != BODY_COMPLETE {
+            self.reader.abandon_body();
+            d.body_broke = true;
+        }
+        if let Some(link) = d.body.take() {
+            link.end(outcome);
+        }
+        fed
+    }
+
+    /// Answers a request that could not be read, then closes (lingering:
+    /// the client may still be sending it).
+    pub fn fail(&mut self, error: &HttpError, date: &str, pool: &mut BufPool) {
+        log::debug!("{}: {error}", self.peer);
+        self.refuse(HostAnswer::Http(error.clone()), date, pool);
+    }
+
+    /// Answers `answer` in place of whatever the client is sending, then
+    /// closes, lingering (see `linger`). A request with an app is dropped
+    /// (its streamed body's sink told it broke).
+    pub fn refuse(&mut self, answer: HostAnswer, date: &str, pool: &mut BufPool) {
+        self.reader.abandon();
+        self.phase = Phase::Closing { linger: true };
+        let mut response = answer.response();
+        self.out
+            .push_response(pool, &mut response, &[], false, Persist::Close, date);
+    }
+}
+
+impl<S: Transport> Conn<S> {
+    /// Reads until `WouldBlock`, EOF, or the read buffer holds what the
+    /// current request needs; after a hang-up, on to the end of stream.
+    /// Input buffered inside the transport keeps the connection readable.
+    fn fill(&mut self, params: &ConnParams, pool: &mut BufPool) -> ReadState {
+        if self.read_closed {
+            return ReadState::Closed;
+        }
+        let state = self
+            .reader
+            .fill(&mut self.stream, params, self.peer_hup, pool);
+        self.read_closed = matches!(state, ReadState::Closed | ReadState::Failed);
+        self.read_ready = state == ReadState::Full || self.stream.has_buffered_input();
+        state
+    }
+
+    /// Reads (see `fill`); true if any byte came.
+    pub fn read_some(&mut self, params: &ConnParams, pool: &mut BufPool) -> bool {
+        let before = self.reader.buffered();
+        self.fill(params, pool);
+        self.reader.buffered() > before
+    }
+
+    /// Parses the next request; true when one is ready to dispatch. An
+    /// `Expect: 100-continue` is answered here when the body will be read.
+    #[cfg(test)]
+    pub fn next_request(
+        &mut self,
+        params: &ConnParams,
+        pool: &mut BufPool,
+    ) -> Result<bool, HttpError> {
+        self.next_request_with(params, pool, &|_, _| BodyPlan::default())
+    }
+
+    /// `next_request`, with a body plan per request (see
+    /// `RequestReader::next_request_with`).
+    pub fn next_request_with(
+        &mut self,
+        params: &ConnParams,
+        pool: &mut BufPool,
+        body_plan: &dyn Fn(&Head, &[u8]) -> BodyPlan,
+    ) -> Result<bool, HttpError> {
+        let ready = self
+            .reader
+            .next_request_with(params, pool.budget(), body_plan)?;
+        if self.reader.take_continue() {
+            self.out.push_bytes(pool, b"HTTP/1.1 100 Continue\r\n\r\n");
+        }
+        Ok(ready)
+    }
+
+    /// Writes until the output is empty or the transport would block.
+    pub fn flush(&mut self, pool: &mut BufPool) -> io::Result<()> {
+        self.write_progress |= self.out.flush(pool, &mut self.stream)?;
+        Ok(())
+    }
+}

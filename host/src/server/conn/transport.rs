@@ -1,0 +1,36 @@
+//! The byte stream under a connection.
+
+use crate::listen::Stream;
+use std::io::{self, Read, Write};
+
+/// What a connection reads requests from and writes answers to: a socket
+/// (`listen::Stream`), a test's buffer, and later a TLS session over a
+/// socket. Reads and writes are non-blocking: they end in `WouldBlock`
+/// when the transport has nothing more to give or take now, and the
+/// poller reports when it has.
+///
+/// Shaped so that TLS can sit behind it:
+/// - `shutdown_write` ends the sending half while reads go on (a
+///   lingering close). A socket sends its FIN; TLS sends `close_notify`
+///   first, through its own output.
+/// - `has_buffered_input` tells of plaintext already taken from the socket
+///   but not handed out yet (a TLS record decrypted whole, of which a read
+///   took part). The poller sees only the socket, which may never become
+///   readable again for it, so the connection counts itself readable
+///   while this is true (see `Conn::fill`) instead of waiting for an edge.
+pub trait Transport: Read + Write {
+    /// Ends the sending half: no more bytes go out, reads go on.
+    fn shutdown_write(&mut self) -> io::Result<()>;
+
+    /// True while input is buffered inside the transport (none in a socket).
+    fn has_buffered_input(&self) -> bool {
+        false
+    }
+}
+
+impl Transport for Stream {
+    /// Sends a FIN.
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        Stream::shutdown_write(self)
+    }
+}
