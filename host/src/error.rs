@@ -231,9 +231,9 @@ impl BootError {
     }
 }
 
-/// The line, for the start-up code that still reports errors as text
-/// (`?` in a function returning `Result<_, String>`); it goes once that
-/// code returns `BootError` itself.
+/// The line, for the start-up code that still reports its errors as text
+/// (so `?` takes a `BootError` there); it goes once that code returns
+/// `BootError` itself.
 impl From<BootError> for String {
     fn from(e: BootError) -> String {
         e.to_string()
