@@ -650,11 +650,16 @@
 //! Each version loaded is a *generation*. Libraries are never unloaded, so
 //! every generation stays mapped until the host exits, and each app may
 //! have `--max-generations` of them (default 16): every rebuild dropped in
-//! uses one. At the cap further replaces are refused (logged and shown in
-//! `/_stoa/status`) and the running version keeps serving; restart the host
-//! to start counting again, or raise `--max-generations` for a long
-//! development session. A replaced generation's state (counters, caches)
-//! is not carried over: the new generation starts from its constructor.
+//! uses one. At the cap the host, by default (`--on-generation-cap
+//! reexec`), re-executes itself in place (same sockets, every app loaded
+//! fresh in the new process, the old one drains) to load the new version;
+//! with `--on-generation-cap refuse` further replaces are refused (logged
+//! and shown in `/.well-known/stoa/status`) and the running version keeps
+//! serving until the host restarts or runs with a higher
+//! `--max-generations`. A replaced generation's state (counters, caches)
+//! is not carried over unless it hands it over: the new generation starts
+//! from its constructor, which gets the bytes of the old one's
+//! [`App::handover`] (see the [`app`] module's lifecycle).
 //!
 //! ## Compatibility
 //!
@@ -691,7 +696,13 @@ pub use abi_stable;
 /// checks): `CARGO_PKG_VERSION` of `stoa-app-api`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// The README's plugin example, compiled as a doctest so it stays true.
+/// The plugin example of `docs/apps.md`, compiled as a doctest so it stays
+/// true.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/apps.md")]
+pub struct AppsGuideExample;
+
+/// The README, whose code blocks run as doctests too where they are Rust.
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeExample;

@@ -2,7 +2,8 @@
 //! environment > file > defaults; `[apps.NAME]` tables (mount, optional);
 //! unknown keys and typo'd app names refused with the nearest valid one;
 //! `--print-config` round-trips; `stoa check` loads the real plugins and
-//! exits 0 or 1 with one line per problem; the committed example loads.
+//! exits 0 or 1 with one line per problem; the committed example loads,
+//! and `docs/operating.md` shows it as it is.
 
 use crate::common::{run_to_exit, status};
 use crate::hardening::{accepted, justnow, refused};
@@ -353,6 +354,20 @@ fn check_reports_each_problem_on_a_line_and_fails() {
             .iter()
             .any(|p| p.contains("broken.so: not a loadable shared library")),
         "{stdout}"
+    );
+}
+
+#[test]
+fn the_operating_guide_shows_the_committed_example_as_it_is() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let read = |file: &str| {
+        std::fs::read_to_string(root.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
+    };
+    let example = read("deploy/stoa.toml");
+    let block = format!("```toml\n{example}```\n");
+    assert!(
+        read("docs/operating.md").contains(&block),
+        "docs/operating.md does not show deploy/stoa.toml as it is: copy the file into its toml block"
     );
 }
 

@@ -112,7 +112,7 @@ pub trait Poller: Send {
 pub const BACKENDS: &[&str] = &["epoll", "poll", "select", "io_uring"];
 
 /// The backends `auto` tries, in order. io_uring is not among them: in
-/// readiness mode it does not beat epoll (see the README's measurements).
+/// readiness mode it does not beat epoll (see benches/RESULTS.md, "io_uring (readiness mode)").
 pub const AUTO: &[&str] = &["epoll", "poll", "select"];
 
 /// Creates the backend `--poller` names: `auto` takes the first of `AUTO`
