@@ -12,6 +12,7 @@ use crate::budget::{size_text, Budget};
 use crate::checks;
 use crate::cli::{Cli, Measured};
 use crate::control::{Control, Requests};
+use crate::error::BootError;
 use crate::inbox::Inbox;
 use crate::listen;
 use crate::ops::access_log;
@@ -33,7 +34,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-pub fn run(cli: Cli) -> Result<(), String> {
+pub fn run(cli: Cli) -> Result<(), BootError> {
     match listen::raise_fd_limit() {
         Ok(n) => log::info!("file descriptor limit (RLIMIT_NOFILE) = {n}"),
         Err(e) => log::warn!("cannot raise RLIMIT_NOFILE: {e}"),
@@ -82,7 +83,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
         .map(|p| Arc::new(Inbox::new(p.waker())))
         .collect();
     let pool = Pool::new(cli.blocking_threads, cli.blocking_queue, cli.blocking_share)
-        .map_err(|e| format!("cannot start the blocking pool: {e}"))?;
+        .map_err(|e| BootError::system("start the blocking pool", e))?;
     services::install(pool.clone(), inboxes[0].clone());
     if cli.blocking_on_loop {
         log::info!("blocking handlers run on the event loop (--blocking-on-loop)");
@@ -115,7 +116,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
     let access_log = match &cli.access_log {
         Some(target) => Some(Arc::new(
             access_log::AccessLog::open(target, cli.log_format)
-                .map_err(|e| format!("--access-log {target}: {e}"))?,
+                .map_err(|e| e.within("--access-log", target))?,
         )),
         None => None,
     };
@@ -146,7 +147,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
         handles.control.add_waker(poller.waker());
         servers.push(
             Server::new(i, poller, listeners, locals.clone(), handles.clone(), inbox)
-                .map_err(|e| format!("cannot start worker {i}: {e}"))?,
+                .map_err(|e| BootError::system(format!("start worker {i}"), e))?,
         );
     }
     if cli.no_watch {
@@ -169,7 +170,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
         control: handles.control.clone(),
         pool: handles.pool.clone(),
     })
-    .map_err(|e| format!("cannot start the watchdog: {e}"))?;
+    .map_err(|e| BootError::thread("the watchdog", e))?;
     let steered = Steered {
         control: handles.control.clone(),
         access_log: handles.access_log.clone(),
@@ -186,7 +187,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
             std::thread::Builder::new()
                 .name(format!("stoa-worker-{i}"))
                 .spawn(move || server.run())
-                .map_err(|e| format!("cannot start worker thread {i}: {e}"))
+                .map_err(|e| BootError::thread(format!("worker thread {i}"), e))
         })
         .collect::<Result<_, _>>()?;
 
@@ -209,8 +210,8 @@ pub fn run(cli: Cli) -> Result<(), String> {
     for (i, h) in threads.into_iter().enumerate() {
         match h.join() {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => failed = Some(format!("worker {i} failed: {e}")),
-            Err(_) => failed = Some(format!("worker {i} panicked")),
+            Ok(Err(source)) => failed = Some(BootError::Worker { worker: i, source }),
+            Err(_) => failed = Some(BootError::WorkerPanicked { worker: i }),
         }
     }
     retire_mounted(&handles.apps, &stop_apps, apps_thread);
@@ -247,11 +248,11 @@ pub(crate) fn load_apps(
     cli: &Cli,
     stats: &Arc<Stats>,
     requests: Option<&Requests>,
-) -> Result<Registry, String> {
+) -> Result<Registry, BootError> {
     let mounts: HashMap<String, String> = cli.mounts.iter().cloned().collect();
     let copies = PluginCopies::from_env(cli.max_plugin_size)?;
     let mut registry = Registry::new(&cli.apps, mounts, cli.max_generations, copies)
-        .map_err(|e| format!("cannot read the apps directory {}: {e}", cli.apps.display()))?;
+        .map_err(|e| BootError::file("read the apps directory", &cli.apps, e))?;
     registry.set_insecure(cli.insecure_apps_dir);
     registry.count_in(stats.clone());
     if let Some(requests) = requests.filter(|_| cli.on_generation_cap == OnGenerationCap::Reexec) {
@@ -272,28 +273,28 @@ pub(crate) fn load_apps(
 }
 
 /// `stoa check`: see `checks::check`.
-pub fn check(cli: Cli) -> Result<(), String> {
+pub fn check(cli: Cli) -> Result<(), BootError> {
     checks::check(&cli)
 }
 
 /// The listeners: the sockets a service manager passed (socket
 /// activation), else every `--bind` address (each TCP one checked free
 /// first unless `--reuse-port`).
-fn listeners(cli: &Cli, workers: usize, backlog: i32) -> Result<listen::Bound, String> {
+fn listeners(cli: &Cli, workers: usize, backlog: i32) -> Result<listen::Bound, BootError> {
     if let Some(sockets) = listen::inherited()? {
         log::info!(
             "serving {} socket(s) passed by the service manager or the stoa this one \
              upgrades (LISTEN_FDS); --bind is not used",
             sockets.len()
         );
-        return listen::adopt_all(sockets, workers).map_err(String::from);
+        return listen::adopt_all(sockets, workers);
     }
     if !cli.reuse_port {
         for b in cli.bind.iter().filter(|b| matches!(b, Bind::Tcp(_))) {
             checks::address_is_free(b)?;
         }
     }
-    listen::bind_all(&cli.bind, workers, backlog, cli.unix_mode).map_err(String::from)
+    listen::bind_all(&cli.bind, workers, backlog, cli.unix_mode)
 }
 
 /// The watchdog's board, from `--stuck-after` and `--unhealthy-after`.
@@ -302,7 +303,7 @@ fn watchdog(
     workers: usize,
     addrs: Vec<Option<SocketAddr>>,
     backlog: i32,
-) -> Result<Board, String> {
+) -> Result<Board, BootError> {
     checks::watchdog_bounds(cli)?;
     log::info!(
         "watchdog: a loop is stuck after {:?} without turning, the process unhealthy after {:?}",

@@ -5,6 +5,7 @@
 
 use crate::apps::registry::AppState;
 use crate::cli::Cli;
+use crate::error::{BootError, UnixRefusal};
 use crate::settings::Bind;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
@@ -68,19 +69,21 @@ pub fn connection_cap(
     requested: Option<usize>,
     budget: &FdBudget,
     poller: &str,
-) -> Result<usize, String> {
+) -> Result<usize, BootError> {
     let reserved = budget.reserved();
     let room = budget
         .limit()
         .map(|(limit, name)| (limit, name, limit.saturating_sub(reserved).max(1)));
     match (requested, room) {
-        (Some(n), Some((limit, name, cap))) if n > cap => Err(format!(
-            "--max-connections {n} is more than the descriptor limit leaves room for: at most \
-             {cap} ({name} {limit} minus {reserved} descriptors the host keeps for {} \
-             {poller} worker(s), listeners, logs and plugin generations); use \
-             --max-connections {cap}, or raise the limit (ulimit -n)",
-            budget.workers
-        )),
+        (Some(n), Some((limit, name, cap))) if n > cap => Err(BootError::TooManyConnections {
+            given: n,
+            cap,
+            limit_name: name,
+            limit,
+            reserved,
+            workers: budget.workers,
+            poller: poller.to_string(),
+        }),
         (Some(n), _) => Ok(n),
         (None, Some((_, _, cap))) => Ok(cap.min(DEFAULT_CAP)),
         (None, None) => Ok(DEFAULT_CAP),
@@ -107,13 +110,14 @@ pub fn fd_budget(cli: &Cli, fd_limit: Option<usize>, workers: usize) -> FdBudget
 /// listeners, which all set `SO_REUSEPORT`, would silently share the
 /// port; for a Unix socket, a server answers a connect. Port 0 has
 /// nothing to check.
-pub fn address_is_free(bind: &Bind) -> Result<(), String> {
+pub fn address_is_free(bind: &Bind) -> Result<(), BootError> {
     let addr = match bind {
         Bind::Unix(path) => {
             return match std::os::unix::net::UnixStream::connect(path) {
-                Ok(_) => Err(format!(
-                    "cannot bind {bind}: address already in use (another server listens there)"
-                )),
+                Ok(_) => Err(BootError::UnixBind {
+                    addr: bind.to_string(),
+                    why: UnixRefusal::InUse,
+                }),
                 Err(_) => Ok(()),
             }
         }
@@ -127,18 +131,15 @@ pub fn address_is_free(bind: &Bind) -> Result<(), String> {
     };
     match probe() {
         Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::AddrInUse => Err(format!(
-            "cannot bind {addr}: address already in use (another server listens there); \
-             stop it, choose another --bind, or give --reuse-port to both to share it on purpose"
-        )),
-        Err(e) => Err(format!("cannot bind {addr}: {e}")),
+        Err(e) if e.kind() == io::ErrorKind::AddrInUse => Err(BootError::AddressInUse { addr }),
+        Err(e) => Err(BootError::socket("bind", addr, e)),
     }
 }
 
 /// Every `--mount NAME=PREFIX` and `[apps.NAME]` table must name an app
 /// loaded (or still being constructed) at start-up, unless the table says
 /// `optional = true`; a typo gets the nearest name.
-pub fn mounts_name_loaded_apps(cli: &Cli, state: &AppState) -> Result<(), String> {
+pub fn mounts_name_loaded_apps(cli: &Cli, state: &AppState) -> Result<(), BootError> {
     let mut known: Vec<&str> = state
         .mounts
         .apps()
@@ -158,7 +159,7 @@ pub fn mounts_name_loaded_apps(cli: &Cli, state: &AppState) -> Result<(), String
                 .filter(|name| !cli.mounts.iter().any(|(n, _)| n == *name))
                 .map(|name| (name.as_str(), format!("[apps.{name}]"))),
         );
-    let problems: Vec<String> = named
+    let lines: Vec<String> = named
         .filter(|(name, _)| !known.contains(name) && !optional(name))
         .map(|(name, what)| {
             let hint = crate::cli::nearest(name, &known)
@@ -176,23 +177,21 @@ pub fn mounts_name_loaded_apps(cli: &Cli, state: &AppState) -> Result<(), String
             format!("{what}: no app named {name:?}{hint}; {loaded}")
         })
         .collect();
-    if problems.is_empty() {
+    if lines.is_empty() {
         Ok(())
     } else {
-        Err(problems.join("\n"))
+        Err(BootError::UnknownApps { lines })
     }
 }
 
 /// `--unhealthy-after` must be at least `--stuck-after` (a worker is
 /// unhealthy only after it is stuck).
-pub fn watchdog_bounds(cli: &Cli) -> Result<(), String> {
+pub fn watchdog_bounds(cli: &Cli) -> Result<(), BootError> {
     if cli.unhealthy_after < cli.stuck_after {
-        return Err(format!(
-            "--unhealthy-after ({:?}) must be at least --stuck-after ({:?}): use --unhealthy-after {}",
-            cli.unhealthy_after,
-            cli.stuck_after,
-            humantime::format_duration(cli.stuck_after)
-        ));
+        return Err(BootError::WatchdogBounds {
+            unhealthy_after: cli.unhealthy_after,
+            stuck_after: cli.stuck_after,
+        });
     }
     Ok(())
 }
@@ -208,29 +207,27 @@ fn refusal_lines(state: &AppState) -> Vec<String> {
 
 /// Under `--strict-plugins`, any plugin file refused at start-up is an
 /// error listing each file and its reason.
-pub fn no_refused_plugins(state: &AppState) -> Result<(), String> {
-    let lines = refusal_lines(state);
-    if lines.is_empty() {
+pub fn no_refused_plugins(state: &AppState) -> Result<(), BootError> {
+    let refused = refusal_lines(state);
+    if refused.is_empty() {
         return Ok(());
     }
-    Err(format!(
-        "--strict-plugins: {} plugin file(s) refused at start-up:\n{}",
-        lines.len(),
-        lines.join("\n")
-    ))
+    Err(BootError::StrictPlugins { refused })
+}
+
+/// Adds `r`'s problem, one entry per line of it.
+fn note(problems: &mut Vec<String>, r: Result<(), BootError>) {
+    if let Err(e) = r {
+        problems.extend(e.to_string().lines().map(str::to_string));
+    }
 }
 
 /// `stoa check`: the configuration as the server would take it, every
 /// plugin loaded through the real loader (constructors run, nothing is
 /// served), the mounts resolved; prints the effective configuration, the
 /// mount table and one line per problem. Err when there is any problem.
-pub fn check(cli: &Cli) -> Result<(), String> {
-    let mut problems = Vec::new();
-    let mut note = |r: Result<(), String>| {
-        if let Err(e) = r {
-            problems.extend(e.lines().map(str::to_string));
-        }
-    };
+pub fn check(cli: &Cli) -> Result<(), BootError> {
+    let mut problems: Vec<String> = Vec::new();
     let config = cli
         .config
         .as_ref()
@@ -240,30 +237,32 @@ pub fn check(cli: &Cli) -> Result<(), String> {
     match crate::poller::create_by_flag(&cli.poller) {
         Ok(poller) => {
             let budget = fd_budget(cli, poller.features().fd_limit, cli.workers.unwrap_or(1));
-            note(connection_cap(cli.max_connections, &budget, poller.name()).map(|_| ()));
+            note(
+                &mut problems,
+                connection_cap(cli.max_connections, &budget, poller.name()).map(|_| ()),
+            );
         }
-        Err(e) => note(Err(e)),
+        Err(e) => note(&mut problems, Err(e)),
     }
     for bind in &cli.bind {
         if !cli.reuse_port || matches!(bind, Bind::Unix(_)) {
-            note(address_is_free(bind));
+            note(&mut problems, address_is_free(bind));
         }
     }
-    note(watchdog_bounds(cli));
+    note(&mut problems, watchdog_bounds(cli));
     let settings = cli.settings(crate::cli::Measured {
         workers: 1,
         max_connections: 1,
         poller: "check",
     });
     note(
-        crate::ops::memory::max_buffered(cli.max_buffered, &settings)
-            .map(|_| ())
-            .map_err(String::from),
+        &mut problems,
+        crate::ops::memory::max_buffered(cli.max_buffered, &settings).map(|_| ()),
     );
     if let Some(target) = &cli.access_log {
         note(
-            crate::ops::log_target::check(target)
-                .map_err(|e| format!("--access-log {target}: {e}")),
+            &mut problems,
+            crate::ops::log_target::check(target).map_err(|e| e.within("--access-log", target)),
         );
     }
     match crate::boot::load_apps(cli, &std::sync::Arc::new(crate::stats::Stats::new(1)), None) {
@@ -283,15 +282,13 @@ pub fn check(cli: &Cli) -> Result<(), String> {
                     app.file.display()
                 );
             }
-            for line in refusal_lines(&state) {
-                note(Err(line));
-            }
-            note(mounts_name_loaded_apps(cli, &state));
+            problems.extend(refusal_lines(&state));
+            note(&mut problems, mounts_name_loaded_apps(cli, &state));
             // The apps were constructed: retire them before exiting.
             drop((state, registry));
             crate::apps::retire::wait_all(crate::apps::retire::RETIRE_BOUND);
         }
-        Err(e) => note(Err(e)),
+        Err(e) => note(&mut problems, Err(e)),
     }
     for p in &problems {
         println!("problem: {p}");
@@ -300,7 +297,9 @@ pub fn check(cli: &Cli) -> Result<(), String> {
         println!("stoa check: the configuration is OK");
         Ok(())
     } else {
-        Err(format!("stoa check: {} problem(s)", problems.len()))
+        Err(BootError::CheckFailed {
+            problems: problems.len(),
+        })
     }
 }
 
@@ -323,30 +322,30 @@ mod tests {
         let reserved = RESERVED_FDS + 2 * (PER_WORKER_FDS + 1) + 64;
         assert_eq!(budget(None, None).reserved(), reserved);
         let plenty = budget(None, Some(1 << 20));
-        assert_eq!(connection_cap(None, &plenty, "epoll"), Ok(DEFAULT_CAP));
-        assert_eq!(connection_cap(Some(50_000), &plenty, "epoll"), Ok(50_000));
+        assert_eq!(connection_cap(None, &plenty, "epoll").ok(), Some(DEFAULT_CAP));
+        assert_eq!(connection_cap(Some(50_000), &plenty, "epoll").ok(), Some(50_000));
         let low = budget(None, Some(1000));
-        assert_eq!(connection_cap(None, &low, "poll"), Ok(1000 - reserved));
-        let e = connection_cap(Some(5000), &low, "poll").expect_err("over the limit");
+        assert_eq!(connection_cap(None, &low, "poll").ok(), Some(1000 - reserved));
+        let e = connection_cap(Some(5000), &low, "poll").expect_err("over the limit").to_string();
         assert!(
             e.contains("--max-connections 5000")
                 && e.contains("RLIMIT_NOFILE 1000")
                 && e.contains(&format!("--max-connections {}", 1000 - reserved)),
             "{e}"
         );
-        assert_eq!(connection_cap(Some(500), &low, "poll"), Ok(500));
+        assert_eq!(connection_cap(Some(500), &low, "poll").ok(), Some(500));
         // A backend limit below RLIMIT_NOFILE is the one that counts.
         let capped = budget(Some(1024), Some(20_000));
-        let e = connection_cap(Some(5000), &capped, "select").expect_err("over");
+        let e = connection_cap(Some(5000), &capped, "select").expect_err("over").to_string();
         assert!(e.contains("FD_SETSIZE 1024"), "{e}");
         // Too few descriptors for anything still leaves one connection.
         assert_eq!(
-            connection_cap(None, &budget(None, Some(10)), "epoll"),
-            Ok(1)
+            connection_cap(None, &budget(None, Some(10)), "epoll").ok(),
+            Some(1)
         );
         assert_eq!(
-            connection_cap(None, &budget(None, None), "epoll"),
-            Ok(DEFAULT_CAP)
+            connection_cap(None, &budget(None, None), "epoll").ok(),
+            Some(DEFAULT_CAP)
         );
     }
 
@@ -366,11 +365,13 @@ mod tests {
         let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = taken.local_addr().expect("addr");
         let e = address_is_free(&Bind::Tcp(addr)).expect_err("in use");
+        assert!(matches!(e, BootError::AddressInUse { .. }), "{e}");
+        let e = e.to_string();
         assert!(
             e.contains(&addr.to_string()) && e.contains("--reuse-port"),
             "{e}"
         );
         drop(taken);
-        assert_eq!(address_is_free(&Bind::Tcp(addr)), Ok(()));
+        assert!(address_is_free(&Bind::Tcp(addr)).is_ok());
     }
 }

@@ -12,6 +12,7 @@
 use std::io;
 use std::path::PathBuf;
 use std::process::ExitStatus;
+use std::time::Duration;
 
 /// Why start-up, or an operation of the host's edges, failed.
 #[derive(Debug, thiserror::Error)]
@@ -124,6 +125,67 @@ pub enum BootError {
     /// The upgraded process did not report ready in time.
     #[error("the new process did not report ready within {secs} s")]
     NotReady { secs: u64 },
+
+    /// The backend `--poller` names cannot start.
+    #[error("cannot start the {name} poller: {source}")]
+    Poller { name: String, source: io::Error },
+    /// `--poller auto` found no backend that starts: each one tried, with
+    /// its error.
+    #[error("no poller backend could start ({})", tried.join("; "))]
+    NoPoller { tried: Vec<String> },
+    /// `--max-connections` above what the descriptor limit leaves room
+    /// for; `cap` is the most it can be.
+    #[error(
+        "--max-connections {given} is more than the descriptor limit leaves room for: at most \
+         {cap} ({limit_name} {limit} minus {reserved} descriptors the host keeps for {workers} \
+         {poller} worker(s), listeners, logs and plugin generations); use --max-connections \
+         {cap}, or raise the limit (ulimit -n)"
+    )]
+    TooManyConnections {
+        given: usize,
+        cap: usize,
+        limit_name: &'static str,
+        limit: usize,
+        reserved: usize,
+        workers: usize,
+        poller: String,
+    },
+    /// Another process listens on a TCP `--bind` address.
+    #[error(
+        "cannot bind {addr}: address already in use (another server listens there); stop it, \
+         choose another --bind, or give --reuse-port to both to share it on purpose"
+    )]
+    AddressInUse { addr: std::net::SocketAddr },
+    /// `--unhealthy-after` below `--stuck-after`.
+    #[error(
+        "--unhealthy-after ({unhealthy_after:?}) must be at least --stuck-after ({stuck_after:?}): \
+         use --unhealthy-after {}",
+        humantime::format_duration(*stuck_after)
+    )]
+    WatchdogBounds {
+        unhealthy_after: Duration,
+        stuck_after: Duration,
+    },
+    /// `--mount` or `[apps.NAME]` name apps that did not load: one line
+    /// each.
+    #[error("{}", lines.join("\n"))]
+    UnknownApps { lines: Vec<String> },
+    /// `--strict-plugins`, and plugin files were refused: one line each.
+    #[error(
+        "--strict-plugins: {} plugin file(s) refused at start-up:\n{}",
+        refused.len(),
+        refused.join("\n")
+    )]
+    StrictPlugins { refused: Vec<String> },
+    /// A worker's loop ended in an error.
+    #[error("worker {worker} failed: {source}")]
+    Worker { worker: usize, source: io::Error },
+    /// A worker's loop panicked.
+    #[error("worker {worker} panicked")]
+    WorkerPanicked { worker: usize },
+    /// `stoa check` found problems (each printed on its own line).
+    #[error("stoa check: {problems} problem(s)")]
+    CheckFailed { problems: usize },
 }
 
 /// Why a Unix-domain socket could not be bound at its path (the part after
@@ -228,15 +290,6 @@ impl BootError {
             value: value.to_string(),
             source: Box::new(self),
         }
-    }
-}
-
-/// The line, for the start-up code that still reports its errors as text
-/// (so `?` takes a `BootError` there); it goes once that code returns
-/// `BootError` itself.
-impl From<BootError> for String {
-    fn from(e: BootError) -> String {
-        e.to_string()
     }
 }
 

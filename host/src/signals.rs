@@ -10,6 +10,7 @@
 use crate::apps::plugin_copy;
 use crate::apps::watcher::Event;
 use crate::control::{Control, Request, Requests};
+use crate::error::BootError;
 use crate::listen;
 use crate::ops::access_log::AccessLog;
 use crate::ops::notify;
@@ -43,10 +44,10 @@ pub fn watch(
     steered: Steered,
     requests: Requests,
     incoming: Receiver<Request>,
-) -> Result<(), String> {
+) -> Result<(), BootError> {
     let mut signals =
         signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2])
-            .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+            .map_err(|e| BootError::system("install signal handlers", e))?;
     std::thread::Builder::new()
         .name("stoa-signals".into())
         .spawn(move || {
@@ -56,7 +57,7 @@ pub fn watch(
                 }
             }
         })
-        .map_err(|e| format!("cannot start the signal thread: {e}"))?;
+        .map_err(|e| BootError::thread("the signal thread", e))?;
     let steered = Arc::new(steered);
     let upgrading = Arc::new(AtomicBool::new(false));
     std::thread::Builder::new()
@@ -66,7 +67,7 @@ pub fn watch(
                 act(&steered, &upgrading, request);
             }
         })
-        .map_err(|e| format!("cannot start the control thread: {e}"))?;
+        .map_err(|e| BootError::thread("the control thread", e))?;
     Ok(())
 }
 

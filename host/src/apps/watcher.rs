@@ -9,6 +9,7 @@
 use crate::apps::error::LoadError;
 use crate::apps::registry::{AppTable, Registry, Scan};
 use crate::control::Control;
+use crate::error::BootError;
 use crossbeam_channel::RecvTimeoutError;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -71,7 +72,7 @@ pub fn spawn(
     table: AppTable,
     control: Arc<Control>,
     watching: bool,
-) -> Result<JoinHandle<()>, String> {
+) -> Result<JoinHandle<()>, BootError> {
     std::thread::Builder::new()
         .name("stoa-apps".into())
         .spawn(move || {
@@ -105,5 +106,5 @@ pub fn spawn(
                 }
             }
         })
-        .map_err(|e| format!("cannot start the apps thread: {e}"))
+        .map_err(|e| BootError::thread("the apps thread", e))
 }

@@ -6,6 +6,7 @@
 //! Without `NOTIFY_SOCKET` every call does nothing.
 
 use crate::control::Control;
+use crate::error::BootError;
 use crate::ops::watchdog::Board;
 use sd_notify::NotifyState;
 use std::sync::Arc;
@@ -52,7 +53,7 @@ fn watchdog_usec() -> Option<u64> {
 /// Starts the `WATCHDOG=1` keep-alive when the manager asked for it
 /// (`WATCHDOG_USEC`, and `WATCHDOG_PID` naming us if set): every half
 /// period, unless a worker is stuck.
-pub fn spawn_watchdog(control: Arc<Control>, board: Arc<Board>) -> Result<(), String> {
+pub fn spawn_watchdog(control: Arc<Control>, board: Arc<Board>) -> Result<(), BootError> {
     let Some(usec) = watchdog_usec() else {
         return Ok(());
     };
@@ -71,5 +72,5 @@ pub fn spawn_watchdog(control: Arc<Control>, board: Arc<Board>) -> Result<(), St
             }
         })
         .map(|_| ())
-        .map_err(|e| format!("cannot start the service manager watchdog: {e}"))
+        .map_err(|e| BootError::thread("the service manager watchdog", e))
 }

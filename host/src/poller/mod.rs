@@ -7,6 +7,7 @@
 //! while output is pending. Level-triggered backends (select, poll) work
 //! unchanged under that rule; edge-triggered epoll may skip re-arming.
 
+use crate::error::BootError;
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -118,21 +119,21 @@ pub const AUTO: &[&str] = &["epoll", "poll", "select"];
 /// Creates the backend `--poller` names: `auto` takes the first of `AUTO`
 /// that starts; a named backend that cannot start is an error, never a
 /// silent fallback.
-pub fn create_by_flag(flag: &str) -> Result<Box<dyn Poller>, String> {
+pub fn create_by_flag(flag: &str) -> Result<Box<dyn Poller>, BootError> {
     if flag != "auto" {
-        return create(flag).map_err(|e| format!("cannot start the {flag} poller: {e}"));
+        return create(flag).map_err(|source| BootError::Poller {
+            name: flag.to_string(),
+            source,
+        });
     }
-    let mut errors = Vec::new();
+    let mut tried = Vec::new();
     for name in AUTO {
         match create(name) {
             Ok(p) => return Ok(p),
-            Err(e) => errors.push(format!("{name}: {e}")),
+            Err(e) => tried.push(format!("{name}: {e}")),
         }
     }
-    Err(format!(
-        "no poller backend could start ({})",
-        errors.join("; ")
-    ))
+    Err(BootError::NoPoller { tried })
 }
 
 /// Creates the named backend.
