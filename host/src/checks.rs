@@ -322,11 +322,22 @@ mod tests {
         let reserved = RESERVED_FDS + 2 * (PER_WORKER_FDS + 1) + 64;
         assert_eq!(budget(None, None).reserved(), reserved);
         let plenty = budget(None, Some(1 << 20));
-        assert_eq!(connection_cap(None, &plenty, "epoll").ok(), Some(DEFAULT_CAP));
-        assert_eq!(connection_cap(Some(50_000), &plenty, "epoll").ok(), Some(50_000));
+        assert_eq!(
+            connection_cap(None, &plenty, "epoll").ok(),
+            Some(DEFAULT_CAP)
+        );
+        assert_eq!(
+            connection_cap(Some(50_000), &plenty, "epoll").ok(),
+            Some(50_000)
+        );
         let low = budget(None, Some(1000));
-        assert_eq!(connection_cap(None, &low, "poll").ok(), Some(1000 - reserved));
-        let e = connection_cap(Some(5000), &low, "poll").expect_err("over the limit").to_string();
+        assert_eq!(
+            connection_cap(None, &low, "poll").ok(),
+            Some(1000 - reserved)
+        );
+        let e = connection_cap(Some(5000), &low, "poll")
+            .expect_err("over the limit")
+            .to_string();
         assert!(
             e.contains("--max-connections 5000")
                 && e.contains("RLIMIT_NOFILE 1000")
@@ -336,7 +347,9 @@ mod tests {
         assert_eq!(connection_cap(Some(500), &low, "poll").ok(), Some(500));
         // A backend limit below RLIMIT_NOFILE is the one that counts.
         let capped = budget(Some(1024), Some(20_000));
-        let e = connection_cap(Some(5000), &capped, "select").expect_err("over").to_string();
+        let e = connection_cap(Some(5000), &capped, "select")
+            .expect_err("over")
+            .to_string();
         assert!(e.contains("FD_SETSIZE 1024"), "{e}");
         // Too few descriptors for anything still leaves one connection.
         assert_eq!(

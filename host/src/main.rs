@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 use stoa::apps::{plugin_copy, probe};
-use stoa::ops::error_log;
+use stoa::ops::{error_log, log_writer};
 use stoa::{boot, cli};
 
 fn main() -> ExitCode {
@@ -51,6 +51,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     };
-    error_log::flush(error_log::EXIT_FLUSH);
+    error_log::flush(log_writer::EXIT_FLUSH);
     code
 }

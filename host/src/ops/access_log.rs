@@ -6,7 +6,8 @@
 //! Lines are written by a thread of their own (`log_writer`).
 
 use crate::error::BootError;
-use crate::ops::log_writer::{LineCounts, Sink, Target};
+use crate::ops::log_target::Target;
+use crate::ops::log_writer::{LineCounts, Sink};
 use crate::settings::LogFormat;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

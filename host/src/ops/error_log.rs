@@ -5,8 +5,8 @@
 //! counts lines, and never stops or kills the thread that logs.
 
 use crate::error::BootError;
-pub use crate::ops::log_writer::EXIT_FLUSH;
-use crate::ops::log_writer::{LineCounts, Sink, Target};
+use crate::ops::log_target::Target;
+use crate::ops::log_writer::{LineCounts, Sink};
 use crate::settings::LogFormat;
 use std::os::fd::AsFd;
 use std::sync::atomic::AtomicBool;

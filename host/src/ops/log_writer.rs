@@ -7,7 +7,7 @@
 //! Where the lines go is `log_target`.
 
 use crate::error::BootError;
-pub use crate::ops::log_target::Target;
+use crate::ops::log_target::Target;
 use crate::ops::log_target::{open_regular, write_all};
 use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender, TrySendError};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

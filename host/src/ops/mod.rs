@@ -10,7 +10,7 @@ pub(crate) mod access_log;
 pub(crate) mod admin;
 pub mod error_log;
 pub(crate) mod log_target;
-pub(crate) mod log_writer;
+pub mod log_writer;
 pub(crate) mod memory;
 pub(crate) mod netfilter;
 pub(crate) mod notify;

@@ -2,7 +2,7 @@
 //! table; the app runs inline on the loop or, when it says it blocks, on the
 //! blocking pool. The answer is queued on the connection's output.
 
-use super::conn::{AccessInfo, Conn, Pending, Terms};
+use super::conn::{Conn, Pending, Terms};
 use super::handles::Handles;
 use super::ws::line::Line;
 use super::ws::{Link, LinkWatch};
@@ -16,6 +16,7 @@ use crate::http::response::Fixed;
 use crate::http::ws::handshake;
 use crate::inbox::{Answer, Inbox, StreamStart, Upgrade};
 use crate::listen::Stream;
+use crate::ops::access_log::AccessInfo;
 use crate::ops::access_log::Answered;
 use crate::ops::admin;
 use crate::ops::netfilter::{forwarded_client, peer_ip, Forwarded, UNKNOWN_CLIENT};

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use stream::ConnStream;
 pub use transport::Transport;
 
-pub use crate::ops::access_log::AccessInfo;
+use crate::ops::access_log::AccessInfo;
 
 /// Output waiting for the socket above which a connection stops reading
 /// and dispatching: a batch of hundreds of small pipelined answers still
