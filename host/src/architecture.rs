@@ -184,6 +184,13 @@ struct Arrow {
 /// The top-level modules `text` (the file of module `module`) names.
 fn arrows_in(module: &[String], text: &str) -> Vec<Arrow> {
     let code = code_only(text);
+    let mut found = crate_paths(&code);
+    found.extend(super_chains(module, &code));
+    found
+}
+
+/// `crate::x` and `crate::{x, y::z}`: the first name of each path.
+fn crate_paths(code: &str) -> Vec<Arrow> {
     let mut found = Vec::new();
     let line_of = |at: usize| code[..at].matches('\n').count() + 1;
     // `crate::x` and `crate::{x, y::z}`.
@@ -204,8 +211,13 @@ fn arrows_in(module: &[String], text: &str) -> Vec<Arrow> {
             });
         }
     }
-    // `super::` chains, resolved from the module they are written in
-    // (inline `mod x { .. }` blocks counted).
+    found
+}
+
+/// `super::` chains, resolved from the module they are written in (inline
+/// `mod x { .. }` blocks counted): the top-level module each reaches.
+fn super_chains(module: &[String], code: &str) -> Vec<Arrow> {
+    let mut found = Vec::new();
     let mut inline: Vec<(String, usize)> = Vec::new();
     let mut depth = 0usize;
     for (n, line) in code.lines().enumerate() {

@@ -11,11 +11,11 @@ use crate::apps::watcher::{self, Event};
 use crate::budget::{size_text, Budget};
 use crate::checks;
 use crate::cli::{Cli, Measured};
-use crate::control::{Control, Requests};
+use crate::control::{Control, Request, Requests};
 use crate::error::BootError;
 use crate::inbox::Inbox;
 use crate::listen;
-use crate::ops::access_log;
+use crate::ops::access_log::AccessLog;
 use crate::ops::log_writer::EXIT_FLUSH;
 use crate::ops::notify;
 use crate::ops::pid_file::PidFile;
@@ -24,12 +24,12 @@ use crate::ops::watchdog::{self, Board, Watched};
 use crate::poller::{self, Poller};
 use crate::server::handles::Handles;
 use crate::server::Server;
-use crate::settings::{Bind, OnGenerationCap};
+use crate::settings::{Bind, OnGenerationCap, Settings};
 use crate::signals::{self, Steered};
 use crate::stats::Stats;
-use crossbeam_channel::Sender;
+use crossbeam_channel::{Receiver, Sender};
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -39,17 +39,99 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
         Ok(n) => log::info!("file descriptor limit (RLIMIT_NOFILE) = {n}"),
         Err(e) => log::warn!("cannot raise RLIMIT_NOFILE: {e}"),
     }
+    let pollers = pollers(&cli)?;
+    let workers = pollers.len();
+    let settings = Arc::new(cli.settings(measure(&cli, &pollers)?));
+    let budget = buffer_budget(&cli, &settings)?;
+    let backlog = cli.backlog.unwrap_or_else(listen::somaxconn);
+    let bound = listeners(&cli, workers, backlog)?;
+    let upgrade = Arc::new(Upgrade::new(bound.duplicates()?));
+    log::info!("workers={workers} backlog={backlog}");
+    let _pid_file = cli.pid_file.as_deref().map(PidFile::claim).transpose()?;
+    let board = watchdog(&cli, workers, bound.tcp_addrs.clone(), backlog)?;
+
+    // Timers and the pool must exist before apps are initialised.
+    let inboxes: Vec<Arc<Inbox>> = pollers
+        .iter()
+        .map(|p| Arc::new(Inbox::new(p.waker())))
+        .collect();
+    let pool = start_pool(&cli, &inboxes[0])?;
+    let stats = Arc::new(Stats::new(workers));
+    let (requests, incoming) = signals::channel();
+    let registry = load_apps(&cli, &stats, Some(&requests))?;
+    let handles = Arc::new(Handles {
+        settings,
+        apps: AppTable::new(mounted(&cli, &registry)?),
+        pool: (!cli.blocking_on_loop).then_some(pool),
+        access_log: open_access_log(&cli)?,
+        control: Arc::new(Control::default()),
+        board: Arc::new(board),
+        stats,
+        budget,
+    });
+    log::info!(
+        "{} app(s) mounted, {} plugin file(s) refused",
+        handles.apps.load().mounts.apps().len(),
+        handles.apps.load().refused.len()
+    );
+
+    let mut servers = Vec::with_capacity(workers);
+    for (i, ((poller, listeners), inbox)) in pollers
+        .into_iter()
+        .zip(bound.per_worker)
+        .zip(inboxes)
+        .enumerate()
+    {
+        handles.control.add_waker(poller.waker());
+        let locals = bound.locals.clone();
+        servers.push(
+            Server::new(i, poller, listeners, locals, handles.clone(), inbox)
+                .map_err(|e| BootError::system(format!("start worker {i}"), e))?,
+        );
+    }
+    let stop_apps = registry.events();
+    let apps_thread = start_threads(&cli, registry, &handles, upgrade, requests, incoming)?;
+    let threads = spawn_workers(servers)?;
+    announce(&bound.shown, &handles);
+    notify::spawn_watchdog(handles.control.clone(), handles.board.clone())?;
+
+    let failed = join_workers(threads);
+    retire_mounted(&handles.apps, &stop_apps, apps_thread);
+    if let Some(log) = &handles.access_log {
+        if !log.flush(EXIT_FLUSH) {
+            log::warn!("the access log did not take its last lines within {EXIT_FLUSH:?}");
+        }
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => {
+            log::info!("drained; exiting");
+            Ok(())
+        }
+    }
+}
+
+/// One poller per worker (`--workers`, or one per CPU), of the backend
+/// `--poller` names.
+fn pollers(cli: &Cli) -> Result<Vec<Box<dyn Poller>>, BootError> {
     let workers = cli
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let pollers: Vec<Box<dyn Poller>> = (0..workers)
+    (0..workers.max(1))
         .map(|_| poller::create_by_flag(&cli.poller))
-        .collect::<Result<_, _>>()?;
-    let poller_name = pollers[0].name();
-    let budget = checks::fd_budget(&cli, pollers[0].features().fd_limit, workers);
-    let max_connections = checks::connection_cap(cli.max_connections, &budget, poller_name)?;
+        .collect()
+}
+
+/// What the settings need from the machine: the worker count, the
+/// connection cap the descriptor limit allows, the backend's name.
+fn measure(cli: &Cli, pollers: &[Box<dyn Poller>]) -> Result<Measured, BootError> {
+    let workers = pollers.len();
+    let first = &pollers[0];
+    let poller = first.name();
+    let budget = checks::fd_budget(cli, first.features().fd_limit, workers);
+    let max_connections = checks::connection_cap(cli.max_connections, &budget, poller)?;
     log::info!(
-        "poller={poller_name} fd_cap={max_connections} ({} per worker, --overload {}; \
+        "poller={poller} fd_cap={max_connections} ({} per worker, --overload {}; \
          RLIMIT_NOFILE={}, {} kept for the host)",
         max_connections.div_ceil(workers),
         cli.overload.name(),
@@ -58,33 +140,30 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
             .map_or_else(|| "?".to_string(), |n| n.to_string()),
         budget.reserved()
     );
-    let settings = Arc::new(cli.settings(Measured {
+    Ok(Measured {
         workers,
         max_connections,
-        poller: poller_name,
-    }));
-    let (max_buffered, rule) = crate::ops::memory::max_buffered(cli.max_buffered, &settings)?;
+        poller,
+    })
+}
+
+/// The host-wide budget of buffered bytes (`--max-buffered`).
+fn buffer_budget(cli: &Cli, settings: &Settings) -> Result<Budget, BootError> {
+    let (max_buffered, rule) = crate::ops::memory::max_buffered(cli.max_buffered, settings)?;
     log::info!(
         "max_buffered={} ({rule}); body_min_rate={} bytes/s after body_timeout",
         size_text(max_buffered),
         cli.body_min_rate
     );
-    let buffered = Budget::new(max_buffered);
-    let backlog = cli.backlog.unwrap_or_else(listen::somaxconn);
-    let bound = listeners(&cli, workers, backlog)?;
-    let upgrade = Arc::new(Upgrade::new(bound.duplicates()?));
-    log::info!("workers={workers} backlog={backlog}");
-    let _pid_file = cli.pid_file.as_deref().map(PidFile::claim).transpose()?;
-    let watch = watchdog(&cli, workers, bound.tcp_addrs.clone(), backlog)?;
+    Ok(Budget::new(max_buffered))
+}
 
-    // Timers and the pool must exist before apps are initialised.
-    let inboxes: Vec<Arc<Inbox>> = pollers
-        .iter()
-        .map(|p| Arc::new(Inbox::new(p.waker())))
-        .collect();
+/// The blocking pool, installed for the apps' `spawn_blocking` (timers
+/// set off the loops go to `default_inbox`).
+fn start_pool(cli: &Cli, default_inbox: &Arc<Inbox>) -> Result<Arc<Pool>, BootError> {
     let pool = Pool::new(cli.blocking_threads, cli.blocking_queue, cli.blocking_share)
         .map_err(|e| BootError::system("start the blocking pool", e))?;
-    services::install(pool.clone(), inboxes[0].clone());
+    services::install(pool.clone(), default_inbox.clone());
     if cli.blocking_on_loop {
         log::info!("blocking handlers run on the event loop (--blocking-on-loop)");
     } else {
@@ -98,12 +177,14 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
             cli.blocking_share
         );
     }
+    Ok(pool)
+}
 
-    let stats = Arc::new(Stats::new(workers));
-    let (requests, incoming) = signals::channel();
-    let registry = load_apps(&cli, &stats, Some(&requests))?;
+/// The apps loaded at start-up, checked against the mounts and tables
+/// that name them (and `--strict-plugins`).
+fn mounted(cli: &Cli, registry: &Registry) -> Result<AppState, BootError> {
     let state = registry.state();
-    checks::mounts_name_loaded_apps(&cli, &state)?;
+    checks::mounts_name_loaded_apps(cli, &state)?;
     if cli.strict_plugins {
         checks::no_refused_plugins(&state)?;
     }
@@ -113,43 +194,28 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
             cli.apps.display()
         );
     }
-    let access_log = match &cli.access_log {
-        Some(target) => Some(Arc::new(
-            access_log::AccessLog::open(target, cli.log_format)
-                .map_err(|e| e.within("--access-log", target))?,
-        )),
-        None => None,
-    };
-    let handles = Arc::new(Handles {
-        settings,
-        apps: AppTable::new(state),
-        pool: (!cli.blocking_on_loop).then_some(pool),
-        access_log,
-        control: Arc::new(Control::default()),
-        board: Arc::new(watch),
-        stats,
-        budget: buffered,
-    });
-    log::info!(
-        "{} app(s) mounted, {} plugin file(s) refused",
-        handles.apps.load().mounts.apps().len(),
-        handles.apps.load().refused.len()
-    );
+    Ok(state)
+}
 
-    let mut servers = Vec::with_capacity(workers);
-    let locals = bound.locals.clone();
-    for (i, ((poller, listeners), inbox)) in pollers
-        .into_iter()
-        .zip(bound.per_worker)
-        .zip(inboxes)
-        .enumerate()
-    {
-        handles.control.add_waker(poller.waker());
-        servers.push(
-            Server::new(i, poller, listeners, locals.clone(), handles.clone(), inbox)
-                .map_err(|e| BootError::system(format!("start worker {i}"), e))?,
-        );
-    }
+fn open_access_log(cli: &Cli) -> Result<Option<Arc<AccessLog>>, BootError> {
+    let Some(target) = &cli.access_log else {
+        return Ok(None);
+    };
+    let log =
+        AccessLog::open(target, cli.log_format).map_err(|e| e.within("--access-log", target))?;
+    Ok(Some(Arc::new(log)))
+}
+
+/// The apps thread (watching the directory unless `--no-watch`), the
+/// watchdog, and the signal and control threads.
+fn start_threads(
+    cli: &Cli,
+    registry: Registry,
+    handles: &Handles,
+    upgrade: Arc<Upgrade>,
+    requests: Requests,
+    incoming: Receiver<Request>,
+) -> Result<JoinHandle<()>, BootError> {
     if cli.no_watch {
         log::info!(
             "not watching {} (--no-watch); SIGHUP rescans it",
@@ -157,7 +223,6 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
         );
     }
     let events = registry.events();
-    let stop_apps = events.clone();
     let apps_thread = watcher::spawn(
         registry,
         handles.apps.clone(),
@@ -179,8 +244,12 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
         graceful: cli.graceful_timeout,
     };
     signals::watch(steered, requests, incoming)?;
+    Ok(apps_thread)
+}
 
-    let threads: Vec<_> = servers
+/// One thread per worker's loop.
+fn spawn_workers(servers: Vec<Server>) -> Result<Vec<JoinHandle<io::Result<()>>>, BootError> {
+    servers
         .into_iter()
         .enumerate()
         .map(|(i, mut server)| {
@@ -189,23 +258,29 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
                 .spawn(move || server.run())
                 .map_err(|e| BootError::thread(format!("worker thread {i}"), e))
         })
-        .collect::<Result<_, _>>()?;
+        .collect()
+}
 
+/// Says where the host listens (standard output, the log) and tells the
+/// service manager it is ready.
+fn announce(shown: &[String], handles: &Handles) {
     let mut stdout = std::io::stdout();
-    for shown in &bound.shown {
+    for shown in shown {
         let _ = writeln!(stdout, "listening on {shown}");
     }
     let _ = stdout.flush();
-    for shown in &bound.shown {
+    for shown in shown {
         log::info!("listening on {shown}");
     }
     notify::ready(&format!(
         "serving {} app(s) on {}",
         handles.apps.load().mounts.apps().len(),
-        bound.shown.join(", ")
+        shown.join(", ")
     ));
-    notify::spawn_watchdog(handles.control.clone(), handles.board.clone())?;
+}
 
+/// Waits for every worker to drain; the last failure, if any.
+fn join_workers(threads: Vec<JoinHandle<io::Result<()>>>) -> Option<BootError> {
     let mut failed = None;
     for (i, h) in threads.into_iter().enumerate() {
         match h.join() {
@@ -214,19 +289,7 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
             Err(_) => failed = Some(BootError::WorkerPanicked { worker: i }),
         }
     }
-    retire_mounted(&handles.apps, &stop_apps, apps_thread);
-    if let Some(log) = &handles.access_log {
-        if !log.flush(EXIT_FLUSH) {
-            log::warn!("the access log did not take its last lines within {EXIT_FLUSH:?}");
-        }
-    }
-    match failed {
-        Some(e) => Err(e),
-        None => {
-            log::info!("drained; exiting");
-            Ok(())
-        }
-    }
+    failed
 }
 
 /// After the drain: stops the apps thread and unpublishes the apps, so the
