@@ -58,8 +58,10 @@ pub const OUTPUT_BOUND: usize = 64 * 1024;
 ///   (`pull_stream`).
 /// - `Closing { linger: true }` and `Upgraded` once its link is done →
 ///   `Lingering` when the answer is out (`linger`).
-/// - `Closing { linger: false }` and `Lingering` end with the connection
-///   (`finished`, or `linger` says `Close`).
+/// - The connection ends (`finished`, or `linger` says `Close`) from
+///   `Closing` once its output is out (with `linger`, at the peer's end of
+///   stream), from `Lingering`, and from `Reading` or `Upgraded` at the
+///   peer's end of stream.
 enum Phase {
     /// Between requests, or receiving one: parsing the read buffer.
     Reading,
