@@ -7,6 +7,7 @@ use super::*;
 use crate::inbox::{Inbox, Upgrade};
 use crate::ops::watchdog::Board;
 use crate::poller::{Token, Wake};
+use crate::server::responder::ReplyTo;
 use crate::server::ws::line::Line;
 use crate::server::ws::LinkWatch;
 use crate::settings::{ConnParams, LingerLimits, NetList, Overload, Settings, WsParams};
@@ -134,7 +135,12 @@ fn upgraded(after: &[u8], pool: &mut BufPool) -> (Conn<Mem>, Heard) {
         generation: Arc::new(()),
     };
     let inbox = Arc::new(Inbox::new(Arc::new(NoWake)));
-    let line = Line::new((inbox, Token(3), 1), 1 << 20, Duration::from_secs(1));
+    let reply = ReplyTo {
+        queue: inbox,
+        token: Token(3),
+        id: 1,
+    };
+    let line = Line::new(reply, 1 << 20, Duration::from_secs(1));
     let budget = crate::budget::Budget::new(1 << 20);
     let now = Instant::now();
     let pending = c
