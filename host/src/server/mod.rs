@@ -23,6 +23,11 @@ mod shed;
 pub(crate) mod timers;
 pub(crate) mod ws;
 
+#[cfg(test)]
+mod testing;
+#[cfg(test)]
+mod tests;
+
 use crate::http::answer::HostAnswer;
 use crate::http::parse::Head;
 use crate::http::reader::BufPool;

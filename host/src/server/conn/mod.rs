@@ -200,6 +200,12 @@ impl<S> Conn<S> {
         &self.stream
     }
 
+    /// The transport, to script a test's client.
+    #[cfg(test)]
+    pub fn stream_mut(&mut self) -> &mut S {
+        &mut self.stream
+    }
+
     /// The peer's address, as `ip:port`.
     pub fn peer(&self) -> &Arc<str> {
         &self.peer
@@ -335,7 +341,7 @@ pub enum Flow {
 }
 
 #[cfg(test)]
-mod mem;
+pub(super) mod mem;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
