@@ -4,9 +4,10 @@
 //! Each turn: apply completions and due timers, wait for readiness, accept
 //! until `WouldBlock`, serve ready connections, sweep deadlines. An error
 //! closes its connection, never the loop. The loop moves bytes and
-//! readiness; each connection decides its own protocol steps (`conn`), the
-//! `Dispatcher` hands requests to apps (`dispatch`), the `Acceptor` owns
-//! the listener (`acceptor`).
+//! readiness and owns the clock (`clock`); each connection decides its own
+//! protocol steps (`conn`), a request's route is decided once (`route`),
+//! the `Dispatcher` hands requests to apps by it (`dispatch`), the
+//! `Acceptor` owns the listener (`acceptor`).
 
 mod acceptor;
 mod admission;

@@ -114,7 +114,8 @@ struct HostResponder {
     _generation: Arc<LoadedApp>,
     answered: bool,
     /// `--stream-queue` and `--send-timeout`, for a streamed answer.
-    stream_limits: (usize, Duration),
+    stream_queue: usize,
+    send_timeout: Duration,
     /// The `Sec-WebSocket-Accept` value, when the request is a valid
     /// WebSocket handshake.
     accept: Option<Box<str>>,
@@ -191,7 +192,7 @@ impl RawResponder for HostResponder {
             slot: self.slot,
             app: Arc::from(self._generation.name.as_str()),
         };
-        let (bound, send_timeout) = self.stream_limits;
+        let (bound, send_timeout) = (self.stream_queue, self.send_timeout);
         let line = StreamLine::new(addr, bound, send_timeout, declared, body);
         if declared.is_some_and(|d| body > d) {
             // The head's body alone overruns the declared length.
@@ -245,7 +246,8 @@ impl HostResponder {
                 slot: self.slot,
                 _generation: self._generation.clone(),
                 answered: false,
-                stream_limits: self.stream_limits,
+                stream_queue: self.stream_queue,
+                send_timeout: self.send_timeout,
                 accept: None,
             },
             TD_Opaque,
@@ -278,7 +280,8 @@ pub fn responder(
             slot: app.slot,
             _generation: app.clone(),
             answered: false,
-            stream_limits: (params.stream_queue, params.send_timeout),
+            stream_queue: params.stream_queue,
+            send_timeout: params.send_timeout,
             accept,
         },
         TD_Opaque,
