@@ -146,6 +146,25 @@ pub fn load_file(
     })
 }
 
+/// An app whose module lives in this binary (no library file), for the
+/// host's own tests: mounted at `mount` (normalised), counted in slot 0,
+/// never constructed (so never retired).
+#[cfg(test)]
+pub fn in_process(module: AppModuleRef, mount: &str, limits: AppLimits) -> LoadedApp {
+    LoadedApp {
+        slot: 0,
+        generation: 1,
+        name: module.name().to_string(),
+        version: module.version().to_string(),
+        mount: normalise_mount(mount).unwrap_or_default(),
+        file: PathBuf::new(),
+        settings: Arc::from("{}"),
+        limits,
+        module,
+        constructed: AtomicBool::new(false),
+    }
+}
+
 /// Why abi_stable refused a library, with the first layout difference
 /// when its layout is not the host's.
 #[derive(Debug)]

@@ -8,6 +8,15 @@ use super::HttpError;
 use std::borrow::Cow;
 use stoa_app_api::Response;
 
+/// True for a final status (200-599), the only kind an app may answer
+/// with: 1xx are the host's to send (a 100 or 101 sent as the answer
+/// would make the client read the next response as this one's), and
+/// anything else is no HTTP status at all. An answer with another status
+/// becomes `InvalidStatus`. The one place finality is decided.
+pub fn is_final(status: u16) -> bool {
+    (200..=599).contains(&status)
+}
+
 /// An answer from the host, not from an app.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HostAnswer {
@@ -146,5 +155,15 @@ mod tests {
             .unwrap()
             .contains("max_request_line"));
         assert_eq!(HostAnswer::NoMount.response().headers.len(), 1);
+    }
+
+    #[test]
+    fn only_200_to_599_are_final() {
+        for status in [0, 1, 100, 101, 103, 199, 600, 999, u16::MAX] {
+            assert!(!is_final(status), "{status}");
+        }
+        for status in [200, 204, 301, 404, 500, 599] {
+            assert!(is_final(status), "{status}");
+        }
     }
 }

@@ -62,7 +62,7 @@ impl Server {
                 return;
             };
             match accepted {
-                Ok((stream, peer)) if full => self.shed((stream, peer), true),
+                Ok((stream, peer)) if full => self.shed(stream, peer, true),
                 Ok((stream, peer)) => self.admit(stream, peer, i),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e)
@@ -96,8 +96,8 @@ impl Server {
             return Spare::Missing;
         }
         let outcome = match self.acceptor.accept(i) {
-            Some(Ok(accepted)) => {
-                self.shed(accepted, false);
+            Some(Ok((stream, peer))) => {
+                self.shed(stream, peer, false);
                 Spare::Shed
             }
             Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => Spare::NoneWaits,
@@ -120,9 +120,8 @@ impl Server {
 
     /// Answers a client past the cap 503 and lets it linger (`keep_fd`)
     /// or closes it.
-    fn shed(&mut self, accepted: (Stream, Arc<str>), keep_fd: bool) {
-        let now = self.dispatcher.now;
-        let (stream, peer) = accepted;
+    fn shed(&mut self, stream: Stream, peer: Arc<str>, keep_fd: bool) {
+        let now = self.clock.now();
         let date = self.date.get();
         self.shedder
             .shed(stream, peer, date, now, keep_fd, &mut self.bufs);
@@ -133,7 +132,7 @@ impl Server {
     /// Stops watching the listeners: at the cap (`why` None) or after a
     /// failed `accept`, which is tried again after `RETRY_ACCEPT`.
     fn pause_accepts(&mut self, why: Option<&io::Error>) {
-        let now = self.dispatcher.now;
+        let now = self.clock.now();
         if why.is_some() {
             self.retry_accept_at = Some(now + RETRY_ACCEPT);
         }
@@ -159,7 +158,7 @@ impl Server {
         self.retry_accept_at = None;
         if let Some(since) = self.paused_since.take() {
             let stats = &self.shared.stats.worker(self.worker);
-            let held = self.dispatcher.now.saturating_duration_since(since);
+            let held = self.clock.now().saturating_duration_since(since);
             bump(
                 &stats.paused_us,
                 u64::try_from(held.as_micros()).unwrap_or(u64::MAX),
@@ -190,7 +189,7 @@ impl Server {
 
     /// Logs an overload once a minute at most, with the cap.
     fn log_overload(&mut self, what: &str, why: Option<&io::Error>) {
-        let now = self.dispatcher.now;
+        let now = self.clock.now();
         if self
             .overload_logged
             .is_some_and(|at| now.saturating_duration_since(at) < LOG_EVERY)
@@ -231,7 +230,7 @@ impl Server {
         }
         let conn = entry.insert(Conn::new(stream, addr.clone()).via(via));
         // A client that never sends a byte is still timed out.
-        conn.update_deadline(&self.shared.settings.conn, self.dispatcher.now);
+        conn.update_deadline(&self.shared.settings.conn, self.clock.now());
         bump(&self.shared.stats.worker(self.worker).accepted, 1);
         log::trace!("accepted {addr} as {}", token.0);
     }

@@ -41,7 +41,7 @@ impl Server {
     /// connection that begins to linger joins the list, which past its
     /// cap closes the one lingering longest.
     pub(super) fn linger(&mut self, token: Token) -> bool {
-        let now = self.dispatcher.now;
+        let now = self.clock.now();
         let limits = self.shared.settings.conn.linger;
         let Some(conn) = self.conns.get_mut(token.0) else {
             return true;

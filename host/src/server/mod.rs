@@ -4,22 +4,30 @@
 //! Each turn: apply completions and due timers, wait for readiness, accept
 //! until `WouldBlock`, serve ready connections, sweep deadlines. An error
 //! closes its connection, never the loop. The loop moves bytes and
-//! readiness; each connection decides its own protocol steps (`conn`), the
-//! `Dispatcher` hands requests to apps (`dispatch`), the `Acceptor` owns
-//! the listener (`acceptor`).
+//! readiness and owns the clock (`clock`); each connection decides its own
+//! protocol steps (`conn`), a request's route is decided once (`route`),
+//! the `Dispatcher` hands requests to apps by it (`dispatch`), the
+//! `Acceptor` owns the listener (`acceptor`).
 
 mod acceptor;
 mod admission;
 mod body_feed;
+mod clock;
 pub(crate) mod conn;
 mod dispatch;
 pub(crate) mod handles;
 mod lingering;
 pub(crate) mod request;
 pub(crate) mod responder;
+pub(crate) mod route;
 mod shed;
 pub(crate) mod timers;
 pub(crate) mod ws;
+
+#[cfg(test)]
+mod testing;
+#[cfg(test)]
+mod tests;
 
 use crate::http::answer::HostAnswer;
 use crate::http::parse::Head;
@@ -34,6 +42,7 @@ use crate::settings::{ConnParams, Overload};
 use crate::stats::bump;
 use acceptor::{listener_of, Acceptor};
 use body_feed::BodyLink;
+use clock::{Clock, Stamp};
 use conn::{Conn, Deadline, Flow};
 use dispatch::{warn_if_blocked, Dispatcher};
 use handles::Handles;
@@ -55,6 +64,8 @@ pub struct Server {
     acceptor: Acceptor,
     conns: Slab<Conn<Stream>>,
     dispatcher: Dispatcher,
+    /// The loop's clock (see `clock`).
+    clock: Clock,
     shared: Arc<Handles>,
     queue: Arc<Inbox>,
     events: Vec<Event>,
@@ -107,6 +118,7 @@ impl Server {
             acceptor,
             conns: Slab::with_capacity(1024),
             dispatcher: Dispatcher::new(worker, shared.clone(), queue.clone(), locals),
+            clock: Clock::new(),
             sweep_every: sweep_interval(
                 &shared.settings.conn,
                 shared.settings.shortest_app_timeout,
@@ -203,7 +215,7 @@ impl Server {
             return Ok(());
         }
         let mut events = std::mem::take(&mut self.events);
-        let now = self.dispatcher.now;
+        let now = self.clock.now();
         let mut timeout = self.timers.timeout(now);
         let retry = self
             .retry_accept_at
@@ -222,7 +234,7 @@ impl Server {
         }
         self.beat().waiting();
         self.poller.wait(&mut events, timeout)?;
-        self.dispatcher.now = Instant::now();
+        self.clock.read();
         self.beat().turned();
         if self.beat().evicted() && !self.shared.control.draining() {
             let watch = &self.shared.board;
@@ -240,7 +252,7 @@ impl Server {
                 }
             }
         }
-        self.date.refresh_by(self.dispatcher.now);
+        self.date.refresh_by(self.clock.now());
         for ev in &events {
             match ev.token {
                 WAKER => {}
@@ -251,7 +263,7 @@ impl Server {
             }
         }
         self.events = events;
-        let now = self.dispatcher.now;
+        let now = self.clock.now();
         self.after_accepts(now);
         if now >= self.next_sweep {
             self.sweep(now);
@@ -269,15 +281,13 @@ impl Server {
         if self.timers.is_empty() {
             return;
         }
-        self.dispatcher.now = Instant::now();
-        let due = self.dispatcher.now;
+        let due = self.clock.read();
         while let Some((task, app)) = self.timers.pop_due(due) {
-            let started = self.dispatcher.now;
+            let started = self.clock.now();
             self.beat().enter_timer(app);
             task.run();
             self.beat().leave();
-            self.dispatcher.now = Instant::now();
-            let held = self.dispatcher.now.saturating_duration_since(started);
+            let held = self.clock.read().saturating_duration_since(started);
             warn_if_blocked(
                 self.shared.settings.loop_block_warn,
                 held,
@@ -374,15 +384,17 @@ impl Server {
                 Ok(false) => return (served, false),
                 Ok(true) => {
                     served += 1;
-                    match self.dispatcher.dispatch(conn, token) {
-                        Some(answer) => self.dispatcher.answer(
-                            (conn, token),
-                            answer,
-                            self.date.get(),
-                            &mut self.bufs,
-                        ),
-                        None => return (served, false),
-                    }
+                    let (answer, now) = self.dispatcher.dispatch(conn, token, self.clock.now());
+                    self.clock.advance_to(now);
+                    let Some(answer) = answer else {
+                        return (served, false);
+                    };
+                    let at = Stamp {
+                        now,
+                        date: self.date.get(),
+                    };
+                    self.dispatcher
+                        .answer(conn, token, answer, at, &mut self.bufs);
                 }
                 Err(e) => {
                     conn.fail(&e, self.date.get(), &mut self.bufs);
@@ -412,8 +424,12 @@ impl Server {
                 );
                 continue;
             };
+            let at = Stamp {
+                now: self.clock.now(),
+                date: self.date.get(),
+            };
             self.dispatcher
-                .answer((conn, c.token), c.answer, self.date.get(), &mut self.bufs);
+                .answer(conn, c.token, c.answer, at, &mut self.bufs);
             // Bytes may have arrived while the app worked.
             conn.note_ready(true, false);
             self.pump(c.token);
@@ -437,7 +453,7 @@ impl Server {
                 continue;
             };
             if conn.link().is_some_and(|link| link.id() == id) {
-                conn.take_outgoing(self.dispatcher.now, &mut self.bufs);
+                conn.take_outgoing(self.clock.now(), &mut self.bufs);
                 self.pump_ws(token);
             }
         }
@@ -463,8 +479,12 @@ impl Server {
                 return;
             }
             let open = self.shared.stats.worker(self.worker).streams.clone();
+            let at = Stamp {
+                now: self.clock.now(),
+                date: self.date.get(),
+            };
             self.dispatcher
-                .start_stream(conn, start, (self.date.get(), open), &mut self.bufs);
+                .start_stream(conn, start, open, at, &mut self.bufs);
         } else if !conn.streams_for(id) {
             return;
         }
@@ -479,7 +499,7 @@ impl Server {
         let Some(conn) = self.conns.get_mut(token.0) else {
             return;
         };
-        match conn.pump_ws(self.dispatcher.now, &mut self.bufs) {
+        match conn.pump_ws(self.clock.now(), &mut self.bufs) {
             Flow::Open => self.settle(token),
             Flow::Close => self.close(token),
         }
@@ -501,7 +521,7 @@ impl Server {
             return;
         }
         conn.report_stream();
-        conn.update_deadline(&self.shared.settings.conn, self.dispatcher.now);
+        conn.update_deadline(&self.shared.settings.conn, self.clock.now());
         conn.release_buffers(&mut self.bufs);
         if let Some(wanted) = conn.interest_change() {
             let fd = conn.stream().as_raw_fd();
@@ -596,9 +616,13 @@ impl Server {
                                 .unwrap_or(self.shared.settings.conn.app_timeout)
                         );
                     }
-                    let answer = (HostAnswer::AppTimeout.response(), &[][..]);
+                    let timeout = HostAnswer::AppTimeout.response();
+                    let at = Stamp {
+                        now,
+                        date: self.date.get(),
+                    };
                     self.dispatcher
-                        .finish(conn, answer, self.date.get(), true, &mut self.bufs);
+                        .finish(conn, timeout, &[], true, at, &mut self.bufs);
                 }
             }
             self.pump(token);

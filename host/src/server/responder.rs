@@ -95,18 +95,27 @@ pub fn end_inline() -> Option<Answer> {
     })
 }
 
+/// Where the answers to one request go: its loop's inbox, its
+/// connection there and the request's number on it (an answer for another
+/// number is dropped: the connection has moved on or gone).
+#[derive(Clone)]
+pub struct ReplyTo {
+    pub queue: Arc<Inbox>,
+    pub token: Token,
+    pub id: u64,
+}
+
 struct HostResponder {
-    token: Token,
-    id: u64,
+    reply: ReplyTo,
     /// The app's counters slot, which names it.
     slot: usize,
     /// The generation answering: a request in flight holds it, so it is
     /// retired only after its last answer is queued (or dropped).
     _generation: Arc<LoadedApp>,
-    queue: Arc<Inbox>,
     answered: bool,
     /// `--stream-queue` and `--send-timeout`, for a streamed answer.
-    stream_limits: (usize, Duration),
+    stream_queue: usize,
+    send_timeout: Duration,
     /// The `Sec-WebSocket-Accept` value, when the request is a valid
     /// WebSocket handshake.
     accept: Option<Box<str>>,
@@ -125,12 +134,12 @@ impl HostResponder {
     }
 
     fn deliver_answer(&self, answer: Answer) {
-        let key = SameInbox::of(&self.queue);
+        let key = SameInbox::of(&self.reply.queue);
         let mut slot = Some(answer);
         // A thread being torn down has no slot: fall through to the queue.
         let _ = INLINE.try_with(|s| {
             let mut s = s.borrow_mut();
-            if s.queue == key && s.id == self.id && s.answer.is_none() {
+            if s.queue == key && s.id == self.reply.id && s.answer.is_none() {
                 s.answer = slot.take();
             }
         });
@@ -142,9 +151,9 @@ impl HostResponder {
                 }
                 other => other,
             };
-            self.queue.push_completion(Completion {
-                token: self.token,
-                id: self.id,
+            self.reply.queue.push_completion(Completion {
+                token: self.reply.token,
+                id: self.reply.id,
                 answer,
             });
         }
@@ -167,7 +176,7 @@ impl RawResponder for HostResponder {
         let app = &self._generation.name;
         log::error!(
             "app {app} panicked: {message}; answering 500 to request {}",
-            self.id
+            self.reply.id
         );
         self.deliver(HostAnswer::AppPanicked(app.clone()).response());
     }
@@ -177,22 +186,22 @@ impl RawResponder for HostResponder {
         let declared = length.into_option();
         let body = head.body.len() as u64;
         let addr = LineAddr {
-            token: self.token,
-            id: self.id,
-            inbox: self.queue.clone(),
+            token: self.reply.token,
+            id: self.reply.id,
+            inbox: self.reply.queue.clone(),
             slot: self.slot,
             app: Arc::from(self._generation.name.as_str()),
         };
-        let (bound, send_timeout) = self.stream_limits;
+        let (bound, send_timeout) = (self.stream_queue, self.send_timeout);
         let line = StreamLine::new(addr, bound, send_timeout, declared, body);
         if declared.is_some_and(|d| body > d) {
             // The head's body alone overruns the declared length.
             head.body.truncate(0);
             line.finish();
         }
-        self.queue.push_stream(
-            self.token,
-            self.id,
+        self.reply.queue.push_stream(
+            self.reply.token,
+            self.reply.id,
             Some(StreamStart {
                 head,
                 line: line.clone(),
@@ -204,9 +213,9 @@ impl RawResponder for HostResponder {
     fn read_body(mut self, sink: BodySinkBox) {
         self.answered = true;
         let responder = self.again();
-        self.queue.push_body(BodyAttach {
-            token: self.token,
-            id: self.id,
+        self.reply.queue.push_body(BodyAttach {
+            token: self.reply.token,
+            id: self.reply.id,
             sink,
             responder,
         });
@@ -233,13 +242,12 @@ impl HostResponder {
     fn again(&self) -> ResponderBox {
         RawResponder_TO::from_value(
             HostResponder {
-                token: self.token,
-                id: self.id,
+                reply: self.reply.clone(),
                 slot: self.slot,
                 _generation: self._generation.clone(),
-                queue: self.queue.clone(),
                 answered: false,
-                stream_limits: self.stream_limits,
+                stream_queue: self.stream_queue,
+                send_timeout: self.send_timeout,
                 accept: None,
             },
             TD_Opaque,
@@ -251,30 +259,29 @@ impl Drop for HostResponder {
     fn drop(&mut self) {
         if !self.answered {
             self.answered = true;
-            log::debug!("request {} dropped its responder unanswered", self.id);
+            log::debug!("request {} dropped its responder unanswered", self.reply.id);
             self.deliver(HostAnswer::AppFailed.response());
         }
     }
 }
 
-/// Makes the responder handed to `app` for request `id` on connection
-/// `token`; `accept` is the `Sec-WebSocket-Accept` value of a valid
-/// WebSocket handshake.
+/// Makes the responder handed to `app` for the request `reply` names;
+/// `params` bound a streamed answer; `accept` is the
+/// `Sec-WebSocket-Accept` value of a valid WebSocket handshake.
 pub fn responder(
-    (token, id): (Token, u64),
+    reply: ReplyTo,
     app: &Arc<LoadedApp>,
-    queue: &Arc<Inbox>,
-    (params, accept): (&ConnParams, Option<Box<str>>),
+    params: &ConnParams,
+    accept: Option<Box<str>>,
 ) -> ResponderBox {
     RawResponder_TO::from_value(
         HostResponder {
-            token,
-            id,
+            reply,
             slot: app.slot,
             _generation: app.clone(),
-            queue: queue.clone(),
             answered: false,
-            stream_limits: (params.stream_queue, params.send_timeout),
+            stream_queue: params.stream_queue,
+            send_timeout: params.send_timeout,
             accept,
         },
         TD_Opaque,

@@ -41,9 +41,9 @@ impl<S> Conn<S> {
                 Phase::Closing { .. } => Deadline::Send,
                 Phase::Upgraded(_) => Deadline::WebSocket,
                 Phase::Lingering(_) => Deadline::Linger,
-                Phase::Reading if self.reader.in_body() => Deadline::Body,
-                Phase::Reading if self.reader.is_empty() => Deadline::Idle,
-                Phase::Reading => Deadline::Head,
+                Phase::Reading(_) if self.reader.in_body() => Deadline::Body,
+                Phase::Reading(_) if self.reader.is_empty() => Deadline::Idle,
+                Phase::Reading(_) => Deadline::Head,
             }
         };
         let progressed = match want {

@@ -28,6 +28,7 @@ use crate::http::output::Output;
 use crate::http::reader::{BufPool, RequestReader};
 use crate::poller::Interest;
 use crate::server::body_feed::BodyLink;
+use crate::server::route::Route;
 use crate::server::ws::Link;
 use linger::LingerState;
 pub use request::Terms;
@@ -63,8 +64,10 @@ pub const OUTPUT_BOUND: usize = 64 * 1024;
 ///   stream), from `Lingering`, and from `Reading` or `Upgraded` at the
 ///   peer's end of stream.
 enum Phase {
-    /// Between requests, or receiving one: parsing the read buffer.
-    Reading,
+    /// Between requests, or receiving one: parsing the read buffer. A
+    /// request with a body is routed once its head is whole, and its route
+    /// kept here until it is dispatched (`take_route`).
+    Reading(Option<Route<'static>>),
     /// One request is with an app. Pipelined bytes wait so answers stay in
     /// order, and no request byte is read meanwhile (but a body streamed
     /// to its app).
@@ -172,7 +175,7 @@ impl<S> Conn<S> {
             via: 0,
             reader: RequestReader::default(),
             out: Output::default(),
-            phase: Phase::Reading,
+            phase: Phase::Reading(None),
             read_closed: false,
             read_ready: false,
             peer_hup: false,
@@ -197,6 +200,12 @@ impl<S> Conn<S> {
 
     pub fn stream(&self) -> &S {
         &self.stream
+    }
+
+    /// The transport, to script a test's client.
+    #[cfg(test)]
+    pub fn stream_mut(&mut self) -> &mut S {
+        &mut self.stream
     }
 
     /// The peer's address, as `ip:port`.
@@ -227,7 +236,7 @@ impl<S> Conn<S> {
     /// True while the connection may read and parse requests: no request
     /// is with an app, it is not closing, and its output is under the bound.
     pub fn may_take_requests(&self) -> bool {
-        matches!(self.phase, Phase::Reading) && !self.output_full()
+        matches!(self.phase, Phase::Reading(_)) && !self.output_full()
     }
 
     /// True while a request is with an app.
@@ -238,7 +247,7 @@ impl<S> Conn<S> {
     /// True between requests with nothing buffered either way (what a
     /// drain closes at once).
     pub fn is_idle(&self) -> bool {
-        matches!(self.phase, Phase::Reading) && self.reader.is_empty() && !self.has_output()
+        matches!(self.phase, Phase::Reading(_)) && self.reader.is_empty() && !self.has_output()
     }
 
     /// True between keep-alive requests: idle, with at least one request
@@ -304,7 +313,7 @@ impl<S> Conn<S> {
     /// Gives the read buffer back when nothing is buffered, or once
     /// lingering (the output buffer goes back as soon as it is flushed).
     pub fn release_buffers(&mut self, pool: &mut BufPool) {
-        let idle = matches!(self.phase, Phase::Reading | Phase::Lingering(_));
+        let idle = matches!(self.phase, Phase::Reading(_) | Phase::Lingering(_));
         if idle && !self.has_output() {
             self.reader.release(pool);
         }
@@ -318,7 +327,7 @@ impl<S> Conn<S> {
                 Phase::Closing { linger } => !linger || self.read_closed,
                 Phase::Dispatched(_) | Phase::Streaming { .. } => false,
                 // A WebSocket ends at the peer's EOF, after its last frame.
-                Phase::Reading | Phase::Upgraded(_) | Phase::Lingering(_) => self.read_closed,
+                Phase::Reading(_) | Phase::Upgraded(_) | Phase::Lingering(_) => self.read_closed,
             }
     }
 }
@@ -334,7 +343,7 @@ pub enum Flow {
 }
 
 #[cfg(test)]
-mod mem;
+pub(super) mod mem;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

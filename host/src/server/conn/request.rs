@@ -10,11 +10,16 @@ use crate::http::reader::{BodyPlan, BufPool, ReadState};
 use crate::http::response::{Fixed, Persist};
 use crate::http::HttpError;
 use crate::server::body_feed::BodyLink;
+use crate::server::route::Route;
 use crate::settings::ConnParams;
+use std::cell::Cell;
 use std::io;
 use std::time::{Duration, Instant};
 use stoa_app_api::abi::BODY_COMPLETE;
 use stoa_app_api::Response;
+
+/// Decides a request's route and body plan once its head is whole.
+pub type Router<'a> = dyn Fn(&Head, &[u8]) -> (BodyPlan, Route<'static>) + 'a;
 
 /// What an answer is queued under.
 pub struct Terms<'a> {
@@ -30,6 +35,16 @@ impl<S> Conn<S> {
     /// The ready request's head, bytes and body.
     pub fn request_parts(&self) -> Option<(&Head, &[u8], &[u8])> {
         self.reader.parts()
+    }
+
+    /// The route the request being read was given when its head was whole
+    /// (a request with a body; see `next_request_with`), taken to dispatch
+    /// it.
+    pub fn take_route(&mut self) -> Option<Route<'static>> {
+        match &mut self.phase {
+            Phase::Reading(route) => route.take(),
+            _ => None,
+        }
     }
 
     /// The ready request has gone to an app (`slot`; `None` for the host's
@@ -115,7 +130,7 @@ impl<S> Conn<S> {
         if !matches!(self.phase, Phase::Dispatched(_)) {
             return None;
         }
-        let Phase::Dispatched(d) = std::mem::replace(&mut self.phase, Phase::Reading) else {
+        let Phase::Dispatched(d) = std::mem::replace(&mut self.phase, Phase::Reading(None)) else {
             return None;
         };
         let body_left = d.body_broke || self.reader.feeds_body();
@@ -133,7 +148,7 @@ impl<S> Conn<S> {
             Persist::Close => Phase::Closing {
                 linger: unread || self.bytes_left(),
             },
-            Persist::KeepAlive | Persist::KeepAlive10 => Phase::Reading,
+            Persist::KeepAlive | Persist::KeepAlive10 => Phase::Reading(None),
         };
     }
 
@@ -251,20 +266,38 @@ impl<S: Transport> Conn<S> {
         params: &ConnParams,
         pool: &mut BufPool,
     ) -> Result<bool, HttpError> {
-        self.next_request_with(params, pool, &|_, _| BodyPlan::default())
+        let peer = self.peer.clone();
+        self.next_request_with(params, pool, &|_, _| {
+            let route = Route {
+                client: peer.clone(),
+                scheme: "http",
+                target: crate::server::route::Target::NoMount,
+            };
+            (BodyPlan::default(), route)
+        })
     }
 
-    /// `next_request`, with a body plan per request (see
-    /// `RequestReader::next_request_with`).
+    /// `next_request`, with a request's route and body plan decided by
+    /// `route` once its head is whole, when it has a body (see
+    /// `RequestReader::next_request_with`): the route is kept until the
+    /// request is dispatched (`take_route`).
     pub fn next_request_with(
         &mut self,
         params: &ConnParams,
         pool: &mut BufPool,
-        body_plan: &dyn Fn(&Head, &[u8]) -> BodyPlan,
+        route: &Router<'_>,
     ) -> Result<bool, HttpError> {
-        let ready = self
-            .reader
-            .next_request_with(params, pool.budget(), body_plan)?;
+        let routed = Cell::new(None);
+        let plan = |head: &Head, buf: &[u8]| {
+            let (plan, route) = route(head, buf);
+            routed.set(Some(route));
+            plan
+        };
+        let read = self.reader.next_request_with(params, pool.budget(), &plan);
+        if let (Some(route), Phase::Reading(kept)) = (routed.take(), &mut self.phase) {
+            *kept = Some(route);
+        }
+        let ready = read?;
         if self.reader.take_continue() {
             self.out.push_bytes(pool, b"HTTP/1.1 100 Continue\r\n\r\n");
         }

@@ -6,24 +6,17 @@ use super::mem::Mem;
 use super::*;
 use crate::inbox::{Inbox, Upgrade};
 use crate::ops::watchdog::Board;
-use crate::poller::{Token, Wake};
+use crate::poller::Token;
+use crate::server::responder::ReplyTo;
+use crate::server::testing::{settings, NoWake};
 use crate::server::ws::line::Line;
 use crate::server::ws::LinkWatch;
-use crate::settings::{ConnParams, LingerLimits, NetList, Overload, Settings, WsParams};
+use crate::settings::{ConnParams, LingerLimits, Overload};
 use crate::stats::Stats;
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{RSlice, RStr};
-use std::io;
 use std::sync::Mutex;
 use stoa_app_api::abi::{RawWsSession, RawWsSession_TO, WsSenderBox};
-
-struct NoWake;
-
-impl Wake for NoWake {
-    fn wake(&self) -> io::Result<()> {
-        Ok(())
-    }
-}
 
 /// What the app's session heard, in order.
 type Heard = Arc<Mutex<Vec<String>>>;
@@ -62,24 +55,11 @@ impl Echo {
 /// counts its WebSockets and watches its app calls there.
 fn watch() -> LinkWatch {
     let second = Duration::from_secs(1);
-    let settings = Settings {
-        conn: ConnParams::default(),
-        ws: WsParams::default(),
-        app_body_limits: None,
-        shortest_app_timeout: second,
-        max_connections: 16,
-        max_connections_total: 16,
-        overload: Overload::Queue,
-        loop_block_warn: second,
-        poller: "test",
-        status_allow: NetList::default(),
-        trusted_proxies: NetList::default(),
-    };
     LinkWatch {
         stats: Arc::new(Stats::new(1)),
         board: Arc::new(Board::new(1, second, second, Vec::new(), 0)),
         worker: 0,
-        settings: Arc::new(settings),
+        settings: Arc::new(settings(16, Overload::Queue)),
     }
 }
 
@@ -134,7 +114,12 @@ fn upgraded(after: &[u8], pool: &mut BufPool) -> (Conn<Mem>, Heard) {
         generation: Arc::new(()),
     };
     let inbox = Arc::new(Inbox::new(Arc::new(NoWake)));
-    let line = Line::new((inbox, Token(3), 1), 1 << 20, Duration::from_secs(1));
+    let reply = ReplyTo {
+        queue: inbox,
+        token: Token(3),
+        id: 1,
+    };
+    let line = Line::new(reply, 1 << 20, Duration::from_secs(1));
     let budget = crate::budget::Budget::new(1 << 20);
     let now = Instant::now();
     let pending = c

@@ -7,7 +7,7 @@
 //! The same shape as a streamed response's line.
 
 use crate::inbox::Inbox;
-use crate::poller::Token;
+use crate::server::responder::ReplyTo;
 use abi_stable::std_types::{RSlice, RStr};
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -37,11 +37,10 @@ struct State {
 pub struct Line {
     state: Mutex<State>,
     room: Condvar,
-    inbox: Arc<Inbox>,
-    token: Token,
-    /// The connection's WebSocket id: a notice for a connection whose slot
-    /// was reused is dropped.
-    id: u64,
+    /// The connection's loop, the connection and its WebSocket id (the
+    /// upgraded request's): a notice for a connection whose slot was
+    /// reused is dropped.
+    reply: ReplyTo,
     /// Queued bytes at or over which a send is refused.
     bound: usize,
     /// Longest wait of a blocking send.
@@ -49,17 +48,11 @@ pub struct Line {
 }
 
 impl Line {
-    pub fn new(
-        (inbox, token, id): (Arc<Inbox>, Token, u64),
-        bound: usize,
-        send_timeout: Duration,
-    ) -> Arc<Self> {
+    pub fn new(reply: ReplyTo, bound: usize, send_timeout: Duration) -> Arc<Self> {
         Arc::new(Line {
             state: Mutex::new(State::default()),
             room: Condvar::new(),
-            inbox,
-            token,
-            id,
+            reply,
             bound,
             send_timeout,
         })
@@ -86,7 +79,9 @@ impl Line {
             !std::mem::replace(&mut s.noticed, true)
         };
         if notify {
-            self.inbox.push_ws_notice(self.token, self.id);
+            self.reply
+                .queue
+                .push_ws_notice(self.reply.token, self.reply.id);
         }
         SEND_SENT
     }
@@ -123,12 +118,14 @@ impl Line {
 
     /// A notice without a message: the loop pumps the connection again.
     pub fn nudge(&self) {
-        self.inbox.push_ws_notice(self.token, self.id);
+        self.reply
+            .queue
+            .push_ws_notice(self.reply.token, self.reply.id);
     }
 
     /// The WebSocket id the line belongs to.
     pub fn id(&self) -> u64 {
-        self.id
+        self.reply.id
     }
 }
 
@@ -200,7 +197,7 @@ impl RawWsSender for HostSender {
         };
         // Room now: run it on the connection's loop, as promised.
         if let Some(task) = run_now {
-            self.0.inbox.push_timer(Instant::now(), None, task);
+            self.0.reply.queue.push_timer(Instant::now(), None, task);
         }
     }
 
@@ -215,7 +212,7 @@ impl RawWsSender for HostSender {
 mod tests {
     use super::*;
     use crate::inbox::InboxItems;
-    use crate::poller::Wake;
+    use crate::poller::{Token, Wake};
     use abi_stable::sabi_trait::TD_Opaque;
     use std::sync::atomic::{AtomicBool, Ordering};
     use stoa_app_api::abi::{Task, Task_TO, WS_BINARY};
@@ -236,7 +233,12 @@ mod tests {
 
     fn line(bound: usize) -> (Arc<Inbox>, Arc<Line>) {
         let inbox = Arc::new(Inbox::new(Arc::new(NoWake)));
-        let line = Line::new((inbox.clone(), Token(7), 42), bound, Duration::ZERO);
+        let reply = ReplyTo {
+            queue: inbox.clone(),
+            token: Token(7),
+            id: 42,
+        };
+        let line = Line::new(reply, bound, Duration::ZERO);
         (inbox, line)
     }
 

@@ -1,0 +1,117 @@
+//! Admission at the cap, over real sockets and a loop with one worker's
+//! share of one connection: past it, `--overload shed` answers each new
+//! client 503 at once; `--overload queue` leaves it in the backlog with
+//! the listener paused, and admits it when a connection closes.
+
+use crate::inbox::Inbox;
+use crate::listen::Listener;
+use crate::poller::create;
+use crate::server::testing::{handles, settings};
+use crate::server::Server;
+use crate::settings::Overload;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A loop with a cap of one connection and `overload` past it, on a
+/// listener of its own; its address.
+fn server(overload: Overload) -> (Server, SocketAddr) {
+    let any = SocketAddr::from(([127, 0, 0, 1], 0));
+    let listener = crate::listen::bind(any, 16).expect("bind");
+    let addr = listener.local_addr().expect("its address");
+    let poller = create("poll").expect("a poller");
+    let queue = Arc::new(Inbox::new(poller.waker()));
+    let shared = handles(settings(1, overload), Vec::new());
+    let locals = vec![(Arc::from("localhost"), addr.port())];
+    let listeners = vec![Listener::Tcp(listener)];
+    let server = Server::new(0, poller, listeners, locals, shared, queue).expect("a loop");
+    (server, addr)
+}
+
+fn client(addr: SocketAddr) -> TcpStream {
+    let c = TcpStream::connect(addr).expect("connect");
+    c.set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("a read timeout");
+    c
+}
+
+/// Turns the loop until `done` holds (at most five seconds).
+fn turn_until(server: &mut Server, done: impl Fn(&Server) -> bool) {
+    let by = Instant::now() + Duration::from_secs(5);
+    while !done(server) {
+        assert!(Instant::now() < by, "the loop did not get there");
+        server.turn().expect("a turn");
+    }
+}
+
+/// What `c` has been sent within its read timeout.
+fn heard(c: &mut TcpStream) -> String {
+    let mut got = Vec::new();
+    let mut buf = [0; 4096];
+    loop {
+        match c.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => break,
+            Err(_) => break,
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// Sends a request on `c`, turns the loop until it is answered: the answer.
+fn ask(server: &mut Server, c: &mut TcpStream) -> String {
+    c.write_all(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
+        .expect("send");
+    let before = answered(server);
+    turn_until(server, |s| answered(s) > before);
+    heard(c)
+}
+
+fn answered(server: &Server) -> u64 {
+    server.shared.stats.worker(0).requests()
+}
+
+fn counter(server: &Server, pick: fn(&crate::stats::WorkerStats) -> u64) -> u64 {
+    pick(server.shared.stats.worker(0))
+}
+
+#[test]
+fn past_the_cap_shed_answers_503_at_once() {
+    let (mut server, addr) = server(Overload::Shed);
+    let mut first = client(addr);
+    let mut second = client(addr);
+    turn_until(&mut server, |s| {
+        s.conns.len() == 1 && counter(s, |w| w.shed.load(Relaxed)) == 1
+    });
+    let shed = heard(&mut second);
+    assert!(shed.starts_with("HTTP/1.1 503"), "{shed}");
+    assert!(shed.contains("Retry-After: 1\r\n"), "{shed}");
+    assert!(server.acceptor.is_accepting());
+    assert_eq!(counter(&server, |w| w.accepted.load(Relaxed)), 1);
+    // The one admitted is served.
+    assert!(ask(&mut server, &mut first).starts_with("HTTP/1.1 404"));
+}
+
+#[test]
+fn past_the_cap_queue_pauses_accepts_until_a_connection_closes() {
+    let (mut server, addr) = server(Overload::Queue);
+    let first = client(addr);
+    let mut second = client(addr);
+    turn_until(&mut server, |s| !s.acceptor.is_accepting());
+    assert_eq!(server.conns.len(), 1);
+    assert_ne!(counter(&server, |w| w.paused_since.load(Relaxed)), 0);
+    assert_eq!(counter(&server, |w| w.shed.load(Relaxed)), 0);
+    assert_eq!(heard(&mut second), "", "the second waits in the backlog");
+    drop(first);
+    turn_until(&mut server, |s| {
+        counter(s, |w| w.accepted.load(Relaxed)) == 2
+    });
+    // The pause is counted; at the cap again, accepts pause again.
+    assert!(counter(&server, |w| w.paused_us.load(Relaxed)) >= 100_000);
+    assert_eq!(server.conns.len(), 1);
+    assert!(!server.acceptor.is_accepting());
+    assert!(ask(&mut server, &mut second).starts_with("HTTP/1.1 404"));
+}

@@ -1,0 +1,104 @@
+//! The responder's two ways back to the loop: an answer given during the
+//! handler on the loop's thread is taken from the inline slot (nothing goes
+//! through the inbox); any other goes through the inbox as a completion
+//! for its connection and request.
+
+use crate::http::answer::HostAnswer;
+use crate::inbox::{Answer, Inbox, InboxItems};
+use crate::poller::Token;
+use crate::server::responder::{begin_inline, end_inline, responder, ReplyTo};
+use crate::server::testing::{app, NoWake};
+use crate::settings::{AppLimits, ConnParams};
+use std::sync::Arc;
+use stoa_app_api::abi::ResponderBox;
+use stoa_app_api::Response;
+
+fn inbox() -> Arc<Inbox> {
+    Arc::new(Inbox::new(Arc::new(NoWake)))
+}
+
+/// The responder for request `id` on connection 3 of `queue`.
+fn for_request(queue: &Arc<Inbox>, id: u64) -> ResponderBox {
+    let reply = ReplyTo {
+        queue: queue.clone(),
+        token: Token(3),
+        id,
+    };
+    let app = app("/app", AppLimits::default());
+    responder(reply, &app, &ConnParams::default(), None)
+}
+
+/// The completions in `queue`: (token, id, status).
+fn completions(queue: &Inbox) -> Vec<(usize, u64, u16)> {
+    let mut items = InboxItems::default();
+    queue.drain(&mut items);
+    items
+        .completions
+        .iter()
+        .map(|c| match &c.answer {
+            Answer::Response(r, _) => (c.token.0, c.id, r.status),
+            Answer::Upgrade(_) => (c.token.0, c.id, 101),
+        })
+        .collect()
+}
+
+fn status(answer: Option<Answer>) -> Option<u16> {
+    match answer? {
+        Answer::Response(r, _) => Some(r.status),
+        Answer::Upgrade(_) => Some(101),
+    }
+}
+
+#[test]
+fn an_answer_during_the_handler_is_taken_inline() {
+    let queue = inbox();
+    begin_inline(&queue, 7);
+    for_request(&queue, 7).respond(Response::text(201, "made"));
+    assert_eq!(status(end_inline()), Some(201));
+    assert!(!queue.has_items());
+    assert_eq!(completions(&queue), []);
+}
+
+#[test]
+fn an_answer_after_the_handler_comes_through_the_inbox() {
+    let queue = inbox();
+    begin_inline(&queue, 7);
+    let kept = for_request(&queue, 7);
+    assert_eq!(status(end_inline()), None);
+    kept.respond(Response::text(202, "later"));
+    assert!(queue.has_items());
+    assert_eq!(completions(&queue), [(3, 7, 202)]);
+    // From another thread too.
+    let other = for_request(&queue, 8);
+    std::thread::spawn(move || other.respond(Response::text(200, "there")))
+        .join()
+        .expect("the thread answers");
+    assert_eq!(completions(&queue), [(3, 8, 200)]);
+}
+
+#[test]
+fn only_the_request_being_dispatched_on_its_inbox_is_answered_inline() {
+    let (queue, elsewhere) = (inbox(), inbox());
+    // Another request of the same loop.
+    begin_inline(&queue, 8);
+    for_request(&queue, 7).respond(Response::text(200, "a"));
+    assert_eq!(status(end_inline()), None);
+    assert_eq!(completions(&queue), [(3, 7, 200)]);
+    // The same number on another loop's inbox.
+    begin_inline(&elsewhere, 7);
+    for_request(&queue, 7).respond(Response::text(200, "b"));
+    assert_eq!(status(end_inline()), None);
+    assert_eq!(completions(&queue), [(3, 7, 200)]);
+    assert_eq!(completions(&elsewhere), []);
+}
+
+#[test]
+fn a_responder_dropped_unanswered_answers_500() {
+    let queue = inbox();
+    begin_inline(&queue, 9);
+    drop(for_request(&queue, 9));
+    let failed = HostAnswer::AppFailed.response().status;
+    assert_eq!(status(end_inline()), Some(failed));
+    drop(for_request(&queue, 10));
+    assert_eq!(completions(&queue), [(3, 10, failed)]);
+}
