@@ -38,7 +38,7 @@ pub(crate) mod inbox;
 pub mod listen;
 pub(crate) mod ops;
 pub use ops::error_log;
-#[allow(unsafe_code)]
+#[allow(unsafe_code)] // the system calls of epoll, poll, select and io_uring
 pub(crate) mod poller;
 pub(crate) mod server;
 pub(crate) mod shared;
