@@ -4,7 +4,8 @@
 # The apps directory is a volume: mount the plugins (built for the same
 # glibc and app-api line as this image's host) at /apps.
 
-FROM rust:1-bookworm AS build
+# The toolchain of rust-toolchain.toml (which rustup would otherwise fetch).
+FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY . .
 RUN cargo build --release --locked -p stoa -p hello-project -p article -p environ -p demo \

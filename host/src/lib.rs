@@ -47,7 +47,7 @@ pub mod http;
 pub(crate) mod inbox;
 pub mod listen;
 pub mod ops;
-#[allow(unsafe_code)]
+#[allow(unsafe_code)] // the system calls of epoll, poll, select and io_uring
 pub(crate) mod poller;
 pub(crate) mod server;
 pub mod settings;

@@ -132,7 +132,7 @@ mod tests {
 
     /// A root module of another layout, as the wrong-abi test plugin has.
     mod impostor {
-        #![allow(non_local_definitions, dead_code)] // abi_stable derives; only its layout is used
+        #![allow(dead_code)] // only the layout is used: the field is never read
         use abi_stable::StableAbi;
 
         #[repr(C)]

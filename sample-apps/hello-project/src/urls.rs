@@ -3,7 +3,6 @@
 //! and the resolver that maps a request's PATH_INFO to a view.
 
 use crate::views::{self, View};
-use stoa_app_api::helpers::same_bytes;
 
 /// One entry of the URLconf: a route, its view and its name.
 pub struct Path {
@@ -154,11 +153,10 @@ impl Pattern {
     }
 
     /// Matches the whole of `path` (no leading `/`), returning the captures.
-    #[inline]
     pub fn matches<'p>(&self, path: &'p str) -> Option<Params<'p>> {
         if let Some(literal) = self.literal {
             // A route without placeholders: one comparison, no backtracking.
-            return same_bytes(path.as_bytes(), literal.as_bytes()).then(Params::default);
+            return (path == literal).then(Params::default);
         }
         let mut params = Params::default();
         match_tokens(&self.tokens, path, &mut params.values).then_some(params)
@@ -242,7 +240,6 @@ impl UrlConf {
     }
 
     /// Resolves a PATH_INFO (`""` or starting with `/`, raw, not decoded).
-    #[inline]
     pub fn resolve<'p>(&self, path_info: &'p str) -> Option<Resolved<'p>> {
         let path = path_info.strip_prefix('/').unwrap_or(path_info);
         self.routes.iter().find_map(|route| {

@@ -32,7 +32,7 @@ pub fn start() -> Result<(), String> {
 /// with "undefined symbol: PyExc_...". Opening libpython again with
 /// `RTLD_NOLOAD | RTLD_GLOBAL` adds the already-loaded library to the
 /// global scope without loading anything.
-#[allow(unsafe_code)]
+#[allow(unsafe_code)] // dladdr and dlopen through libc: the crate's one FFI outside pyo3
 fn share_libpython_symbols() -> Result<(), String> {
     let symbol = pyo3::ffi::Py_IsInitialized as *const libc::c_void;
     // SAFETY: `Dl_info` is plain pointers and integers, for which all

@@ -4,10 +4,10 @@
 //! harness and the client are the main suite's own files.
 
 #[macro_use]
-#[allow(dead_code)]
+#[allow(dead_code)] // the main suite's harness: this suite uses part of it
 #[path = "../../../../tests/e2e/harness.rs"]
 mod harness;
-#[allow(dead_code)]
+#[allow(dead_code)] // the main suite's client: this suite uses part of it
 #[path = "../../../../tests/e2e/client.rs"]
 mod client;
 mod plugins;

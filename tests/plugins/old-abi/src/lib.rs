@@ -4,7 +4,6 @@
 //! than the host's. The host's version check must refuse it, naming both
 //! versions, before it looks at the layout (which is not 0.1.0's either:
 //! only the header's version matters here).
-#![allow(non_local_definitions)] // abi_stable's derives expand to impls inside consts
 
 use abi_stable::{
     declare_root_module_statics, export_root_module, library::RootModule,

@@ -4,7 +4,6 @@
 //! version check passes) but with another layout,
 //! a prefix struct holding one `extern "C" fn() -> u32`. The host's layout
 //! check must refuse it before calling anything in it.
-#![allow(non_local_definitions)] // abi_stable's derives expand to impls inside consts
 
 use abi_stable::{
     declare_root_module_statics, export_root_module, library::RootModule,
