@@ -274,10 +274,17 @@ fn super_chains(module: &[String], code: &str) -> Vec<Arrow> {
     found
 }
 
+/// One source file: its path under host/src, its lines, its unit tests.
+struct Source {
+    path: PathBuf,
+    lines: usize,
+    tests: usize,
+}
+
 struct House {
     wings: Vec<Wing>,
     /// Top-level module -> its files (relative to host/src) and lines.
-    files: BTreeMap<String, Vec<(PathBuf, usize)>>,
+    files: BTreeMap<String, Vec<Source>>,
     /// (from module, to module) -> where, as "file:line".
     arrows: BTreeMap<(String, String), Vec<String>>,
 }
@@ -289,7 +296,7 @@ fn house() -> House {
     let src = root.join("src");
     let mut paths = Vec::new();
     sources(&src, &mut paths);
-    let mut files: BTreeMap<String, Vec<(PathBuf, usize)>> = BTreeMap::new();
+    let mut files: BTreeMap<String, Vec<Source>> = BTreeMap::new();
     let mut arrows: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
     for path in paths {
         let rel = path
@@ -307,10 +314,11 @@ fn house() -> House {
                     .push(format!("host/src/{}:{}", rel.display(), arrow.line));
             }
         }
-        files
-            .entry(top)
-            .or_default()
-            .push((rel, text.lines().count()));
+        files.entry(top).or_default().push(Source {
+            path: rel,
+            lines: text.lines().count(),
+            tests: text.lines().filter(|l| l.trim() == "#[test]").count(),
+        });
     }
     House {
         wings: wings(&doc),
@@ -370,12 +378,13 @@ impl House {
     fn map(&self) -> String {
         let mut out = String::new();
         for (i, wing) in self.wings.iter().enumerate() {
-            let lines: usize = wing
-                .modules
-                .iter()
-                .flat_map(|m| self.files.get(m).into_iter().flatten())
-                .map(|(_, n)| n)
-                .sum();
+            let sources = || {
+                wing.modules
+                    .iter()
+                    .flat_map(|m| self.files.get(m).into_iter().flatten())
+            };
+            let lines: usize = sources().map(|s| s.lines).sum();
+            let tests: usize = sources().map(|s| s.tests).sum();
             let imports: BTreeSet<&str> = self
                 .arrows
                 .keys()
@@ -385,16 +394,18 @@ impl House {
                 .filter_map(|(_, to)| self.wing_of(to).map(|b| self.wings[b].name.as_str()))
                 .collect();
             out.push_str(&format!(
-                "{}. {} ({} lines) -> {}\n",
+                "{}. {} ({lines} lines, {tests} unit tests) -> {}\n",
                 i + 1,
                 wing.name,
-                lines,
                 imports.into_iter().collect::<Vec<_>>().join(", ")
             ));
-            for m in &wing.modules {
-                for (file, n) in self.files.get(m).into_iter().flatten() {
-                    out.push_str(&format!("     {:<40} {n}\n", file.display()));
-                }
+            for s in sources() {
+                out.push_str(&format!(
+                    "     {:<40} {:>5} {:>4}\n",
+                    s.path.display(),
+                    s.lines,
+                    s.tests
+                ));
             }
         }
         out
@@ -433,14 +444,22 @@ fn the_reader_sees_every_form_of_path() {
     );
 }
 
+fn source(path: &str) -> Source {
+    Source {
+        path: PathBuf::from(path),
+        lines: 1,
+        tests: 0,
+    }
+}
+
 #[test]
 fn an_arrow_up_the_list_is_a_problem() {
     let doc = "# x\n\n## Who may import whom\n\n1. **top** (`a`): a.\n2. **low** (`b`): b.\n";
     let mut house = House {
         wings: wings(doc),
         files: BTreeMap::from([
-            ("a".to_string(), vec![(PathBuf::from("a.rs"), 1)]),
-            ("b".to_string(), vec![(PathBuf::from("b.rs"), 1)]),
+            ("a".to_string(), vec![source("a.rs")]),
+            ("b".to_string(), vec![source("b.rs")]),
         ]),
         arrows: BTreeMap::from([(("a".into(), "b".into()), vec!["a.rs:1".into()])]),
     };
@@ -451,9 +470,7 @@ fn an_arrow_up_the_list_is_a_problem() {
     let problems = house.problems();
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(problems[0].contains("b.rs:3"), "{}", problems[0]);
-    house
-        .files
-        .insert("c".into(), vec![(PathBuf::from("c.rs"), 1)]);
+    house.files.insert("c".into(), vec![source("c.rs")]);
     assert!(house
         .problems()
         .iter()

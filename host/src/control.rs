@@ -71,3 +71,31 @@ impl Control {
         self.forced.load(Ordering::Relaxed)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    struct Counted(AtomicUsize);
+
+    impl Wake for Counted {
+        fn wake(&self) -> std::io::Result<()> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_drain_and_a_forced_stop_wake_every_loop() {
+        let control = Control::default();
+        let waker = Arc::new(Counted(AtomicUsize::new(0)));
+        control.add_waker(waker.clone());
+        assert!(!control.draining());
+        control.drain();
+        assert!(control.draining() && !control.forced());
+        control.force();
+        assert!(control.forced());
+        assert_eq!(waker.0.load(Ordering::SeqCst), 2);
+    }
+}

@@ -159,3 +159,26 @@ fn start_upgrade(steered: &Arc<Steered>, upgrading: &Arc<AtomicBool>, why: &str)
         log::error!("upgrade failed: cannot start its thread: {e}; this stoa keeps serving");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_signal_asks_for_its_request() {
+        assert_eq!(request_of(SIGHUP), Request::Rescan);
+        assert_eq!(request_of(SIGUSR1), Request::ReopenLogs);
+        assert_eq!(
+            request_of(SIGUSR2),
+            Request::Upgrade {
+                why: "SIGUSR2".into()
+            }
+        );
+        assert_eq!(
+            request_of(SIGTERM),
+            Request::Drain {
+                why: format!("signal {SIGTERM}")
+            }
+        );
+    }
+}
