@@ -377,8 +377,9 @@ impl Server {
             if !conn.may_take_requests() {
                 return (served, conn.output_full());
             }
-            let (peer, via) = (conn.peer().clone(), conn.listener());
-            let plan = |head: &Head, buf: &[u8]| self.dispatcher.body_plan(head, buf, &peer, via);
+            let plan = |head: &Head, buf: &[u8], peer: &Arc<str>, via: usize| {
+                self.dispatcher.body_plan(head, buf, peer, via)
+            };
             let read = conn.next_request_with(&self.shared.settings.conn, &mut self.bufs, &plan);
             match read {
                 Ok(false) => return (served, false),

@@ -43,6 +43,7 @@ pub enum Target<'a> {
 
 impl<'a> Route<'a> {
     /// Routes the request `parts` from `peer` with the mounts in `mounts`.
+    #[inline]
     pub fn decide(
         settings: &Settings,
         mounts: &'a MountTable,

@@ -63,6 +63,7 @@ pub const OUTPUT_BOUND: usize = 64 * 1024;
 ///   `Closing` once its output is out (with `linger`, at the peer's end of
 ///   stream), from `Lingering`, and from `Reading` or `Upgraded` at the
 ///   peer's end of stream.
+#[repr(u8)]
 enum Phase {
     /// Between requests, or receiving one: parsing the read buffer. A
     /// request with a body is routed once its head is whole, and its route
@@ -94,7 +95,9 @@ enum Phase {
 struct Dispatch {
     pending: Pending,
     /// The app's sink for the request's streamed body, once it gave one.
-    body: Option<BodyLink>,
+    /// Boxed: few requests stream their body to the app, and every
+    /// request's phase is moved on its answer.
+    body: Option<Box<BodyLink>>,
     /// The streamed body broke or was cut short: close after the answer.
     body_broke: bool,
 }

@@ -18,8 +18,11 @@ use std::time::{Duration, Instant};
 use stoa_app_api::abi::BODY_COMPLETE;
 use stoa_app_api::Response;
 
-/// Decides a request's route and body plan once its head is whole.
-pub type Router<'a> = dyn Fn(&Head, &[u8]) -> (BodyPlan, Route<'static>) + 'a;
+/// Decides a request's route and body plan once its head is whole, from
+/// its head, its bytes, the connection's peer and the listener it came in
+/// on.
+pub type Router<'a> =
+    dyn Fn(&Head, &[u8], &std::sync::Arc<str>, usize) -> (BodyPlan, Route<'static>) + 'a;
 
 /// What an answer is queued under.
 pub struct Terms<'a> {
@@ -144,12 +147,17 @@ impl<S> Conn<S> {
     /// waiting in the transport).
     pub(super) fn answered(&mut self, persist: Persist, unread: bool) {
         self.served += 1;
-        self.phase = match persist {
+        self.phase = self.after_answer(persist, unread);
+    }
+
+    /// The phase after an answer that went out as `persist` says.
+    fn after_answer(&self, persist: Persist, unread: bool) -> Phase {
+        match persist {
             Persist::Close => Phase::Closing {
                 linger: unread || self.bytes_left(),
             },
             Persist::KeepAlive | Persist::KeepAlive10 => Phase::Reading(None),
-        };
+        }
     }
 
     /// True if request bytes are buffered or may wait in the transport.
@@ -168,18 +176,24 @@ impl<S> Conn<S> {
         terms: &Terms,
         pool: &mut BufPool,
     ) -> Option<Pending> {
-        let (pending, body_left) = self.take_dispatch()?;
-        let persist = self.persistence(&pending, terms.params, terms.close || body_left);
-        self.out.push_response(
-            pool,
-            response,
-            fixed,
-            pending.head_only,
-            persist,
-            terms.date,
-        );
-        self.answered(persist, body_left);
-        Some(pending)
+        // As `take_dispatch` then `answered`, with the phase moved once: on
+        // every answer, so its request is read in place and the phase
+        // replaced by the next one directly.
+        let Phase::Dispatched(d) = &self.phase else {
+            return None;
+        };
+        let body_left = d.body_broke || self.reader.feeds_body();
+        let persist = self.persistence(&d.pending, terms.params, terms.close || body_left);
+        let head_only = d.pending.head_only;
+        self.out
+            .push_response(pool, response, fixed, head_only, persist, terms.date);
+        self.reader.abandon_body();
+        self.served += 1;
+        let next = self.after_answer(persist, body_left);
+        match std::mem::replace(&mut self.phase, next) {
+            Phase::Dispatched(d) => Some(d.pending),
+            _ => None,
+        }
     }
 
     /// The app gave its sink for the request's streamed body (a request
@@ -187,7 +201,7 @@ impl<S> Conn<S> {
     /// the request).
     pub fn attach_body(&mut self, link: BodyLink) {
         match &mut self.phase {
-            Phase::Dispatched(d) if self.reader.feeds_body() => d.body = Some(link),
+            Phase::Dispatched(d) if self.reader.feeds_body() => d.body = Some(Box::new(link)),
             _ => link.complete_now(),
         }
     }
@@ -267,7 +281,7 @@ impl<S: Transport> Conn<S> {
         pool: &mut BufPool,
     ) -> Result<bool, HttpError> {
         let peer = self.peer.clone();
-        self.next_request_with(params, pool, &|_, _| {
+        self.next_request_with(params, pool, &|_, _, _, _| {
             let route = Route {
                 client: peer.clone(),
                 scheme: "http",
@@ -288,8 +302,9 @@ impl<S: Transport> Conn<S> {
         route: &Router<'_>,
     ) -> Result<bool, HttpError> {
         let routed = Cell::new(None);
+        let (peer, via) = (&self.peer, self.via);
         let plan = |head: &Head, buf: &[u8]| {
-            let (plan, route) = route(head, buf);
+            let (plan, route) = route(head, buf, peer, via);
             routed.set(Some(route));
             plan
         };

@@ -66,9 +66,9 @@ impl Rig {
         let handles = self.handles.clone();
         c.note_ready(true, false);
         c.read_some(&handles.settings.conn, &mut self.pool);
-        let peer = c.peer().clone();
         let d = &self.dispatcher;
-        let plan = |head: &_, buf: &[u8]| d.body_plan(head, buf, &peer, 0);
+        let plan =
+            |head: &_, buf: &[u8], peer: &Arc<str>, via: usize| d.body_plan(head, buf, peer, via);
         c.next_request_with(&handles.settings.conn, &mut self.pool, &plan)
     }
 
