@@ -133,15 +133,8 @@ pub fn parse_head_reusing(
         fields.note(&mut head, buf, h, params)?;
     }
     fields.check_host(version)?;
-    // RFC 9112 §3.2.2: with an absolute-form target, the target's authority
-    // is the host, whatever the Host field says; apps see it as Host.
     if let Some(authority) = absolute_authority(path) {
-        if authority.is_empty() || !valid_host(authority.as_bytes()) {
-            return Err(HttpError::Malformed("invalid host in the request-target"));
-        }
-        if let Some(i) = fields.host_field {
-            head.headers[i].1 = offset(buf, authority.as_bytes());
-        }
+        take_authority(&mut head, buf, authority, fields.host_field)?;
     }
     head.body = fields.body_kind(version, params)?;
     check_target(&buf[head.method.clone()], path)?;
@@ -170,6 +163,25 @@ fn check_line_limits(path: &str, len: usize, params: &ConnParams) -> Result<(), 
     }
     if len > params.max_head {
         return Err(HttpError::HeadTooLarge);
+    }
+    Ok(())
+}
+
+/// RFC 9112 §3.2.2: with an absolute-form target, the target's authority
+/// is the host, whatever the Host field says; apps see it as Host (the
+/// field at `host_field`, if any).
+#[inline]
+fn take_authority(
+    head: &mut Head,
+    buf: &[u8],
+    authority: &str,
+    host_field: Option<usize>,
+) -> Result<(), HttpError> {
+    if authority.is_empty() || !valid_host(authority.as_bytes()) {
+        return Err(HttpError::Malformed("invalid host in the request-target"));
+    }
+    if let Some(i) = host_field {
+        head.headers[i].1 = offset(buf, authority.as_bytes());
     }
     Ok(())
 }
