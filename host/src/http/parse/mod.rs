@@ -264,7 +264,7 @@ impl<'b> Fields<'b> {
 
     /// RFC 9112 §3.2: 400 for an HTTP/1.1 request without Host, and for
     /// any request with several Host fields or an invalid one.
-    #[inline]
+    #[inline(always)]
     fn check_host(&self, version: u8) -> Result<(), HttpError> {
         match (self.hosts, version) {
             (0, 1) => return Err(HttpError::Malformed("missing Host header")),
@@ -279,7 +279,7 @@ impl<'b> Fields<'b> {
 
     /// How the body is delimited (RFC 9112 §6), from Content-Length and
     /// Transfer-Encoding together.
-    #[inline]
+    #[inline(always)]
     fn body_kind(&self, version: u8, params: &ConnParams) -> Result<BodyKind, HttpError> {
         let chunked = !self.codings.is_empty() && transfer_coding(&self.codings)?;
         // RFC 9112 §6.1: Transfer-Encoding in HTTP/1.0 means faulty framing.
