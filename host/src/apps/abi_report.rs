@@ -64,8 +64,16 @@ fn name_of(step: &TLFieldOrFunction) -> String {
 
 /// One difference in a few words, on one line (abi_stable's wording).
 fn describe(error: &AbiInstability) -> String {
+    let text = shown_difference(error)
+        .or_else(|| debugged_difference(error))
+        .unwrap_or_else(|| unnamed_difference(error));
+    one_line(&text)
+}
+
+/// A difference whose two sides abi_stable displays.
+fn shown_difference(error: &AbiInstability) -> Option<String> {
     use AbiInstability as AI;
-    let text = match error {
+    Some(match error {
         AI::Name(v) => shown("mismatched type", v),
         AI::Package(v) => shown("mismatched package", v),
         AI::PackageVersion(v) => shown("incompatible package versions", v),
@@ -83,6 +91,14 @@ fn describe(error: &AbiInstability) -> String {
             };
             shown("unexpected field", &names)
         }
+        _ => return None,
+    })
+}
+
+/// A difference whose two sides are shown in their debug form.
+fn debugged_difference(error: &AbiInstability) -> Option<String> {
+    use AbiInstability as AI;
+    Some(match error {
         AI::MismatchedPrimitive(v) => debugged("incompatible primitive", v),
         AI::TLDataDiscriminant(v) => debugged("incompatible kind of type", v),
         AI::UnexpectedVariant(v) => debugged("unexpected variant", v),
@@ -91,13 +107,15 @@ fn describe(error: &AbiInstability) -> String {
         AI::MismatchedExhaustiveness(v) => {
             debugged("enums differ in whether they are exhaustive", v)
         }
-        other => {
-            let text = format!("{other:?}");
-            let kind = text.split(['(', ' ', '{']).next().unwrap_or("unknown");
-            format!("{kind} mismatch")
-        }
-    };
-    one_line(&text)
+        _ => return None,
+    })
+}
+
+/// Any other difference, by the name of its kind only.
+fn unnamed_difference(error: &AbiInstability) -> String {
+    let text = format!("{error:?}");
+    let kind = text.split(['(', ' ', '{']).next().unwrap_or("unknown");
+    format!("{kind} mismatch")
 }
 
 fn shown<T: Display>(what: &str, v: &ExpectedFound<T>) -> String {

@@ -56,45 +56,10 @@ impl ChunkedDecoder {
                 State::Size | State::Trailers => {
                     let b = input[i];
                     i += 1;
-                    if b != b'\n' {
-                        self.line.push(b);
-                        if self.state == State::Size && self.line.len() > MAX_SIZE_LINE {
-                            return Err(HttpError::Framing("chunk size line too long"));
-                        }
-                        if self.state == State::Trailers
-                            && self.trailer_bytes + self.line.len() > MAX_TRAILERS
-                        {
-                            return Err(HttpError::HeadTooLarge);
-                        }
-                        continue;
-                    }
-                    if self.line.pop() != Some(b'\r') {
-                        return Err(HttpError::Framing("chunk line not ended by CRLF"));
-                    }
-                    if self.state == State::Size {
-                        let size = parse_size(&self.line)?;
-                        self.line.clear();
-                        if out.len().saturating_add(size) > max_body {
-                            return Err(HttpError::BodyTooLarge);
-                        }
-                        self.state = if size == 0 {
-                            State::Trailers
-                        } else {
-                            State::Data(size)
-                        };
+                    if b == b'\n' {
+                        self.end_line(out.len(), max_body)?;
                     } else {
-                        let empty = self.line.is_empty();
-                        if !empty {
-                            check_trailer(&self.line)?;
-                        }
-                        self.trailer_bytes += self.line.len() + 2;
-                        self.line.clear();
-                        if self.trailer_bytes > MAX_TRAILERS {
-                            return Err(HttpError::HeadTooLarge);
-                        }
-                        if empty {
-                            self.state = State::Done;
-                        }
+                        self.line_byte(b)?;
                     }
                 }
                 State::Data(left) => {
@@ -108,25 +73,94 @@ impl ChunkedDecoder {
                     };
                 }
                 State::DataCr | State::DataLf => {
-                    let want = if self.state == State::DataCr {
-                        b'\r'
-                    } else {
-                        b'\n'
-                    };
-                    if input[i] != want {
-                        return Err(HttpError::Framing("chunk data not followed by CRLF"));
-                    }
+                    self.data_end(input[i])?;
                     i += 1;
-                    self.state = if want == b'\r' {
-                        State::DataLf
-                    } else {
-                        State::Size
-                    };
                 }
                 State::Done => break,
             }
         }
         Ok(i)
+    }
+
+    /// One byte of a size or trailer line (not its LF), within the line's
+    /// limit.
+    #[inline]
+    fn line_byte(&mut self, b: u8) -> Result<(), HttpError> {
+        self.line.push(b);
+        if self.state == State::Size && self.line.len() > MAX_SIZE_LINE {
+            return Err(HttpError::Framing("chunk size line too long"));
+        }
+        if self.state == State::Trailers && self.trailer_bytes + self.line.len() > MAX_TRAILERS {
+            return Err(HttpError::HeadTooLarge);
+        }
+        Ok(())
+    }
+
+    /// A size or trailer line's LF: the line must end in CRLF; then what
+    /// it says, with `decoded` bytes of body so far.
+    #[inline]
+    fn end_line(&mut self, decoded: usize, max_body: usize) -> Result<(), HttpError> {
+        if self.line.pop() != Some(b'\r') {
+            return Err(HttpError::Framing("chunk line not ended by CRLF"));
+        }
+        if self.state == State::Size {
+            self.end_size_line(decoded, max_body)
+        } else {
+            self.end_trailer_line()
+        }
+    }
+
+    /// A chunk's size: its data next, or the trailers after the last chunk.
+    #[inline]
+    fn end_size_line(&mut self, decoded: usize, max_body: usize) -> Result<(), HttpError> {
+        let size = parse_size(&self.line)?;
+        self.line.clear();
+        if decoded.saturating_add(size) > max_body {
+            return Err(HttpError::BodyTooLarge);
+        }
+        self.state = if size == 0 {
+            State::Trailers
+        } else {
+            State::Data(size)
+        };
+        Ok(())
+    }
+
+    /// One trailer field, or the empty line that ends the body.
+    #[inline]
+    fn end_trailer_line(&mut self) -> Result<(), HttpError> {
+        let empty = self.line.is_empty();
+        if !empty {
+            check_trailer(&self.line)?;
+        }
+        self.trailer_bytes += self.line.len() + 2;
+        self.line.clear();
+        if self.trailer_bytes > MAX_TRAILERS {
+            return Err(HttpError::HeadTooLarge);
+        }
+        if empty {
+            self.state = State::Done;
+        }
+        Ok(())
+    }
+
+    /// The CR or the LF after a chunk's data.
+    #[inline]
+    fn data_end(&mut self, b: u8) -> Result<(), HttpError> {
+        let want = if self.state == State::DataCr {
+            b'\r'
+        } else {
+            b'\n'
+        };
+        if b != want {
+            return Err(HttpError::Framing("chunk data not followed by CRLF"));
+        }
+        self.state = if want == b'\r' {
+            State::DataLf
+        } else {
+            State::Size
+        };
+        Ok(())
     }
 }
 

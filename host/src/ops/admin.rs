@@ -3,7 +3,7 @@
 
 use crate::apps::pool::Pool;
 use crate::apps::registry::mapped_bytes;
-use crate::apps::registry::AppTable;
+use crate::apps::registry::{AppState, AppTable};
 use crate::budget::{Budget, Refusal};
 use crate::control::Control;
 use crate::http::answer::HostAnswer;
@@ -15,7 +15,7 @@ use crate::ops::watchdog::Board;
 use crate::settings::Settings;
 use crate::stats::Stats;
 use crate::stats::{AppStats, WorkerStats, APP_SLOTS, LATENCY_BUCKETS};
-use serde_json::json;
+use serde_json::{json, Value};
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
 use stoa_app_api::Response;
@@ -91,10 +91,67 @@ fn sum_app<F: Fn(&AppStats) -> u64>(shared: &Sources<'_>, slot: Option<usize>, f
     shared.stats.workers().iter().map(|w| f(w.app(slot))).sum()
 }
 
+/// The status endpoint's document: one section per concern.
 fn status_json(shared: &Sources<'_>) -> String {
-    let budget = shared.budget;
-    let workers: Vec<_> = shared
-        .stats
+    let state = shared.apps.load();
+    let status = json!({
+        "poller": shared.settings.poller,
+        "workers": shared.stats.workers().len(),
+        "draining": shared.control.draining(),
+        "connections": connections_json(shared),
+        "streams": {
+            "open": shared.stats.workers().iter().map(|w| w.streams.load(Relaxed)).sum::<u64>(),
+        },
+        "buffered": buffered_json(shared.budget),
+        "websockets": {
+            "open": shared.stats.workers().iter().map(WorkerStats::websockets).sum::<u64>(),
+            "opened": shared.stats.workers().iter().map(|w| w.ws_opened.load(Relaxed)).sum::<u64>(),
+        },
+        "per_worker": per_worker_json(shared.stats),
+        "requests": requests_json(shared),
+        "stuck_workers": survival::stuck_json(shared.board, shared.stats),
+        "blocking_pool": shared.pool.map(survival::pool_json),
+        "apps": apps_json(&state),
+        "refused": refused_json(&state),
+        "apps_scan_failures": state.scan_failures,
+        "apps_scan_error": state.scan_error,
+        "constructing": state.constructing.iter()
+            .map(|c| json!({"app": c.app, "file": c.file.display().to_string()}))
+            .collect::<Vec<_>>(),
+        "generations": generations_json(&state),
+        "logs": log_writer::status_json(&logs(shared)),
+    });
+    status.to_string()
+}
+
+/// Connections summed over the workers, with the cap and what is done past it.
+fn connections_json(shared: &Sources<'_>) -> Value {
+    let workers = shared.stats.workers();
+    json!({
+        "open": workers.iter().map(|w| w.open()).sum::<u64>(),
+        "accepted": workers.iter().map(|w| w.accepted.load(Relaxed)).sum::<u64>(),
+        "closed": workers.iter().map(|w| w.closed.load(Relaxed)).sum::<u64>(),
+        "max": shared.settings.max_connections_total,
+        "max_per_worker": shared.settings.max_connections,
+        "overload": shared.settings.overload.name(),
+        "shed": workers.iter().map(|w| w.shed.load(Relaxed)).sum::<u64>(),
+        "accept_paused_seconds": workers.iter().map(WorkerStats::accept_paused_secs).sum::<f64>(),
+    })
+}
+
+/// The budget of buffered bodies and messages: held, limit, refusals.
+fn buffered_json(budget: &Budget) -> Value {
+    json!({
+        "bytes": budget.held(),
+        "max": budget.limit(),
+        "bodies_refused": budget.refused(Refusal::Body),
+        "messages_refused": budget.refused(Refusal::Message),
+    })
+}
+
+/// Each worker's connection counters and requests.
+fn per_worker_json(stats: &Stats) -> Vec<Value> {
+    stats
         .workers()
         .iter()
         .enumerate()
@@ -110,8 +167,13 @@ fn status_json(shared: &Sources<'_>) -> String {
                 "requests": w.requests(),
             })
         })
-        .collect();
-    let by_app: serde_json::Map<String, serde_json::Value> = slots(shared)
+        .collect()
+}
+
+/// Requests by app (and the host's own): by status class, and their mean
+/// latency.
+fn requests_json(shared: &Sources<'_>) -> serde_json::Map<String, Value> {
+    slots(shared)
         .into_iter()
         .map(|(name, slot)| {
             let class = |i: usize| sum_app(shared, slot, |a| a.by_class[i].load(Relaxed));
@@ -124,9 +186,12 @@ fn status_json(shared: &Sources<'_>) -> String {
             });
             (name, v)
         })
-        .collect();
-    let state = shared.apps.load();
-    let apps: Vec<_> = state
+        .collect()
+}
+
+/// The mounted apps.
+fn apps_json(state: &AppState) -> Vec<Value> {
+    state
         .mounts
         .apps()
         .iter()
@@ -137,13 +202,21 @@ fn status_json(shared: &Sources<'_>) -> String {
                 "file": a.file.display().to_string(),
             })
         })
-        .collect();
-    let refused: Vec<_> = state
+        .collect()
+}
+
+/// The plugins refused, with why.
+fn refused_json(state: &AppState) -> Vec<Value> {
+    state
         .refused
         .iter()
         .map(|r| json!({"file": r.file.display().to_string(), "reason": r.reason.to_string()}))
-        .collect();
-    let generations: Vec<_> = state
+        .collect()
+}
+
+/// Every library generation still mapped.
+fn generations_json(state: &AppState) -> Vec<Value> {
+    state
         .retained
         .iter()
         .map(|g| {
@@ -152,50 +225,7 @@ fn status_json(shared: &Sources<'_>) -> String {
                 "generation": g.generation, "mapped_bytes": mapped_bytes(&g.mapping),
             })
         })
-        .collect();
-    let status = json!({
-        "poller": shared.settings.poller,
-        "workers": shared.stats.workers().len(),
-        "draining": shared.control.draining(),
-        "connections": {
-            "open": shared.stats.workers().iter().map(|w| w.open()).sum::<u64>(),
-            "accepted": shared.stats.workers().iter().map(|w| w.accepted.load(Relaxed)).sum::<u64>(),
-            "closed": shared.stats.workers().iter().map(|w| w.closed.load(Relaxed)).sum::<u64>(),
-            "max": shared.settings.max_connections_total,
-            "max_per_worker": shared.settings.max_connections,
-            "overload": shared.settings.overload.name(),
-            "shed": shared.stats.workers().iter().map(|w| w.shed.load(Relaxed)).sum::<u64>(),
-            "accept_paused_seconds":
-                shared.stats.workers().iter().map(WorkerStats::accept_paused_secs).sum::<f64>(),
-        },
-        "streams": {
-            "open": shared.stats.workers().iter().map(|w| w.streams.load(Relaxed)).sum::<u64>(),
-        },
-        "buffered": {
-            "bytes": budget.held(),
-            "max": budget.limit(),
-            "bodies_refused": budget.refused(Refusal::Body),
-            "messages_refused": budget.refused(Refusal::Message),
-        },
-        "websockets": {
-            "open": shared.stats.workers().iter().map(WorkerStats::websockets).sum::<u64>(),
-            "opened": shared.stats.workers().iter().map(|w| w.ws_opened.load(Relaxed)).sum::<u64>(),
-        },
-        "per_worker": workers,
-        "requests": by_app,
-        "stuck_workers": survival::stuck_json(shared.board, shared.stats),
-        "blocking_pool": shared.pool.map(survival::pool_json),
-        "apps": apps,
-        "refused": refused,
-        "apps_scan_failures": state.scan_failures,
-        "apps_scan_error": state.scan_error,
-        "constructing": state.constructing.iter()
-            .map(|c| json!({"app": c.app, "file": c.file.display().to_string()}))
-            .collect::<Vec<_>>(),
-        "generations": generations,
-        "logs": log_writer::status_json(&logs(shared)),
-    });
-    status.to_string()
+        .collect()
 }
 
 /// A Prometheus label value: backslash, double quote and newline escaped
@@ -207,9 +237,31 @@ fn label(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// The metrics endpoint's text, one family after another.
 fn metrics_text(shared: &Sources<'_>) -> String {
-    let budget = shared.budget;
     let mut out = String::new();
+    info_metrics(shared, &mut out);
+    connection_metrics(shared, &mut out);
+    buffered_metrics(shared.budget, &mut out);
+    let slots = slots(shared);
+    request_metrics(shared, &slots, &mut out);
+    latency_metrics(shared, &slots, &mut out);
+    if let Some(pool) = shared.pool {
+        let _ = writeln!(
+            out,
+            "# TYPE stoa_blocking_queue_depth gauge\nstoa_blocking_queue_depth {}",
+            pool.queued()
+        );
+    }
+    survival::metrics(shared.board, shared.stats, shared.pool, &slots, &mut out);
+    app_table_metrics(&shared.apps.load(), &mut out);
+    log_writer::metrics(&logs(shared), &mut out);
+    debug_assert!(slots.len() <= APP_SLOTS + 1);
+    out
+}
+
+/// The host's poller and worker count, and whether it is draining.
+fn info_metrics(shared: &Sources<'_>, out: &mut String) {
     let _ = writeln!(out, "# TYPE stoa_info gauge");
     let _ = writeln!(
         out,
@@ -222,8 +274,13 @@ fn metrics_text(shared: &Sources<'_>) -> String {
         "# TYPE stoa_draining gauge\nstoa_draining {}",
         u8::from(shared.control.draining())
     );
+}
+
+/// Connections, streams and WebSockets per worker, what was shed past the
+/// cap, the time accepting was paused, and the cap.
+fn connection_metrics(shared: &Sources<'_>, out: &mut String) {
     type Field = fn(&WorkerStats) -> u64;
-    let per_worker: [(&str, &str, Field); 5] = [
+    let per_worker: [(&str, &str, Field); 6] = [
         ("stoa_connections_open", "gauge", WorkerStats::open),
         ("stoa_streams_open", "gauge", |w| w.streams.load(Relaxed)),
         ("stoa_websockets_open", "gauge", WorkerStats::websockets),
@@ -233,17 +290,15 @@ fn metrics_text(shared: &Sources<'_>) -> String {
         ("stoa_connections_closed_total", "counter", |w| {
             w.closed.load(Relaxed)
         }),
+        ("stoa_connections_shed_total", "counter", |w| {
+            w.shed.load(Relaxed)
+        }),
     ];
     for (metric, kind, field) in per_worker {
         let _ = writeln!(out, "# TYPE {metric} {kind}");
         for (i, w) in shared.stats.workers().iter().enumerate() {
             let _ = writeln!(out, "{metric}{{worker=\"{i}\"}} {}", field(w));
         }
-    }
-    let _ = writeln!(out, "# TYPE stoa_connections_shed_total counter");
-    for (i, w) in shared.stats.workers().iter().enumerate() {
-        let shed = w.shed.load(Relaxed);
-        let _ = writeln!(out, "stoa_connections_shed_total{{worker=\"{i}\"}} {shed}");
     }
     let _ = writeln!(out, "# TYPE stoa_accept_paused_seconds_total counter");
     for (i, w) in shared.stats.workers().iter().enumerate() {
@@ -258,10 +313,12 @@ fn metrics_text(shared: &Sources<'_>) -> String {
         "# TYPE stoa_connections_max gauge\nstoa_connections_max {}",
         shared.settings.max_connections_total
     );
-    buffered_metrics(budget, &mut out);
+}
+
+/// Requests by app and status class.
+fn request_metrics(shared: &Sources<'_>, slots: &[(String, Option<usize>)], out: &mut String) {
     let _ = writeln!(out, "# TYPE stoa_requests_total counter");
-    let slots = slots(shared);
-    for (name, slot) in &slots {
+    for (name, slot) in slots {
         for (i, class) in ["1xx", "2xx", "3xx", "4xx", "5xx"].iter().enumerate() {
             let v = sum_app(shared, *slot, |a| a.by_class[i].load(Relaxed));
             let _ = writeln!(
@@ -271,8 +328,12 @@ fn metrics_text(shared: &Sources<'_>) -> String {
             );
         }
     }
+}
+
+/// The request duration histogram of each app.
+fn latency_metrics(shared: &Sources<'_>, slots: &[(String, Option<usize>)], out: &mut String) {
     let _ = writeln!(out, "# TYPE stoa_request_duration_seconds histogram");
-    for (name, slot) in &slots {
+    for (name, slot) in slots {
         let mut cumulative = 0;
         for (i, le) in LATENCY_BUCKETS
             .iter()
@@ -299,32 +360,25 @@ fn metrics_text(shared: &Sources<'_>) -> String {
             label(name)
         );
     }
-    if let Some(pool) = shared.pool {
-        let _ = writeln!(
-            out,
-            "# TYPE stoa_blocking_queue_depth gauge\nstoa_blocking_queue_depth {}",
-            pool.queued()
-        );
-    }
-    survival::metrics(shared.board, shared.stats, shared.pool, &slots, &mut out);
+}
+
+/// The apps mounted, the plugins refused and the failed scans.
+fn app_table_metrics(state: &AppState, out: &mut String) {
     let _ = writeln!(
         out,
         "# TYPE stoa_apps_loaded gauge\nstoa_apps_loaded {}",
-        shared.apps.load().mounts.apps().len()
+        state.mounts.apps().len()
     );
     let _ = writeln!(
         out,
         "# TYPE stoa_plugins_refused gauge\nstoa_plugins_refused {}",
-        shared.apps.load().refused.len()
+        state.refused.len()
     );
     let _ = writeln!(
         out,
         "# TYPE stoa_apps_scan_failures_total counter\nstoa_apps_scan_failures_total {}",
-        shared.apps.load().scan_failures
+        state.scan_failures
     );
-    log_writer::metrics(&logs(shared), &mut out);
-    debug_assert!(slots.len() <= APP_SLOTS + 1);
-    out
 }
 
 /// The budget of buffered bodies and messages: held, limit, refusals.

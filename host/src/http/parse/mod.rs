@@ -105,40 +105,16 @@ pub fn parse_head_reusing(
     let mut storage = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; HEADER_ARRAY];
     let slots = params.max_headers.clamp(1, HEADER_ARRAY);
     let mut req = httparse::Request::new(&mut []);
-    let status = match req.parse_with_uninit_headers(buf, &mut storage[..slots]) {
-        Ok(s) => s,
-        Err(httparse::Error::TooManyHeaders) => return Err(HttpError::TooManyHeaders),
+    let len = match req.parse_with_uninit_headers(buf, &mut storage[..slots]) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return check_partial(buf, params).map(|()| None),
         Err(httparse::Error::Version) => return parse_later_minor(buf, params, spare),
-        Err(httparse::Error::Token) => {
-            return Err(HttpError::Malformed(
-                "invalid token in method or header name",
-            ))
-        }
-        Err(httparse::Error::HeaderName) => {
-            return Err(HttpError::Malformed("invalid header name"))
-        }
-        Err(httparse::Error::HeaderValue) => {
-            return Err(HttpError::Malformed("invalid header value"))
-        }
-        Err(_) => return Err(HttpError::Malformed("malformed request head")),
-    };
-    let len = match status {
-        httparse::Status::Complete(n) => n,
-        httparse::Status::Partial => {
-            return check_partial(buf, params).map(|()| None);
-        }
+        Err(e) => return Err(parse_error(e)),
     };
     let (Some(method), Some(path), Some(version)) = (req.method, req.path, req.version) else {
         return Err(HttpError::Malformed("incomplete request line"));
     };
-    // The more specific limit first: a long target is 414 even when the
-    // head is over its limit too.
-    if path.len() > params.max_request_line {
-        return Err(HttpError::UriTooLong);
-    }
-    if len > params.max_head {
-        return Err(HttpError::HeadTooLarge);
-    }
+    check_line_limits(path, len, params)?;
     let mut head = Head {
         method: offset(buf, method.as_bytes()),
         target: offset(buf, path.as_bytes()),
@@ -152,35 +128,103 @@ pub fn parse_head_reusing(
     };
     head.headers.clear();
     head.headers.reserve(req.headers.len());
-    let mut content_length: Option<usize> = None;
-    // Transfer-Encoding is one list across all its field lines (RFC 9110 §5.3).
-    let mut codings: Vec<&[u8]> = Vec::new();
-    let mut hosts = 0;
-    let mut host_field = None;
-    let mut host_value: Option<&[u8]> = None;
+    let mut fields = Fields::default();
     for h in req.headers.iter() {
+        fields.note(&mut head, buf, h, params)?;
+    }
+    fields.check_host(version)?;
+    if let Some(authority) = absolute_authority(path) {
+        take_authority(&mut head, buf, authority, fields.host_field)?;
+    }
+    head.body = fields.body_kind(version, params)?;
+    check_target(&buf[head.method.clone()], path)?;
+    Ok(Some(head))
+}
+
+/// What an httparse error (other than a later HTTP/1 minor version) is
+/// answered with.
+#[cold]
+fn parse_error(e: httparse::Error) -> HttpError {
+    match e {
+        httparse::Error::TooManyHeaders => HttpError::TooManyHeaders,
+        httparse::Error::Token => HttpError::Malformed("invalid token in method or header name"),
+        httparse::Error::HeaderName => HttpError::Malformed("invalid header name"),
+        httparse::Error::HeaderValue => HttpError::Malformed("invalid header value"),
+        _ => HttpError::Malformed("malformed request head"),
+    }
+}
+
+/// The limits on the request line and the head, the more specific first:
+/// a long target is 414 even when the head is over its limit too.
+#[inline]
+fn check_line_limits(path: &str, len: usize, params: &ConnParams) -> Result<(), HttpError> {
+    if path.len() > params.max_request_line {
+        return Err(HttpError::UriTooLong);
+    }
+    if len > params.max_head {
+        return Err(HttpError::HeadTooLarge);
+    }
+    Ok(())
+}
+
+/// RFC 9112 §3.2.2: with an absolute-form target, the target's authority
+/// is the host, whatever the Host field says; apps see it as Host (the
+/// field at `host_field`, if any).
+#[inline]
+fn take_authority(
+    head: &mut Head,
+    buf: &[u8],
+    authority: &str,
+    host_field: Option<usize>,
+) -> Result<(), HttpError> {
+    if authority.is_empty() || !valid_host(authority.as_bytes()) {
+        return Err(HttpError::Malformed("invalid host in the request-target"));
+    }
+    if let Some(i) = host_field {
+        head.headers[i].1 = offset(buf, authority.as_bytes());
+    }
+    Ok(())
+}
+
+/// What the one pass over the header fields gathers for the checks that
+/// need them all: the body's framing and the Host fields.
+#[derive(Default)]
+struct Fields<'b> {
+    content_length: Option<usize>,
+    /// Transfer-Encoding is one list across all its field lines (RFC 9110 §5.3).
+    codings: Vec<&'b [u8]>,
+    hosts: usize,
+    /// The Host field's index in the head's headers, and its value.
+    host_field: Option<usize>,
+    host_value: Option<&'b [u8]>,
+}
+
+impl<'b> Fields<'b> {
+    /// Checks one header field, stores its offsets in `head` and notes
+    /// what it says of the framing, the connection, Host, an upgrade or
+    /// an expectation.
+    #[inline]
+    fn note(
+        &mut self,
+        head: &mut Head,
+        buf: &'b [u8],
+        h: &httparse::Header<'b>,
+        params: &ConnParams,
+    ) -> Result<(), HttpError> {
         if h.value.len() > params.max_header_field {
             return Err(HttpError::HeaderFieldTooLarge);
         }
         head.headers
             .push((offset(buf, h.name.as_bytes()), offset(buf, h.value)));
-        let name = h.name;
+        let (name, version) = (h.name, head.version_minor);
         if name.eq_ignore_ascii_case("content-length") {
             // Repeated, even with the same value, as nginx does: 400.
-            if content_length.is_some() {
+            if self.content_length.is_some() {
                 return Err(HttpError::Framing("more than one Content-Length"));
             }
-            content_length = Some(parse_content_length(h.value)?);
+            self.content_length = Some(parse_content_length(h.value)?);
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            codings.extend(
-                h.value
-                    .split(|&b| b == b',')
-                    .map(<[u8]>::trim_ascii)
-                    .filter(|c| !c.is_empty()),
-            );
-            if codings.is_empty() {
-                return Err(HttpError::Framing("empty Transfer-Encoding"));
-            }
+            self.add_codings(h.value)?;
         } else if name.eq_ignore_ascii_case("connection") {
             if has_token(h.value, "close") {
                 head.keep_alive = false;
@@ -188,60 +232,74 @@ pub fn parse_head_reusing(
                 head.keep_alive = true;
             }
         } else if name.eq_ignore_ascii_case("host") {
-            hosts += 1;
-            host_value = Some(h.value);
-            host_field = Some(head.headers.len() - 1);
+            self.hosts += 1;
+            self.host_value = Some(h.value);
+            self.host_field = Some(head.headers.len() - 1);
         } else if name.eq_ignore_ascii_case("upgrade") {
             head.asks_websocket |= has_token(h.value, "websocket");
         } else if name.eq_ignore_ascii_case("expect") {
-            if h.value.eq_ignore_ascii_case(b"100-continue") {
-                // An HTTP/1.0 client is never sent a 1xx (RFC 9110 §15.2).
-                head.expect_continue = version == 1;
-            } else {
+            if !h.value.eq_ignore_ascii_case(b"100-continue") {
                 return Err(HttpError::ExpectationFailed);
             }
+            // An HTTP/1.0 client is never sent a 1xx (RFC 9110 §15.2).
+            head.expect_continue = version == 1;
         }
+        Ok(())
     }
-    // RFC 9112 §3.2: 400 for an HTTP/1.1 request without Host, and for any
-    // request with several Host fields or an invalid one.
-    match (hosts, version) {
-        (0, 1) => return Err(HttpError::Malformed("missing Host header")),
-        (0 | 1, _) => {}
-        _ => return Err(HttpError::Malformed("more than one Host header")),
-    }
-    if !host_value.is_some_and(valid_host) && hosts == 1 {
-        return Err(HttpError::Malformed("invalid Host header"));
-    }
-    // RFC 9112 §3.2.2: with an absolute-form target, the target's authority
-    // is the host, whatever the Host field says; apps see it as Host.
-    if let Some(authority) = absolute_authority(path) {
-        if authority.is_empty() || !valid_host(authority.as_bytes()) {
-            return Err(HttpError::Malformed("invalid host in the request-target"));
+
+    /// Adds one Transfer-Encoding field line's codings to the list.
+    #[inline]
+    fn add_codings(&mut self, value: &'b [u8]) -> Result<(), HttpError> {
+        self.codings.extend(
+            value
+                .split(|&b| b == b',')
+                .map(<[u8]>::trim_ascii)
+                .filter(|c| !c.is_empty()),
+        );
+        if self.codings.is_empty() {
+            return Err(HttpError::Framing("empty Transfer-Encoding"));
         }
-        if let Some(i) = host_field {
-            head.headers[i].1 = offset(buf, authority.as_bytes());
+        Ok(())
+    }
+
+    /// RFC 9112 §3.2: 400 for an HTTP/1.1 request without Host, and for
+    /// any request with several Host fields or an invalid one.
+    #[inline(always)]
+    fn check_host(&self, version: u8) -> Result<(), HttpError> {
+        match (self.hosts, version) {
+            (0, 1) => return Err(HttpError::Malformed("missing Host header")),
+            (0 | 1, _) => {}
+            _ => return Err(HttpError::Malformed("more than one Host header")),
         }
+        if !self.host_value.is_some_and(valid_host) && self.hosts == 1 {
+            return Err(HttpError::Malformed("invalid Host header"));
+        }
+        Ok(())
     }
-    let chunked = !codings.is_empty() && transfer_coding(&codings)?;
-    // RFC 9112 §6.1: Transfer-Encoding in HTTP/1.0 means faulty framing.
-    if chunked && version == 0 {
-        return Err(HttpError::Framing(
-            "Transfer-Encoding in an HTTP/1.0 request",
-        ));
-    }
-    head.body = match (chunked, content_length) {
-        (true, Some(_)) => {
+
+    /// How the body is delimited (RFC 9112 §6), from Content-Length and
+    /// Transfer-Encoding together.
+    #[inline(always)]
+    fn body_kind(&self, version: u8, params: &ConnParams) -> Result<BodyKind, HttpError> {
+        let chunked = !self.codings.is_empty() && transfer_coding(&self.codings)?;
+        // RFC 9112 §6.1: Transfer-Encoding in HTTP/1.0 means faulty framing.
+        if chunked && version == 0 {
             return Err(HttpError::Framing(
-                "both Content-Length and Transfer-Encoding",
-            ))
+                "Transfer-Encoding in an HTTP/1.0 request",
+            ));
         }
-        (true, None) => BodyKind::Chunked,
-        (false, Some(0)) | (false, None) => BodyKind::None,
-        (false, Some(n)) if n > params.max_body => return Err(HttpError::BodyTooLarge),
-        (false, Some(n)) => BodyKind::Length(n),
-    };
-    check_target(&buf[head.method.clone()], path)?;
-    Ok(Some(head))
+        Ok(match (chunked, self.content_length) {
+            (true, Some(_)) => {
+                return Err(HttpError::Framing(
+                    "both Content-Length and Transfer-Encoding",
+                ))
+            }
+            (true, None) => BodyKind::Chunked,
+            (false, Some(0)) | (false, None) => BodyKind::None,
+            (false, Some(n)) if n > params.max_body => return Err(HttpError::BodyTooLarge),
+            (false, Some(n)) => BodyKind::Length(n),
+        })
+    }
 }
 
 #[cfg(test)]
