@@ -46,8 +46,34 @@ impl RequestReader {
             budget.note_refused(crate::budget::Refusal::Body);
             return Err(HttpError::OverBudget(budget.limit()));
         }
-        if self.head.is_none() && !self.parse_next_head(params, body_plan)? {
-            return Ok(false);
+        if self.head.is_none() {
+            if self.start == self.end {
+                return Ok(false);
+            }
+            let bytes = &self.buf[self.start..self.end];
+            match parse_head_reusing(bytes, params, &mut self.spare_headers)? {
+                None => return Ok(false),
+                Some(head) => {
+                    // A request without a body has nothing to plan.
+                    let plan = match head.body {
+                        BodyKind::None => BodyPlan::default(),
+                        _ => body_plan(&head, bytes),
+                    };
+                    self.body_limit = plan.limit;
+                    self.stream_body = plan.stream;
+                    self.stream_limit = plan.limit.unwrap_or(params.max_body);
+                    if let (Some(limit), BodyKind::Length(n)) = (self.body_limit, head.body) {
+                        if n > limit {
+                            self.spare_headers = head.into_spare();
+                            return Err(HttpError::BodyTooLarge);
+                        }
+                    }
+                    self.decoder = (head.body == BodyKind::Chunked).then(ChunkedDecoder::default);
+                    self.body.clear();
+                    self.continue_sent = false;
+                    self.head = Some(head);
+                }
+            }
         }
         let Some(head) = &self.head else {
             return Ok(false);
@@ -57,85 +83,38 @@ impl RequestReader {
             self.continue_due = head.expect_continue;
             return Ok(true);
         }
-        let (body, body_start) = (head.body, self.start + head.len);
-        let expect_continue = head.expect_continue;
-        let complete = match body {
-            BodyKind::None => true,
-            BodyKind::Length(n) => self.end - body_start >= n,
-            BodyKind::Chunked => self.decode_chunked(body_start, params, budget)?,
+        let body_start = self.start + head.len;
+        let complete = match (head.body, &mut self.decoder) {
+            (BodyKind::None, _) => true,
+            (BodyKind::Length(n), _) => self.end - body_start >= n,
+            (BodyKind::Chunked, Some(decoder)) => {
+                let limit = self.body_limit.unwrap_or(params.max_body);
+                // The decoded body is never longer than its framing: room
+                // for all of it is reserved before it is decoded.
+                let need = (self.body.len() + self.end - body_start).min(limit);
+                if need > self.body.capacity() {
+                    let cap = need.max(self.body.capacity() * 2).min(limit.max(need));
+                    if !hold_for(&mut self.hold, self.buf.len(), cap, budget) {
+                        budget.note_refused(crate::budget::Refusal::Body);
+                        return Err(HttpError::OverBudget(budget.limit()));
+                    }
+                    self.body.reserve_exact(cap - self.body.len());
+                }
+                let used =
+                    decoder.decode(&self.buf[body_start..self.end], &mut self.body, limit)?;
+                // Drop the consumed chunk framing so it never piles up.
+                self.buf
+                    .copy_within(body_start + used..self.end, body_start);
+                self.end -= used;
+                decoder.is_done()
+            }
+            (BodyKind::Chunked, None) => return Err(HttpError::Framing("chunked decoder missing")),
         };
-        if !complete && expect_continue && !self.continue_sent {
+        if !complete && head.expect_continue && !self.continue_sent {
             self.continue_sent = true;
             self.continue_due = true;
         }
         Ok(complete)
-    }
-
-    /// Parses a head from the bytes read and plans its body; `Ok(false)`
-    /// if there are no bytes or not a whole head yet.
-    #[inline]
-    fn parse_next_head(
-        &mut self,
-        params: &ConnParams,
-        body_plan: &dyn Fn(&Head, &[u8]) -> BodyPlan,
-    ) -> Result<bool, HttpError> {
-        if self.start == self.end {
-            return Ok(false);
-        }
-        let bytes = &self.buf[self.start..self.end];
-        let Some(head) = parse_head_reusing(bytes, params, &mut self.spare_headers)? else {
-            return Ok(false);
-        };
-        // A request without a body has nothing to plan.
-        let plan = match head.body {
-            BodyKind::None => BodyPlan::default(),
-            _ => body_plan(&head, bytes),
-        };
-        self.body_limit = plan.limit;
-        self.stream_body = plan.stream;
-        self.stream_limit = plan.limit.unwrap_or(params.max_body);
-        if let (Some(limit), BodyKind::Length(n)) = (self.body_limit, head.body) {
-            if n > limit {
-                self.spare_headers = head.into_spare();
-                return Err(HttpError::BodyTooLarge);
-            }
-        }
-        self.decoder = (head.body == BodyKind::Chunked).then(ChunkedDecoder::default);
-        self.body.clear();
-        self.continue_sent = false;
-        self.head = Some(head);
-        Ok(true)
-    }
-
-    /// Decodes the chunked body read so far (from `body_start`), with room
-    /// for it held in the budget first; true once the body is whole.
-    fn decode_chunked(
-        &mut self,
-        body_start: usize,
-        params: &ConnParams,
-        budget: &Budget,
-    ) -> Result<bool, HttpError> {
-        let Some(decoder) = &mut self.decoder else {
-            return Err(HttpError::Framing("chunked decoder missing"));
-        };
-        let limit = self.body_limit.unwrap_or(params.max_body);
-        // The decoded body is never longer than its framing: room for all
-        // of it is reserved before it is decoded.
-        let need = (self.body.len() + self.end - body_start).min(limit);
-        if need > self.body.capacity() {
-            let cap = need.max(self.body.capacity() * 2).min(limit.max(need));
-            if !hold_for(&mut self.hold, self.buf.len(), cap, budget) {
-                budget.note_refused(crate::budget::Refusal::Body);
-                return Err(HttpError::OverBudget(budget.limit()));
-            }
-            self.body.reserve_exact(cap - self.body.len());
-        }
-        let used = decoder.decode(&self.buf[body_start..self.end], &mut self.body, limit)?;
-        // Drop the consumed chunk framing so it never piles up.
-        self.buf
-            .copy_within(body_start + used..self.end, body_start);
-        self.end -= used;
-        Ok(decoder.is_done())
     }
 
     /// True once per request that asked `Expect: 100-continue` and whose
