@@ -47,7 +47,7 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
     let bound = listeners(&cli, workers, backlog)?;
     let upgrade = Arc::new(Upgrade::new(bound.duplicates()?));
     log::info!("workers={workers} backlog={backlog}");
-    let _pid_file = cli.pid_file.as_deref().map(PidFile::claim).transpose()?;
+    let mut pid_file = cli.pid_file.as_deref().map(PidFile::claim).transpose()?;
     let board = watchdog(&cli, workers, bound.tcp_addrs.clone(), backlog)?;
 
     // Timers and the pool must exist before apps are initialised.
@@ -92,6 +92,10 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
     let stop_apps = registry.events();
     let apps_thread = start_threads(&cli, registry, &handles, upgrade, requests, incoming)?;
     let threads = spawn_workers(servers)?;
+    // Before READY=1: the stoa this one upgrades drains once it is told.
+    if let Some(file) = &mut pid_file {
+        file.serving()?;
+    }
     announce(&bound.shown, &handles);
     notify::spawn_watchdog(handles.control.clone(), handles.board.clone())?;
 

@@ -278,10 +278,12 @@ fn start_copy(
     binary: &Path,
     apps: &Path,
     poller: &str,
+    extra: &[&std::ffi::OsStr],
 ) -> (Group, u16, Arc<std::sync::Mutex<String>>) {
     let mut cmd = Command::new(binary);
     cmd.args(["--bind", "127.0.0.1:0", "--poller", poller, "--apps"])
         .arg(apps)
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -331,7 +333,7 @@ fn a_broken_new_binary_leaves_the_old_one_serving(poller: &str) {
     let apps = apps_dir(&dir, &["article"]);
     let binary = dir.path().join("stoa");
     std::fs::copy(STOA, &binary).expect("copy stoa");
-    let (child, port, log) = start_copy(&binary, &apps, poller);
+    let (child, port, log) = start_copy(&binary, &apps, poller, &[]);
     assert_eq!(status_of(port, "/article"), 200);
     // A deploy replaces the binary (by rename) with one that cannot start.
     let broken = dir.path().join("stoa.new");
@@ -349,6 +351,50 @@ fn a_broken_new_binary_leaves_the_old_one_serving(poller: &str) {
     let text = log.lock().map(|l| l.clone()).unwrap_or_default();
     assert!(failed, "{text}");
     assert!(text.contains("this stoa keeps serving"), "{text}");
+    assert_eq!(status_of(port, "/article"), 200, "the old stoa serves on");
+}
+
+/// A new stoa that starts and then fails (here: its apps directory is
+/// gone) must leave the running server's pid file as it was: it takes the
+/// file over only once it serves. Backend-free: one backend.
+#[test]
+fn a_failed_upgrade_leaves_the_running_servers_pid_file() {
+    let dir = TempDir::new("upgrade-pid-file");
+    let apps = apps_dir(&dir, &["article"]);
+    let binary = dir.path().join("stoa");
+    std::fs::copy(STOA, &binary).expect("copy stoa");
+    let pid_path = dir.path().join("stoa.pid");
+    let (child, port, log) = start_copy(
+        &binary,
+        &apps,
+        "epoll",
+        &["--pid-file".as_ref(), pid_path.as_os_str()],
+    );
+    let old = child.0.id().to_string();
+    let read = || std::fs::read_to_string(&pid_path).unwrap_or_default();
+    assert!(
+        wait_until(Duration::from_secs(10), || read().trim() == old),
+        "pid file: {:?}",
+        read()
+    );
+    assert_eq!(status_of(port, "/article"), 200);
+    // The running server's apps are loaded already; a new one cannot start.
+    std::fs::remove_dir_all(&apps).expect("remove the apps directory");
+    let pid = Pid::from_raw(child.0.id() as i32).expect("pid");
+    kill_process(pid, Signal::USR2).expect("SIGUSR2");
+    let failed = wait_until(Duration::from_secs(20), || {
+        log.lock()
+            .map(|l| l.contains("upgrade failed: the new process exited"))
+            .unwrap_or(false)
+    });
+    let text = log.lock().map(|l| l.clone()).unwrap_or_default();
+    assert!(failed, "{text}");
+    assert!(text.contains("cannot read the apps directory"), "{text}");
+    assert_eq!(
+        read().trim(),
+        old,
+        "the pid file names the running server\n{text}"
+    );
     assert_eq!(status_of(port, "/article"), 200, "the old stoa serves on");
 }
 

@@ -368,8 +368,9 @@ pub struct Cli {
           value_parser = crate::settings::parse_net, help_heading = OPERATIONS)]
     pub trusted_proxy: Vec<ipnet::IpNet>,
 
-    /// Write the process id here once the listener is bound (removed at a
-    /// clean exit); a pid file naming a live process is an error.
+    /// Write the process id here once the listener is bound (after an
+    /// upgrade, once the new stoa serves; removed at a clean exit); a pid
+    /// file naming a live process is an error.
     #[arg(long, env = "STOA_PID_FILE", value_name = "PATH", help_heading = OPERATIONS)]
     pub pid_file: Option<PathBuf>,
 

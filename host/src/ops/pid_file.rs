@@ -1,7 +1,10 @@
 //! `--pid-file`: the process id, written once the listener is bound
 //! (a temp file in the same directory, renamed over the path, so a reader
 //! never sees half a number) and removed at a clean exit. A pid file that
-//! names a live process refuses the start; a stale one is replaced.
+//! names a live process refuses the start; a stale one is replaced. A stoa
+//! started by an upgrade takes the file over only once it serves
+//! (`serving`): until then it names the stoa it replaces, so an upgrade
+//! that fails leaves the running server's file as it was.
 
 use crate::error::BootError;
 use rustix::io::Errno;
@@ -9,10 +12,11 @@ use rustix::process::{test_kill_process, Pid};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// The written pid file; removed when dropped.
+/// The claimed pid file; removed when dropped, if this process wrote it.
 pub struct PidFile {
     path: PathBuf,
     pid: u32,
+    written: bool,
 }
 
 impl PidFile {
@@ -34,19 +38,40 @@ impl PidFile {
                 path.display()
             );
         }
-        write_atomically(path, pid).map_err(|e| BootError::file("write the pid file", path, e))?;
-        log::info!("pid {pid} written to {}", path.display());
-        Ok(PidFile {
+        let mut file = PidFile {
             path: path.to_path_buf(),
             pid,
-        })
+            written: false,
+        };
+        if parent.is_none() {
+            file.write()?;
+        }
+        Ok(file)
+    }
+
+    /// This stoa serves: a stoa started by an upgrade writes its pid now
+    /// (the one it replaces drains, and leaves the file alone).
+    pub fn serving(&mut self) -> Result<(), BootError> {
+        if self.written {
+            return Ok(());
+        }
+        self.write()
+    }
+
+    fn write(&mut self) -> Result<(), BootError> {
+        write_atomically(&self.path, self.pid)
+            .map_err(|e| BootError::file("write the pid file", &self.path, e))?;
+        self.written = true;
+        log::info!("pid {} written to {}", self.pid, self.path.display());
+        Ok(())
     }
 }
 
 impl Drop for PidFile {
     fn drop(&mut self) {
-        // Only our own: another instance may have replaced it meanwhile.
-        if read_pid(&self.path).ok().flatten() == Some(self.pid) {
+        // Only our own: another instance may have replaced it meanwhile,
+        // and one started by an upgrade that never served never wrote it.
+        if self.written && read_pid(&self.path).ok().flatten() == Some(self.pid) {
             if let Err(e) = std::fs::remove_file(&self.path) {
                 log::warn!("cannot remove the pid file {}: {e}", self.path.display());
             }
