@@ -328,6 +328,21 @@ fn start_copy(
     (child, port, log)
 }
 
+/// Sends the running copy SIGUSR2 and waits for the upgrade to fail (the
+/// new process exits before it is ready); the log so far.
+fn upgrade_fails(child: &Group, log: &std::sync::Mutex<String>) -> String {
+    let pid = Pid::from_raw(child.0.id() as i32).expect("pid");
+    kill_process(pid, Signal::USR2).expect("SIGUSR2");
+    let failed = wait_until(Duration::from_secs(20), || {
+        log.lock()
+            .map(|l| l.contains("upgrade failed: the new process exited"))
+            .unwrap_or(false)
+    });
+    let text = log.lock().map(|l| l.clone()).unwrap_or_default();
+    assert!(failed, "{text}");
+    text
+}
+
 fn a_broken_new_binary_leaves_the_old_one_serving(poller: &str) {
     let dir = TempDir::new("upgrade-broken");
     let apps = apps_dir(&dir, &["article"]);
@@ -341,15 +356,7 @@ fn a_broken_new_binary_leaves_the_old_one_serving(poller: &str) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     std::fs::rename(&broken, &binary).expect("rename");
-    let pid = Pid::from_raw(child.0.id() as i32).expect("pid");
-    kill_process(pid, Signal::USR2).expect("SIGUSR2");
-    let failed = wait_until(Duration::from_secs(20), || {
-        log.lock()
-            .map(|l| l.contains("upgrade failed: the new process exited"))
-            .unwrap_or(false)
-    });
-    let text = log.lock().map(|l| l.clone()).unwrap_or_default();
-    assert!(failed, "{text}");
+    let text = upgrade_fails(&child, &log);
     assert!(text.contains("this stoa keeps serving"), "{text}");
     assert_eq!(status_of(port, "/article"), 200, "the old stoa serves on");
 }
@@ -380,15 +387,7 @@ fn a_failed_upgrade_leaves_the_running_servers_pid_file() {
     assert_eq!(status_of(port, "/article"), 200);
     // The running server's apps are loaded already; a new one cannot start.
     std::fs::remove_dir_all(&apps).expect("remove the apps directory");
-    let pid = Pid::from_raw(child.0.id() as i32).expect("pid");
-    kill_process(pid, Signal::USR2).expect("SIGUSR2");
-    let failed = wait_until(Duration::from_secs(20), || {
-        log.lock()
-            .map(|l| l.contains("upgrade failed: the new process exited"))
-            .unwrap_or(false)
-    });
-    let text = log.lock().map(|l| l.clone()).unwrap_or_default();
-    assert!(failed, "{text}");
+    let text = upgrade_fails(&child, &log);
     assert!(text.contains("cannot read the apps directory"), "{text}");
     assert_eq!(
         read().trim(),
