@@ -19,15 +19,16 @@ impl Cli {
     pub fn settings(&self, measured: Measured) -> Settings {
         let workers = measured.workers.max(1);
         let sections = || self.app_sections.values().map(|s| s.limits);
+        let flags = self.conn_params();
         let conn = ConnParams {
             linger: LingerLimits {
                 most: self.max_lingering.div_ceil(workers),
-                ..self.conn_params().linger
+                ..flags.linger
             },
             max_body: sections()
                 .filter_map(|l| l.max_body)
                 .fold(self.max_body, usize::max),
-            ..self.conn_params()
+            ..flags
         };
         Settings {
             conn,
