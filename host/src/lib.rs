@@ -56,3 +56,4 @@ pub(crate) mod signals;
 pub(crate) mod shm;
 pub(crate) mod stats;
 pub(crate) mod stream_line;
+pub mod supervisor;

@@ -141,10 +141,10 @@ pub struct Cli {
     pub worker_max_requests_jitter: u64,
 
     /// Process mode: replace a worker process whose resident memory (RSS)
-    /// passes this size, checked once a second (0: never).
-    #[arg(long, env = "STOA_WORKER_MAX_MEMORY", value_name = "SIZE", default_value = "0",
+    /// passes this size, checked once a second [default: no limit].
+    #[arg(long, env = "STOA_WORKER_MAX_MEMORY", value_name = "SIZE",
           value_parser = parse_size, help_heading = LIMITS)]
-    pub worker_max_memory: u64,
+    pub worker_max_memory: Option<u64>,
 
     /// Most connections served at once, shared by the workers (each takes
     /// an equal share, rounded up); past it, --overload decides. More than

@@ -447,6 +447,7 @@ fn publish(watched: &Watched, names_published: &mut usize) {
     for (i, row) in watched.board.rows.iter().enumerate() {
         let served = watched.stats.worker(i).requests();
         row.set_requests(served);
+        row.set_open(watched.stats.worker(i).open());
         if watched.max_requests.is_some_and(|most| served >= most) {
             row.ask_recycle(Recycle::MaxRequests);
         }

@@ -25,7 +25,8 @@ const PID: usize = 0;
 const PHASE: usize = 1;
 const RECYCLE: usize = 2;
 const REQUESTS: usize = 3;
-const PULSE: usize = 4;
+const OPEN: usize = 4;
+const PULSE: usize = 5;
 const NAMES: usize = PULSE + PULSE_WORDS;
 const NAMES_WORDS: usize = 50;
 const NOTE: usize = NAMES + NAMES_WORDS;
@@ -137,6 +138,15 @@ impl Row {
 
     pub fn set_requests(&self, n: u64) {
         self.words[REQUESTS].store(n, Relaxed);
+    }
+
+    /// Connections open at the worker's last report.
+    pub fn open(&self) -> u64 {
+        self.words[OPEN].load(Relaxed)
+    }
+
+    pub fn set_open(&self, n: u64) {
+        self.words[OPEN].store(n, Relaxed);
     }
 
     /// The words of the worker loop's pulse.
