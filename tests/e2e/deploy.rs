@@ -211,7 +211,7 @@ fn load(port: u16, stop: Arc<AtomicBool>, ok: Arc<AtomicUsize>, failed: Arc<Atom
 }
 
 /// `clients` threads running `load` against `port` until finished.
-struct Load {
+pub(crate) struct Load {
     stop: Arc<AtomicBool>,
     ok: Arc<AtomicUsize>,
     failed: Arc<AtomicUsize>,
@@ -219,7 +219,7 @@ struct Load {
 }
 
 impl Load {
-    fn start(port: u16, clients: usize) -> Load {
+    pub(crate) fn start(port: u16, clients: usize) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let (ok, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let clients = (0..clients)
@@ -237,7 +237,7 @@ impl Load {
     }
 
     /// Stops the clients; the requests answered and failed.
-    fn finish(self) -> (usize, usize) {
+    pub(crate) fn finish(self) -> (usize, usize) {
         self.stop.store(true, SeqCst);
         for c in self.clients {
             c.join().expect("client thread");

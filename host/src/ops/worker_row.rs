@@ -78,7 +78,8 @@ impl Row {
     /// Row `i` of an area (`None` past its end).
     pub fn of(area: &'static [AtomicU64], i: usize) -> Option<Row> {
         let start = HEADER_WORDS + i * ROW_WORDS;
-        area.get(start..start + ROW_WORDS).map(|words| Row { words })
+        area.get(start..start + ROW_WORDS)
+            .map(|words| Row { words })
     }
 
     /// A row of its own, for a process without a shared area (thread

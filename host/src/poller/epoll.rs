@@ -82,14 +82,8 @@ impl Poller for EpollPoller {
         // owns it for our lifetime), `fd` is the caller's open socket, and
         // `event` is a valid epoll_event for the duration of the call. mio
         // reads the token back from the same `u64` field it writes.
-        let rc = unsafe {
-            libc::epoll_ctl(
-                self.poll.as_raw_fd(),
-                libc::EPOLL_CTL_ADD,
-                fd,
-                &mut event,
-            )
-        };
+        let rc =
+            unsafe { libc::epoll_ctl(self.poll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut event) };
         if rc == 0 {
             Ok(())
         } else {

@@ -13,8 +13,8 @@ use crate::shm::Area;
 use command_fds::{CommandFdExt, FdMapping};
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
-use std::path::Path;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::Command;
 
 /// The first argument that makes `stoa` a worker process.
@@ -78,11 +78,15 @@ impl Handoff<'_> {
 /// In a worker process: dies with the supervisor, maps its row and adopts
 /// the sockets.
 pub fn take() -> Result<WorkerRole, BootError> {
-    let bad = |what: &str| BootError::system(
-        format!("start as a worker process ({what})"),
-        std::io::Error::new(std::io::ErrorKind::InvalidInput, "started by hand?"),
-    );
-    let of: u32 = var(OF).and_then(|v| v.parse().ok()).ok_or_else(|| bad(OF))?;
+    let bad = |what: &str| {
+        BootError::system(
+            format!("start as a worker process ({what})"),
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "started by hand?"),
+        )
+    };
+    let of: u32 = var(OF)
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| bad(OF))?;
     rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
         .map_err(|e| BootError::system("ask to die with the supervisor", e.into()))?;
     // The supervisor may have died before the line above.

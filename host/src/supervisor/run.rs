@@ -223,7 +223,11 @@ impl Supervisor {
                 } else {
                     Signal::USR1
                 };
-                for p in self.places.iter().flat_map(|p| p.serving.iter().chain(&p.next)) {
+                for p in self
+                    .places
+                    .iter()
+                    .flat_map(|p| p.serving.iter().chain(&p.next))
+                {
                     p.signal(sig);
                 }
             }
@@ -316,7 +320,11 @@ impl Supervisor {
                     in_flight.describe()
                 );
             } else {
-                log::info!("worker {i} (pid {}) {} after draining", proc.pid(), end.how());
+                log::info!(
+                    "worker {i} (pid {}) {} after draining",
+                    proc.pid(),
+                    end.how()
+                );
             }
             return Ok(());
         }
@@ -379,7 +387,8 @@ impl Supervisor {
             return;
         }
         let now = Instant::now();
-        let check_memory = self.max_memory > 0 && now.duration_since(self.memory_checked) >= MEMORY_EVERY;
+        let check_memory =
+            self.max_memory > 0 && now.duration_since(self.memory_checked) >= MEMORY_EVERY;
         if check_memory {
             self.memory_checked = now;
         }
@@ -446,7 +455,8 @@ impl Supervisor {
                 }
             }
         }
-        if let (Some(why), None, Some(p)) = (replace, &place.next, &place.serving) {
+        let paused = place.start_at.is_some_and(|at| now < at);
+        if let (Some(why), None, Some(p), false) = (replace, &place.next, &place.serving, paused) {
             log::info!("worker {i} (pid {}) is replaced: {why}", p.pid());
             if let Err(e) = self.start(i) {
                 log::error!("worker {i}: cannot start its replacement: {e}");
@@ -470,7 +480,8 @@ impl Supervisor {
         log::info!("{why}: replacing every worker with a fresh one");
         for place in &self.places {
             if let Some(p) = &place.serving {
-                p.row.ask_recycle(crate::ops::worker_row::Recycle::GenerationCap);
+                p.row
+                    .ask_recycle(crate::ops::worker_row::Recycle::GenerationCap);
             }
         }
     }

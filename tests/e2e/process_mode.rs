@@ -1,0 +1,161 @@
+//! Process mode (`--worker-mode process`): a supervisor and worker
+//! processes on the same sockets. Serving is a request-path matter (every
+//! backend); the supervisor's replacing, draining and signals are
+//! backend-free (epoll).
+
+use crate::deploy::Load;
+use crate::harness::{wait_until, Server};
+use rustix::process::Signal;
+use std::time::Duration;
+
+matrix!(serves_every_app_from_two_worker_processes);
+
+/// The worker pids the supervisor logged as started, in order.
+fn started_pids(server: &Server) -> Vec<u32> {
+    server
+        .log_lines(&["started (pid "])
+        .iter()
+        .filter(|l| l.contains("supervisor"))
+        .filter_map(|l| l.split("(pid ").nth(1)?.split(')').next()?.parse().ok())
+        .collect()
+}
+
+fn process_mode(poller: &str, extra: &[&str]) -> Server {
+    let mut args = vec!["--worker-mode", "process"];
+    args.extend_from_slice(extra);
+    Server::launch(poller)
+        .apps(&["article", "hello-project"])
+        .args(&args)
+        .start()
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit(')')
+            .next()
+            .is_some_and(|t| t.trim_start().starts_with('Z'))
+    })
+}
+
+fn serves_every_app_from_two_worker_processes(poller: &str) {
+    let server = process_mode(poller, &["--workers", "2"]);
+    assert!(server.wait_lines(&["supervisor", ") ready"], 2).len() >= 2);
+    for _ in 0..20 {
+        assert_eq!(server.get("/article").status, 200);
+        assert_eq!(server.get("/hello/").status, 200);
+    }
+    let pids = started_pids(&server);
+    assert_eq!(pids.len(), 2, "{}", server.log());
+    assert!(pids.iter().all(|&p| p != server.pid()));
+}
+
+#[test]
+fn a_killed_worker_is_logged_and_replaced_while_the_other_serves() {
+    let server = process_mode("epoll", &["--workers", "2"]);
+    server.wait_lines(&["supervisor", ") ready"], 2);
+    let victim = started_pids(&server)[0];
+    let load = Load::start(server.port, 2);
+    std::thread::sleep(Duration::from_millis(200));
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(victim as i32).expect("a pid"),
+        Signal::KILL,
+    )
+    .expect("kill a worker");
+    assert!(server.wait_log(&[&format!(
+        "worker 0 (pid {victim}) was killed by signal 9 (SIGKILL)"
+    )]));
+    assert!(server.wait_log(&["worker 0 replaced by pid"]));
+    std::thread::sleep(Duration::from_millis(300));
+    let (ok, failed) = load.finish();
+    eprintln!("a worker killed under load: {ok} answered, {failed} failed");
+    assert!(ok > 0);
+    // Only what was in flight on the killed worker may fail: two clients.
+    assert!(failed <= 2, "{failed} failed of {}", ok + failed);
+    assert_eq!(server.get("/article").status, 200);
+}
+
+#[test]
+fn sigterm_drains_every_worker_and_exits_0() {
+    let mut server = process_mode("epoll", &["--workers", "2"]);
+    server.wait_lines(&["supervisor", ") ready"], 2);
+    let pids = started_pids(&server);
+    server.signal(Signal::TERM);
+    let status = server.wait_exit(Duration::from_secs(20)).expect("exited");
+    assert!(status.success(), "{status:?}: {}", server.log());
+    assert!(server.log_contains("every worker drained; exiting"));
+    assert!(wait_until(Duration::from_secs(5), || pids
+        .iter()
+        .all(|&p| !alive(p))));
+}
+
+#[test]
+fn a_killed_supervisor_leaves_no_worker_listening() {
+    let mut server = process_mode("epoll", &["--workers", "2"]);
+    server.wait_lines(&["supervisor", ") ready"], 2);
+    let pids = started_pids(&server);
+    let port = server.port;
+    server.signal(Signal::KILL);
+    server.wait_exit(Duration::from_secs(5));
+    assert!(wait_until(Duration::from_secs(5), || pids
+        .iter()
+        .all(|&p| !alive(p))));
+    assert!(wait_until(Duration::from_secs(5), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
+    }));
+}
+
+#[test]
+fn a_worker_is_recycled_after_its_max_requests_with_no_request_lost() {
+    let server = process_mode("epoll", &["--workers", "1", "--worker-max-requests", "50"]);
+    server.wait_lines(&["supervisor", ") ready"], 1);
+    let supervisor = server.pid();
+    let load = Load::start(server.port, 2);
+    assert!(server.wait_log(&["is replaced: it served --worker-max-requests"]));
+    assert!(server.wait_log(&["serves; pid"]));
+    std::thread::sleep(Duration::from_millis(300));
+    let (ok, failed) = load.finish();
+    eprintln!("a worker recycled under load: {ok} answered, {failed} failed");
+    assert_eq!(failed, 0, "{ok} answered: {}", server.log());
+    assert!(started_pids(&server).len() >= 2);
+    assert_eq!(server.pid(), supervisor);
+}
+
+#[test]
+fn sigusr2_replaces_every_worker_one_at_a_time_keeping_the_pid() {
+    let server = process_mode("epoll", &["--workers", "2"]);
+    server.wait_lines(&["supervisor", ") ready"], 2);
+    let first = started_pids(&server);
+    let load = Load::start(server.port, 3);
+    std::thread::sleep(Duration::from_millis(200));
+    server.signal(Signal::USR2);
+    let swapped = server.wait_lines(&["serves; pid", "drains"], 2);
+    assert_eq!(swapped.len(), 2, "{}", server.log());
+    std::thread::sleep(Duration::from_millis(300));
+    let (ok, failed) = load.finish();
+    eprintln!("SIGUSR2 in process mode under load: {ok} answered, {failed} failed");
+    assert_eq!(failed, 0, "{ok} answered: {}", server.log());
+    assert!(wait_until(Duration::from_secs(10), || first
+        .iter()
+        .all(|&p| !alive(p))));
+    assert_eq!(server.get("/article").status, 200);
+}
+
+#[test]
+fn a_worker_timeout_not_above_stuck_after_is_refused() {
+    let (code, log) = Server::launch("epoll")
+        .args(&[
+            "--worker-mode",
+            "process",
+            "--stuck-after",
+            "5s",
+            "--worker-timeout",
+            "5s",
+        ])
+        .refused();
+    assert!(!code.success());
+    assert!(
+        log.contains("--worker-timeout 5s must be more than --stuck-after 5s")
+            && log.contains("try --worker-timeout 6s"),
+        "{log}"
+    );
+}
