@@ -159,3 +159,67 @@ fn a_worker_timeout_not_above_stuck_after_is_refused() {
         "{log}"
     );
 }
+
+/// Runs as PID 1 of a new PID namespace (as in a container), with a user
+/// namespace too where this is not root; fails naming `unshare` if the
+/// machine refuses both.
+fn as_pid_1() -> String {
+    let root = rustix::process::geteuid().is_root();
+    let flags = if root {
+        "--pid --fork --mount-proc"
+    } else {
+        "-r --pid --fork --mount-proc"
+    };
+    let probe = std::process::Command::new("unshare")
+        .args(flags.split(' '))
+        .arg("true")
+        .status()
+        .unwrap_or_else(|e| panic!("unshare (util-linux) is needed: {e}"));
+    assert!(
+        probe.success(),
+        "unshare {flags} is refused on this machine"
+    );
+    format!("exec unshare {flags} \"$0\" \"$@\"")
+}
+
+#[test]
+fn replaces_past_the_generation_cap_as_pid_1_recycle_workers_and_lose_nothing() {
+    use crate::common::{bytes, install_atomically, wait_body, HOT};
+    let server = Server::launch("epoll")
+        .apps(&["article"])
+        .file(HOT, &bytes("hot-v1"))
+        .shell(&as_pid_1())
+        .args(&[
+            "--worker-mode",
+            "process",
+            "--workers",
+            "2",
+            "--max-generations",
+            "4",
+            "--graceful-timeout",
+            "5",
+        ])
+        .start();
+    assert!(server.log_contains("supervisor: 2 worker process(es)"));
+    wait_body(&server, "/hot", "v1");
+    let load = Load::start(server.port, 2);
+    let dir = server.apps_dir();
+    let replaces = 12;
+    for round in 0..replaces {
+        let version = if round % 2 == 0 { "v2" } else { "v1" };
+        install_atomically(&dir, HOT, &bytes(&format!("hot-{version}")));
+        wait_body(&server, "/hot", version);
+    }
+    let recycled = server.wait_lines(&["is replaced: its apps reached --max-generations"], 2);
+    std::thread::sleep(Duration::from_millis(300));
+    let (ok, failed) = load.finish();
+    eprintln!(
+        "{replaces} replaces past --max-generations 4 as PID 1: {} worker replacements, \
+         {ok} answered, {failed} failed",
+        recycled.len()
+    );
+    assert!(recycled.len() >= 2, "{}", server.log());
+    assert_eq!(failed, 0, "{ok} answered: {}", server.log());
+    assert!(!server.log_contains("re-executing the host"));
+    assert_eq!(server.get("/article").status, 200);
+}
