@@ -57,6 +57,8 @@ pub enum Recycle {
     GenerationCap = 1,
     /// It served `--worker-max-requests`.
     MaxRequests = 2,
+    /// SIGUSR2: a worker of the binary now at the path takes its place.
+    Upgrade = 3,
 }
 
 impl Recycle {
@@ -64,6 +66,7 @@ impl Recycle {
         match self {
             Recycle::GenerationCap => "its apps reached --max-generations",
             Recycle::MaxRequests => "it served --worker-max-requests",
+            Recycle::Upgrade => "SIGUSR2 upgrades the binary",
         }
     }
 }
@@ -125,10 +128,16 @@ impl Row {
         let _ = self.words[RECYCLE].compare_exchange(0, why as u64, Relaxed, Relaxed);
     }
 
+    /// Takes a request for a replacement back (an upgrade was abandoned).
+    pub fn clear_recycle(&self) {
+        self.words[RECYCLE].store(0, Relaxed);
+    }
+
     pub fn recycle(&self) -> Option<Recycle> {
         match self.words[RECYCLE].load(Relaxed) {
             1 => Some(Recycle::GenerationCap),
             2 => Some(Recycle::MaxRequests),
+            3 => Some(Recycle::Upgrade),
             _ => None,
         }
     }

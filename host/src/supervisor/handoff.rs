@@ -29,7 +29,7 @@ const SOCKETS: &str = "STOA_WORKER_SOCKETS";
 
 /// What the supervisor hands each worker.
 pub struct Handoff<'a> {
-    pub exe: &'a Path,
+    pub exe: std::path::PathBuf,
     pub args: &'a [OsString],
     pub sockets: &'a [OwnedFd],
     pub area: &'a Area,
@@ -54,7 +54,7 @@ impl Handoff<'_> {
             parent_fd: dup(&self.area.fd)?,
             child_fd: 3 + self.sockets.len() as i32,
         });
-        let mut cmd = Command::new(self.exe);
+        let mut cmd = Command::new(&self.exe);
         // A group of its own: a terminal's Ctrl-C reaches the supervisor,
         // which tells the workers once.
         cmd.process_group(0);
@@ -63,6 +63,9 @@ impl Handoff<'_> {
             .env(OF, std::process::id().to_string())
             .env(ROW, format!("{row}:{}", self.rows))
             .env(SOCKETS, self.sockets.len().to_string())
+            // What apps read to know they share no memory with the other
+            // workers (the WSGI bridge's wsgi.multiprocess).
+            .env("STOA_WORKER_MODE", "process")
             // The service manager talks to the supervisor alone.
             .env_remove("NOTIFY_SOCKET")
             .env_remove("WATCHDOG_USEC")
