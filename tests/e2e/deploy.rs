@@ -80,7 +80,7 @@ fn socket_activation_serves_the_sample_apps(poller: &str) {
 }
 
 /// A datagram socket standing in for the service manager's.
-fn notify_socket(dir: &TempDir) -> (UnixDatagram, PathBuf) {
+pub(crate) fn notify_socket(dir: &TempDir) -> (UnixDatagram, PathBuf) {
     let path = dir.path().join("notify.sock");
     let sock = UnixDatagram::bind(&path).expect("bind the notify socket");
     sock.set_read_timeout(Some(Duration::from_millis(200)))
@@ -89,7 +89,7 @@ fn notify_socket(dir: &TempDir) -> (UnixDatagram, PathBuf) {
 }
 
 /// Reads messages until one has a line `want`, within `within`.
-fn wait_message(sock: &UnixDatagram, want: &str, within: Duration) -> Option<String> {
+pub(crate) fn wait_message(sock: &UnixDatagram, want: &str, within: Duration) -> Option<String> {
     let deadline = Instant::now() + within;
     let mut buf = [0u8; 4096];
     while Instant::now() < deadline {

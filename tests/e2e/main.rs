@@ -39,6 +39,7 @@ mod operator;
 mod overload;
 mod plugin_files;
 mod process_mode;
+mod process_upgrade;
 mod protocol;
 mod rfc9112;
 mod security;

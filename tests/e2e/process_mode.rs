@@ -130,6 +130,11 @@ fn sigusr2_replaces_every_worker_one_at_a_time_keeping_the_pid() {
     server.signal(Signal::USR2);
     let swapped = server.wait_lines(&["serves; pid", "drains"], 2);
     assert_eq!(swapped.len(), 2, "{}", server.log());
+    let pid = server.pid();
+    assert!(server.wait_log(&[&format!(
+        "supervisor re-executed in place from {} (pid {pid}), serving with 2 worker(s)",
+        crate::harness::STOA
+    )]));
     std::thread::sleep(Duration::from_millis(300));
     let (ok, failed) = load.finish();
     eprintln!("SIGUSR2 in process mode under load: {ok} answered, {failed} failed");

@@ -463,6 +463,11 @@ fn publish(watched: &Watched, names_published: &mut usize) {
     *names_published = names.len();
 }
 
+/// Clears a row's pulse for a new worker: its spot in host code.
+pub fn clear_pulse(row: &Row) {
+    Spot::over(&row.pulse()[2..]);
+}
+
 /// The app a row's names give for `slot`.
 pub fn app_in_row(row: &Row, slot: usize) -> String {
     let names = row.names().read_settled();

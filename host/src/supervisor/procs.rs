@@ -117,6 +117,7 @@ impl Rows {
         let i = self.free.pop()?;
         let row = Row::of(self.area, i)?;
         row.reset();
+        crate::ops::watchdog::clear_pulse(&row);
         Some((i, row))
     }
 

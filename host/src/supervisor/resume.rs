@@ -84,6 +84,5 @@ pub fn area(sockets: usize, words: usize) -> Result<Area, BootError> {
         .write(true)
         .open(&path)
         .map_err(|e| BootError::file("open the shared area", Path::new(&path), e))?;
-    Area::adopt(OwnedFd::from(file), words)
-        .map_err(|e| BootError::system("map the shared area", e))
+    Area::adopt(OwnedFd::from(file), words).map_err(|e| BootError::system("map the shared area", e))
 }

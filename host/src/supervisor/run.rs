@@ -1,11 +1,11 @@
 //! The supervisor's loop: signals in, worker processes watched a few times
 //! a second.
 
-use super::death::{End, InFlight};
 use super::binary::Binary;
+use super::death::{End, InFlight};
 use super::handoff::Handoff;
-use super::resume::{self, Resumed};
 use super::procs::{backoff, unasked, Place, Proc, Role, Rows};
+use super::resume::{self, Resumed};
 use crate::checks;
 use crate::cli::Cli;
 use crate::error::BootError;
@@ -555,7 +555,10 @@ impl Supervisor {
         let binary = match Binary::open(&path, 64 + self.sockets.len()) {
             Ok(binary) => binary,
             Err(e) => {
-                log::error!("{why}: cannot open {}: {e}; nothing changes", path.display());
+                log::error!(
+                    "{why}: cannot open {}: {e}; nothing changes",
+                    path.display()
+                );
                 return;
             }
         };
@@ -614,7 +617,9 @@ impl Supervisor {
         let done = self.places.iter().all(|p| {
             p.next.is_none()
                 && p.leaving.is_empty()
-                && p.serving.as_ref().is_some_and(|s| s.ready && s.from_candidate)
+                && p.serving
+                    .as_ref()
+                    .is_some_and(|s| s.ready && s.from_candidate)
         });
         if !done {
             return None;
