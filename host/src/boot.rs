@@ -18,6 +18,7 @@ use crate::listen;
 use crate::ops::access_log::AccessLog;
 use crate::ops::log_writer::EXIT_FLUSH;
 use crate::ops::notify;
+use crate::ops::peers::Peers;
 use crate::ops::pid_file::PidFile;
 use crate::ops::upgrade::Upgrade;
 use crate::ops::watchdog::{self, Board, Watched};
@@ -51,6 +52,10 @@ pub fn run_worker(mut cli: Cli, role: WorkerRole) -> Result<(), BootError> {
 pub struct WorkerRole {
     /// Its row of the shared area.
     pub row: Row,
+    /// The whole area, its rows, and which one is this worker's.
+    pub area: &'static [std::sync::atomic::AtomicU64],
+    pub rows: usize,
+    pub row_index: usize,
     /// The listening sockets, shared with every other worker.
     pub sockets: Vec<listen::Listener>,
 }
@@ -100,6 +105,9 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
         board: Arc::new(board),
         stats,
         budget,
+        peers: role
+            .as_ref()
+            .map(|r| Arc::new(Peers::new(r.area, r.rows, r.row_index))),
     });
     log::info!(
         "{} app(s) mounted, {} plugin file(s) refused",
@@ -140,6 +148,10 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
     }
 
     let failed = join_workers(threads);
+    if let Some(peers) = &handles.peers {
+        // The last counters, for the supervisor to keep.
+        peers.publish(&handles.stats);
+    }
     retire_mounted(&handles.apps, &stop_apps, apps_thread);
     if let Some(log) = &handles.access_log {
         if !log.flush(EXIT_FLUSH) {
@@ -280,6 +292,7 @@ fn start_threads(
         control: handles.control.clone(),
         pool: handles.pool.clone(),
         max_requests: row.and(max_requests(cli)),
+        peers: handles.peers.clone(),
     })
     .map_err(|e| BootError::thread("the watchdog", e))?;
     let steered = Steered {

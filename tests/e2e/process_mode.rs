@@ -228,3 +228,69 @@ fn replaces_past_the_generation_cap_as_pid_1_recycle_workers_and_lose_nothing() 
     assert!(!server.log_contains("re-executing the host"));
     assert_eq!(server.get("/article").status, 200);
 }
+
+matrix!(metrics_add_up_every_worker_process_and_keep_a_dead_ones_counts);
+
+fn metrics_add_up_every_worker_process_and_keep_a_dead_ones_counts(poller: &str) {
+    use crate::common::{metrics, status};
+    let server = process_mode(poller, &["--workers", "2"]);
+    server.wait_lines(&["supervisor", ") ready"], 2);
+    let sent = 200;
+    for _ in 0..sent {
+        assert_eq!(crate::common::try_get(server.port, "/article"), Ok(200));
+    }
+    let article_2xx = |port| {
+        metrics(port)
+            .get("stoa_requests_total{app=\"article\",class=\"2xx\"}")
+            .copied()
+    };
+    // Each worker publishes its counters a few times a second.
+    assert!(
+        wait_until(Duration::from_secs(5), || article_2xx(server.port)
+            == Some(sent as f64)),
+        "article 2xx: {:?} of {sent}",
+        article_2xx(server.port)
+    );
+    // Whichever worker answers adds up the others' last published
+    // counters (a tenth of a second old at most): wait for both to agree.
+    assert!(wait_until(Duration::from_secs(5), || status(server.port)
+        ["requests"]["article"]["2xx"]
+        == sent));
+    let s = status(server.port);
+    assert_eq!(s["worker_mode"], "process", "{s}");
+    let rows = s["per_worker"].as_array().cloned().unwrap_or_default();
+    assert_eq!(rows.len(), 2, "{s}");
+    let pids: Vec<u64> = rows.iter().filter_map(|r| r["pid"].as_u64()).collect();
+    assert_eq!(pids.len(), 2, "{s}");
+    assert_ne!(pids[0], pids[1]);
+    assert!(
+        rows.iter().all(|r| r["rss_bytes"].as_u64() > Some(0)),
+        "{s}"
+    );
+    // Kill one: its counters stay in the totals, its death is counted.
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pids[0] as i32).expect("pid"),
+        Signal::KILL,
+    )
+    .expect("kill");
+    assert!(server.wait_log(&["replaced by pid"]));
+    assert!(wait_until(Duration::from_secs(5), || {
+        let s = status(server.port);
+        s["supervisor"]["crashes"] == 1 && s["per_worker"].as_array().map(Vec::len) == Some(2)
+    }));
+    assert!(wait_until(Duration::from_secs(5), || status(server.port)
+        ["requests"]["article"]["2xx"]
+        == sent));
+    let s = status(server.port);
+    assert_eq!(s["supervisor"]["crashes_by_app"]["(none)"], 1, "{s}");
+    let m = metrics(server.port);
+    assert_eq!(
+        m.get("stoa_worker_crashes_total{app=\"(none)\"}"),
+        Some(&1.0)
+    );
+    assert!(wait_until(Duration::from_secs(5), || article_2xx(
+        server.port
+    ) == Some(
+        sent as f64
+    )));
+}

@@ -77,7 +77,9 @@ fn status_and_metrics_count_the_requests(poller: &str) {
     assert_eq!(get("stoa_blocking_queue_depth"), 0.0);
     assert_eq!(get("stoa_draining"), 0.0);
     assert_eq!(
-        get(&format!("stoa_info{{poller=\"{poller}\",workers=\"2\"}}")),
+        get(&format!(
+            "stoa_info{{poller=\"{poller}\",workers=\"2\",worker_mode=\"thread\"}}"
+        )),
         1.0
     );
     let open: f64 = (0..2)

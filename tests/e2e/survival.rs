@@ -28,15 +28,15 @@ const READY: &str = "/.well-known/stoa/ready";
 
 /// Starts `stoa` with the stuck plugin (and `apps`), sends `path` on a
 /// connection of its own, and waits for the watchdog to report it stuck in
-/// the stuck app's `path` (without its query).
+/// the stuck app's `GET path` (without its query).
 fn stick(
     poller: &str,
     apps: &[&str],
     args: &[&str],
     path: &str,
 ) -> (Server, crate::client::Client) {
-    let place = path.split('?').next().unwrap_or(path);
-    stick_in(poller, (apps, args), path, place)
+    let place = format!("GET {}", path.split('?').next().unwrap_or(path));
+    stick_in(poller, (apps, args), path, &place)
 }
 
 /// `stick`, with the place the watchdog names (after "in app stuck ").
@@ -112,7 +112,7 @@ fn stuck_worker_turns_unhealthy(poller: &str) {
     let (server, _spin) = stick(poller, &[], &args, "/_stuck/spin");
     let stuck = &status(server.port)["stuck_workers"];
     assert_eq!(stuck.as_array().map(Vec::len), Some(1), "{stuck}");
-    assert_eq!(stuck[0]["in"], "app stuck /_stuck/spin");
+    assert_eq!(stuck[0]["in"], "app stuck GET /_stuck/spin");
     let flagged: f64 = (0..2)
         .map(|w| metrics(server.port)[&format!("stoa_worker_stuck{{worker=\"{w}\"}}")])
         .sum();

@@ -10,14 +10,14 @@ use crate::http::answer::HostAnswer;
 use crate::ops::access_log::AccessLog;
 use crate::ops::log_writer::{self, LineCounts};
 use crate::ops::netfilter::peer_ip;
+use crate::ops::peers::{Peer, Peers};
 use crate::ops::survival;
 use crate::ops::watchdog::Board;
 use crate::settings::Settings;
 use crate::stats::Stats;
-use crate::stats::{AppStats, WorkerStats, APP_SLOTS, LATENCY_BUCKETS};
+use crate::stats::{AppCounts, Counts, APP_SLOTS, HOST, LATENCY_BUCKETS};
 use serde_json::{json, Value};
 use std::fmt::Write;
-use std::sync::atomic::Ordering::Relaxed;
 use stoa_app_api::Response;
 
 /// The prefix of the host's endpoints.
@@ -30,6 +30,8 @@ pub struct Sources<'a> {
     pub apps: &'a AppTable,
     pub pool: Option<&'a Pool>,
     pub access_log: Option<&'a AccessLog>,
+    /// Process mode: the other worker processes' counters.
+    pub peers: Option<&'a Peers>,
     pub control: &'a Control,
     pub board: &'a Board,
     pub stats: &'a Stats,
@@ -64,20 +66,69 @@ pub fn answer(shared: &Sources<'_>, path: &str, peer: &str) -> Option<Response> 
     Some(response)
 }
 
-/// `(label, slot)` for every app slot in use, and the host's own slot.
-fn slots(shared: &Sources<'_>) -> Vec<(String, Option<usize>)> {
-    let mut v: Vec<(String, Option<usize>)> = shared
+/// The name of every mounted app, and the host's own label, sorted.
+fn names(shared: &Sources<'_>) -> Vec<String> {
+    let mut v: Vec<String> = shared
         .apps
         .load()
         .mounts
         .apps()
         .iter()
-        .map(|a| (a.name.clone(), Some(a.slot)))
+        .map(|a| a.name.clone())
         .collect();
     v.sort();
     v.dedup();
-    v.push(("(host)".to_string(), None));
+    v.push(HOST.to_string());
     v
+}
+
+/// One worker as status and metrics show it: its counters, and in process
+/// mode its pid, memory and crashes.
+struct WorkerView {
+    worker: usize,
+    counts: Counts,
+    process: Option<(u32, u64)>,
+}
+
+/// The whole host's counters: each worker's (each loop's in thread mode,
+/// each worker process's in process mode), and their total (with the
+/// workers that have ended, in process mode).
+struct View {
+    workers: Vec<WorkerView>,
+    total: Counts,
+}
+
+fn view(shared: &Sources<'_>) -> View {
+    let workers: Vec<WorkerView> = match shared.peers {
+        None => (0..shared.stats.workers().len())
+            .map(|i| WorkerView {
+                worker: i,
+                counts: Counts::of(shared.stats, i),
+                process: None,
+            })
+            .collect(),
+        Some(peers) => peers
+            .workers(&Counts::of(shared.stats, 0))
+            .into_iter()
+            .map(
+                |Peer {
+                     place,
+                     pid,
+                     counts,
+                     rss,
+                 }| WorkerView {
+                    worker: place,
+                    counts,
+                    process: Some((pid, rss)),
+                },
+            )
+            .collect(),
+    };
+    let mut total = shared.peers.map(Peers::retired).unwrap_or_default();
+    for w in &workers {
+        total.add(&w.counts);
+    }
+    View { workers, total }
 }
 
 /// The logs that are on, with what became of their lines.
@@ -87,28 +138,28 @@ fn logs<'a>(shared: &Sources<'a>) -> Vec<(&'static str, &'a LineCounts)> {
     error.into_iter().chain(access).collect()
 }
 
-fn sum_app<F: Fn(&AppStats) -> u64>(shared: &Sources<'_>, slot: Option<usize>, f: F) -> u64 {
-    shared.stats.workers().iter().map(|w| f(w.app(slot))).sum()
-}
-
 /// The status endpoint's document: one section per concern.
 fn status_json(shared: &Sources<'_>) -> String {
     let state = shared.apps.load();
+    let view = view(shared);
+    let live = |f: fn(&Counts) -> u64| view.workers.iter().map(|w| f(&w.counts)).sum::<u64>();
     let status = json!({
         "poller": shared.settings.poller,
-        "workers": shared.stats.workers().len(),
+        "worker_mode": if shared.peers.is_some() { "process" } else { "thread" },
+        "workers": if shared.peers.is_some() { view.workers.len() } else { shared.stats.workers().len() },
         "draining": shared.control.draining(),
-        "connections": connections_json(shared),
+        "connections": connections_json(shared, &view),
         "streams": {
-            "open": shared.stats.workers().iter().map(|w| w.streams.load(Relaxed)).sum::<u64>(),
+            "open": live(|c| c.streams),
         },
         "buffered": buffered_json(shared.budget),
         "websockets": {
-            "open": shared.stats.workers().iter().map(WorkerStats::websockets).sum::<u64>(),
-            "opened": shared.stats.workers().iter().map(|w| w.ws_opened.load(Relaxed)).sum::<u64>(),
+            "open": live(Counts::websockets),
+            "opened": view.total.ws_opened,
         },
-        "per_worker": per_worker_json(shared.stats),
-        "requests": requests_json(shared),
+        "per_worker": per_worker_json(&view),
+        "supervisor": shared.peers.map(|p| supervisor_json(&p.supervisor())),
+        "requests": requests_json(shared, &view),
         "stuck_workers": survival::stuck_json(shared.board, shared.stats),
         "blocking_pool": shared.pool.map(survival::pool_json),
         "apps": apps_json(&state),
@@ -125,17 +176,17 @@ fn status_json(shared: &Sources<'_>) -> String {
 }
 
 /// Connections summed over the workers, with the cap and what is done past it.
-fn connections_json(shared: &Sources<'_>) -> Value {
-    let workers = shared.stats.workers();
+fn connections_json(shared: &Sources<'_>, view: &View) -> Value {
+    let total = &view.total;
     json!({
-        "open": workers.iter().map(|w| w.open()).sum::<u64>(),
-        "accepted": workers.iter().map(|w| w.accepted.load(Relaxed)).sum::<u64>(),
-        "closed": workers.iter().map(|w| w.closed.load(Relaxed)).sum::<u64>(),
+        "open": view.workers.iter().map(|w| w.counts.open()).sum::<u64>(),
+        "accepted": total.accepted,
+        "closed": total.closed,
         "max": shared.settings.max_connections_total,
         "max_per_worker": shared.settings.max_connections,
         "overload": shared.settings.overload.name(),
-        "shed": workers.iter().map(|w| w.shed.load(Relaxed)).sum::<u64>(),
-        "accept_paused_seconds": workers.iter().map(WorkerStats::accept_paused_secs).sum::<f64>(),
+        "shed": total.shed,
+        "accept_paused_seconds": total.accept_paused_secs,
     })
 }
 
@@ -149,40 +200,56 @@ fn buffered_json(budget: &Budget) -> Value {
     })
 }
 
-/// Each worker's connection counters and requests.
-fn per_worker_json(stats: &Stats) -> Vec<Value> {
-    stats
-        .workers()
+/// Each worker's connection counters and requests (and in process mode
+/// its pid, resident memory and the crashes of its place).
+fn per_worker_json(view: &View) -> Vec<Value> {
+    view.workers
         .iter()
-        .enumerate()
-        .map(|(i, w)| {
-            json!({
-                "worker": i,
-                "accepted": w.accepted.load(Relaxed),
-                "closed": w.closed.load(Relaxed),
-                "open": w.open(),
-                "websockets": w.websockets(),
-                "shed": w.shed.load(Relaxed),
-                "accept_paused_seconds": w.accept_paused_secs(),
-                "requests": w.requests(),
-            })
+        .map(|w| {
+            let c = &w.counts;
+            let mut v = json!({
+                "worker": w.worker,
+                "accepted": c.accepted,
+                "closed": c.closed,
+                "open": c.open(),
+                "websockets": c.websockets(),
+                "shed": c.shed,
+                "accept_paused_seconds": c.accept_paused_secs,
+                "requests": c.requests(),
+            });
+            if let (Some((pid, rss)), Some(map)) = (w.process, v.as_object_mut()) {
+                map.insert("pid".into(), json!(pid));
+                map.insert("rss_bytes".into(), json!(rss));
+            }
+            v
         })
         .collect()
 }
 
+/// What the supervisor counted: crashes by app and by worker.
+fn supervisor_json(notes: &crate::ops::peers::SupervisorNotes) -> Value {
+    json!({
+        "pid": notes.pid,
+        "workers_started": notes.started,
+        "crashes": notes.crashes_by_place.iter().sum::<u64>(),
+        "crashes_by_app": notes.crashes_by_app,
+        "crashes_by_worker": notes.crashes_by_place,
+    })
+}
+
 /// Requests by app (and the host's own): by status class, and their mean
 /// latency.
-fn requests_json(shared: &Sources<'_>) -> serde_json::Map<String, Value> {
-    slots(shared)
+fn requests_json(shared: &Sources<'_>, view: &View) -> serde_json::Map<String, Value> {
+    names(shared)
         .into_iter()
-        .map(|(name, slot)| {
-            let class = |i: usize| sum_app(shared, slot, |a| a.by_class[i].load(Relaxed));
-            let total = sum_app(shared, slot, AppStats::requests);
-            let sum_us = sum_app(shared, slot, |a| a.latency_sum_us.load(Relaxed));
+        .map(|name| {
+            let a = view.total.app(&name);
+            let total = a.requests();
+            let c = a.by_class;
             let v = json!({
                 "requests": total,
-                "1xx": class(0), "2xx": class(1), "3xx": class(2), "4xx": class(3), "5xx": class(4),
-                "mean_latency_ms": if total > 0 { sum_us as f64 / total as f64 / 1000.0 } else { 0.0 },
+                "1xx": c[0], "2xx": c[1], "3xx": c[2], "4xx": c[3], "5xx": c[4],
+                "mean_latency_ms": if total > 0 { a.latency_sum_us as f64 / total as f64 / 1000.0 } else { 0.0 },
             });
             (name, v)
         })
@@ -240,12 +307,16 @@ fn label(value: &str) -> String {
 /// The metrics endpoint's text, one family after another.
 fn metrics_text(shared: &Sources<'_>) -> String {
     let mut out = String::new();
-    info_metrics(shared, &mut out);
-    connection_metrics(shared, &mut out);
+    let view = view(shared);
+    info_metrics(shared, &view, &mut out);
+    connection_metrics(shared, &view, &mut out);
     buffered_metrics(shared.budget, &mut out);
-    let slots = slots(shared);
-    request_metrics(shared, &slots, &mut out);
-    latency_metrics(shared, &slots, &mut out);
+    let names = names(shared);
+    request_metrics(&view, &names, &mut out);
+    latency_metrics(&view, &names, &mut out);
+    if let Some(peers) = shared.peers {
+        crash_metrics(&peers.supervisor(), &mut out);
+    }
     if let Some(pool) = shared.pool {
         let _ = writeln!(
             out,
@@ -253,6 +324,7 @@ fn metrics_text(shared: &Sources<'_>) -> String {
             pool.queued()
         );
     }
+    let slots = slots_of(shared);
     survival::metrics(shared.board, shared.stats, shared.pool, &slots, &mut out);
     app_table_metrics(&shared.apps.load(), &mut out);
     log_writer::metrics(&logs(shared), &mut out);
@@ -260,14 +332,51 @@ fn metrics_text(shared: &Sources<'_>) -> String {
     out
 }
 
+/// `(label, slot)` of every mounted app and the host's own, for the
+/// watchdog's and the pool's families (counted in this process).
+fn slots_of(shared: &Sources<'_>) -> Vec<(String, Option<usize>)> {
+    let mut v: Vec<(String, Option<usize>)> = shared
+        .apps
+        .load()
+        .mounts
+        .apps()
+        .iter()
+        .map(|a| (a.name.clone(), Some(a.slot)))
+        .collect();
+    v.sort();
+    v.dedup();
+    v.push((HOST.to_string(), None));
+    v
+}
+
+/// Process mode: worker processes that died, by app and by worker.
+fn crash_metrics(notes: &crate::ops::peers::SupervisorNotes, out: &mut String) {
+    let _ = writeln!(out, "# TYPE stoa_worker_crashes_total counter");
+    for (app, n) in &notes.crashes_by_app {
+        let _ = writeln!(
+            out,
+            "stoa_worker_crashes_total{{app=\"{}\"}} {n}",
+            label(app)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# TYPE stoa_workers_started_total counter\nstoa_workers_started_total {}",
+        notes.started
+    );
+}
+
 /// The host's poller and worker count, and whether it is draining.
-fn info_metrics(shared: &Sources<'_>, out: &mut String) {
+fn info_metrics(shared: &Sources<'_>, view: &View, out: &mut String) {
+    let (mode, workers) = match shared.peers {
+        Some(_) => ("process", view.workers.len()),
+        None => ("thread", shared.stats.workers().len()),
+    };
     let _ = writeln!(out, "# TYPE stoa_info gauge");
     let _ = writeln!(
         out,
-        "stoa_info{{poller=\"{}\",workers=\"{}\"}} 1",
+        "stoa_info{{poller=\"{}\",workers=\"{workers}\",worker_mode=\"{mode}\"}} 1",
         shared.settings.poller,
-        shared.stats.workers().len()
     );
     let _ = writeln!(
         out,
@@ -277,36 +386,49 @@ fn info_metrics(shared: &Sources<'_>, out: &mut String) {
 }
 
 /// Connections, streams and WebSockets per worker, what was shed past the
-/// cap, the time accepting was paused, and the cap.
-fn connection_metrics(shared: &Sources<'_>, out: &mut String) {
-    type Field = fn(&WorkerStats) -> u64;
+/// cap, the time accepting was paused, and the cap. (In process mode the
+/// counters of workers that have ended are in no worker's series; the
+/// requests families include them.)
+fn connection_metrics(shared: &Sources<'_>, view: &View, out: &mut String) {
+    type Field = fn(&Counts) -> u64;
     let per_worker: [(&str, &str, Field); 6] = [
-        ("stoa_connections_open", "gauge", WorkerStats::open),
-        ("stoa_streams_open", "gauge", |w| w.streams.load(Relaxed)),
-        ("stoa_websockets_open", "gauge", WorkerStats::websockets),
-        ("stoa_connections_accepted_total", "counter", |w| {
-            w.accepted.load(Relaxed)
-        }),
-        ("stoa_connections_closed_total", "counter", |w| {
-            w.closed.load(Relaxed)
-        }),
-        ("stoa_connections_shed_total", "counter", |w| {
-            w.shed.load(Relaxed)
-        }),
+        ("stoa_connections_open", "gauge", Counts::open),
+        ("stoa_streams_open", "gauge", |c| c.streams),
+        ("stoa_websockets_open", "gauge", Counts::websockets),
+        ("stoa_connections_accepted_total", "counter", |c| c.accepted),
+        ("stoa_connections_closed_total", "counter", |c| c.closed),
+        ("stoa_connections_shed_total", "counter", |c| c.shed),
     ];
     for (metric, kind, field) in per_worker {
         let _ = writeln!(out, "# TYPE {metric} {kind}");
-        for (i, w) in shared.stats.workers().iter().enumerate() {
-            let _ = writeln!(out, "{metric}{{worker=\"{i}\"}} {}", field(w));
+        for w in &view.workers {
+            let _ = writeln!(
+                out,
+                "{metric}{{worker=\"{}\"}} {}",
+                w.worker,
+                field(&w.counts)
+            );
         }
     }
     let _ = writeln!(out, "# TYPE stoa_accept_paused_seconds_total counter");
-    for (i, w) in shared.stats.workers().iter().enumerate() {
-        let secs = w.accept_paused_secs();
+    for w in &view.workers {
         let _ = writeln!(
             out,
-            "stoa_accept_paused_seconds_total{{worker=\"{i}\"}} {secs}"
+            "stoa_accept_paused_seconds_total{{worker=\"{}\"}} {}",
+            w.worker, w.counts.accept_paused_secs
         );
+    }
+    if shared.peers.is_some() {
+        let _ = writeln!(out, "# TYPE stoa_worker_resident_bytes gauge");
+        for w in &view.workers {
+            if let Some((pid, rss)) = w.process {
+                let _ = writeln!(
+                    out,
+                    "stoa_worker_resident_bytes{{worker=\"{}\",pid=\"{pid}\"}} {rss}",
+                    w.worker
+                );
+            }
+        }
     }
     let _ = writeln!(
         out,
@@ -316,39 +438,41 @@ fn connection_metrics(shared: &Sources<'_>, out: &mut String) {
 }
 
 /// Requests by app and status class.
-fn request_metrics(shared: &Sources<'_>, slots: &[(String, Option<usize>)], out: &mut String) {
+fn request_metrics(view: &View, names: &[String], out: &mut String) {
     let _ = writeln!(out, "# TYPE stoa_requests_total counter");
-    for (name, slot) in slots {
+    for name in names {
+        let a = view.total.app(name);
         for (i, class) in ["1xx", "2xx", "3xx", "4xx", "5xx"].iter().enumerate() {
-            let v = sum_app(shared, *slot, |a| a.by_class[i].load(Relaxed));
             let _ = writeln!(
                 out,
-                "stoa_requests_total{{app=\"{}\",class=\"{class}\"}} {v}",
-                label(name)
+                "stoa_requests_total{{app=\"{}\",class=\"{class}\"}} {}",
+                label(name),
+                a.by_class[i]
             );
         }
     }
 }
 
 /// The request duration histogram of each app.
-fn latency_metrics(shared: &Sources<'_>, slots: &[(String, Option<usize>)], out: &mut String) {
+fn latency_metrics(view: &View, names: &[String], out: &mut String) {
     let _ = writeln!(out, "# TYPE stoa_request_duration_seconds histogram");
-    for (name, slot) in slots {
+    for name in names {
+        let a: AppCounts = view.total.app(name);
         let mut cumulative = 0;
-        for (i, le) in LATENCY_BUCKETS
+        for (le, n) in LATENCY_BUCKETS
             .iter()
             .map(|b| b.to_string())
             .chain(["+Inf".to_string()])
-            .enumerate()
+            .zip(a.buckets())
         {
-            cumulative += sum_app(shared, *slot, |a| a.latency[i].load(Relaxed));
+            cumulative += n;
             let _ = writeln!(
                 out,
                 "stoa_request_duration_seconds_bucket{{app=\"{}\",le=\"{le}\"}} {cumulative}",
                 label(name)
             );
         }
-        let sum = sum_app(shared, *slot, |a| a.latency_sum_us.load(Relaxed)) as f64 / 1e6;
+        let sum = a.latency_sum_us as f64 / 1e6;
         let _ = writeln!(
             out,
             "stoa_request_duration_seconds_sum{{app=\"{}\"}} {sum}",

@@ -14,6 +14,7 @@ pub mod log_writer;
 pub(crate) mod memory;
 pub(crate) mod netfilter;
 pub(crate) mod notify;
+pub(crate) mod peers;
 pub(crate) mod pid_file;
 pub(crate) mod survival;
 pub(crate) mod upgrade;

@@ -16,6 +16,7 @@
 use crate::apps::pool::Pool;
 use crate::apps::services::set_current_app;
 use crate::control::Control;
+use crate::ops::peers::Peers;
 use crate::ops::worker_row::{load_bytes, store_bytes, Recycle, Row, PATH_WORDS, SPOT_WORDS};
 use crate::stats::Stats;
 use socket2::Socket;
@@ -391,6 +392,8 @@ pub struct Watched {
     pub pool: Option<Arc<Pool>>,
     /// A worker process's `--worker-max-requests` (with its jitter).
     pub max_requests: Option<u64>,
+    /// Process mode: where this worker publishes its counters.
+    pub peers: Option<Arc<Peers>>,
 }
 
 /// Starts the watchdog thread.
@@ -461,6 +464,9 @@ fn publish(watched: &Watched, names_published: &mut usize) {
         }
     }
     *names_published = names.len();
+    if let Some(peers) = &watched.peers {
+        peers.publish(&watched.stats);
+    }
 }
 
 /// Clears a row's pulse for a new worker: its spot in host code.

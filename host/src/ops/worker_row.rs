@@ -1,5 +1,8 @@
 //! The layout of process mode's shared area (`shm`): a header of host-wide
-//! words, then one row per worker process the supervisor can have at once.
+//! words, one row per worker process the supervisor can have at once, the
+//! supervisor's cell (crashes, for status and metrics) and the retired
+//! cell (the counters of workers that have ended), then one counters
+//! snapshot per row (`stats::Counts` as JSON, for the others to add up).
 //! A worker writes its own row (its pid, its phase, its loop's pulse, the
 //! names of its apps, where it is stuck); the supervisor reads every row,
 //! above all the row of a worker that has just died, to say what it was
@@ -13,6 +16,8 @@ use std::sync::atomic::{fence, AtomicU64};
 pub const HEADER_WORDS: usize = 16;
 /// Words of one row.
 pub const ROW_WORDS: usize = 128;
+/// Words of the supervisor's and the retired cell, and of a snapshot.
+const CELL_WORDS: usize = 8192;
 
 /// The words of a loop's pulse (`watchdog::Beat`): the turn state, when
 /// it was found stuck, and its spot (sequence, slot, length, method, path).
@@ -26,7 +31,8 @@ const PHASE: usize = 1;
 const RECYCLE: usize = 2;
 const REQUESTS: usize = 3;
 const OPEN: usize = 4;
-const PULSE: usize = 5;
+const PLACE: usize = 5;
+const PULSE: usize = 6;
 const NAMES: usize = PULSE + PULSE_WORDS;
 const NAMES_WORDS: usize = 50;
 const NOTE: usize = NAMES + NAMES_WORDS;
@@ -35,7 +41,33 @@ const _: () = assert!(NOTE + NOTE_WORDS <= ROW_WORDS);
 
 /// The words an area of `rows` rows needs.
 pub fn area_words(rows: usize) -> usize {
+    cells_start(rows) + (2 + rows) * CELL_WORDS
+}
+
+fn cells_start(rows: usize) -> usize {
     HEADER_WORDS + rows * ROW_WORDS
+}
+
+/// The area's rows (from its size).
+fn rows_of(area: &'static [AtomicU64]) -> usize {
+    area.len().saturating_sub(HEADER_WORDS + 2 * CELL_WORDS) / (ROW_WORDS + CELL_WORDS)
+}
+
+fn cell(area: &'static [AtomicU64], i: usize) -> Option<TextCell> {
+    let start = cells_start(rows_of(area)) + i * CELL_WORDS;
+    area.get(start..start + CELL_WORDS).map(TextCell)
+}
+
+/// What the supervisor writes for the workers to show: crashes by app
+/// and by place.
+pub fn supervisor_cell(area: &'static [AtomicU64]) -> Option<TextCell> {
+    cell(area, 0)
+}
+
+/// The counters of every worker that has ended, added up (the supervisor
+/// writes it; status and metrics add it to the live workers').
+pub fn retired_cell(area: &'static [AtomicU64]) -> Option<TextCell> {
+    cell(area, 1)
 }
 
 /// Where a worker process is in its life, as its row says.
@@ -75,29 +107,54 @@ impl Recycle {
 #[derive(Clone, Copy)]
 pub struct Row {
     words: &'static [AtomicU64],
+    snapshot: &'static [AtomicU64],
 }
 
 impl Row {
     /// Row `i` of an area (`None` past its end).
     pub fn of(area: &'static [AtomicU64], i: usize) -> Option<Row> {
+        let rows = rows_of(area);
+        if i >= rows {
+            return None;
+        }
         let start = HEADER_WORDS + i * ROW_WORDS;
-        area.get(start..start + ROW_WORDS)
-            .map(|words| Row { words })
+        let snap = cells_start(rows) + (2 + i) * CELL_WORDS;
+        Some(Row {
+            words: area.get(start..start + ROW_WORDS)?,
+            snapshot: area.get(snap..snap + CELL_WORDS)?,
+        })
     }
 
     /// A row of its own, for a process without a shared area (thread
     /// mode, tests): leaked, as the shared one is never unmapped.
     pub fn private() -> Row {
-        let words: Vec<AtomicU64> = (0..ROW_WORDS).map(|_| AtomicU64::new(0)).collect();
+        let words: Vec<AtomicU64> = (0..ROW_WORDS + 2).map(|_| AtomicU64::new(0)).collect();
+        let words: &'static [AtomicU64] = Box::leak(words.into_boxed_slice());
         Row {
-            words: Box::leak(words.into_boxed_slice()),
+            words: &words[..ROW_WORDS],
+            snapshot: &words[ROW_WORDS..],
         }
+    }
+
+    /// The worker's counters, as it last published them.
+    pub fn snapshot(&self) -> TextCell {
+        TextCell(self.snapshot)
+    }
+
+    /// The `--workers` place this row's worker serves (the supervisor's
+    /// index, stable across replacements).
+    pub fn place(&self) -> usize {
+        usize::try_from(self.words[PLACE].load(Relaxed)).unwrap_or(0)
+    }
+
+    pub fn set_place(&self, place: usize) {
+        self.words[PLACE].store(place as u64, Relaxed);
     }
 
     /// Clears the row for a new worker (the supervisor, before it starts
     /// one on it).
     pub fn reset(&self) {
-        for w in self.words {
+        for w in self.words.iter().chain(self.snapshot.iter().take(2)) {
             w.store(0, Relaxed);
         }
     }
@@ -183,7 +240,7 @@ pub struct TextCell(&'static [AtomicU64]);
 impl TextCell {
     /// The most bytes it keeps.
     pub fn capacity(&self) -> usize {
-        (self.0.len() - 2) * 8
+        self.0.len().saturating_sub(2) * 8
     }
 
     /// Replaces the text (cut at the capacity).
@@ -273,6 +330,13 @@ mod tests {
         assert_eq!((a.phase(), b.phase()), (Some(Phase::Ready), None));
         assert_eq!(b.recycle(), Some(Recycle::MaxRequests));
         assert!(Row::of(area, 2).is_none());
+        b.snapshot().write("{}");
+        assert_eq!(a.snapshot().read_settled(), "");
+        assert_eq!(b.snapshot().read_settled(), "{}");
+        supervisor_cell(area).unwrap().write("s");
+        retired_cell(area).unwrap().write("r");
+        assert_eq!(b.snapshot().read_settled(), "{}");
+        assert_eq!(supervisor_cell(area).unwrap().read_settled(), "s");
         b.reset();
         assert_eq!((b.pid(), b.recycle()), (0, None));
     }

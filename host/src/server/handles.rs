@@ -7,6 +7,7 @@ use crate::budget::Budget;
 use crate::control::Control;
 use crate::ops::access_log::AccessLog;
 use crate::ops::admin::Sources;
+use crate::ops::peers::Peers;
 use crate::ops::watchdog::Board;
 use crate::settings::Settings;
 use crate::stats::Stats;
@@ -29,6 +30,8 @@ pub struct Handles {
     pub stats: Arc<Stats>,
     /// The host-wide budget of buffered bodies and messages.
     pub budget: Budget,
+    /// Process mode: the other worker processes' counters.
+    pub peers: Option<Arc<Peers>>,
 }
 
 impl Handles {
@@ -39,6 +42,7 @@ impl Handles {
             apps: &self.apps,
             pool: self.pool.as_deref(),
             access_log: self.access_log.as_deref(),
+            peers: self.peers.as_deref(),
             control: &self.control,
             board: &self.board,
             stats: &self.stats,

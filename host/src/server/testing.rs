@@ -69,6 +69,7 @@ pub fn handles(settings: Settings, apps: Vec<Arc<LoadedApp>>) -> Arc<Handles> {
         board: Arc::new(Board::new(Vec::new(), second, second, Vec::new(), 0)),
         stats: Arc::new(stats),
         budget: Budget::unlimited(),
+        peers: None,
     })
 }
 

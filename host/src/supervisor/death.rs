@@ -72,6 +72,12 @@ impl InFlight {
         }
     }
 
+    /// The app the loop was in, if any.
+    pub fn app(&self) -> Option<&str> {
+        let place = self.on_loop.as_deref()?;
+        Some(place.split_once(' ').map_or(place, |(app, _)| app))
+    }
+
     /// "in flight: 1 request(s): crashy GET /crashy/segv; 3 open
     /// connection(s) closed".
     pub fn describe(&self) -> String {

@@ -96,7 +96,7 @@ pub fn take() -> Result<WorkerRole, BootError> {
     if rustix::process::getppid().map(|p| p.as_raw_nonzero().get()) != i32::try_from(of).ok() {
         return Err(bad("the supervisor is gone"));
     }
-    let (row, rows) = var(ROW)
+    let (row_index, rows) = var(ROW)
         .and_then(|v| {
             let (a, b) = v.split_once(':')?;
             Some((a.parse::<usize>().ok()?, b.parse::<usize>().ok()?))
@@ -106,7 +106,7 @@ pub fn take() -> Result<WorkerRole, BootError> {
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| bad(SOCKETS))?;
     let area = open_area(3 + count, rows)?;
-    let row = Row::of(area, row).ok_or_else(|| bad(ROW))?;
+    let row = Row::of(area, row_index).ok_or_else(|| bad(ROW))?;
     row.set_pid(std::process::id());
     for name in [OF, ROW, SOCKETS] {
         std::env::remove_var(name);
@@ -117,7 +117,13 @@ pub fn take() -> Result<WorkerRole, BootError> {
     if sockets.len() != count {
         return Err(bad("fewer sockets than announced"));
     }
-    Ok(WorkerRole { row, sockets })
+    Ok(WorkerRole {
+        row,
+        area,
+        rows,
+        row_index,
+        sockets,
+    })
 }
 
 fn var(name: &str) -> Option<String> {

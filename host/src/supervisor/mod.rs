@@ -27,5 +27,6 @@ pub mod handoff;
 mod procs;
 mod resume;
 mod run;
+mod tally;
 
 pub use run::run;

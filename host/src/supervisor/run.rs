@@ -6,6 +6,7 @@ use super::death::{End, InFlight};
 use super::handoff::Handoff;
 use super::procs::{backoff, unasked, Place, Proc, Role, Rows};
 use super::resume::{self, Resumed};
+use super::tally::Tally;
 use crate::checks;
 use crate::cli::Cli;
 use crate::error::BootError;
@@ -52,6 +53,8 @@ struct Supervisor {
     memory_checked: Instant,
     /// `WATCHDOG=1` to the service manager: how often, and when last.
     keepalive: Option<(Duration, Instant)>,
+    /// Crashes and the counters of ended workers, for status and metrics.
+    tally: Tally,
 }
 
 /// A binary SIGUSR2 is trying, and since when.
@@ -89,6 +92,7 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
             .map_err(|e| BootError::system("create the workers' shared area", e))?,
     };
     let rows = Rows::new(area.words, row_count);
+    let tally = Tally::new(area.words, workers);
     let signals = signals()?;
     let path = crate::ops::upgrade::own_binary();
     let binary = Binary::open(&path, 64 + sockets.len())
@@ -113,6 +117,7 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
         draining: None,
         memory_checked: Instant::now(),
         keepalive: notify::watchdog_every().map(|every| (every, Instant::now())),
+        tally,
     };
     match resumed {
         Some(resumed) => sup.adopt(resumed),
@@ -187,6 +192,7 @@ impl Supervisor {
             return Ok(());
         };
         row.set_phase(Phase::Starting);
+        row.set_place(i);
         let from = self
             .candidate
             .as_ref()
@@ -211,6 +217,7 @@ impl Supervisor {
         drop(child);
         let mut proc = Proc::new(pid, row_index, row);
         proc.from_candidate = self.candidate.is_some();
+        self.tally.started();
         let place = &mut self.places[i];
         place.start_at = None;
         if place.serving.is_some() {
@@ -350,6 +357,7 @@ impl Supervisor {
             return Ok(());
         };
         let in_flight = InFlight::of(&proc.row);
+        self.tally.retire(&proc.row);
         self.rows.give_back(proc.row_index);
         let place = &mut self.places[i];
         if matches!(role, Role::Leaving) || self.draining.is_some() {
@@ -370,6 +378,7 @@ impl Supervisor {
             return Ok(());
         }
         place.crashes += 1;
+        self.tally.crashed(i, in_flight.app());
         log::error!(
             "worker {i} (pid {}) {}; {}",
             proc.pid(),
@@ -488,7 +497,7 @@ impl Supervisor {
                 if let Some(why) = p.row.recycle() {
                     replace = Some(why.reason().to_string());
                 } else if check_memory {
-                    let rss = rss_bytes(p.pid());
+                    let rss = crate::ops::peers::rss_bytes(p.pid() as u32);
                     if rss > max_memory {
                         replace = Some(format!(
                             "its resident memory {} passed --worker-max-memory {}",
@@ -687,16 +696,6 @@ impl Supervisor {
             }
         }
     }
-}
-
-/// A process's resident memory, in bytes (0 if unreadable).
-fn rss_bytes(pid: i32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kib| kib * 1024)
 }
 
 /// The signals the supervisor acts on, from a thread of their own.

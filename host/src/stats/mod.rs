@@ -3,6 +3,9 @@
 //! shared between loops on the hot path) and is its only writer (`bump`);
 //! readers sum them.
 
+mod snapshot;
+pub use snapshot::{AppCounts, Counts, HOST};
+
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::OnceLock;
 use std::sync::{Arc, Mutex};
@@ -125,13 +128,6 @@ impl WorkerStats {
         self.accepted
             .load(Relaxed)
             .saturating_sub(self.closed.load(Relaxed))
-    }
-
-    /// WebSockets open now.
-    pub fn websockets(&self) -> u64 {
-        self.ws_opened
-            .load(Relaxed)
-            .saturating_sub(self.ws_closed.load(Relaxed))
     }
 
     /// Seconds accepts have been paused, the current pause included.

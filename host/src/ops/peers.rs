@@ -1,0 +1,111 @@
+//! Process mode's view of the whole host from inside one worker process:
+//! every worker publishes its counters into its row of the shared area a
+//! few times a second (`publish`), so whichever worker answers status or
+//! metrics adds up every live worker's counters (its own read live), the
+//! counters of the workers that have ended (the retired cell, which the
+//! supervisor keeps), and the crashes the supervisor counted.
+
+use crate::ops::worker_row::{retired_cell, supervisor_cell, Phase, Row};
+use crate::stats::{Counts, Stats};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
+
+/// What the supervisor writes for the workers to show.
+#[derive(Serialize, Deserialize, Default, Debug, PartialEq)]
+pub struct SupervisorNotes {
+    pub pid: u32,
+    /// Worker processes that died, by the app they were running then
+    /// (`(none)` when the loop was in host code).
+    pub crashes_by_app: BTreeMap<String, u64>,
+    /// Deaths by place (`--workers` index).
+    pub crashes_by_place: Vec<u64>,
+    /// Worker processes started since the supervisor started.
+    pub started: u64,
+}
+
+/// One live worker as status shows it.
+pub struct Peer {
+    pub place: usize,
+    pub pid: u32,
+    pub counts: Counts,
+    /// Resident memory, bytes.
+    pub rss: u64,
+}
+
+/// The shared area as a worker reads it.
+pub struct Peers {
+    area: &'static [AtomicU64],
+    rows: usize,
+    own: usize,
+}
+
+impl Peers {
+    pub fn new(area: &'static [AtomicU64], rows: usize, own: usize) -> Self {
+        Peers { area, rows, own }
+    }
+
+    /// Writes this worker's counters into its row.
+    pub fn publish(&self, stats: &Stats) {
+        if let Some(row) = Row::of(self.area, self.own) {
+            publish_into(&row, stats);
+        }
+    }
+
+    /// Every worker serving or draining now, by place; this one's counters
+    /// are `own_now`.
+    pub fn workers(&self, own_now: &Counts) -> Vec<Peer> {
+        let mut peers: Vec<Peer> = (0..self.rows)
+            .filter_map(|i| {
+                let row = Row::of(self.area, i)?;
+                if !matches!(row.phase(), Some(Phase::Ready | Phase::Draining)) || row.pid() == 0 {
+                    return None;
+                }
+                let counts = if i == self.own {
+                    own_now.clone()
+                } else {
+                    serde_json::from_str(&row.snapshot().read_settled()).unwrap_or_default()
+                };
+                Some(Peer {
+                    place: row.place(),
+                    pid: row.pid(),
+                    counts,
+                    rss: rss_bytes(row.pid()),
+                })
+            })
+            .collect();
+        peers.sort_by_key(|p| (p.place, p.pid));
+        peers
+    }
+
+    /// The counters of every worker that has ended.
+    pub fn retired(&self) -> Counts {
+        retired_cell(self.area)
+            .and_then(|c| serde_json::from_str(&c.read_settled()).ok())
+            .unwrap_or_default()
+    }
+
+    /// What the supervisor counted.
+    pub fn supervisor(&self) -> SupervisorNotes {
+        supervisor_cell(self.area)
+            .and_then(|c| serde_json::from_str(&c.read_settled()).ok())
+            .unwrap_or_default()
+    }
+}
+
+/// Writes `stats`' counters (a worker process has one loop) into `row`.
+pub fn publish_into(row: &Row, stats: &Stats) {
+    if let Ok(text) = serde_json::to_string(&Counts::of(stats, 0)) {
+        row.snapshot().write(&text);
+    }
+}
+
+/// A process's resident memory, in bytes (0 if unreadable).
+pub fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kib| kib * 1024)
+}

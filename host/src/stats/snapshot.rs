@@ -1,0 +1,165 @@
+//! A worker's counters read out as plain numbers: what status and metrics
+//! add up, within a process (one per loop) or across the worker processes
+//! of process mode (each publishes its own for the others to read).
+
+use super::{AppStats, Stats, WorkerStats, APP_SLOTS, LATENCY_BUCKETS};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// The label of requests no app took (404s, the host's own endpoints).
+pub const HOST: &str = "(host)";
+
+/// One app's counters in one worker.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct AppCounts {
+    pub by_class: [u64; 5],
+    pub latency: Vec<u64>,
+    pub latency_sum_us: u64,
+}
+
+impl AppCounts {
+    fn of(a: &AppStats) -> Self {
+        AppCounts {
+            by_class: std::array::from_fn(|i| a.by_class[i].load(Relaxed)),
+            latency: a.latency.iter().map(|c| c.load(Relaxed)).collect(),
+            latency_sum_us: a.latency_sum_us.load(Relaxed),
+        }
+    }
+
+    pub fn requests(&self) -> u64 {
+        self.by_class.iter().sum()
+    }
+
+    fn add(&mut self, other: &AppCounts) {
+        for (a, b) in self.by_class.iter_mut().zip(&other.by_class) {
+            *a += b;
+        }
+        if self.latency.len() < other.latency.len() {
+            self.latency.resize(other.latency.len(), 0);
+        }
+        for (a, b) in self.latency.iter_mut().zip(&other.latency) {
+            *a += b;
+        }
+        self.latency_sum_us += other.latency_sum_us;
+    }
+
+    /// The latency bucket counts, one per bound and +Inf.
+    pub fn buckets(&self) -> impl Iterator<Item = u64> + '_ {
+        (0..=LATENCY_BUCKETS.len()).map(|i| self.latency.get(i).copied().unwrap_or(0))
+    }
+}
+
+/// One worker's counters.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct Counts {
+    pub accepted: u64,
+    pub closed: u64,
+    pub ws_opened: u64,
+    pub ws_closed: u64,
+    pub shed: u64,
+    pub streams: u64,
+    pub accept_paused_secs: f64,
+    /// By app name (`HOST` for requests no app took).
+    pub apps: BTreeMap<String, AppCounts>,
+}
+
+impl Counts {
+    /// Worker `i`'s counters now.
+    pub fn of(stats: &Stats, i: usize) -> Self {
+        let w: &WorkerStats = stats.worker(i);
+        let names = stats.app_names();
+        let mut apps = BTreeMap::new();
+        for (slot, name) in names.iter().enumerate().take(APP_SLOTS) {
+            let counts = AppCounts::of(w.app(Some(slot)));
+            if counts.requests() > 0 {
+                apps.entry(name.to_string())
+                    .or_insert_with(AppCounts::default)
+                    .add(&counts);
+            }
+        }
+        apps.insert(HOST.to_string(), AppCounts::of(w.app(None)));
+        Counts {
+            accepted: w.accepted.load(Relaxed),
+            closed: w.closed.load(Relaxed),
+            ws_opened: w.ws_opened.load(Relaxed),
+            ws_closed: w.ws_closed.load(Relaxed),
+            shed: w.shed.load(Relaxed),
+            streams: w.streams.load(Relaxed),
+            accept_paused_secs: w.accept_paused_secs(),
+            apps,
+        }
+    }
+
+    /// Adds `other`'s counters (gauges too: a sum over workers).
+    pub fn add(&mut self, other: &Counts) {
+        self.accepted += other.accepted;
+        self.closed += other.closed;
+        self.ws_opened += other.ws_opened;
+        self.ws_closed += other.ws_closed;
+        self.shed += other.shed;
+        self.streams += other.streams;
+        self.accept_paused_secs += other.accept_paused_secs;
+        for (name, counts) in &other.apps {
+            self.apps.entry(name.clone()).or_default().add(counts);
+        }
+    }
+
+    /// What a worker that has ended leaves to the totals: its counters,
+    /// without what it had open.
+    pub fn retired(mut self) -> Counts {
+        self.closed = self.accepted;
+        self.ws_closed = self.ws_opened;
+        self.streams = 0;
+        self
+    }
+
+    pub fn open(&self) -> u64 {
+        self.accepted.saturating_sub(self.closed)
+    }
+
+    pub fn websockets(&self) -> u64 {
+        self.ws_opened.saturating_sub(self.ws_closed)
+    }
+
+    pub fn requests(&self) -> u64 {
+        self.apps.values().map(AppCounts::requests).sum()
+    }
+
+    /// App `name`'s counters (zero if it has none).
+    pub fn app(&self, name: &str) -> AppCounts {
+        self.apps.get(name).cloned().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn counts_add_up_by_app_name() {
+        let stats = Stats::new(2);
+        let a = stats.slot("article");
+        stats
+            .worker(0)
+            .app(Some(a))
+            .record(200, Duration::from_millis(2));
+        stats
+            .worker(1)
+            .app(Some(a))
+            .record(503, Duration::from_millis(20));
+        stats
+            .worker(1)
+            .app(None)
+            .record(404, Duration::from_micros(10));
+        let mut total = Counts::of(&stats, 0);
+        total.add(&Counts::of(&stats, 1));
+        assert_eq!(total.app("article").by_class, [0, 1, 0, 0, 1]);
+        assert_eq!(total.app(HOST).requests(), 1);
+        assert_eq!(total.requests(), 3);
+        let text = serde_json::to_string(&total).expect("json");
+        let back: Counts = serde_json::from_str(&text).expect("back");
+        assert_eq!(back, total);
+    }
+}
