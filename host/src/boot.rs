@@ -15,6 +15,7 @@ use crate::control::{Control, Request, Requests};
 use crate::error::BootError;
 use crate::inbox::Inbox;
 use crate::listen;
+use crate::open_count::OpenCount;
 use crate::ops::access_log::AccessLog;
 use crate::ops::log_writer::EXIT_FLUSH;
 use crate::ops::notify;
@@ -60,6 +61,7 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
     let (requests, incoming) = signals::channel();
     let registry = load_apps(&cli, &stats, Some(&requests))?;
     let handles = Arc::new(Handles {
+        open: OpenCount::new(settings.max_connections),
         settings,
         apps: AppTable::new(mounted(&cli, &registry)?),
         pool: (!cli.blocking_on_loop).then_some(pool),
@@ -135,9 +137,8 @@ fn measure(cli: &Cli, pollers: &[Box<dyn Poller>]) -> Result<Measured, BootError
     let budget = checks::fd_budget(cli, first.features().fd_limit, workers);
     let max_connections = checks::connection_cap(cli.max_connections, &budget, poller)?;
     log::info!(
-        "poller={poller} fd_cap={max_connections} ({} per worker, --overload {}; \
-         RLIMIT_NOFILE={}, {} kept for the host)",
-        max_connections.div_ceil(workers),
+        "poller={poller} fd_cap={max_connections} (host-wide, over {workers} worker(s), \
+         --overload {}; RLIMIT_NOFILE={}, {} kept for the host)",
         cli.overload.name(),
         budget
             .nofile

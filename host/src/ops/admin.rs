@@ -131,8 +131,7 @@ fn connections_json(shared: &Sources<'_>) -> Value {
         "open": workers.iter().map(|w| w.open()).sum::<u64>(),
         "accepted": workers.iter().map(|w| w.accepted.load(Relaxed)).sum::<u64>(),
         "closed": workers.iter().map(|w| w.closed.load(Relaxed)).sum::<u64>(),
-        "max": shared.settings.max_connections_total,
-        "max_per_worker": shared.settings.max_connections,
+        "max": shared.settings.max_connections,
         "overload": shared.settings.overload.name(),
         "shed": workers.iter().map(|w| w.shed.load(Relaxed)).sum::<u64>(),
         "accept_paused_seconds": workers.iter().map(WorkerStats::accept_paused_secs).sum::<f64>(),
@@ -311,7 +310,7 @@ fn connection_metrics(shared: &Sources<'_>, out: &mut String) {
     let _ = writeln!(
         out,
         "# TYPE stoa_connections_max gauge\nstoa_connections_max {}",
-        shared.settings.max_connections_total
+        shared.settings.max_connections
     );
 }
 

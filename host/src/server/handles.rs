@@ -5,6 +5,7 @@ use crate::apps::pool::Pool;
 use crate::apps::registry::AppTable;
 use crate::budget::Budget;
 use crate::control::Control;
+use crate::open_count::OpenCount;
 use crate::ops::access_log::AccessLog;
 use crate::ops::admin::Sources;
 use crate::ops::watchdog::Board;
@@ -29,6 +30,9 @@ pub struct Handles {
     pub stats: Arc<Stats>,
     /// The host-wide budget of buffered bodies and messages.
     pub budget: Budget,
+    /// The host-wide count of open connections, against
+    /// `settings.max_connections`.
+    pub open: OpenCount,
 }
 
 impl Handles {

@@ -1,17 +1,19 @@
 //! Admission at the cap, over real sockets and a loop with one worker's
 //! share of one connection: past it, `--overload shed` answers each new
 //! client 503 at once; `--overload queue` leaves it in the backlog with
-//! the listener paused, and admits it when a connection closes.
+//! the listener paused, and admits it when a connection closes, on this
+//! loop or (the cap is the host's) on another.
 
 use crate::inbox::Inbox;
 use crate::listen::Listener;
 use crate::poller::create;
-use crate::server::testing::{handles, settings};
+use crate::poller::Wake;
+use crate::server::testing::{handles, handles_for, settings};
 use crate::server::Server;
 use crate::settings::Overload;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -114,4 +116,65 @@ fn past_the_cap_queue_pauses_accepts_until_a_connection_closes() {
     assert_eq!(server.conns.len(), 1);
     assert!(!server.acceptor.is_accepting());
     assert!(ask(&mut server, &mut second).starts_with("HTTP/1.1 404"));
+}
+
+/// A loop's waker that counts its wake-ups.
+struct Counted {
+    inner: Arc<dyn Wake>,
+    wakes: AtomicUsize,
+}
+
+impl Wake for Counted {
+    fn wake(&self) -> std::io::Result<()> {
+        self.wakes.fetch_add(1, Relaxed);
+        self.inner.wake()
+    }
+}
+
+#[test]
+fn the_cap_is_the_hosts_and_a_close_on_one_loop_resumes_another() {
+    // Two loops, each on a listener of its own, under one cap of one.
+    let shared = handles_for(2, settings(1, Overload::Queue), Vec::new());
+    let mut loops = Vec::new();
+    let mut wakers = Vec::new();
+    for worker in 0..2 {
+        let any = SocketAddr::from(([127, 0, 0, 1], 0));
+        let listener = crate::listen::bind(any, 16).expect("bind");
+        let addr = listener.local_addr().expect("its address");
+        let poller = create("poll").expect("a poller");
+        let counted = Arc::new(Counted {
+            inner: poller.waker(),
+            wakes: AtomicUsize::new(0),
+        });
+        shared.control.add_waker(counted.clone());
+        wakers.push(counted);
+        let queue = Arc::new(Inbox::new(poller.waker()));
+        let locals = vec![(Arc::from("localhost"), addr.port())];
+        let listeners = vec![Listener::Tcp(listener)];
+        let server =
+            Server::new(worker, poller, listeners, locals, shared.clone(), queue).expect("a loop");
+        loops.push((server, addr));
+    }
+    let accepted = |s: &Server, w: usize| s.shared.stats.worker(w).accepted.load(Relaxed);
+    let first = client(loops[0].1);
+    turn_until(&mut loops[0].0, |s| accepted(s, 0) == 1);
+    // The other loop has no connection of its own, yet the host is full.
+    let mut second = client(loops[1].1);
+    turn_until(&mut loops[1].0, |s| !s.acceptor.is_accepting());
+    assert_eq!((loops[1].0.conns.len(), shared.open.open()), (0, 1));
+    assert_eq!(heard(&mut second), "", "the second waits in the backlog");
+    drop(first);
+    turn_until(&mut loops[0].0, |s| s.conns.is_empty());
+    assert_eq!(wakers[1].wakes.load(Relaxed), 1, "the paused loop is woken");
+    assert_eq!(wakers[0].wakes.load(Relaxed), 0, "the closing one is not");
+    let (other, _) = &mut loops[1];
+    turn_until(other, |s| accepted(s, 1) == 1);
+    let answer = {
+        second
+            .write_all(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
+            .expect("send");
+        turn_until(other, |s| s.shared.stats.worker(1).requests() == 1);
+        heard(&mut second)
+    };
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
 }
