@@ -149,16 +149,28 @@ impl Server {
 
     /// The host is full under `--overload queue`: stops accepting until a
     /// connection closes here or on another worker, which wakes this one
-    /// (`after_accepts` then resumes). A slot freed before this worker was
-    /// marked waiting found nobody to wake: `after_accepts` looks again.
+    /// (`after_accepts` then resumes).
     fn pause_at_cap(&mut self) {
         self.pause_accepts(None);
         self.paused_at_cap = true;
+        self.wait_for_room();
+    }
+
+    /// Marks this worker as waiting for room, then looks at the count
+    /// again: a slot freed before the mark found nobody to wake, so accepts
+    /// are retried at once then. A close that takes the mark wakes this
+    /// worker, whose next turn marks it again (another worker may have
+    /// taken the slot first), so no wake-up is lost.
+    fn wait_for_room(&mut self) {
         self.shared.open.wait_for_room(self.worker);
+        if self.shared.open.has_room() {
+            self.retry_accept_at = Some(self.clock.now());
+        }
     }
 
     /// Stops watching the listeners: at the cap (`why` None) or after a
-    /// failed `accept`, which is tried again after `RETRY_ACCEPT`.
+    /// failed `accept`, which is tried again after `RETRY_ACCEPT` (the
+    /// retry also serves a loop paused at the cap that found room).
     fn pause_accepts(&mut self, why: Option<&io::Error>) {
         let now = self.clock.now();
         if why.is_some() {
@@ -180,11 +192,13 @@ impl Server {
 
     /// Watches the listeners again (if it may) and accepts what waits.
     pub(super) fn resume_accepts(&mut self) {
+        // Even if it cannot resume: a loop that may not accept does not wait
+        // for room (nor spin on it).
+        self.paused_at_cap = false;
         if self.shared.control.draining() || !self.acceptor.resume(&mut *self.poller) {
             return;
         }
         self.retry_accept_at = None;
-        self.paused_at_cap = false;
         if let Some(since) = self.paused_since.take() {
             let stats = &self.shared.stats.worker(self.worker);
             let held = self.clock.now().saturating_duration_since(since);
@@ -201,15 +215,15 @@ impl Server {
     }
 
     /// After a turn's events: closes shed connections that are done,
-    /// resumes accepts paused at the cap once the host has room (another
-    /// worker closed a connection and woke this one) and retries accepts
-    /// paused by a failed `accept`.
+    /// looks for room if accepts are paused at the cap (another worker may
+    /// have closed a connection and woken this one) and retries accepts
+    /// paused by a failed `accept` or with room found.
     pub(super) fn after_accepts(&mut self, now: Instant) {
         if self.shedder.lingering() > 0 {
             self.shedder.sweep(now);
         }
-        if self.paused_at_cap && self.shared.open.has_room() {
-            self.resume_accepts();
+        if self.paused_at_cap {
+            self.wait_for_room();
         }
         if self.retry_accept_at.is_some_and(|at| at <= now) {
             self.retry_accept_at = None;

@@ -178,6 +178,7 @@ impl Server {
         if !self.acceptor.close(&mut *self.poller) {
             return;
         }
+        self.paused_at_cap = false;
         self.beat().release_listener();
         log::info!(
             "worker {}: draining {} connection(s)",

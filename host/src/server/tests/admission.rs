@@ -131,9 +131,11 @@ impl Wake for Counted {
     }
 }
 
-#[test]
-fn the_cap_is_the_hosts_and_a_close_on_one_loop_resumes_another() {
-    // Two loops, each on a listener of its own, under one cap of one.
+/// Two loops under one cap of one connection (`--overload queue`), each on
+/// a listener of its own (its address), with their wakers counted.
+type Loops = (Vec<(Server, SocketAddr)>, Vec<Arc<Counted>>);
+
+fn two_loops() -> Loops {
     let shared = handles_for(2, settings(1, Overload::Queue), Vec::new());
     let mut loops = Vec::new();
     let mut wakers = Vec::new();
@@ -155,7 +157,17 @@ fn the_cap_is_the_hosts_and_a_close_on_one_loop_resumes_another() {
             Server::new(worker, poller, listeners, locals, shared.clone(), queue).expect("a loop");
         loops.push((server, addr));
     }
-    let accepted = |s: &Server, w: usize| s.shared.stats.worker(w).accepted.load(Relaxed);
+    (loops, wakers)
+}
+
+fn accepted(s: &Server, worker: usize) -> u64 {
+    s.shared.stats.worker(worker).accepted.load(Relaxed)
+}
+
+#[test]
+fn the_cap_is_the_hosts_and_a_close_on_one_loop_resumes_another() {
+    let (mut loops, wakers) = two_loops();
+    let shared = loops[0].0.shared.clone();
     let first = client(loops[0].1);
     turn_until(&mut loops[0].0, |s| accepted(s, 0) == 1);
     // The other loop has no connection of its own, yet the host is full.
@@ -177,4 +189,35 @@ fn the_cap_is_the_hosts_and_a_close_on_one_loop_resumes_another() {
         heard(&mut second)
     };
     assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+}
+
+/// The loop a close wakes may find the slot taken again (by the closing
+/// loop's own waiting client): it waits again, and the next close wakes it.
+#[test]
+fn a_loop_woken_too_late_is_woken_by_the_next_close() {
+    let (mut loops, wakers) = two_loops();
+    let first = client(loops[0].1);
+    turn_until(&mut loops[0].0, |s| accepted(s, 0) == 1);
+    let second = client(loops[0].1);
+    turn_until(&mut loops[0].0, |s| !s.acceptor.is_accepting());
+    let mut third = client(loops[1].1);
+    turn_until(&mut loops[1].0, |s| !s.acceptor.is_accepting());
+    drop(first);
+    // The closing loop admits its own waiting client at once.
+    turn_until(&mut loops[0].0, |s| accepted(s, 0) == 2);
+    assert_eq!(wakers[1].wakes.load(Relaxed), 1);
+    // Woken, the other finds no room: one turn, still paused.
+    loops[1].0.turn().expect("a turn");
+    assert!(!loops[1].0.acceptor.is_accepting());
+    assert_eq!(accepted(&loops[1].0, 1), 0);
+    drop(second);
+    turn_until(&mut loops[0].0, |s| s.conns.is_empty());
+    assert_eq!(wakers[1].wakes.load(Relaxed), 2, "woken again");
+    let (other, _) = &mut loops[1];
+    turn_until(other, |s| accepted(s, 1) == 1);
+    third
+        .write_all(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
+        .expect("send");
+    turn_until(other, |s| s.shared.stats.worker(1).requests() == 1);
+    assert!(heard(&mut third).starts_with("HTTP/1.1 404"));
 }
