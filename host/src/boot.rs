@@ -92,14 +92,19 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
         );
     }
     let stop_apps = registry.events();
-    let apps_thread = start_threads(&cli, registry, &handles, upgrade, requests, incoming)?;
+    let (started_tx, started) = crossbeam_channel::bounded(1);
+    let apps = (registry, started_tx);
+    let apps_thread = start_threads(&cli, apps, &handles, upgrade, requests, incoming)?;
     let threads = spawn_workers(servers)?;
     // Before READY=1: the stoa this one upgrades drains once it is told.
     if let Some(file) = &mut pid_file {
         file.serving()?;
     }
-    announce(&bound.shown, &handles);
-    notify::spawn_watchdog(handles.control.clone(), handles.board.clone())?;
+    announce(&bound.shown);
+    if await_start_up(&started, &handles) {
+        ready(&bound.shown, &handles);
+        notify::spawn_watchdog(handles.control.clone(), handles.board.clone())?;
+    }
 
     let failed = join_workers(threads);
     retire_mounted(&handles.apps, &stop_apps, apps_thread);
@@ -215,7 +220,7 @@ fn open_access_log(cli: &Cli) -> Result<Option<Arc<AccessLog>>, BootError> {
 /// watchdog, and the signal and control threads.
 fn start_threads(
     cli: &Cli,
-    registry: Registry,
+    (registry, started): (Registry, Sender<()>),
     handles: &Handles,
     upgrade: Arc<Upgrade>,
     requests: Requests,
@@ -233,6 +238,7 @@ fn start_threads(
         handles.apps.clone(),
         handles.control.clone(),
         !cli.no_watch,
+        started,
     )?;
     watchdog::spawn(Watched {
         board: handles.board.clone(),
@@ -266,9 +272,9 @@ fn spawn_workers(servers: Vec<Server>) -> Result<Vec<JoinHandle<io::Result<()>>>
         .collect()
 }
 
-/// Says where the host listens (standard output, the log) and tells the
-/// service manager it is ready.
-fn announce(shown: &[String], handles: &Handles) {
+/// Says where the host listens (standard output, the log): it serves from
+/// now on, while the constructors start-up waits for may still run.
+fn announce(shown: &[String]) {
     let mut stdout = std::io::stdout();
     for shown in shown {
         let _ = writeln!(stdout, "listening on {shown}");
@@ -277,6 +283,31 @@ fn announce(shown: &[String], handles: &Handles) {
     for shown in shown {
         log::info!("listening on {shown}");
     }
+}
+
+/// Waits until the apps thread has seen every start-up constructor return
+/// or be refused at `--init-timeout` (it logs the ones it waits for);
+/// false if the host drains first.
+fn await_start_up(started: &Receiver<()>, handles: &Handles) -> bool {
+    let starting = handles.apps.load().starting.clone();
+    if !starting.is_empty() {
+        log::info!(
+            "READY=1 and /ready wait for the constructor of app(s) {}",
+            starting.join(", ")
+        );
+    }
+    loop {
+        match started.recv_timeout(std::time::Duration::from_millis(200)) {
+            Ok(()) => return !handles.control.draining(),
+            Err(_) if handles.control.draining() => return false,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return false,
+        }
+    }
+}
+
+/// Tells the service manager the host is ready.
+fn ready(shown: &[String], handles: &Handles) {
     notify::ready(&format!(
         "serving {} app(s) on {}",
         handles.apps.load().mounts.apps().len(),
@@ -311,7 +342,8 @@ fn retire_mounted(apps: &AppTable, stop: &Sender<Event>, apps_thread: JoinHandle
 }
 
 /// The registry with every plugin of the apps directory loaded and
-/// constructed (constructors bounded, see `watcher::await_constructors`).
+/// constructed (constructors bounded, see `watcher::await_constructors`;
+/// the host's readiness waits for those of apps not `optional`).
 pub(crate) fn load_apps(
     cli: &Cli,
     stats: &Arc<Stats>,
@@ -335,7 +367,9 @@ pub(crate) fn load_apps(
             })
             .collect(),
     );
+    registry.set_init_timeout(cli.init_timeout);
     registry.scan(Scan::Startup);
+    registry.hold_start_up(|app| cli.app_sections.get(app).is_some_and(|s| s.optional));
     watcher::await_constructors(&mut registry);
     Ok(registry)
 }

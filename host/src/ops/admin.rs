@@ -45,6 +45,9 @@ pub fn answer(shared: &Sources<'_>, path: &str, peer: &str) -> Option<Response> 
             None => Response::text(200, "ok\n"),
         },
         "ready" if shared.control.draining() => HostAnswer::Draining.response(),
+        "ready" if !shared.apps.load().starting.is_empty() => {
+            HostAnswer::Starting(shared.apps.load().starting.clone()).response()
+        }
         "ready" if shared.apps.load().mounts.apps().is_empty() => HostAnswer::NoApps.response(),
         "ready" => match shared.board.not_ready() {
             Some(why) => HostAnswer::Stuck(why).response(),
@@ -118,6 +121,7 @@ fn status_json(shared: &Sources<'_>) -> String {
         "constructing": state.constructing.iter()
             .map(|c| json!({"app": c.app, "file": c.file.display().to_string()}))
             .collect::<Vec<_>>(),
+        "starting": state.starting,
         "generations": generations_json(&state),
         "logs": log_writer::status_json(&logs(shared)),
     });
