@@ -15,6 +15,7 @@ use crate::control::{Control, Request, Requests};
 use crate::error::BootError;
 use crate::inbox::Inbox;
 use crate::listen;
+use crate::open_count::OpenCount;
 use crate::ops::access_log::AccessLog;
 use crate::ops::log_writer::EXIT_FLUSH;
 use crate::ops::notify;
@@ -22,7 +23,7 @@ use crate::ops::peers::Peers;
 use crate::ops::pid_file::PidFile;
 use crate::ops::upgrade::Upgrade;
 use crate::ops::watchdog::{self, Board, Watched};
-use crate::ops::worker_row::{Phase, Row};
+use crate::ops::worker_row::{buffered_word, open_words, Phase, Row};
 use crate::poller::{self, Poller};
 use crate::server::handles::Handles;
 use crate::server::Server;
@@ -68,7 +69,7 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
     let pollers = pollers(&cli)?;
     let workers = pollers.len();
     let settings = Arc::new(cli.settings(measure(&cli, &pollers)?));
-    let budget = buffer_budget(&cli, &settings)?;
+    let budget = buffer_budget(&cli, &settings, role.as_ref())?;
     let backlog = cli.backlog.unwrap_or_else(listen::somaxconn);
     let bound = match role.as_mut() {
         Some(role) => listen::adopt_all(std::mem::take(&mut role.sockets), 1)?,
@@ -97,6 +98,13 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
     let (requests, incoming) = signals::channel();
     let registry = load_apps(&cli, &stats, Some(&requests))?;
     let handles = Arc::new(Handles {
+        open: match &role {
+            Some(r) => {
+                let (open, waiting) = open_words(r.area);
+                OpenCount::shared(open, waiting, r.row.held(), settings.max_connections)
+            }
+            None => OpenCount::new(settings.max_connections),
+        },
         settings,
         apps: AppTable::new(mounted(&cli, &registry)?),
         pool: (!cli.blocking_on_loop).then_some(pool),
@@ -130,20 +138,34 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
         );
     }
     let stop_apps = registry.events();
-    let apps_thread = start_threads(&cli, registry, &handles, upgrade, row, requests, incoming)?;
+    let (started_tx, started) = crossbeam_channel::bounded(1);
+    let apps = AppsThread {
+        registry,
+        started: started_tx,
+    };
+    let steering = Steering { requests, incoming };
+    let apps_thread = start_threads(&cli, apps, &handles, upgrade, row, steering)?;
     let threads = spawn_workers(servers)?;
     match row {
         Some(row) => {
-            log::info!("worker process serving");
-            row.set_phase(Phase::Ready);
+            // The supervisor counts this worker in once its apps are built.
+            if await_start_up(&started, &handles) {
+                // Before it serves: a crash names the app from the row.
+                watchdog::write_names(&row, &handles.stats.app_names());
+                log::info!("worker process serving");
+                row.set_phase(Phase::Ready);
+            }
         }
         None => {
             // Before READY=1: the stoa this one upgrades drains once it is told.
             if let Some(file) = &mut pid_file {
                 file.serving()?;
             }
-            announce(&bound.shown, &handles);
-            notify::spawn_watchdog(handles.control.clone(), handles.board.clone())?;
+            announce(&bound.shown);
+            if await_start_up(&started, &handles) {
+                ready(&bound.shown, &handles);
+                notify::spawn_watchdog(handles.control.clone(), handles.board.clone())?;
+            }
         }
     }
 
@@ -187,9 +209,8 @@ fn measure(cli: &Cli, pollers: &[Box<dyn Poller>]) -> Result<Measured, BootError
     let budget = checks::fd_budget(cli, first.features().fd_limit, workers);
     let max_connections = checks::connection_cap(cli.max_connections, &budget, poller)?;
     log::info!(
-        "poller={poller} fd_cap={max_connections} ({} per worker, --overload {}; \
-         RLIMIT_NOFILE={}, {} kept for the host)",
-        max_connections.div_ceil(workers),
+        "poller={poller} fd_cap={max_connections} (host-wide, over {workers} worker(s), \
+         --overload {}; RLIMIT_NOFILE={}, {} kept for the host)",
         cli.overload.name(),
         budget
             .nofile
@@ -204,14 +225,21 @@ fn measure(cli: &Cli, pollers: &[Box<dyn Poller>]) -> Result<Measured, BootError
 }
 
 /// The host-wide budget of buffered bytes (`--max-buffered`).
-fn buffer_budget(cli: &Cli, settings: &Settings) -> Result<Budget, BootError> {
+fn buffer_budget(
+    cli: &Cli,
+    settings: &Settings,
+    role: Option<&WorkerRole>,
+) -> Result<Budget, BootError> {
     let (max_buffered, rule) = crate::ops::memory::max_buffered(cli.max_buffered, settings)?;
     log::info!(
         "max_buffered={} ({rule}); body_min_rate={} bytes/s after body_timeout",
         size_text(max_buffered),
         cli.body_min_rate
     );
-    Ok(Budget::new(max_buffered))
+    Ok(match role {
+        Some(r) => Budget::shared(max_buffered, buffered_word(r.area), r.row.buffered()),
+        None => Budget::new(max_buffered),
+    })
 }
 
 /// The blocking pool, installed for the apps' `spawn_blocking` (timers
@@ -266,13 +294,14 @@ fn open_access_log(cli: &Cli) -> Result<Option<Arc<AccessLog>>, BootError> {
 /// watchdog, and the signal and control threads.
 fn start_threads(
     cli: &Cli,
-    registry: Registry,
+    apps: AppsThread,
     handles: &Handles,
     upgrade: Arc<Upgrade>,
     row: Option<Row>,
-    requests: Requests,
-    incoming: Receiver<Request>,
+    steering: Steering,
 ) -> Result<JoinHandle<()>, BootError> {
+    let AppsThread { registry, started } = apps;
+    let Steering { requests, incoming } = steering;
     if cli.no_watch {
         log::info!(
             "not watching {} (--no-watch); SIGHUP rescans it",
@@ -285,6 +314,7 @@ fn start_threads(
         handles.apps.clone(),
         handles.control.clone(),
         !cli.no_watch,
+        started,
     )?;
     watchdog::spawn(Watched {
         board: handles.board.clone(),
@@ -307,6 +337,20 @@ fn start_threads(
     Ok(apps_thread)
 }
 
+/// What the apps thread takes: the registry, and where it says that
+/// every start-up constructor has returned.
+struct AppsThread {
+    registry: Registry,
+    started: Sender<()>,
+}
+
+/// The control requests' channel: who may ask, and what the control
+/// thread reads.
+struct Steering {
+    requests: Requests,
+    incoming: Receiver<Request>,
+}
+
 /// One thread per worker's loop.
 fn spawn_workers(servers: Vec<Server>) -> Result<Vec<JoinHandle<io::Result<()>>>, BootError> {
     servers
@@ -321,9 +365,9 @@ fn spawn_workers(servers: Vec<Server>) -> Result<Vec<JoinHandle<io::Result<()>>>
         .collect()
 }
 
-/// Says where the host listens (standard output, the log) and tells the
-/// service manager it is ready.
-fn announce(shown: &[String], handles: &Handles) {
+/// Says where the host listens (standard output, the log): it serves from
+/// now on, while the constructors start-up waits for may still run.
+fn announce(shown: &[String]) {
     let mut stdout = std::io::stdout();
     for shown in shown {
         let _ = writeln!(stdout, "listening on {shown}");
@@ -332,6 +376,31 @@ fn announce(shown: &[String], handles: &Handles) {
     for shown in shown {
         log::info!("listening on {shown}");
     }
+}
+
+/// Waits until the apps thread has seen every start-up constructor return
+/// or be refused at `--init-timeout` (it logs the ones it waits for);
+/// false if the host drains first.
+fn await_start_up(started: &Receiver<()>, handles: &Handles) -> bool {
+    let starting = handles.apps.load().starting.clone();
+    if !starting.is_empty() {
+        log::info!(
+            "READY=1 and /ready wait for the constructor of app(s) {}",
+            starting.join(", ")
+        );
+    }
+    loop {
+        match started.recv_timeout(std::time::Duration::from_millis(200)) {
+            Ok(()) => return !handles.control.draining(),
+            Err(_) if handles.control.draining() => return false,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return false,
+        }
+    }
+}
+
+/// Tells the service manager the host is ready.
+fn ready(shown: &[String], handles: &Handles) {
     notify::ready(&format!(
         "serving {} app(s) on {}",
         handles.apps.load().mounts.apps().len(),
@@ -366,7 +435,8 @@ fn retire_mounted(apps: &AppTable, stop: &Sender<Event>, apps_thread: JoinHandle
 }
 
 /// The registry with every plugin of the apps directory loaded and
-/// constructed (constructors bounded, see `watcher::await_constructors`).
+/// constructed (constructors bounded, see `watcher::await_constructors`;
+/// the host's readiness waits for those of apps not `optional`).
 pub(crate) fn load_apps(
     cli: &Cli,
     stats: &Arc<Stats>,
@@ -390,7 +460,9 @@ pub(crate) fn load_apps(
             })
             .collect(),
     );
+    registry.set_init_timeout(cli.init_timeout);
     registry.scan(Scan::Startup);
+    registry.hold_start_up(|app| cli.app_sections.get(app).is_some_and(|s| s.optional));
     watcher::await_constructors(&mut registry);
     Ok(registry)
 }

@@ -9,9 +9,12 @@
 //! its connection with 1013 (try again later); both are counted.
 //!
 //! One atomic counter shared by every worker, touched only when a buffer
-//! grows past its first `READ_CHUNK`: small requests never touch it.
+//! grows past its first `READ_CHUNK`: small requests never touch it. In
+//! process mode the counter is a word of the shared area, so the budget is
+//! the host's across worker processes, and each worker also counts its own
+//! bytes in its row, which the supervisor gives back if that worker dies.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// What was refused for want of room.
@@ -25,7 +28,9 @@ pub enum Refusal {
 
 struct Inner {
     limit: usize,
-    held: AtomicUsize,
+    held: &'static AtomicU64,
+    /// Process mode: this worker process's own bytes.
+    mine: Option<&'static AtomicU64>,
     bodies_refused: AtomicU64,
     messages_refused: AtomicU64,
     /// When a refusal was last logged (`stats::stamp`), 0 for never.
@@ -48,9 +53,20 @@ impl Default for Budget {
 impl Budget {
     /// A budget of `limit` bytes.
     pub fn new(limit: usize) -> Self {
+        Budget::over(limit, Box::leak(Box::default()), None)
+    }
+
+    /// A budget of `limit` bytes counted in `held` (a word shared by the
+    /// worker processes), with this process's own bytes in `mine`.
+    pub fn shared(limit: usize, held: &'static AtomicU64, mine: &'static AtomicU64) -> Self {
+        Budget::over(limit, held, Some(mine))
+    }
+
+    fn over(limit: usize, held: &'static AtomicU64, mine: Option<&'static AtomicU64>) -> Self {
         Budget(Arc::new(Inner {
             limit,
-            held: AtomicUsize::new(0),
+            held,
+            mine,
             bodies_refused: AtomicU64::new(0),
             messages_refused: AtomicU64::new(0),
             logged: AtomicU64::new(0),
@@ -69,7 +85,7 @@ impl Budget {
 
     /// Bytes held now, over every reservation.
     pub fn held(&self) -> usize {
-        self.0.held.load(Relaxed)
+        usize::try_from(self.0.held.load(Relaxed)).unwrap_or(usize::MAX)
     }
 
     /// How many of `what` were refused so far.
@@ -118,21 +134,33 @@ impl Budget {
 
     /// Takes `n` more bytes if they fit under the limit.
     fn take(&self, n: usize) -> bool {
-        let limit = self.0.limit;
-        self.0
+        let limit = self.0.limit as u64;
+        let n = n as u64;
+        let taken = self
+            .0
             .held
             .fetch_update(Relaxed, Relaxed, |held| {
                 held.checked_add(n).filter(|&after| after <= limit)
             })
-            .is_ok()
+            .is_ok();
+        if let (true, Some(mine)) = (taken, self.0.mine) {
+            mine.fetch_add(n, Relaxed);
+        }
+        taken
     }
 
     fn force(&self, n: usize) {
-        self.0.held.fetch_add(n, Relaxed);
+        self.0.held.fetch_add(n as u64, Relaxed);
+        if let Some(mine) = self.0.mine {
+            mine.fetch_add(n as u64, Relaxed);
+        }
     }
 
     fn give(&self, n: usize) {
-        self.0.held.fetch_sub(n, Relaxed);
+        if let Some(mine) = self.0.mine {
+            mine.fetch_sub(n as u64, Relaxed);
+        }
+        self.0.held.fetch_sub(n as u64, Relaxed);
     }
 }
 

@@ -42,6 +42,19 @@ impl Control {
             .push(waker);
     }
 
+    /// Wakes the workers `wants` picks (by index, in the order their wakers
+    /// were added), except `except`, the caller's own.
+    pub fn wake_some(&self, wants: impl Fn(usize) -> bool, except: usize) {
+        let wakers = self.wakers.lock().unwrap_or_else(|p| p.into_inner());
+        for (i, w) in wakers.iter().enumerate() {
+            if i != except && wants(i) {
+                if let Err(e) = w.wake() {
+                    log::warn!("cannot wake worker {i}: {e}");
+                }
+            }
+        }
+    }
+
     fn wake_all(&self) {
         for w in self.wakers.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             if let Err(e) = w.wake() {

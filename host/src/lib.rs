@@ -19,8 +19,9 @@
 //! - `http/`: bytes on the wire (parse, chunked, reader, output, response,
 //!   the host's own answers, WebSocket frames): no sockets, unit- and
 //!   fuzz-tested.
-//! - `control`, `budget`, `stats`: the run state, the host-wide budget of
-//!   buffered bytes (`--max-buffered`), the counters and the app names
+//! - `control`, `budget`, `open_count`, `stats`: the run state, the
+//!   host-wide budget of buffered bytes (`--max-buffered`), the host-wide
+//!   count of open connections (`--max-connections`), the counters and the app names
 //!   they are kept under.
 //! - `poller/`: the readiness trait and one file per backend; the only home
 //!   of `unsafe` in the host.
@@ -46,6 +47,7 @@ pub mod error;
 pub mod http;
 pub(crate) mod inbox;
 pub mod listen;
+pub mod open_count;
 pub mod ops;
 #[allow(unsafe_code)] // the system calls of epoll, poll, select and io_uring
 pub(crate) mod poller;

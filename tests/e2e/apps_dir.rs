@@ -6,10 +6,12 @@
 //! counted, a directory rebuilt in place keeps every app and generation, and clients past the descriptor limit leave the scans room; SIGHUP does not load a file still being
 //! written but loads it once it has settled; and a slow or hung app
 //! constructor delays only its own app, never hot reload, start-up or
-//! shutdown.
+//! shutdown; but `/ready` says 503 naming it while it constructs at
+//! start-up, up to `--init-timeout`, past which its app is refused.
 
 use crate::common::{
-    bytes, fetch, install_atomically, path_of, status, wait_body, wait_log, HOT, HOT_WAIT,
+    bytes, fetch, install_atomically, path_of, slow_init_gate, status, wait_body, wait_log, HOT,
+    HOT_WAIT,
 };
 use crate::harness::{wait_until, Server, TempDir, SAMPLE_APPS};
 use rustix::process::Signal;
@@ -546,4 +548,107 @@ fn slow_constructor_mounts_its_app_when_it_returns(poller: &str) {
             .unwrap_or_else(|| panic!("no {needle:?} in\n{log}"))
     };
     assert!(at("loaded app hot") < at("loaded app slow-init"), "{log}");
+}
+
+const READY: &str = "/.well-known/stoa/ready";
+
+/// Start-up serves (the port is printed after the 5 s start-up wait) while
+/// `slow-init` still constructs, but `/ready` answers 503 naming it, a line
+/// says start-up still waits for it, and `/ready` turns 200 (the app
+/// mounted) once its constructor returns.
+#[test]
+fn ready_waits_for_a_constructor_at_start_up() {
+    let dir = TempDir::new("ready-init");
+    let (config, gate) = slow_init_gate(dir.path());
+    let server = Server::launch("epoll")
+        .apps(&["article", "slow-init"])
+        .args(&["--config", &config])
+        .start();
+    let (code, body) = fetch(&server, READY);
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("app(s) slow-init still runs"), "{body}");
+    assert_eq!(
+        status(&server)["starting"],
+        serde_json::json!(["slow-init"])
+    );
+    assert_eq!(
+        fetch(&server, "/article").0,
+        200,
+        "the others serve meanwhile"
+    );
+    assert_eq!(fetch(&server, "/slow").0, 404);
+    wait_log(
+        &server,
+        &[
+            "app slow-init constructor still running after 5 s",
+            "READY=1 and /ready wait for it up to --init-timeout 1m",
+        ],
+    );
+    wait_log(
+        &server,
+        &[
+            "start-up still waits for app slow-init",
+            "refused at --init-timeout 1m",
+        ],
+    );
+    std::fs::write(&gate, "").expect("open the gate");
+    let ready = wait_until(HOT_WAIT, || fetch(&server, READY).0 == 200);
+    assert!(ready, "{}", server.log());
+    assert_eq!(fetch(&server, "/slow"), (200, "constructed".to_string()));
+    assert_eq!(status(&server)["starting"], serde_json::json!([]));
+}
+
+/// A constructor still running at `--init-timeout` (7 s: past the 5 s
+/// start-up wait, so the apps thread refuses it) is logged and its app
+/// refused; the host gets ready without it, and what the constructor
+/// returns later is not mounted.
+#[test]
+fn a_constructor_past_init_timeout_is_refused() {
+    let dir = TempDir::new("init-timeout");
+    let (config, gate) = slow_init_gate(dir.path());
+    let server = Server::launch("epoll")
+        .apps(&["article", "slow-init"])
+        .args(&["--config", &config, "--init-timeout", "7"])
+        .start();
+    assert_eq!(fetch(&server, READY).0, 503);
+    let slow = path_of(&server, SLOW);
+    wait_log(
+        &server,
+        &[
+            "ERROR",
+            "refused plugin",
+            &slow,
+            "app slow-init constructor still running after --init-timeout 7s: not mounted",
+        ],
+    );
+    let ready = wait_until(HOT_WAIT, || fetch(&server, READY).0 == 200);
+    assert!(ready, "{}", server.log());
+    let refused = status(&server)["refused"].to_string();
+    assert!(refused.contains("--init-timeout 7s"), "{refused}");
+    std::fs::write(&gate, "").expect("open the gate");
+    wait_log(
+        &server,
+        &[
+            "the constructor of app slow-init",
+            "after --init-timeout; not mounted",
+        ],
+    );
+    assert_eq!(fetch(&server, "/slow").0, 404);
+}
+
+#[test]
+fn init_timeout_under_a_second_is_refused() {
+    for (given, says) in [
+        ("0", "\"0\" is not a positive duration"),
+        ("500ms", "give at least 1s"),
+    ] {
+        let (_, log) = Server::launch("epoll")
+            .apps(&["article"])
+            .args(&["--init-timeout", given])
+            .refused();
+        assert!(
+            log.contains("--init-timeout") && log.contains(says),
+            "{log}"
+        );
+    }
 }

@@ -220,3 +220,17 @@ pub fn rss_kib(server: &Server, field: &str) -> u64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or_else(|| panic!("no {field} in {text}"))
 }
+
+/// A config file under `dir` that holds the `slow-init` plugin's
+/// constructor until the file `gate` exists (`wait_for`): its `--config`
+/// argument and the gate's path.
+pub fn slow_init_gate(dir: &Path) -> (String, std::path::PathBuf) {
+    let gate = dir.join("slow-init.gate");
+    let config = dir.join("stoa.toml");
+    let text = format!(
+        "[apps.slow-init.settings]\nwait_for = \"{}\"\n",
+        gate.display()
+    );
+    std::fs::write(&config, text).expect("write the config");
+    (config.display().to_string(), gate)
+}

@@ -25,6 +25,11 @@ matrix!(
     replaces_past_the_generation_cap_re_execute_the_host,
 );
 
+#[test]
+fn ready_is_sent_once_the_constructors_returned() {
+    ready_waits_for_the_constructors("epoll");
+}
+
 /// A port nobody listens on now.
 fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -115,16 +120,54 @@ fn notify_says_ready_then_stopping(poller: &str) {
         ready.contains(&format!("MAINPID={}", server.pid())),
         "{ready}"
     );
-    // (The count may be 0 on a loaded machine: an app whose constructor
-    // is still running is mounted when it returns.)
+    // READY=1 waits for the constructors: the app is mounted.
     assert!(
-        ready.contains("STATUS=serving ") && ready.contains("app(s) on http://127.0.0.1:"),
+        ready.contains("STATUS=serving 1 app(s) on http://127.0.0.1:"),
         "{ready}"
     );
     server.signal(Signal::TERM);
     let stopping = wait_message(&sock, "STOPPING=1", Duration::from_secs(10));
     assert!(stopping.is_some(), "no STOPPING=1 at the drain");
     assert!(server.wait_exit(Duration::from_secs(20)).is_some());
+}
+
+/// `READY=1` waits for an app whose constructor runs at start-up (the port
+/// is printed meanwhile): none while the constructor waits for its gate,
+/// and once it is sent the app is mounted.
+fn ready_waits_for_the_constructors(poller: &str) {
+    let dir = TempDir::new("notify-init");
+    let (sock, path) = notify_socket(&dir);
+    let (config, gate) = crate::common::slow_init_gate(dir.path());
+    let server = Server::launch(poller)
+        .apps(&["article", "slow-init"])
+        .args(&["--config", &config])
+        .env("NOTIFY_SOCKET", path.to_str().expect("utf-8 path"))
+        .start();
+    assert!(
+        server.wait_log(&["READY=1 and /ready wait for the constructor of app(s) slow-init"]),
+        "{}",
+        server.log()
+    );
+    let early = wait_message(&sock, "READY=1", Duration::from_secs(1));
+    assert!(
+        early.is_none(),
+        "READY=1 while slow-init constructs: {early:?}"
+    );
+    std::fs::write(&gate, "").expect("open the gate");
+    let ready = wait_message(&sock, "READY=1", Duration::from_secs(20));
+    let ready =
+        ready.unwrap_or_else(|| panic!("no READY=1 after the constructor\n{}", server.log()));
+    assert!(ready.contains("STATUS=serving 2 app(s)"), "{ready}");
+    assert_eq!(
+        status_of(server.port, "/slow"),
+        200,
+        "mounted before READY=1"
+    );
+    assert!(
+        server.wait_log(&["slow-init constructor done"]),
+        "{}",
+        server.log()
+    );
 }
 
 fn watchdog_keepalives_stop_while_a_loop_is_stuck(poller: &str) {

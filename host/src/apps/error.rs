@@ -108,6 +108,17 @@ pub enum LoadError {
     /// The app's constructor returned an error.
     #[error("app {app} failed to initialise: {message}")]
     ConstructorFailed { app: String, message: String },
+    /// The app's constructor, started at start-up, was still running at
+    /// `--init-timeout`.
+    #[error(
+        "app {app} constructor still running after --init-timeout {}: not mounted, and the \
+         host got ready without it (replace the file or restart stoa to try again)",
+        humantime::format_duration(*timeout)
+    )]
+    InitTimeout {
+        app: String,
+        timeout: std::time::Duration,
+    },
     /// No thread could be started for the app's constructor.
     #[error("cannot start a thread for the app's constructor: {0}")]
     ConstructorThread(std::io::Error),

@@ -88,6 +88,9 @@ pub struct AppState {
     pub scan_error: Option<String>,
     /// Apps whose constructor has not returned yet.
     pub constructing: Vec<Constructing>,
+    /// The apps whose start-up constructor the host's readiness (READY=1,
+    /// /ready) still waits for.
+    pub starting: Vec<String>,
 }
 
 /// An app being constructed (mounted when its constructor returns).
@@ -461,6 +464,7 @@ impl Registry {
                     file: file.clone(),
                 })
                 .collect(),
+            starting: self.starting(),
         }
     }
 }

@@ -4,13 +4,15 @@
 //! young file a signal found may have settled; and it mounts each app when
 //! its constructor, run on a thread of its own, reports back. No lock is
 //! held while app code runs, so a slow or hung constructor delays only its
-//! own app.
+//! own app. The host is ready (READY=1, /ready) once the constructors
+//! start-up began have returned or been refused at `--init-timeout`: the
+//! apps thread says so once (`spawn`'s `started`).
 
 use crate::apps::error::LoadError;
 use crate::apps::registry::{AppTable, Registry, Scan};
 use crate::control::Control;
 use crate::error::BootError;
-use crossbeam_channel::RecvTimeoutError;
+use crossbeam_channel::{RecvTimeoutError, Sender};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -42,11 +44,12 @@ pub struct Built {
     pub result: Result<(), LoadError>,
 }
 
-/// Start-up: waits up to `CONSTRUCTOR_BOUND` for the constructors the first
-/// scan started, mounting each app as its constructor returns; the host
-/// then serves without the apps still constructing.
+/// Start-up: waits up to `CONSTRUCTOR_BOUND` (or `--init-timeout`, if
+/// shorter) for the constructors the first scan started, mounting each app
+/// as its constructor returns; the host then serves without the apps still
+/// constructing (and gets ready once they are done, see `spawn`).
 pub fn await_constructors(registry: &mut Registry) {
-    let deadline = Instant::now() + CONSTRUCTOR_BOUND;
+    let deadline = Instant::now() + CONSTRUCTOR_BOUND.min(registry.init_timeout());
     while registry.constructing() > 0 {
         match registry.recv_until(deadline) {
             Ok(Event::Built(built)) => {
@@ -57,6 +60,7 @@ pub fn await_constructors(registry: &mut Registry) {
             Err(_) => break,
         }
     }
+    registry.refuse_past_init_timeout();
     registry.warn_slow_constructors();
     let left = registry.constructing();
     if left > 0 {
@@ -66,18 +70,27 @@ pub fn await_constructors(registry: &mut Registry) {
 
 /// Runs the apps thread until the host drains (and, told to `Stop`, drops
 /// the registry: its mounted generations are then retired once nothing
-/// else holds them).
+/// else holds them). `started` is sent to once no start-up constructor is
+/// left (the state saying so published first), or dropped if the host
+/// drains before.
 pub fn spawn(
     mut registry: Registry,
     table: AppTable,
     control: Arc<Control>,
     watching: bool,
+    started: Sender<()>,
 ) -> Result<JoinHandle<()>, BootError> {
+    let mut started = Some(started);
     std::thread::Builder::new()
         .name("stoa-apps".into())
         .spawn(move || {
             let mut tick = Instant::now() + WATCH_EVERY;
             loop {
+                if started.is_some() && registry.starting().is_empty() {
+                    if let Some(started) = started.take() {
+                        let _ = started.send(());
+                    }
+                }
                 let mut wake = registry.next_due();
                 if watching {
                     wake = Some(wake.map_or(tick, |w| w.min(tick)));
@@ -100,6 +113,7 @@ pub fn spawn(
                 if registry.recheck_due() {
                     changed |= registry.scan(Scan::Recheck);
                 }
+                changed |= registry.refuse_past_init_timeout();
                 registry.warn_slow_constructors();
                 if changed {
                     table.publish(registry.state());

@@ -18,7 +18,9 @@ use clap::Parser;
 pub use config::{load, LoadError};
 use std::path::PathBuf;
 use std::time::Duration;
-pub use values::{nearest, parse_bind, parse_millis, parse_secs, parse_size, parse_size_usize};
+pub use values::{
+    nearest, parse_bind, parse_init_timeout, parse_millis, parse_secs, parse_size, parse_size_usize,
+};
 
 /// The app ABI this host accepts: the `stoa-app-api` version plugins are
 /// checked against (any 0.1.x build loads).
@@ -200,6 +202,14 @@ pub struct Cli {
     #[arg(long, env = "STOA_ON_GENERATION_CAP", value_name = "POLICY", default_value = "reexec",
           value_enum, help_heading = APPS)]
     pub on_generation_cap: OnGenerationCap,
+
+    /// Longest an app's constructor may run at start-up (at least 1s):
+    /// READY=1 and /ready wait for every app's constructor (but those of
+    /// apps whose table says `optional = true`), and one still running past
+    /// this is refused (not mounted) so that the host gets ready without it.
+    #[arg(long, env = "STOA_INIT_TIMEOUT", value_name = "DURATION", default_value = "60s",
+          value_parser = parse_init_timeout, help_heading = APPS)]
+    pub init_timeout: Duration,
 
     /// Do not watch the apps directory (SIGHUP still rescans it).
     #[arg(long, env = "STOA_NO_WATCH", help_heading = APPS)]

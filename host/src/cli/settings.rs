@@ -39,8 +39,7 @@ impl Cli {
             shortest_app_timeout: sections()
                 .filter_map(|l| l.app_timeout)
                 .fold(self.app_timeout, std::time::Duration::min),
-            max_connections: measured.max_connections.div_ceil(workers),
-            max_connections_total: measured.max_connections,
+            max_connections: measured.max_connections,
             overload: self.overload,
             loop_block_warn: self.loop_block_warn,
             poller: measured.poller,

@@ -91,6 +91,16 @@ pub fn parse_secs(s: &str) -> Result<Duration, String> {
     parse_duration_in(s, Duration::from_secs(1), "seconds", MIN_TIMEOUT)
 }
 
+/// Shortest `--init-timeout`: an app's constructor gets at least a second
+/// at start-up (under it, any constructor that opens a file or a
+/// connection would be refused on a busy machine).
+pub const MIN_INIT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// `--init-timeout`: at least `MIN_INIT_TIMEOUT`; a bare number is seconds.
+pub fn parse_init_timeout(s: &str) -> Result<Duration, String> {
+    parse_duration_in(s, Duration::from_secs(1), "seconds", MIN_INIT_TIMEOUT)
+}
+
 /// A duration, at least `MIN_BLOCK_WARN`; a bare number is milliseconds (`100`).
 pub fn parse_millis(s: &str) -> Result<Duration, String> {
     parse_duration_in(s, Duration::from_millis(1), "milliseconds", MIN_BLOCK_WARN)
@@ -197,6 +207,14 @@ mod tests {
         assert_eq!(parse_millis("1"), Ok(MIN_BLOCK_WARN));
         let e = parse_millis("1ns").expect_err("1ns");
         assert!(e.contains("smallest allowed, 1ms"), "{e}");
+        assert_eq!(parse_init_timeout("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_init_timeout("1s"), Ok(MIN_INIT_TIMEOUT));
+        let e = parse_init_timeout("0").expect_err("0");
+        assert!(e.contains("\"0\" is not a positive duration"), "{e}");
+        let e = parse_init_timeout("0s").expect_err("0s");
+        assert!(e.contains("\"0s\" is zero"), "{e}");
+        let e = parse_init_timeout("500ms").expect_err("500ms");
+        assert!(e.contains("smallest allowed, 1s: give at least 1s"), "{e}");
     }
 
     #[test]

@@ -50,6 +50,8 @@ pub enum HostAnswer {
     NoApps,
     /// Readiness or health while workers are stuck (503), with the reason.
     Stuck(String),
+    /// Readiness while start-up waits for these apps' constructors (503).
+    Starting(Vec<String>),
     /// The app did not answer within `app_timeout` (504).
     AppTimeout,
     /// A WebSocket handshake the host refuses (400, or 426 with
@@ -74,7 +76,8 @@ impl HostAnswer {
             | HostAnswer::AtCapacity
             | HostAnswer::Draining
             | HostAnswer::NoApps
-            | HostAnswer::Stuck(_) => 503,
+            | HostAnswer::Stuck(_)
+            | HostAnswer::Starting(_) => 503,
             HostAnswer::AppTimeout => 504,
             HostAnswer::WebSocket(r) => r.status(),
             HostAnswer::Http(e) => e.status(),
@@ -102,6 +105,12 @@ impl HostAnswer {
             HostAnswer::NoApps => "no app is loaded",
             HostAnswer::AppTimeout => "the app did not answer within app_timeout",
             HostAnswer::Stuck(why) => return Cow::Borrowed(why.as_str()),
+            HostAnswer::Starting(apps) => {
+                return Cow::Owned(format!(
+                    "starting: the constructor of app(s) {} still runs (--init-timeout)",
+                    apps.join(", ")
+                ))
+            }
             HostAnswer::AppPanicked(app) => return Cow::Owned(format!("app {app} panicked")),
             HostAnswer::Http(e) => return Cow::Owned(e.to_string()),
             HostAnswer::WebSocket(r) => return Cow::Owned(r.to_string()),

@@ -47,6 +47,9 @@ pub fn answer(shared: &Sources<'_>, path: &str, peer: &str) -> Option<Response> 
             None => Response::text(200, "ok\n"),
         },
         "ready" if shared.control.draining() => HostAnswer::Draining.response(),
+        "ready" if !shared.apps.load().starting.is_empty() => {
+            HostAnswer::Starting(shared.apps.load().starting.clone()).response()
+        }
         "ready" if shared.apps.load().mounts.apps().is_empty() => HostAnswer::NoApps.response(),
         "ready" => match shared.board.not_ready() {
             Some(why) => HostAnswer::Stuck(why).response(),
@@ -169,6 +172,7 @@ fn status_json(shared: &Sources<'_>) -> String {
         "constructing": state.constructing.iter()
             .map(|c| json!({"app": c.app, "file": c.file.display().to_string()}))
             .collect::<Vec<_>>(),
+        "starting": state.starting,
         "generations": generations_json(&state),
         "logs": log_writer::status_json(&logs(shared)),
     });
@@ -182,8 +186,7 @@ fn connections_json(shared: &Sources<'_>, view: &View) -> Value {
         "open": view.workers.iter().map(|w| w.counts.open()).sum::<u64>(),
         "accepted": total.accepted,
         "closed": total.closed,
-        "max": shared.settings.max_connections_total,
-        "max_per_worker": shared.settings.max_connections,
+        "max": shared.settings.max_connections,
         "overload": shared.settings.overload.name(),
         "shed": total.shed,
         "accept_paused_seconds": total.accept_paused_secs,
@@ -433,7 +436,7 @@ fn connection_metrics(shared: &Sources<'_>, view: &View, out: &mut String) {
     let _ = writeln!(
         out,
         "# TYPE stoa_connections_max gauge\nstoa_connections_max {}",
-        shared.settings.max_connections_total
+        shared.settings.max_connections
     );
 }
 

@@ -1,6 +1,6 @@
 //! The service manager's notify protocol (`NOTIFY_SOCKET`, systemd's
-//! `Type=notify`): `READY=1` once the apps are loaded and the listeners
-//! serve, `STOPPING=1` when a drain starts, a `STATUS=` line with each, and
+//! `Type=notify`): `READY=1` once the listeners serve and every start-up
+//! constructor has returned or been refused at `--init-timeout`, `STOPPING=1` when a drain starts, a `STATUS=` line with each, and
 //! `WATCHDOG=1` keep-alives (when `WATCHDOG_USEC` asks for them) sent only
 //! while no event loop is stuck, so the manager restarts a wedged process.
 //! Without `NOTIFY_SOCKET` every call does nothing.

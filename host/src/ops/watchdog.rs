@@ -455,12 +455,7 @@ fn publish(watched: &Watched, names_published: &mut usize) {
             row.ask_recycle(Recycle::MaxRequests);
         }
         if names.len() != *names_published {
-            let mut text = String::new();
-            for name in &names {
-                text.push_str(name);
-                text.push('\n');
-            }
-            row.names().write(&text);
+            write_names(row, &names);
         }
     }
     *names_published = names.len();
@@ -472,6 +467,17 @@ fn publish(watched: &Watched, names_published: &mut usize) {
 /// Clears a row's pulse for a new worker: its spot in host code.
 pub fn clear_pulse(row: &Row) {
     Spot::over(&row.pulse()[2..]);
+}
+
+/// Writes the app names of the counters slots into `row` (before the
+/// worker serves, and when an app is added).
+pub fn write_names(row: &Row, names: &[Arc<str>]) {
+    let mut text = String::new();
+    for name in names {
+        text.push_str(name);
+        text.push('\n');
+    }
+    row.names().write(&text);
 }
 
 /// The app a row's names give for `slot`.

@@ -32,7 +32,11 @@ const RECYCLE: usize = 2;
 const REQUESTS: usize = 3;
 const OPEN: usize = 4;
 const PLACE: usize = 5;
-const PULSE: usize = 6;
+/// Its slots in the host-wide open-connection count.
+const HELD: usize = 6;
+/// Its bytes in the host-wide `--max-buffered` budget.
+const BUFFERED: usize = 7;
+const PULSE: usize = 8;
 const NAMES: usize = PULSE + PULSE_WORDS;
 const NAMES_WORDS: usize = 50;
 const NOTE: usize = NAMES + NAMES_WORDS;
@@ -46,6 +50,17 @@ pub fn area_words(rows: usize) -> usize {
 
 fn cells_start(rows: usize) -> usize {
     HEADER_WORDS + rows * ROW_WORDS
+}
+
+/// The host-wide open-connection count and its waiting loops (header
+/// words 0 and 1), for `OpenCount::shared`.
+pub fn open_words(area: &'static [AtomicU64]) -> (&'static AtomicU64, &'static AtomicU64) {
+    (&area[0], &area[1])
+}
+
+/// The host-wide count of buffered bytes (`--max-buffered`, header word 2).
+pub fn buffered_word(area: &'static [AtomicU64]) -> &'static AtomicU64 {
+    &area[2]
 }
 
 /// The area's rows (from its size).
@@ -214,6 +229,16 @@ impl Row {
 
     pub fn set_open(&self, n: u64) {
         self.words[OPEN].store(n, Relaxed);
+    }
+
+    /// Its slots in the host-wide open-connection count.
+    pub fn held(&self) -> &'static AtomicU64 {
+        &self.words[HELD]
+    }
+
+    /// Its bytes in the host-wide `--max-buffered` budget.
+    pub fn buffered(&self) -> &'static AtomicU64 {
+        &self.words[BUFFERED]
     }
 
     /// The words of the worker loop's pulse.

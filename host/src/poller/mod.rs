@@ -96,10 +96,12 @@ pub trait Poller: Send {
     fn register(&mut self, fd: RawFd, token: Token, interest: Interest) -> io::Result<()>;
 
     /// Starts watching listening socket `fd` for new connections. A socket
-    /// other loops (or processes) also watch wakes one of the waiting ones
-    /// per connection where the backend can say so (epoll's
-    /// `EPOLLEXCLUSIVE`); elsewhere every waiting loop wakes and the ones
-    /// that find nothing to accept go back to waiting.
+    /// other loops (or worker processes) also watch wakes every one of
+    /// them that is waiting; the first to accept takes the connection and
+    /// the others find nothing and wait again. (`EPOLLEXCLUSIVE` would
+    /// wake one only, but always the first registered while it is idle:
+    /// a worker whose loop waits while its pool threads run Python would
+    /// take every connection.)
     fn register_listener(&mut self, fd: RawFd, token: Token) -> io::Result<()> {
         self.register(fd, token, Interest::READABLE)
     }

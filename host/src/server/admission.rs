@@ -1,7 +1,10 @@
-//! Who gets in: accepting up to this worker's share of the connection cap
-//! (`--max-connections` split evenly over the workers, rounded up), and
+//! Who gets in: accepting while the host is under its connection cap
+//! (`--max-connections`, one count for every worker: `crate::open_count`;
+//! a slot is taken before each `accept` and given back if none waits), and
 //! what clients past it get (`--overload`): `queue` pauses the listeners,
-//! so they wait in the kernel backlog until a connection closes; `shed`
+//! so they wait in the kernel backlog until a connection closes (on any
+//! worker: the one that closes it wakes the workers paused at the cap);
+//! `shed`
 //! keeps accepting and answers each at once with 503 (`shed`). An
 //! EMFILE/ENFILE from `accept` is met the same way: with `shed`, the spare
 //! descriptor is given up for one accept, that client answered 503 and
@@ -53,16 +56,20 @@ impl Server {
     /// `--overload` says.
     pub(super) fn accept(&mut self, i: usize) {
         loop {
-            let full = self.conns.len() >= self.shared.settings.max_connections;
-            if full && self.shared.settings.overload == Overload::Queue {
-                self.pause_accepts(None);
+            let slot = self.shared.open.try_open();
+            if !slot && self.shared.settings.overload == Overload::Queue {
+                self.pause_at_cap();
                 return;
             }
-            let Some(accepted) = self.acceptor.accept(i) else {
+            let accepted = self.acceptor.accept(i);
+            if slot && !matches!(accepted, Some(Ok(_))) {
+                self.give_back_slot();
+            }
+            let Some(accepted) = accepted else {
                 return;
             };
             match accepted {
-                Ok((stream, peer)) if full => self.shed(stream, peer, true),
+                Ok((stream, peer)) if !slot => self.shed(stream, peer, true),
                 Ok((stream, peer)) => self.admit(stream, peer, i),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e)
@@ -129,8 +136,44 @@ impl Server {
         self.log_overload("answering new clients 503 with Retry-After: 1", None);
     }
 
+    /// Gives back a connection's slot in the host-wide count and wakes the
+    /// other workers that paused at the cap.
+    pub(super) fn give_back_slot(&mut self) {
+        let waiting = self.shared.open.close();
+        if !waiting.none() {
+            self.shared
+                .control
+                .wake_some(|i| waiting.wants(i), self.worker);
+        }
+    }
+
+    /// The host is full under `--overload queue`: stops accepting until a
+    /// connection closes here or on another worker, which wakes this one
+    /// (`after_accepts` then resumes).
+    fn pause_at_cap(&mut self) {
+        self.pause_accepts(None);
+        self.paused_at_cap = true;
+        self.wait_for_room();
+    }
+
+    /// Marks this worker as waiting for room, then looks at the count
+    /// again: a slot freed before the mark found nobody to wake, so accepts
+    /// are retried at once then. A close that takes the mark wakes this
+    /// worker, whose next turn marks it again (another worker may have
+    /// taken the slot first), so no wake-up is lost.
+    fn wait_for_room(&mut self) {
+        self.shared.open.wait_for_room(self.worker);
+        if self.shared.open.has_room() {
+            self.retry_accept_at = Some(self.clock.now());
+        } else if self.shared.open.across_processes() && self.retry_accept_at.is_none() {
+            // Another process's close cannot wake this loop.
+            self.retry_accept_at = Some(self.clock.now() + RETRY_ACCEPT);
+        }
+    }
+
     /// Stops watching the listeners: at the cap (`why` None) or after a
-    /// failed `accept`, which is tried again after `RETRY_ACCEPT`.
+    /// failed `accept`, which is tried again after `RETRY_ACCEPT` (the
+    /// retry also serves a loop paused at the cap that found room).
     fn pause_accepts(&mut self, why: Option<&io::Error>) {
         let now = self.clock.now();
         if why.is_some() {
@@ -152,6 +195,9 @@ impl Server {
 
     /// Watches the listeners again (if it may) and accepts what waits.
     pub(super) fn resume_accepts(&mut self) {
+        // Even if it cannot resume: a loop that may not accept does not wait
+        // for room (nor spin on it).
+        self.paused_at_cap = false;
         if self.shared.control.draining() || !self.acceptor.resume(&mut *self.poller) {
             return;
         }
@@ -171,17 +217,22 @@ impl Server {
         }
     }
 
-    /// After a turn's events: closes shed connections that are done and
-    /// retries accepts paused by a failed `accept`.
+    /// After a turn's events: closes shed connections that are done,
+    /// looks for room if accepts are paused at the cap (another worker may
+    /// have closed a connection and woken this one) and retries accepts
+    /// paused by a failed `accept` or with room found.
     pub(super) fn after_accepts(&mut self, now: Instant) {
         if self.shedder.lingering() > 0 {
             self.shedder.sweep(now);
+        }
+        if self.paused_at_cap {
+            self.wait_for_room();
         }
         if self.retry_accept_at.is_some_and(|at| at <= now) {
             self.retry_accept_at = None;
             // Descriptors may have freed up in another worker meanwhile.
             self.shedder.keep_spare();
-            if self.conns.len() < self.shared.settings.max_connections {
+            if self.shared.open.has_room() {
                 self.resume_accepts();
             }
         }
@@ -200,15 +251,18 @@ impl Server {
         let shared = &self.shared;
         let cause = match why {
             Some(e) => format!("accept failed ({e})"),
-            None => format!("at the connection cap ({} open)", self.conns.len()),
+            None => format!(
+                "at the connection cap ({} open host-wide, {} on this worker)",
+                shared.open.open(),
+                self.conns.len()
+            ),
         };
         log::warn!(
-            "worker {}: {cause}: {what} (--max-connections {} over {} worker(s): {} each; \
+            "worker {}: {cause}: {what} (--max-connections {} host-wide over {} worker(s); \
              --overload {}; logged once a minute, counted in status and metrics)",
             self.worker,
-            shared.settings.max_connections_total,
-            shared.stats.workers().len(),
             shared.settings.max_connections,
+            shared.stats.workers().len(),
             shared.settings.overload.name()
         );
     }
@@ -226,6 +280,7 @@ impl Server {
         {
             log::warn!("cannot watch connection from {addr}: {e}; answering 503");
             refuse(stream, &self.date);
+            self.give_back_slot();
             return;
         }
         let conn = entry.insert(Conn::new(stream, addr.clone()).via(via));

@@ -5,6 +5,7 @@ use crate::apps::pool::Pool;
 use crate::apps::registry::AppTable;
 use crate::budget::Budget;
 use crate::control::Control;
+use crate::open_count::OpenCount;
 use crate::ops::access_log::AccessLog;
 use crate::ops::admin::Sources;
 use crate::ops::peers::Peers;
@@ -32,6 +33,9 @@ pub struct Handles {
     pub budget: Budget,
     /// Process mode: the other worker processes' counters.
     pub peers: Option<Arc<Peers>>,
+    /// The host-wide count of open connections, against
+    /// `settings.max_connections`.
+    pub open: OpenCount,
 }
 
 impl Handles {

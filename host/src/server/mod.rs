@@ -83,6 +83,9 @@ pub struct Server {
     lingerers: Lingerers,
     /// Since when accepts are paused (at the cap or out of descriptors).
     paused_since: Option<Instant>,
+    /// Accepts are paused because the host is at its cap (`--overload
+    /// queue`): resumed when it has room.
+    paused_at_cap: bool,
     /// When accepts paused for a failed `accept` are tried again.
     retry_accept_at: Option<Instant>,
     /// When an overload was last logged (once a minute at most).
@@ -134,6 +137,7 @@ impl Server {
             shedder,
             lingerers: Lingerers::default(),
             paused_since: None,
+            paused_at_cap: false,
             retry_accept_at: None,
             overload_logged: None,
         })
@@ -174,6 +178,7 @@ impl Server {
         if !self.acceptor.close(&mut *self.poller) {
             return;
         }
+        self.paused_at_cap = false;
         self.beat().release_listener();
         log::info!(
             "worker {}: draining {} connection(s)",
@@ -542,12 +547,12 @@ impl Server {
             bump(&self.shared.stats.worker(self.worker).closed, 1);
             log::debug!("closed {} ({} open)", conn.peer(), self.conns.len());
             drop(conn);
+            self.give_back_slot();
             // Its descriptor is free: a spare lost to another worker is
             // had back first.
             self.shedder.keep_spare();
         }
-        if self.conns.len() < self.shared.settings.max_connections && !self.acceptor.is_accepting()
-        {
+        if self.shared.open.has_room() && !self.acceptor.is_accepting() {
             self.resume_accepts();
         }
     }

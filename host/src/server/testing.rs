@@ -8,6 +8,7 @@ use crate::apps::mounts::MountTable;
 use crate::apps::registry::{AppState, AppTable};
 use crate::budget::Budget;
 use crate::control::Control;
+use crate::open_count::OpenCount;
 use crate::ops::watchdog::Board;
 use crate::poller::Wake;
 use crate::settings::{AppLimits, ConnParams, NetList, Overload, Settings, WsParams};
@@ -40,7 +41,6 @@ pub fn settings(max_connections: usize, overload: Overload) -> Settings {
         app_body_limits: None,
         shortest_app_timeout: second,
         max_connections,
-        max_connections_total: max_connections,
         overload,
         loop_block_warn: second,
         poller: "test",
@@ -52,8 +52,14 @@ pub fn settings(max_connections: usize, overload: Overload) -> Settings {
 /// One worker's handles over `settings`, with `apps` mounted, no pool (a
 /// handler runs on the loop), no access log and no budget limit.
 pub fn handles(settings: Settings, apps: Vec<Arc<LoadedApp>>) -> Arc<Handles> {
+    handles_for(1, settings, apps)
+}
+
+/// The handles `workers` loops share (one count of open connections).
+pub fn handles_for(workers: usize, settings: Settings, apps: Vec<Arc<LoadedApp>>) -> Arc<Handles> {
     let second = Duration::from_secs(1);
-    let stats = Stats::new(1);
+    let stats = Stats::new(workers);
+    let open = OpenCount::new(settings.max_connections);
     for app in &apps {
         stats.slot(&app.name);
     }
@@ -66,10 +72,17 @@ pub fn handles(settings: Settings, apps: Vec<Arc<LoadedApp>>) -> Arc<Handles> {
         pool: None,
         access_log: None,
         control: Arc::new(Control::default()),
-        board: Arc::new(Board::new(Vec::new(), second, second, Vec::new(), 0)),
+        board: Arc::new(Board::new(
+            (0..workers).map(|_| Row::private()).collect(),
+            second,
+            second,
+            Vec::new(),
+            0,
+        )),
         stats: Arc::new(stats),
         budget: Budget::unlimited(),
         peers: None,
+        open,
     })
 }
 

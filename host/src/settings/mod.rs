@@ -30,10 +30,9 @@ pub struct Settings {
     /// The shortest `app_timeout` of any app (its own, or the flag's):
     /// deadlines are checked often enough for it.
     pub shortest_app_timeout: Duration,
-    /// Connection cap of each worker: its share of `max_connections_total`.
+    /// The host-wide connection cap (`--max-connections`, or the default):
+    /// every worker admits against one count of open connections.
     pub max_connections: usize,
-    /// The process-wide cap (`--max-connections`, or the default).
-    pub max_connections_total: usize,
     /// What clients past the cap get.
     pub overload: Overload,
     /// Warn when app code holds the loop longer than this.

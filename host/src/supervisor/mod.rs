@@ -4,10 +4,10 @@
 //! adopts the service manager's), makes the shared area, and runs one
 //! worker process per `--workers`: the `stoa` binary again with a hidden
 //! subcommand (`handoff`), one event loop each, every app loaded, all
-//! accepting on the same sockets (on epoll with `EPOLLEXCLUSIVE`, so a
-//! connection wakes one worker, and a worker that is not waiting takes no
-//! wake-up: connections queued in the kernel while one is stuck or dead go
-//! to the others or to its replacement).
+//! accepting on the same listening sockets: one socket per bind, one
+//! backlog, so connections queued in the kernel while a worker is stuck
+//! (not waiting, so not accepting) or dead are accepted by the others or
+//! by its replacement.
 //!
 //! It replaces a worker that dies (at once if it had served, with a
 //! growing pause if it died starting), one whose loop has not turned for

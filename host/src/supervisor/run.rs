@@ -14,7 +14,7 @@ use crate::listen;
 use crate::ops::notify;
 use crate::ops::pid_file::PidFile;
 use crate::ops::watchdog::place_in_row;
-use crate::ops::worker_row::{area_words, Phase, Recycle};
+use crate::ops::worker_row::{area_words, buffered_word, open_words, Phase, Recycle};
 use crate::settings::Bind;
 use crate::shm::Area;
 use crossbeam_channel::Receiver;
@@ -358,6 +358,7 @@ impl Supervisor {
         };
         let in_flight = InFlight::of(&proc.row);
         self.tally.retire(&proc.row);
+        give_back_holdings(self.area.words, &proc.row);
         self.rows.give_back(proc.row_index);
         let place = &mut self.places[i];
         if matches!(role, Role::Leaving) || self.draining.is_some() {
@@ -695,6 +696,20 @@ impl Supervisor {
                 }
             }
         }
+    }
+}
+
+/// A worker ended: the connection slots and buffered bytes it held in the
+/// host-wide counts are free again.
+fn give_back_holdings(
+    area: &'static [std::sync::atomic::AtomicU64],
+    row: &crate::ops::worker_row::Row,
+) {
+    use std::sync::atomic::Ordering::SeqCst;
+    let (open, _) = open_words(area);
+    for (total, mine) in [(open, row.held()), (buffered_word(area), row.buffered())] {
+        let n = mine.swap(0, SeqCst);
+        let _ = total.fetch_update(SeqCst, SeqCst, |t| Some(t.saturating_sub(n)));
     }
 }
 

@@ -1,6 +1,8 @@
 //! The registry's work over time, beside its scans: each app's constructor
 //! on a thread of its own (mounted by `built` when it returns, logged once
-//! past `CONSTRUCTOR_BOUND`), the re-check of young files a signal found,
+//! past `CONSTRUCTOR_BOUND`; those the host's start-up waits for, logged
+//! again every `START_UP_NOTE_EVERY` and refused at `--init-timeout`), the
+//! re-check of young files a signal found,
 //! removals that wait for `SETTLE` as additions do (an apps directory
 //! rebuilt in place keeps serving), a file back with its mounted bytes
 //! keeping its generation, and the apps thread's mailbox.
@@ -15,7 +17,10 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How often start-up logs the app constructors it still waits for.
+pub const START_UP_NOTE_EVERY: Duration = Duration::from_secs(5);
 
 /// An app whose constructor is running.
 pub(super) struct Pending {
@@ -27,6 +32,12 @@ pub(super) struct Pending {
     started: Instant,
     /// Whether its run past `CONSTRUCTOR_BOUND` was logged.
     warned: bool,
+    /// Started at start-up for an app that is not optional: the host is
+    /// ready (READY=1, /ready) only once it has returned or is refused at
+    /// `--init-timeout`.
+    start_up: bool,
+    /// When start-up next logs that it still waits for it.
+    next_note: Option<Instant>,
 }
 
 /// The registry's state about the directory over time: scan health,
@@ -45,6 +56,8 @@ pub(super) struct Watch {
     pub(super) tickets: u64,
     /// The apps thread's messages (constructors and signals send).
     pub(super) events: (Sender<Event>, Receiver<Event>),
+    /// `--init-timeout`: how long start-up waits for a constructor.
+    pub(super) init_timeout: Duration,
 }
 
 impl Default for Watch {
@@ -58,6 +71,7 @@ impl Default for Watch {
             pending: BTreeMap::new(),
             tickets: 0,
             events: crossbeam_channel::unbounded(),
+            init_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -122,6 +136,8 @@ impl Registry {
             ticket,
             started,
             warned: false,
+            start_up: false,
+            next_note: None,
         };
         self.watch.pending.insert(path, pending);
         true
@@ -144,7 +160,7 @@ impl Registry {
         let Some(pending) = current.then(|| self.watch.pending.remove(&path)).flatten() else {
             log::info!(
                 "the constructor of app {name} from {} returned after the file was replaced \
-                 or removed; not mounted",
+                 or removed, or after --init-timeout; not mounted",
                 path.display()
             );
             return false;
@@ -304,15 +320,84 @@ impl Registry {
         self.watch.pending.len()
     }
 
-    /// Logs, once each, the constructors running past `CONSTRUCTOR_BOUND`.
+    /// `--init-timeout`: how long start-up waits for a constructor.
+    pub fn set_init_timeout(&mut self, timeout: Duration) {
+        self.watch.init_timeout = timeout;
+    }
+
+    /// `--init-timeout`.
+    pub fn init_timeout(&self) -> Duration {
+        self.watch.init_timeout
+    }
+
+    /// Marks the constructors running now (the start-up scan's) as the
+    /// ones the host's readiness waits for, but those of `optional` apps.
+    pub fn hold_start_up(&mut self, optional: impl Fn(&str) -> bool) {
+        for pending in self.watch.pending.values_mut() {
+            pending.start_up = !optional(&pending.app.name);
+        }
+    }
+
+    /// The apps whose start-up constructor readiness still waits for.
+    pub fn starting(&self) -> Vec<String> {
+        let pending = self.watch.pending.values();
+        let mut names: Vec<String> = (pending.filter(|p| p.start_up))
+            .map(|p| p.app.name.clone())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    /// Refuses the apps whose start-up constructor has run for
+    /// `--init-timeout` (the constructor's thread is left to itself: what
+    /// it returns is not mounted); true if any was.
+    pub fn refuse_past_init_timeout(&mut self) -> bool {
+        let timeout = self.watch.init_timeout;
+        let late: Vec<PathBuf> = (self.watch.pending.iter())
+            .filter(|(_, p)| p.start_up && p.started.elapsed() >= timeout)
+            .map(|(path, _)| path.clone())
+            .collect();
+        for path in &late {
+            if let Some(pending) = self.watch.pending.remove(path) {
+                let app = pending.app.name.clone();
+                let reason = LoadError::InitTimeout { app, timeout };
+                self.refuse(path.clone(), pending.stamp, reason, pending.untrusted);
+            }
+        }
+        !late.is_empty()
+    }
+
+    /// Logs, once each, the constructors running past `CONSTRUCTOR_BOUND`,
+    /// and every `START_UP_NOTE_EVERY` after it those start-up waits for.
     pub fn warn_slow_constructors(&mut self) {
+        let now = Instant::now();
+        let timeout = humantime::format_duration(self.watch.init_timeout);
         for (path, pending) in &mut self.watch.pending {
-            if !pending.warned && pending.started.elapsed() >= CONSTRUCTOR_BOUND {
+            let running = now.saturating_duration_since(pending.started);
+            if !pending.warned && running >= CONSTRUCTOR_BOUND {
                 pending.warned = true;
+                let waits = match pending.start_up {
+                    true => {
+                        format!("; READY=1 and /ready wait for it up to --init-timeout {timeout}")
+                    }
+                    false => String::new(),
+                };
                 log::warn!(
-                    "app {} constructor still running after {} s ({}); it is mounted when it returns",
+                    "app {} constructor still running after {} s ({}); it is mounted when it \
+                     returns{waits}",
                     pending.app.name,
                     CONSTRUCTOR_BOUND.as_secs(),
+                    path.display()
+                );
+                pending.next_note = pending.start_up.then(|| now + START_UP_NOTE_EVERY);
+            } else if pending.next_note.is_some_and(|at| at <= now) {
+                pending.next_note = Some(now + START_UP_NOTE_EVERY);
+                log::warn!(
+                    "start-up still waits for app {}: its constructor has run {} s ({}); \
+                     refused at --init-timeout {timeout}",
+                    pending.app.name,
+                    running.as_secs(),
                     path.display()
                 );
             }
@@ -341,16 +426,18 @@ impl Registry {
     }
 
     /// The next time the apps thread has work without a message: a
-    /// re-check, or a constructor reaching `CONSTRUCTOR_BOUND`.
+    /// re-check, a constructor reaching `CONSTRUCTOR_BOUND`, a note about
+    /// one start-up waits for, or its `--init-timeout`.
     pub fn next_due(&self) -> Option<Instant> {
-        let warn = self
-            .watch
-            .pending
-            .values()
+        let pending = self.watch.pending.values();
+        let warn = pending
+            .clone()
             .filter(|p| !p.warned)
-            .map(|p| p.started + CONSTRUCTOR_BOUND)
-            .min();
-        [self.recheck_at(), warn].into_iter().flatten().min()
+            .map(|p| p.started + CONSTRUCTOR_BOUND);
+        let note = pending.clone().filter_map(|p| p.next_note);
+        let timeout = (pending.filter(|p| p.start_up)).map(|p| p.started + self.watch.init_timeout);
+        let work = warn.chain(note).chain(timeout).min();
+        [self.recheck_at(), work].into_iter().flatten().min()
     }
 
     /// A sender of messages to the apps thread (for the signal thread).
