@@ -21,6 +21,7 @@ use crate::ops::notify;
 use crate::ops::pid_file::PidFile;
 use crate::ops::upgrade::Upgrade;
 use crate::ops::watchdog::{self, Board, Watched};
+use crate::ops::worker_row::{Phase, Row};
 use crate::poller::{self, Poller};
 use crate::server::handles::Handles;
 use crate::server::Server;
@@ -34,7 +35,27 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+/// Thread mode: this process serves, one event-loop thread per worker.
 pub fn run(cli: Cli) -> Result<(), BootError> {
+    serve(cli, None)
+}
+
+/// One worker process of process mode: one event loop on the sockets the
+/// supervisor handed over, its state in `role.row`.
+pub fn run_worker(mut cli: Cli, role: WorkerRole) -> Result<(), BootError> {
+    cli.workers = Some(1);
+    serve(cli, Some(role))
+}
+
+/// What a worker process has from its supervisor.
+pub struct WorkerRole {
+    /// Its row of the shared area.
+    pub row: Row,
+    /// The listening sockets, shared with every other worker.
+    pub sockets: Vec<listen::Listener>,
+}
+
+fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
     match listen::raise_fd_limit() {
         Ok(n) => log::info!("file descriptor limit (RLIMIT_NOFILE) = {n}"),
         Err(e) => log::warn!("cannot raise RLIMIT_NOFILE: {e}"),
@@ -44,11 +65,22 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
     let settings = Arc::new(cli.settings(measure(&cli, &pollers)?));
     let budget = buffer_budget(&cli, &settings)?;
     let backlog = cli.backlog.unwrap_or_else(listen::somaxconn);
-    let bound = listeners(&cli, workers, backlog)?;
+    let bound = match role.as_mut() {
+        Some(role) => listen::adopt_all(std::mem::take(&mut role.sockets), 1)?,
+        None => listeners(&cli, workers, backlog)?,
+    };
     let upgrade = Arc::new(Upgrade::new(bound.duplicates()?));
     log::info!("workers={workers} backlog={backlog}");
-    let mut pid_file = cli.pid_file.as_deref().map(PidFile::claim).transpose()?;
-    let board = watchdog(&cli, workers, bound.tcp_addrs.clone(), backlog)?;
+    let mut pid_file = match role {
+        Some(_) => None,
+        None => cli.pid_file.as_deref().map(PidFile::claim).transpose()?,
+    };
+    let row = role.as_ref().map(|r| r.row);
+    let rows = match row {
+        Some(row) => vec![row],
+        None => (0..workers).map(|_| Row::private()).collect(),
+    };
+    let board = watchdog(&cli, rows, bound.tcp_addrs.clone(), backlog)?;
 
     // Timers and the pool must exist before apps are initialised.
     let inboxes: Vec<Arc<Inbox>> = pollers
@@ -90,14 +122,22 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
         );
     }
     let stop_apps = registry.events();
-    let apps_thread = start_threads(&cli, registry, &handles, upgrade, requests, incoming)?;
+    let apps_thread = start_threads(&cli, registry, &handles, upgrade, row, requests, incoming)?;
     let threads = spawn_workers(servers)?;
-    // Before READY=1: the stoa this one upgrades drains once it is told.
-    if let Some(file) = &mut pid_file {
-        file.serving()?;
+    match row {
+        Some(row) => {
+            log::info!("worker process serving");
+            row.set_phase(Phase::Ready);
+        }
+        None => {
+            // Before READY=1: the stoa this one upgrades drains once it is told.
+            if let Some(file) = &mut pid_file {
+                file.serving()?;
+            }
+            announce(&bound.shown, &handles);
+            notify::spawn_watchdog(handles.control.clone(), handles.board.clone())?;
+        }
     }
-    announce(&bound.shown, &handles);
-    notify::spawn_watchdog(handles.control.clone(), handles.board.clone())?;
 
     let failed = join_workers(threads);
     retire_mounted(&handles.apps, &stop_apps, apps_thread);
@@ -217,6 +257,7 @@ fn start_threads(
     registry: Registry,
     handles: &Handles,
     upgrade: Arc<Upgrade>,
+    row: Option<Row>,
     requests: Requests,
     incoming: Receiver<Request>,
 ) -> Result<JoinHandle<()>, BootError> {
@@ -238,6 +279,7 @@ fn start_threads(
         stats: handles.stats.clone(),
         control: handles.control.clone(),
         pool: handles.pool.clone(),
+        max_requests: row.and(max_requests(cli)),
     })
     .map_err(|e| BootError::thread("the watchdog", e))?;
     let steered = Steered {
@@ -246,6 +288,7 @@ fn start_threads(
         apps: events,
         upgrade,
         graceful: cli.graceful_timeout,
+        row,
     };
     signals::watch(steered, requests, incoming)?;
     Ok(apps_thread)
@@ -367,7 +410,7 @@ fn listeners(cli: &Cli, workers: usize, backlog: i32) -> Result<listen::Bound, B
 /// The watchdog's board, from `--stuck-after` and `--unhealthy-after`.
 fn watchdog(
     cli: &Cli,
-    workers: usize,
+    rows: Vec<Row>,
     addrs: Vec<Option<SocketAddr>>,
     backlog: i32,
 ) -> Result<Board, BootError> {
@@ -378,10 +421,25 @@ fn watchdog(
         cli.unhealthy_after
     );
     Ok(Board::new(
-        workers,
+        rows,
         cli.stuck_after,
         cli.unhealthy_after,
         addrs,
         backlog,
     ))
+}
+
+/// A worker process's `--worker-max-requests`, with its own share of the
+/// jitter; `None` without a limit.
+fn max_requests(cli: &Cli) -> Option<u64> {
+    use std::hash::{BuildHasher, Hasher};
+    if cli.worker_max_requests == 0 {
+        return None;
+    }
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    let jitter = h.finish() % cli.worker_max_requests_jitter.saturating_add(1);
+    let limit = cli.worker_max_requests.saturating_add(jitter);
+    log::info!("this worker is replaced after {limit} requests (--worker-max-requests)");
+    Some(limit)
 }

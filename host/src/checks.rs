@@ -196,6 +196,18 @@ pub fn watchdog_bounds(cli: &Cli) -> Result<(), BootError> {
     Ok(())
 }
 
+/// Process mode: `--worker-timeout` must exceed `--stuck-after` (a stuck
+/// worker first stops getting connections, then is killed).
+pub fn worker_timeout(cli: &Cli) -> Result<(), BootError> {
+    if cli.worker_timeout <= cli.stuck_after {
+        return Err(BootError::WorkerTimeout {
+            worker_timeout: cli.worker_timeout,
+            stuck_after: cli.stuck_after,
+        });
+    }
+    Ok(())
+}
+
 /// One line per plugin file refused: the file and the reason.
 fn refusal_lines(state: &AppState) -> Vec<String> {
     state

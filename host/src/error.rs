@@ -166,6 +166,18 @@ pub enum BootError {
         unhealthy_after: Duration,
         stuck_after: Duration,
     },
+    /// `--worker-timeout` at or under `--stuck-after`.
+    #[error(
+        "--worker-timeout {} must be more than --stuck-after {} (a stuck worker first stops \
+         getting connections, then is killed); try --worker-timeout {}",
+        humantime::format_duration(*worker_timeout),
+        humantime::format_duration(*stuck_after),
+        humantime::format_duration(*stuck_after + Duration::from_secs(1))
+    )]
+    WorkerTimeout {
+        worker_timeout: Duration,
+        stuck_after: Duration,
+    },
     /// `--mount` or `[apps.NAME]` name apps that did not load: one line
     /// each.
     #[error("{}", lines.join("\n"))]

@@ -4,7 +4,8 @@
 use std::process::ExitCode;
 use stoa::apps::{plugin_copy, probe};
 use stoa::ops::{error_log, log_writer};
-use stoa::{boot, cli};
+use stoa::settings::WorkerMode;
+use stoa::{boot, cli, supervisor};
 
 fn main() -> ExitCode {
     // The hidden load-probe subcommand (probe.rs), before any flag parsing.
@@ -14,6 +15,11 @@ fn main() -> ExitCode {
     }
     // `stoa new-app NAME ...` writes a plugin crate and exits.
     let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // A worker process of process mode: the supervisor's own arguments follow.
+    let worker = argv.get(1).is_some_and(|a| a == supervisor::handoff::SUBCOMMAND);
+    if worker {
+        argv.remove(1);
+    }
     if argv.get(1).is_some_and(|a| a == cli::new_app::SUBCOMMAND) {
         return cli::new_app::main(argv.split_off(2));
     }
@@ -39,6 +45,10 @@ fn main() -> ExitCode {
     }
     let result = if cli.check_config {
         boot::check(cli)
+    } else if worker {
+        supervisor::handoff::take().and_then(|role| boot::run_worker(cli, role))
+    } else if cli.worker_mode == WorkerMode::Process {
+        supervisor::run(cli)
     } else {
         boot::run(cli)
     };

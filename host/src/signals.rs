@@ -15,6 +15,7 @@ use crate::listen;
 use crate::ops::access_log::AccessLog;
 use crate::ops::notify;
 use crate::ops::upgrade::Upgrade;
+use crate::ops::worker_row::{Phase, Recycle, Row};
 use crossbeam_channel::{Receiver, Sender};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
@@ -30,6 +31,9 @@ pub struct Steered {
     pub upgrade: Arc<Upgrade>,
     /// `--graceful-timeout`.
     pub graceful: Duration,
+    /// A worker process's row: an upgrade asks the supervisor for a fresh
+    /// worker instead (`None` in thread mode).
+    pub row: Option<Row>,
 }
 
 /// The channel of control requests: its sender goes to whoever may ask
@@ -97,7 +101,16 @@ fn act(steered: &Arc<Steered>, upgrading: &Arc<AtomicBool>, request: Request) {
             Some(log) => log.reopen(),
             None => log::info!("SIGUSR1: no access log file to reopen"),
         },
-        Request::Upgrade { why } => start_upgrade(steered, upgrading, &why),
+        Request::Upgrade { why } => match steered.row {
+            Some(_) if why == "SIGUSR2" => {
+                log::warn!("SIGUSR2 ignored by a worker process: send it to the supervisor")
+            }
+            Some(row) => {
+                log::info!("{why}: asking the supervisor for a fresh worker process");
+                row.ask_recycle(Recycle::GenerationCap);
+            }
+            None => start_upgrade(steered, upgrading, &why),
+        },
         Request::Drain { why } if steered.control.draining() => {
             log::warn!("second {why}: exiting now");
             plugin_copy::remove_private_dir();
@@ -114,6 +127,9 @@ fn act(steered: &Arc<Steered>, upgrading: &Arc<AtomicBool>, request: Request) {
 fn drain(steered: &Arc<Steered>, why: &str) {
     let graceful = steered.graceful;
     log::info!("{why}: draining (graceful timeout {graceful:?})");
+    if let Some(row) = steered.row {
+        row.set_phase(Phase::Draining);
+    }
     steered.upgrade.release();
     steered.control.drain();
     notify::stopping(&format!("draining after {why}"));

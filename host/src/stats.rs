@@ -188,6 +188,11 @@ impl Stats {
         }
     }
 
+    /// Every app name, by slot.
+    pub fn app_names(&self) -> Vec<Arc<str>> {
+        self.names.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     /// The app name a counters slot belongs to (`?` for none known).
     pub fn app_name(&self, slot: usize) -> Arc<str> {
         let names = self.names.lock().unwrap_or_else(|p| p.into_inner());

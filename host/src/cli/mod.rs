@@ -11,7 +11,7 @@ mod values;
 pub use settings::Measured;
 
 use crate::http::parse::HEADER_ARRAY;
-use crate::settings::{Bind, LogFormat, OnGenerationCap, Overload};
+use crate::settings::{Bind, LogFormat, OnGenerationCap, Overload, WorkerMode};
 pub use app_table::AppSection;
 use clap::builder::RangedU64ValueParser;
 use clap::Parser;
@@ -106,6 +106,45 @@ pub struct Cli {
     #[arg(long, env = "STOA_WORKERS", value_name = "N", help_heading = SERVING,
           value_parser = RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub workers: Option<usize>,
+
+    /// How the workers run: thread (one process, one event-loop thread per
+    /// worker) or process (a small supervisor that never loads app code,
+    /// and one worker process per worker, each with one event loop and
+    /// every app, accepting on the same sockets: a worker that crashes,
+    /// hangs past --worker-timeout or reaches a --worker-max-* limit is
+    /// replaced, the others serve on). Crash containment exists only in
+    /// process mode. The blocking pool (--blocking-threads, its shares) is
+    /// per worker process.
+    #[arg(long, env = "STOA_WORKER_MODE", value_name = "MODE", default_value = "thread",
+          value_enum, help_heading = SERVING)]
+    pub worker_mode: WorkerMode,
+
+    /// Process mode: a worker process whose loop has not turned for this
+    /// long (app code that does not return) is killed and replaced; more
+    /// than --stuck-after (when it stops getting new connections). Thread
+    /// mode has no such kill: --unhealthy-after then reports it.
+    #[arg(long, env = "STOA_WORKER_TIMEOUT", value_name = "DURATION", default_value = "30s",
+          value_parser = parse_secs, help_heading = TIMEOUTS)]
+    pub worker_timeout: Duration,
+
+    /// Process mode: replace a worker process once it has served this
+    /// many requests (0: never), plus a random 0..=--worker-max-requests-jitter
+    /// so the workers do not all restart at once. Not --max-requests-per-conn,
+    /// which closes one connection.
+    #[arg(long, env = "STOA_WORKER_MAX_REQUESTS", value_name = "N", default_value_t = 0,
+          help_heading = LIMITS)]
+    pub worker_max_requests: u64,
+
+    /// See --worker-max-requests.
+    #[arg(long, env = "STOA_WORKER_MAX_REQUESTS_JITTER", value_name = "N", default_value_t = 0,
+          help_heading = LIMITS)]
+    pub worker_max_requests_jitter: u64,
+
+    /// Process mode: replace a worker process whose resident memory (RSS)
+    /// passes this size, checked once a second [default: no limit].
+    #[arg(long, env = "STOA_WORKER_MAX_MEMORY", value_name = "SIZE",
+          value_parser = parse_size, help_heading = LIMITS)]
+    pub worker_max_memory: Option<u64>,
 
     /// Most connections served at once, shared by the workers (each takes
     /// an equal share, rounded up); past it, --overload decides. More than

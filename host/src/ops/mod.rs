@@ -18,3 +18,4 @@ pub(crate) mod pid_file;
 pub(crate) mod survival;
 pub(crate) mod upgrade;
 pub(crate) mod watchdog;
+pub(crate) mod worker_row;

@@ -62,6 +62,21 @@ pub fn upgrading_from() -> Option<u32> {
     std::env::var(FROM_ENV).ok()?.parse().ok()
 }
 
+/// The binary this process was started from (a binary replaced by
+/// rename reads as "PATH (deleted)": the new file at PATH is the one to
+/// start).
+pub fn own_binary() -> PathBuf {
+    std::env::current_exe()
+        .map(|p| {
+            let text = p.to_string_lossy();
+            match text.strip_suffix(" (deleted)") {
+                Some(live) => PathBuf::from(live),
+                None => p,
+            }
+        })
+        .unwrap_or_else(|_| PathBuf::from("stoa"))
+}
+
 /// What an upgrade needs, taken at start-up.
 pub struct Upgrade {
     exe: PathBuf,
@@ -76,17 +91,8 @@ impl Upgrade {
     /// "PATH (deleted)": the new file at PATH is the one to start) and the
     /// arguments, and keeps `sockets`.
     pub fn new(sockets: Vec<OwnedFd>) -> Self {
-        let exe = std::env::current_exe()
-            .map(|p| {
-                let text = p.to_string_lossy();
-                match text.strip_suffix(" (deleted)") {
-                    Some(live) => PathBuf::from(live),
-                    None => p,
-                }
-            })
-            .unwrap_or_else(|_| PathBuf::from("stoa"));
         Upgrade {
-            exe,
+            exe: own_binary(),
             args: std::env::args_os().skip(1).collect(),
             sockets: Mutex::new(Some(sockets)),
         }

@@ -20,13 +20,13 @@ use crate::stats::Stats;
 use socket2::Socket;
 use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize};
+use crate::ops::worker_row::{load_bytes, store_bytes, Recycle, Row, PATH_WORDS, SPOT_WORDS};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How much of a path a beat keeps for the log.
-pub const PATH_BYTES: usize = 96;
-const PATH_WORDS: usize = PATH_BYTES / 8;
+pub const PATH_BYTES: usize = PATH_WORDS * 8;
 
 /// `Spot::slot` when the loop is in host code, and in a timer callback.
 const IN_HOST: usize = usize::MAX;
@@ -39,104 +39,118 @@ const TIMER_PATH: &str = "(timer callback)";
 /// watchdog lets them return before it ends the process.
 const FORCE_GRACE: Duration = Duration::from_millis(500);
 
-/// Where a worker is in app code: a seqlock over atomics (the writer is the
-/// worker alone; the watchdog retries a read that raced a write).
-struct Spot {
-    seq: AtomicU64,
-    slot: AtomicUsize,
-    len: AtomicUsize,
-    words: [AtomicU64; PATH_WORDS],
-}
+/// Where a worker is in app code: a seqlock over atomic words (the writer
+/// is the worker alone; a reader retries a read that raced a write). Its
+/// words are `[seq, slot, len, method, path...]`, in the worker's row of
+/// the shared area in process mode, so the supervisor can read where a
+/// dead worker was.
+#[derive(Clone, Copy)]
+pub struct Spot(&'static [AtomicU64]);
+
+const SEQ: usize = 0;
+const SLOT: usize = 1;
+const LEN: usize = 2;
+const METHOD: usize = 3;
+const PATH: usize = 4;
 
 impl Spot {
-    fn new() -> Self {
-        Spot {
-            seq: AtomicU64::new(0),
-            slot: AtomicUsize::new(IN_HOST),
-            len: AtomicUsize::new(0),
-            words: std::array::from_fn(|_| AtomicU64::new(0)),
-        }
+    /// The spot kept in `words` (`SPOT_WORDS` of them), starting in host
+    /// code.
+    pub fn over(words: &'static [AtomicU64]) -> Self {
+        let spot = Spot::over_existing(words);
+        spot.0[SLOT].store(IN_HOST as u64, Relaxed);
+        spot
+    }
+
+    /// The spot another process keeps in `words`, to read.
+    fn over_existing(words: &'static [AtomicU64]) -> Self {
+        Spot(&words[..SPOT_WORDS])
     }
 
     #[inline]
-    fn enter(&self, slot: usize, path: &str) {
-        let seq = self.seq.load(Relaxed);
-        self.seq.store(seq.wrapping_add(1), Relaxed);
+    fn enter(&self, slot: usize, method: &str, path: &str) {
+        let w = self.0;
+        let seq = w[SEQ].load(Relaxed);
+        w[SEQ].store(seq.wrapping_add(1), Relaxed);
         fence(Release);
         let bytes = path.as_bytes();
-        let mut chunks = bytes[..bytes.len().min(PATH_BYTES)].chunks_exact(8);
-        let mut words = self.words.iter();
-        // Chunks first: zip stops on them without taking another word.
-        for (chunk, word) in (&mut chunks).zip(words.by_ref()) {
-            word.store(
-                u64::from_le_bytes(chunk.try_into().unwrap_or_default()),
-                Relaxed,
-            );
-        }
-        let rest = chunks.remainder();
-        if let (Some(word), false) = (words.next(), rest.is_empty()) {
-            let w = rest.iter().rev().fold(0, |w, &b| w << 8 | u64::from(b));
-            word.store(w, Relaxed);
-        }
-        self.len.store(bytes.len(), Relaxed);
-        self.slot.store(slot, Relaxed);
-        self.seq.store(seq.wrapping_add(2), Release);
+        store_bytes(&w[PATH..], &bytes[..bytes.len().min(PATH_BYTES)]);
+        let m = method.as_bytes();
+        let mut word = [0u8; 8];
+        let n = m.len().min(8);
+        word[..n].copy_from_slice(&m[..n]);
+        w[METHOD].store(u64::from_le_bytes(word), Relaxed);
+        w[LEN].store(bytes.len() as u64, Relaxed);
+        w[SLOT].store(slot as u64, Relaxed);
+        w[SEQ].store(seq.wrapping_add(2), Release);
     }
 
     fn leave(&self) {
-        self.slot.store(IN_HOST, Release);
+        self.0[SLOT].store(IN_HOST as u64, Release);
     }
 
-    /// The slot and path, or `None` if a write was under way.
-    fn read(&self) -> Option<(usize, String)> {
-        let before = self.seq.load(Acquire);
+    /// The slot and "METHOD path" (or the path alone when no method was
+    /// given), or `None` if a write was under way.
+    pub fn read(&self) -> Option<(usize, String)> {
+        let w = self.0;
+        let before = w[SEQ].load(Acquire);
         if before & 1 == 1 {
             return None;
         }
-        let slot = self.slot.load(Relaxed);
-        let len = self.len.load(Relaxed);
-        let mut bytes = Vec::with_capacity(PATH_BYTES);
-        for word in &self.words {
-            bytes.extend_from_slice(&word.load(Relaxed).to_le_bytes());
-        }
+        let slot = usize::try_from(w[SLOT].load(Relaxed)).unwrap_or(IN_HOST);
+        let len = usize::try_from(w[LEN].load(Relaxed)).unwrap_or(0);
+        let method = w[METHOD].load(Relaxed).to_le_bytes();
+        let bytes = load_bytes(&w[PATH..], len.min(PATH_BYTES));
         fence(Acquire);
-        if self.seq.load(Relaxed) != before {
+        if w[SEQ].load(Relaxed) != before {
             return None;
         }
-        bytes.truncate(len.min(PATH_BYTES));
+        let method = String::from_utf8_lossy(&method);
+        let method = method.trim_end_matches('\0');
         let mut path = String::from_utf8_lossy(&bytes).into_owned();
         if len > PATH_BYTES {
             path.push_str("...");
         }
+        if !method.is_empty() {
+            path = format!("{method} {path}");
+        }
         Some((slot, path))
+    }
+
+    /// True while the loop runs app code (a handler or a timer callback).
+    pub fn in_app(&self) -> Option<usize> {
+        let slot = usize::try_from(self.0[SLOT].load(Relaxed)).unwrap_or(IN_HOST);
+        (slot != IN_HOST && slot != IN_TIMER).then_some(slot)
     }
 }
 
-/// One worker's heartbeat (its own cache lines: the worker writes it every
-/// turn, the watchdog reads it a few times a second).
-#[repr(align(128))]
+/// One worker's heartbeat: the worker writes it every turn, the watchdog
+/// (and in process mode the supervisor) reads it a few times a second. Its
+/// words are `[state, stuck_since, spot...]` (`PULSE_WORDS`):
+/// - state: `turns << 1 | waiting`, bumped when a turn starts serving, the
+///   low bit set while the loop waits in the poller;
+/// - stuck_since: milliseconds since the board's epoch when the turn the
+///   watchdog found stuck began, plus one; 0 while the worker is not stuck.
 pub struct Beat {
-    /// `turns << 1 | waiting`: bumped when a turn starts serving, the low
-    /// bit set while the loop waits in the poller.
-    state: AtomicU64,
+    state: &'static AtomicU64,
+    stuck_since: &'static AtomicU64,
     spot: Spot,
     /// Set by the watchdog when it shut this worker's listener down.
     evicted: AtomicBool,
-    /// Milliseconds since the board's epoch when the turn the watchdog found
-    /// stuck began, plus one; 0 while the worker is not stuck.
-    stuck_since: AtomicU64,
     /// Duplicates of the worker's TCP listeners, for the watchdog to shut
     /// down.
     listeners: Mutex<Vec<Socket>>,
 }
 
 impl Beat {
-    fn new() -> Self {
+    /// A beat kept in `pulse` (a row's `PULSE_WORDS`).
+    fn over(pulse: &'static [AtomicU64]) -> Self {
+        pulse[0].store(1, Relaxed);
         Beat {
-            state: AtomicU64::new(1),
-            spot: Spot::new(),
+            state: &pulse[0],
+            stuck_since: &pulse[1],
+            spot: Spot::over(&pulse[2..]),
             evicted: AtomicBool::new(false),
-            stuck_since: AtomicU64::new(0),
             listeners: Mutex::new(Vec::new()),
         }
     }
@@ -153,17 +167,17 @@ impl Beat {
         self.state.store((s | 1).wrapping_add(1), Relaxed);
     }
 
-    /// The loop calls app `slot`'s handler for `path`.
-    pub fn enter(&self, slot: usize, path: &str) {
-        self.spot.enter(slot, path);
+    /// The loop calls app `slot`'s handler for `method` `path`.
+    pub fn enter(&self, slot: usize, method: &str, path: &str) {
+        self.spot.enter(slot, method, path);
         set_current_app(Some(slot));
     }
 
     /// The loop runs a timer callback set by app `slot` (if known).
     pub fn enter_timer(&self, slot: Option<usize>) {
         match slot {
-            Some(slot) => self.spot.enter(slot, TIMER_PATH),
-            None => self.spot.enter(IN_TIMER, ""),
+            Some(slot) => self.spot.enter(slot, "", TIMER_PATH),
+            None => self.spot.enter(IN_TIMER, "", ""),
         }
         set_current_app(slot);
     }
@@ -228,6 +242,8 @@ impl Drop for Finished<'_> {
 pub struct Board {
     epoch: Instant,
     beats: Vec<Beat>,
+    /// Each worker's row (shared with the supervisor in process mode).
+    rows: Vec<Row>,
     /// A loop that has not turned for this long is stuck.
     pub stuck_after: Duration,
     /// A worker stuck this long makes the process unhealthy.
@@ -247,16 +263,23 @@ pub struct StuckWorker {
 }
 
 impl Board {
+    /// A board for one loop per row of `rows` (one at least).
     pub fn new(
-        workers: usize,
+        rows: Vec<Row>,
         stuck_after: Duration,
         unhealthy_after: Duration,
         addrs: Vec<Option<SocketAddr>>,
         backlog: i32,
     ) -> Self {
+        let rows = if rows.is_empty() {
+            vec![Row::private()]
+        } else {
+            rows
+        };
         Board {
             epoch: Instant::now(),
-            beats: (0..workers.max(1)).map(|_| Beat::new()).collect(),
+            beats: rows.iter().map(|r| Beat::over(r.pulse())).collect(),
+            rows,
             stuck_after,
             unhealthy_after,
             addrs,
@@ -366,6 +389,8 @@ pub struct Watched {
     pub stats: Arc<Stats>,
     pub control: Arc<Control>,
     pub pool: Option<Arc<Pool>>,
+    /// A worker process's `--worker-max-requests` (with its jitter).
+    pub max_requests: Option<u64>,
 }
 
 /// Starts the watchdog thread.
@@ -390,6 +415,7 @@ fn watch(watched: &Watched) {
         .collect();
     let mut forced_at = None;
     let mut files_checked = start;
+    let mut names_published = 0;
     loop {
         std::thread::sleep(tick(board.stuck_after));
         let now = Instant::now();
@@ -400,6 +426,7 @@ fn watch(watched: &Watched) {
         for (worker, (beat, seen)) in board.beats.iter().zip(&mut seen).enumerate() {
             sample(watched, worker, beat, seen, now);
         }
+        publish(watched, &mut names_published);
         if let Some(pool) = &watched.pool {
             pool.report_overruns(now);
         }
@@ -410,6 +437,48 @@ fn watch(watched: &Watched) {
             }
         }
     }
+}
+
+/// Writes what the supervisor reads into each row: the requests served,
+/// the app names (when one was added), and asks for a replacement past
+/// `--worker-max-requests`.
+fn publish(watched: &Watched, names_published: &mut usize) {
+    let names = watched.stats.app_names();
+    for (i, row) in watched.board.rows.iter().enumerate() {
+        let served = watched.stats.worker(i).requests();
+        row.set_requests(served);
+        row.set_open(watched.stats.worker(i).open());
+        if watched.max_requests.is_some_and(|most| served >= most) {
+            row.ask_recycle(Recycle::MaxRequests);
+        }
+        if names.len() != *names_published {
+            let mut text = String::new();
+            for name in &names {
+                text.push_str(name);
+                text.push('\n');
+            }
+            row.names().write(&text);
+        }
+    }
+    *names_published = names.len();
+}
+
+/// The app a row's names give for `slot`.
+pub fn app_in_row(row: &Row, slot: usize) -> String {
+    let names = row.names().read_settled();
+    names
+        .lines()
+        .nth(slot)
+        .map_or_else(|| format!("app #{slot}"), str::to_string)
+}
+
+/// Where the loop of a worker process is, read from its row: its app and
+/// "METHOD path", or `None` in host code.
+pub fn place_in_row(row: &Row) -> Option<String> {
+    let spot = Spot::over_existing(&row.pulse()[2..]);
+    let slot = spot.in_app()?;
+    let (_, path) = (0..8).find_map(|_| spot.read())?;
+    Some(format!("{} {path}", app_in_row(row, slot)))
 }
 
 /// Compares one worker's beat with the last sample: a worker that has not
@@ -424,6 +493,7 @@ fn sample(watched: &Watched, worker: usize, beat: &Beat, seen: &mut Seen, now: I
                 now.duration_since(seen.since).as_secs_f32()
             );
             beat.stuck_since.store(0, Relaxed);
+            board.rows[worker].note().write("");
         }
         *seen = Seen {
             state,
@@ -439,6 +509,7 @@ fn sample(watched: &Watched, worker: usize, beat: &Beat, seen: &mut Seen, now: I
     beat.stuck_since
         .store(board.millis(seen.since) + 1, Relaxed);
     let evicted = beat.evict();
+    board.rows[worker].note().write(&place(&watched.stats, beat));
     log::error!(
         "worker {worker} stuck: its loop has not turned for {:.1} s (stuck_after {} s), in {}; {}",
         now.duration_since(seen.since).as_secs_f32(),
@@ -480,32 +551,37 @@ fn give_up(watched: &Watched) -> ! {
 mod tests {
     use super::*;
 
+    fn spot() -> Spot {
+        Spot::over(&Row::private().pulse()[2..])
+    }
+
     #[test]
     fn spot_keeps_the_slot_and_path() {
-        let spot = Spot::new();
+        let spot = spot();
         assert_eq!(spot.read(), Some((IN_HOST, String::new())));
-        spot.enter(3, "/_stuck/spin");
+        spot.enter(3, "", "/_stuck/spin");
         assert_eq!(spot.read(), Some((3, "/_stuck/spin".to_string())));
-        spot.enter(4, "/a");
-        assert_eq!(spot.read(), Some((4, "/a".to_string())));
-        spot.enter(5, "/8-bytes");
-        assert_eq!(spot.read(), Some((5, "/8-bytes".to_string())));
+        spot.enter(4, "GET", "/a");
+        assert_eq!(spot.read(), Some((4, "GET /a".to_string())));
+        assert_eq!(spot.in_app(), Some(4));
+        spot.enter(5, "PROPFIND", "/8-bytes");
+        assert_eq!(spot.read(), Some((5, "PROPFIND /8-bytes".to_string())));
         spot.leave();
         assert_eq!(spot.read().map(|(s, _)| s), Some(IN_HOST));
     }
 
     #[test]
     fn spot_truncates_a_long_path() {
-        let spot = Spot::new();
+        let spot = spot();
         let long = "x".repeat(PATH_BYTES + 10);
-        spot.enter(1, &long);
+        spot.enter(1, "", &long);
         let (_, path) = spot.read().unwrap();
         assert_eq!(path, format!("{}...", &long[..PATH_BYTES]));
     }
 
     #[test]
     fn beat_counts_turns_and_waits() {
-        let beat = Beat::new();
+        let beat = Beat::over(Row::private().pulse());
         let first = beat.state.load(Relaxed);
         beat.turned();
         let busy = beat.state.load(Relaxed);

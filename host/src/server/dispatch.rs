@@ -233,7 +233,7 @@ impl Dispatcher {
         } = call;
         let shared = &*self.shared;
         let beat = shared.board.beat(self.worker);
-        beat.enter(app.slot, path);
+        beat.enter(app.slot, request.method.as_str(), path);
         begin_inline(&self.queue, reply.id);
         app.handle(
             request,

@@ -66,7 +66,7 @@ pub fn handles(settings: Settings, apps: Vec<Arc<LoadedApp>>) -> Arc<Handles> {
         pool: None,
         access_log: None,
         control: Arc::new(Control::default()),
-        board: Arc::new(Board::new(1, second, second, Vec::new(), 0)),
+        board: Arc::new(Board::new(Vec::new(), second, second, Vec::new(), 0)),
         stats: Arc::new(stats),
         budget: Budget::unlimited(),
     })

@@ -12,7 +12,7 @@ mod values;
 
 pub use limits::{AppLimits, ConnParams, LingerLimits, WsParams};
 pub use net::{parse_net, NetList};
-pub use values::{Bind, LogFormat, OnGenerationCap, Overload};
+pub use values::{Bind, LogFormat, OnGenerationCap, Overload, WorkerMode};
 
 use std::time::Duration;
 

@@ -12,6 +12,15 @@ pub enum OnGenerationCap {
     Refuse,
 }
 
+/// How the workers run (`--worker-mode`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkerMode {
+    /// One process, one event-loop thread per worker.
+    Thread,
+    /// A supervisor and one worker process per worker.
+    Process,
+}
+
 /// How log lines are written.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LogFormat {

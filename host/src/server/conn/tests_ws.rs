@@ -57,7 +57,7 @@ fn watch() -> LinkWatch {
     let second = Duration::from_secs(1);
     LinkWatch {
         stats: Arc::new(Stats::new(1)),
-        board: Arc::new(Board::new(1, second, second, Vec::new(), 0)),
+        board: Arc::new(Board::new(Vec::new(), second, second, Vec::new(), 0)),
         worker: 0,
         settings: Arc::new(settings(16, Overload::Queue)),
     }

@@ -143,7 +143,7 @@ impl Link {
             return;
         };
         let beat = self.watch.board.beat(self.watch.worker);
-        beat.enter(self.slot, "(a WebSocket callback)");
+        beat.enter(self.slot, "", "(a WebSocket callback)");
         let started = Instant::now();
         f(session);
         beat.leave();

@@ -1,0 +1,269 @@
+//! The layout of process mode's shared area (`shm`): a header of host-wide
+//! words, then one row per worker process the supervisor can have at once.
+//! A worker writes its own row (its pid, its phase, its loop's pulse, the
+//! names of its apps, where it is stuck); the supervisor reads every row,
+//! above all the row of a worker that has just died, to say what it was
+//! serving. Every word is an atomic; text goes through [`TextCell`], a
+//! sequence-numbered cell with one writer.
+
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{fence, AtomicU64};
+
+/// Words before the first row.
+pub const HEADER_WORDS: usize = 16;
+/// Words of one row.
+pub const ROW_WORDS: usize = 128;
+
+/// The words of a loop's pulse (`watchdog::Beat`): the turn state, when
+/// it was found stuck, and its spot (sequence, slot, length, method, path).
+pub const PULSE_WORDS: usize = 2 + SPOT_WORDS;
+pub const SPOT_WORDS: usize = 4 + PATH_WORDS;
+/// Words of a spot's path: its first 96 bytes.
+pub const PATH_WORDS: usize = 12;
+
+const PID: usize = 0;
+const PHASE: usize = 1;
+const RECYCLE: usize = 2;
+const REQUESTS: usize = 3;
+const OPEN: usize = 4;
+const PULSE: usize = 5;
+const NAMES: usize = PULSE + PULSE_WORDS;
+const NAMES_WORDS: usize = 50;
+const NOTE: usize = NAMES + NAMES_WORDS;
+const NOTE_WORDS: usize = 18;
+const _: () = assert!(NOTE + NOTE_WORDS <= ROW_WORDS);
+
+/// The words an area of `rows` rows needs.
+pub fn area_words(rows: usize) -> usize {
+    HEADER_WORDS + rows * ROW_WORDS
+}
+
+/// Where a worker process is in its life, as its row says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Started, loading its apps.
+    Starting = 1,
+    /// Serving: every app is mounted and its loop accepts.
+    Ready = 2,
+    /// Draining (told to stop, or at a limit of its own).
+    Draining = 3,
+}
+
+/// Why a worker asks to be replaced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recycle {
+    /// A replace reached `--max-generations`: a fresh worker frees the
+    /// old generations.
+    GenerationCap = 1,
+    /// It served `--worker-max-requests`.
+    MaxRequests = 2,
+}
+
+impl Recycle {
+    pub fn reason(self) -> &'static str {
+        match self {
+            Recycle::GenerationCap => "its apps reached --max-generations",
+            Recycle::MaxRequests => "it served --worker-max-requests",
+        }
+    }
+}
+
+/// One worker's row.
+#[derive(Clone, Copy)]
+pub struct Row {
+    words: &'static [AtomicU64],
+}
+
+impl Row {
+    /// Row `i` of an area (`None` past its end).
+    pub fn of(area: &'static [AtomicU64], i: usize) -> Option<Row> {
+        let start = HEADER_WORDS + i * ROW_WORDS;
+        area.get(start..start + ROW_WORDS).map(|words| Row { words })
+    }
+
+    /// A row of its own, for a process without a shared area (thread
+    /// mode, tests): leaked, as the shared one is never unmapped.
+    pub fn private() -> Row {
+        let words: Vec<AtomicU64> = (0..ROW_WORDS).map(|_| AtomicU64::new(0)).collect();
+        Row {
+            words: Box::leak(words.into_boxed_slice()),
+        }
+    }
+
+    /// Clears the row for a new worker (the supervisor, before it starts
+    /// one on it).
+    pub fn reset(&self) {
+        for w in self.words {
+            w.store(0, Relaxed);
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        u32::try_from(self.words[PID].load(Relaxed)).unwrap_or(0)
+    }
+
+    pub fn set_pid(&self, pid: u32) {
+        self.words[PID].store(u64::from(pid), Relaxed);
+    }
+
+    pub fn phase(&self) -> Option<Phase> {
+        match self.words[PHASE].load(Acquire) {
+            1 => Some(Phase::Starting),
+            2 => Some(Phase::Ready),
+            3 => Some(Phase::Draining),
+            _ => None,
+        }
+    }
+
+    pub fn set_phase(&self, phase: Phase) {
+        self.words[PHASE].store(phase as u64, Release);
+    }
+
+    /// Asks the supervisor for a replacement (the first reason stays).
+    pub fn ask_recycle(&self, why: Recycle) {
+        let _ = self.words[RECYCLE].compare_exchange(0, why as u64, Relaxed, Relaxed);
+    }
+
+    pub fn recycle(&self) -> Option<Recycle> {
+        match self.words[RECYCLE].load(Relaxed) {
+            1 => Some(Recycle::GenerationCap),
+            2 => Some(Recycle::MaxRequests),
+            _ => None,
+        }
+    }
+
+    pub fn requests(&self) -> u64 {
+        self.words[REQUESTS].load(Relaxed)
+    }
+
+    pub fn set_requests(&self, n: u64) {
+        self.words[REQUESTS].store(n, Relaxed);
+    }
+
+    /// Connections open at the worker's last report.
+    pub fn open(&self) -> u64 {
+        self.words[OPEN].load(Relaxed)
+    }
+
+    pub fn set_open(&self, n: u64) {
+        self.words[OPEN].store(n, Relaxed);
+    }
+
+    /// The words of the worker loop's pulse.
+    pub fn pulse(&self) -> &'static [AtomicU64] {
+        &self.words[PULSE..PULSE + PULSE_WORDS]
+    }
+
+    /// The worker's app names, by counters slot, one per line.
+    pub fn names(&self) -> TextCell {
+        TextCell(&self.words[NAMES..NAMES + NAMES_WORDS])
+    }
+
+    /// Where the worker's loop is stuck, as its watchdog said.
+    pub fn note(&self) -> TextCell {
+        TextCell(&self.words[NOTE..NOTE + NOTE_WORDS])
+    }
+}
+
+/// A text of one writer and any readers over atomic words: a sequence
+/// word (odd while a write is under way), a length word, then the bytes.
+#[derive(Clone, Copy)]
+pub struct TextCell(&'static [AtomicU64]);
+
+impl TextCell {
+    /// The most bytes it keeps.
+    pub fn capacity(&self) -> usize {
+        (self.0.len() - 2) * 8
+    }
+
+    /// Replaces the text (cut at the capacity).
+    pub fn write(&self, text: &str) {
+        let seq = self.0[0].load(Relaxed);
+        self.0[0].store(seq.wrapping_add(1), Relaxed);
+        fence(Release);
+        let bytes = &text.as_bytes()[..text.len().min(self.capacity())];
+        store_bytes(&self.0[2..], bytes);
+        self.0[1].store(bytes.len() as u64, Relaxed);
+        self.0[0].store(seq.wrapping_add(2), Release);
+    }
+
+    /// The text, or `None` if a write was under way.
+    pub fn read(&self) -> Option<String> {
+        let before = self.0[0].load(Acquire);
+        if before & 1 == 1 {
+            return None;
+        }
+        let len = usize::try_from(self.0[1].load(Relaxed)).unwrap_or(0);
+        let bytes = load_bytes(&self.0[2..], len.min(self.capacity()));
+        fence(Acquire);
+        (self.0[0].load(Relaxed) == before).then(|| String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// The text, retrying a few reads that raced a write.
+    pub fn read_settled(&self) -> String {
+        (0..8).find_map(|_| self.read()).unwrap_or_default()
+    }
+}
+
+/// Packs `bytes` into `words`, little-endian, eight to a word.
+#[inline]
+pub fn store_bytes(words: &[AtomicU64], bytes: &[u8]) {
+    let mut chunks = bytes.chunks_exact(8);
+    let mut words = words.iter();
+    // Chunks first: zip stops on them without taking another word.
+    for (chunk, word) in (&mut chunks).zip(words.by_ref()) {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(chunk);
+        word.store(u64::from_le_bytes(b), Relaxed);
+    }
+    let rest = chunks.remainder();
+    if let (Some(word), false) = (words.next(), rest.is_empty()) {
+        let w = rest.iter().rev().fold(0, |w, &b| w << 8 | u64::from(b));
+        word.store(w, Relaxed);
+    }
+}
+
+/// The first `len` bytes packed in `words`.
+pub fn load_bytes(words: &[AtomicU64], len: usize) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(words.len() * 8);
+    for word in words {
+        bytes.extend_from_slice(&word.load(Relaxed).to_le_bytes());
+    }
+    bytes.truncate(len);
+    bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_text_cell_keeps_what_was_written_and_cuts_at_its_capacity() {
+        let row = Row::private();
+        let names = row.names();
+        assert_eq!(names.read().as_deref(), Some(""));
+        names.write("article\nhello\n");
+        assert_eq!(names.read_settled(), "article\nhello\n");
+        let long = "x".repeat(1000);
+        names.write(&long);
+        assert_eq!(names.read_settled().len(), names.capacity());
+    }
+
+    #[test]
+    fn rows_of_an_area_do_not_overlap() {
+        let words: Vec<AtomicU64> = (0..area_words(2)).map(|_| AtomicU64::new(0)).collect();
+        let area: &'static [AtomicU64] = Box::leak(words.into_boxed_slice());
+        let (a, b) = (Row::of(area, 0).unwrap(), Row::of(area, 1).unwrap());
+        a.set_pid(11);
+        b.set_pid(22);
+        a.set_phase(Phase::Ready);
+        b.ask_recycle(Recycle::MaxRequests);
+        b.ask_recycle(Recycle::GenerationCap);
+        assert_eq!((a.pid(), b.pid()), (11, 22));
+        assert_eq!((a.phase(), b.phase()), (Some(Phase::Ready), None));
+        assert_eq!(b.recycle(), Some(Recycle::MaxRequests));
+        assert!(Row::of(area, 2).is_none());
+        b.reset();
+        assert_eq!((b.pid(), b.recycle()), (0, None));
+    }
+}

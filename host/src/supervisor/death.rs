@@ -1,0 +1,101 @@
+//! How a worker process ended, in words, and what it was serving then
+//! (read from its row, which outlives it).
+
+use crate::ops::watchdog::place_in_row;
+use crate::ops::worker_row::Row;
+use rustix::process::WaitStatus;
+
+/// How a process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    Exited(i32),
+    Signaled(i32),
+}
+
+impl End {
+    pub fn of(status: WaitStatus) -> Self {
+        match (status.exit_status(), status.terminating_signal()) {
+            (Some(code), _) => End::Exited(code),
+            (None, Some(sig)) => End::Signaled(sig),
+            (None, None) => End::Exited(-1),
+        }
+    }
+
+    /// "exited with status 3", "was killed by signal 11 (SIGSEGV)".
+    pub fn how(self) -> String {
+        match self {
+            End::Exited(code) => format!("exited with status {code}"),
+            End::Signaled(sig) => format!("was killed by signal {sig} ({})", signal_name(sig)),
+        }
+    }
+
+    /// True for an end that is not a clean exit.
+    pub fn is_crash(self) -> bool {
+        self != End::Exited(0)
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        4 => "SIGILL",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        15 => "SIGTERM",
+        24 => "SIGXCPU",
+        25 => "SIGXFSZ",
+        31 => "SIGSYS",
+        _ => "another signal",
+    }
+}
+
+/// What a dead worker was serving: the request its loop was running (if
+/// it was in app code) and its open connections, which died with it.
+pub struct InFlight {
+    /// "app METHOD path" of the request on the loop.
+    pub on_loop: Option<String>,
+    /// Connections open at the worker's last report (a tenth of a second
+    /// old at most).
+    pub open: u64,
+}
+
+impl InFlight {
+    pub fn of(row: &Row) -> Self {
+        InFlight {
+            on_loop: place_in_row(row),
+            open: row.open(),
+        }
+    }
+
+    /// "in flight: 1 request(s): crashy GET /crashy/segv; 3 open
+    /// connection(s) closed".
+    pub fn describe(&self) -> String {
+        let mut text = match &self.on_loop {
+            Some(place) => format!("in flight: 1 request(s): {place}"),
+            None => "in flight: 0 request(s) on its loop".to_string(),
+        };
+        if self.open > 0 {
+            text.push_str(&format!("; {} open connection(s) closed", self.open));
+        }
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_end_reads_as_a_user_would_say_it() {
+        assert_eq!(End::Exited(3).how(), "exited with status 3");
+        assert_eq!(End::Signaled(11).how(), "was killed by signal 11 (SIGSEGV)");
+        assert!(End::Signaled(6).is_crash());
+        assert!(End::Exited(1).is_crash());
+        assert!(!End::Exited(0).is_crash());
+    }
+}

@@ -1,0 +1,524 @@
+//! The supervisor's loop: signals in, worker processes watched a few times
+//! a second.
+
+use super::death::{End, InFlight};
+use super::handoff::Handoff;
+use super::procs::{backoff, unasked, Place, Proc, Role, Rows};
+use crate::checks;
+use crate::cli::Cli;
+use crate::error::BootError;
+use crate::listen;
+use crate::ops::notify;
+use crate::ops::pid_file::PidFile;
+use crate::ops::watchdog::place_in_row;
+use crate::ops::worker_row::{area_words, Phase};
+use crate::settings::Bind;
+use crate::shm::Area;
+use crossbeam_channel::Receiver;
+use rustix::process::{Pid, Signal, WaitOptions};
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// How often the workers are looked at.
+const TICK: Duration = Duration::from_millis(50);
+
+/// How long the first workers have to start serving.
+const START_BOUND: Duration = Duration::from_secs(120);
+
+/// How often resident memory is read (`--worker-max-memory`).
+const MEMORY_EVERY: Duration = Duration::from_secs(1);
+
+struct Supervisor {
+    exe: PathBuf,
+    args: Vec<OsString>,
+    sockets: Vec<OwnedFd>,
+    area: Area,
+    rows: Rows,
+    row_count: usize,
+    places: Vec<Place>,
+    worker_timeout: Duration,
+    graceful: Duration,
+    max_memory: u64,
+    /// Set once every first worker served and the host was announced.
+    announced: bool,
+    draining: Option<Instant>,
+    memory_checked: Instant,
+}
+
+pub fn run(cli: Cli) -> Result<(), BootError> {
+    match listen::raise_fd_limit() {
+        Ok(n) => log::info!("file descriptor limit (RLIMIT_NOFILE) = {n}"),
+        Err(e) => log::warn!("cannot raise RLIMIT_NOFILE: {e}"),
+    }
+    checks::watchdog_bounds(&cli)?;
+    checks::worker_timeout(&cli)?;
+    let workers = cli
+        .workers
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    let backlog = cli.backlog.unwrap_or_else(listen::somaxconn);
+    let bound = listeners(&cli, backlog)?;
+    let sockets = bound.duplicates()?;
+    drop(bound.per_worker);
+    let mut pid_file = cli.pid_file.as_deref().map(PidFile::claim).transpose()?;
+    // A place's serving process, its replacement, and one draining.
+    let row_count = workers * 3;
+    let area = Area::create(area_words(row_count))
+        .map_err(|e| BootError::system("create the workers' shared area", e))?;
+    let rows = Rows::new(area.words, row_count);
+    let signals = signals()?;
+    log::info!(
+        "supervisor: {workers} worker process(es), backlog={backlog}, worker_timeout={:?}",
+        cli.worker_timeout
+    );
+    let mut sup = Supervisor {
+        exe: crate::ops::upgrade::own_binary(),
+        args: std::env::args_os().skip(1).collect(),
+        sockets,
+        area,
+        rows,
+        row_count,
+        places: (0..workers).map(|_| Place::default()).collect(),
+        worker_timeout: cli.worker_timeout,
+        graceful: cli.graceful_timeout,
+        max_memory: cli.worker_max_memory.unwrap_or(0),
+        announced: false,
+        draining: None,
+        memory_checked: Instant::now(),
+    };
+    for i in 0..workers {
+        sup.start(i)?;
+    }
+    let started = Instant::now();
+    loop {
+        match signals.recv_timeout(TICK) {
+            Ok(signal) => {
+                if let Some(code) = sup.on_signal(signal) {
+                    return code;
+                }
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                return Err(BootError::system(
+                    "read signals",
+                    std::io::Error::other("the signal thread stopped"),
+                ))
+            }
+        }
+        sup.reap()?;
+        if let Some(done) = sup.drained() {
+            return done;
+        }
+        sup.watch();
+        if !sup.announced {
+            if sup.all_ready() {
+                if let Some(file) = &mut pid_file {
+                    file.serving()?;
+                }
+                sup.announce(&bound.shown);
+            } else if started.elapsed() > START_BOUND {
+                sup.kill_all();
+                return Err(BootError::system(
+                    "start the workers",
+                    std::io::Error::other(format!(
+                        "not every worker served within {} s",
+                        START_BOUND.as_secs()
+                    )),
+                ));
+            }
+        }
+    }
+}
+
+impl Supervisor {
+    fn handoff(&self) -> Handoff<'_> {
+        Handoff {
+            exe: &self.exe,
+            args: &self.args,
+            sockets: &self.sockets,
+            area: &self.area,
+            rows: self.row_count,
+        }
+    }
+
+    /// Starts a process for place `i` (its serving one, or its
+    /// replacement when one serves).
+    fn start(&mut self, i: usize) -> Result<(), BootError> {
+        let Some((row_index, row)) = self.rows.take() else {
+            log::error!("worker {i}: no free row in the shared area; not started");
+            return Ok(());
+        };
+        row.set_phase(Phase::Starting);
+        let spawned = self.handoff().command(row_index).and_then(|mut cmd| {
+            cmd.spawn()
+                .map_err(|e| BootError::file("start a worker process from", &self.exe, e))
+        });
+        let child = match spawned {
+            Ok(child) => child,
+            Err(e) => {
+                self.rows.give_back(row_index);
+                return Err(e);
+            }
+        };
+        let Some(pid) = i32::try_from(child.id()).ok().and_then(Pid::from_raw) else {
+            return Ok(());
+        };
+        // Reaped by `reap`, never through the handle.
+        drop(child);
+        let proc = Proc::new(pid, row_index, row);
+        let place = &mut self.places[i];
+        place.start_at = None;
+        if place.serving.is_some() {
+            log::info!("worker {i}: replacement started (pid {})", proc.pid());
+            place.next = Some(proc);
+        } else {
+            log::info!("worker {i} started (pid {})", proc.pid());
+            place.serving = Some(proc);
+        }
+        Ok(())
+    }
+
+    fn all_ready(&self) -> bool {
+        self.places
+            .iter()
+            .all(|p| p.serving.as_ref().is_some_and(|s| s.ready))
+    }
+
+    /// Says where the host listens (standard output, the log) and tells
+    /// the service manager it is ready.
+    fn announce(&mut self, shown: &[String]) {
+        self.announced = true;
+        let mut stdout = std::io::stdout();
+        for shown in shown {
+            let _ = writeln!(stdout, "listening on {shown}");
+        }
+        let _ = stdout.flush();
+        for shown in shown {
+            log::info!("listening on {shown}");
+        }
+        notify::ready(&format!(
+            "{} worker process(es) serving on {}",
+            self.places.len(),
+            shown.join(", ")
+        ));
+    }
+
+    /// Acts on a signal; `Some` to end the supervisor with that result.
+    fn on_signal(&mut self, signal: i32) -> Option<Result<(), BootError>> {
+        match signal {
+            SIGCHLD => {}
+            SIGHUP | SIGUSR1 => {
+                let what = if signal == SIGHUP {
+                    "SIGHUP: every worker rescans the apps directory"
+                } else {
+                    "SIGUSR1: every worker reopens its access log"
+                };
+                log::info!("{what}");
+                let sig = if signal == SIGHUP {
+                    Signal::HUP
+                } else {
+                    Signal::USR1
+                };
+                for p in self.places.iter().flat_map(|p| p.serving.iter().chain(&p.next)) {
+                    p.signal(sig);
+                }
+            }
+            SIGUSR2 => self.replace_all("SIGUSR2"),
+            _ if self.draining.is_some() => {
+                log::warn!("second signal {signal}: killing the workers and exiting now");
+                self.kill_all();
+                return Some(Err(BootError::system(
+                    "drain",
+                    std::io::Error::other("stopped by a second signal"),
+                )));
+            }
+            _ => {
+                log::info!(
+                    "signal {signal}: draining every worker (graceful timeout {:?})",
+                    self.graceful
+                );
+                notify::stopping(&format!("draining after signal {signal}"));
+                self.draining = Some(Instant::now());
+                for p in self.places.iter().flat_map(Place::all) {
+                    p.signal(Signal::TERM);
+                }
+            }
+        }
+        None
+    }
+
+    /// While draining: done once every worker is gone; kills the rest
+    /// past the graceful timeout.
+    fn drained(&mut self) -> Option<Result<(), BootError>> {
+        let since = self.draining?;
+        if self.places.iter().all(|p| p.all().next().is_none()) {
+            log::info!("every worker drained; exiting");
+            return Some(Ok(()));
+        }
+        if since.elapsed() > self.graceful + Duration::from_secs(1) {
+            log::warn!("graceful timeout passed; killing the workers still running");
+            self.kill_all();
+        }
+        None
+    }
+
+    fn kill_all(&mut self) {
+        for p in self.places.iter().flat_map(Place::all) {
+            p.signal(Signal::KILL);
+        }
+    }
+
+    /// Reaps every child that ended (as PID 1, adopted ones too) and acts
+    /// on the workers among them.
+    fn reap(&mut self) -> Result<(), BootError> {
+        loop {
+            let ended = match rustix::process::wait(WaitOptions::NOHANG) {
+                Ok(Some(ended)) => ended,
+                Ok(None) => return Ok(()),
+                Err(rustix::io::Errno::CHILD) => return Ok(()),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => {
+                    log::warn!("waitpid: {e}");
+                    return Ok(());
+                }
+            };
+            let (pid, status) = ended;
+            if status.stopped() || status.continued() {
+                continue;
+            }
+            self.ended(pid, End::of(status))?;
+        }
+    }
+
+    fn ended(&mut self, pid: Pid, end: End) -> Result<(), BootError> {
+        let found = self
+            .places
+            .iter_mut()
+            .enumerate()
+            .find_map(|(i, place)| place.take(pid).map(|(p, role)| (i, p, role)));
+        let Some((i, proc, role)) = found else {
+            log::debug!("reaped pid {} ({})", pid.as_raw_nonzero(), end.how());
+            return Ok(());
+        };
+        let in_flight = InFlight::of(&proc.row);
+        self.rows.give_back(proc.row_index);
+        let place = &mut self.places[i];
+        if matches!(role, Role::Leaving) || self.draining.is_some() {
+            if unasked(end, proc.killed) {
+                log::warn!(
+                    "worker {i} (pid {}) {} while draining; {}",
+                    proc.pid(),
+                    end.how(),
+                    in_flight.describe()
+                );
+            } else {
+                log::info!("worker {i} (pid {}) {} after draining", proc.pid(), end.how());
+            }
+            return Ok(());
+        }
+        place.crashes += 1;
+        log::error!(
+            "worker {i} (pid {}) {}; {}",
+            proc.pid(),
+            end.how(),
+            in_flight.describe()
+        );
+        if !self.announced && !proc.ready {
+            // A worker that cannot start at all: the start-up fails, as a
+            // host that cannot load its apps does.
+            self.kill_all();
+            return Err(BootError::system(
+                format!("start worker {i}"),
+                std::io::Error::other(format!(
+                    "it {} before it served (its log lines above say why)",
+                    end.how()
+                )),
+            ));
+        }
+        match role {
+            Role::Serving => {
+                if let Some(next) = place.next.take() {
+                    // Its replacement was on the way: it takes over.
+                    place.serving = Some(next);
+                } else if proc.ready {
+                    place.failed_starts = 0;
+                    self.start(i)?;
+                    if let Some(new) = &self.places[i].serving {
+                        log::info!("worker {i} replaced by pid {}", new.pid());
+                    }
+                } else {
+                    place.failed_starts += 1;
+                    let pause = backoff(place.failed_starts);
+                    log::warn!(
+                        "worker {i} died before it served ({} time(s) in a row); starting it \
+                         again in {pause:?}",
+                        place.failed_starts
+                    );
+                    place.start_at = Some(Instant::now() + pause);
+                }
+            }
+            Role::Next => {
+                place.failed_starts += 1;
+                let pause = backoff(place.failed_starts);
+                log::warn!("worker {i}: its replacement died before it served; again in {pause:?}");
+                place.start_at = Some(Instant::now() + pause);
+            }
+            Role::Leaving => {}
+        }
+        Ok(())
+    }
+
+    /// Readiness, stuck loops, replacements asked for, memory, and
+    /// delayed starts.
+    fn watch(&mut self) {
+        if self.draining.is_some() {
+            return;
+        }
+        let now = Instant::now();
+        let check_memory = self.max_memory > 0 && now.duration_since(self.memory_checked) >= MEMORY_EVERY;
+        if check_memory {
+            self.memory_checked = now;
+        }
+        for i in 0..self.places.len() {
+            self.watch_place(i, now, check_memory);
+        }
+    }
+
+    fn watch_place(&mut self, i: usize, now: Instant, check_memory: bool) {
+        let timeout = self.worker_timeout;
+        let max_memory = self.max_memory;
+        let place = &mut self.places[i];
+        if let Some(next) = &mut place.next {
+            if next.says_ready() {
+                next.ready = true;
+                let next = place.next.take();
+                if let (Some(old), Some(new)) = (place.serving.take(), next) {
+                    log::info!(
+                        "worker {i}: pid {} serves; pid {} drains",
+                        new.pid(),
+                        old.pid()
+                    );
+                    old.signal(Signal::TERM);
+                    place.leaving.push(old);
+                    place.serving = Some(new);
+                }
+            }
+        }
+        let mut replace = None;
+        if let Some(p) = &mut place.serving {
+            if !p.ready && p.says_ready() {
+                p.ready = true;
+                place.failed_starts = 0;
+                log::info!("worker {i} (pid {}) ready", p.pid());
+            }
+            if p.ready && !p.killed {
+                let pulse = p.row.pulse()[0].load(std::sync::atomic::Ordering::Relaxed);
+                if pulse != p.pulse || pulse & 1 == 1 {
+                    p.pulse = pulse;
+                    p.pulse_since = now;
+                } else if now.duration_since(p.pulse_since) >= timeout {
+                    log::error!(
+                        "worker {i} (pid {}) has been stuck for {}s in {}; killing it \
+                         (--worker-timeout {})",
+                        p.pid(),
+                        now.duration_since(p.pulse_since).as_secs(),
+                        place_in_row(&p.row).unwrap_or_else(|| "host code".to_string()),
+                        humantime::format_duration(timeout)
+                    );
+                    p.killed = true;
+                    p.signal(Signal::KILL);
+                }
+                if let Some(why) = p.row.recycle() {
+                    replace = Some(why.reason().to_string());
+                } else if check_memory {
+                    let rss = rss_bytes(p.pid());
+                    if rss > max_memory {
+                        replace = Some(format!(
+                            "its resident memory {} passed --worker-max-memory {}",
+                            crate::budget::size_text(rss as usize),
+                            crate::budget::size_text(max_memory as usize)
+                        ));
+                    }
+                }
+            }
+        }
+        if let (Some(why), None, Some(p)) = (replace, &place.next, &place.serving) {
+            log::info!("worker {i} (pid {}) is replaced: {why}", p.pid());
+            if let Err(e) = self.start(i) {
+                log::error!("worker {i}: cannot start its replacement: {e}");
+            }
+        }
+        let place = &mut self.places[i];
+        if place.serving.is_none() && place.start_at.is_some_and(|at| now >= at) {
+            if let Err(e) = self.start(i) {
+                log::error!("worker {i}: cannot start it again: {e}");
+                self.places[i].start_at = Some(now + backoff(8));
+            }
+        }
+    }
+
+    /// Replaces every worker, one place at a time (SIGUSR2).
+    fn replace_all(&mut self, why: &str) {
+        if self.draining.is_some() {
+            log::warn!("{why} ignored: draining");
+            return;
+        }
+        log::info!("{why}: replacing every worker with a fresh one");
+        for place in &self.places {
+            if let Some(p) = &place.serving {
+                p.row.ask_recycle(crate::ops::worker_row::Recycle::GenerationCap);
+            }
+        }
+    }
+}
+
+/// A process's resident memory, in bytes (0 if unreadable).
+fn rss_bytes(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kib| kib * 1024)
+}
+
+/// The signals the supervisor acts on, from a thread of their own.
+fn signals() -> Result<Receiver<i32>, BootError> {
+    let mut signals =
+        signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGCHLD])
+            .map_err(|e| BootError::system("install signal handlers", e))?;
+    let (tx, rx) = crossbeam_channel::unbounded();
+    std::thread::Builder::new()
+        .name("stoa-signals".into())
+        .spawn(move || {
+            for signal in signals.forever() {
+                if tx.send(signal).is_err() {
+                    return;
+                }
+            }
+        })
+        .map_err(|e| BootError::thread("the signal thread", e))?;
+    Ok(rx)
+}
+
+/// One listening socket per bind (shared by every worker), or the service
+/// manager's.
+fn listeners(cli: &Cli, backlog: i32) -> Result<listen::Bound, BootError> {
+    if let Some(sockets) = listen::inherited()? {
+        log::info!(
+            "serving {} socket(s) passed by the service manager (LISTEN_FDS); --bind is not used",
+            sockets.len()
+        );
+        return listen::adopt_all(sockets, 1);
+    }
+    if !cli.reuse_port {
+        for b in cli.bind.iter().filter(|b| matches!(b, Bind::Tcp(_))) {
+            checks::address_is_free(b)?;
+        }
+    }
+    listen::bind_all(&cli.bind, 1, backlog, cli.unix_mode)
+}
