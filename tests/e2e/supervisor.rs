@@ -345,10 +345,12 @@ fn a_crash_takes_down_only_its_worker(poller: &str) {
     assert!(ok > 0, "no /article answered during the crashes");
     assert!(wrong.is_empty(), "answers other than 200: {wrong:?}");
     assert_eq!(hung, 0, "requests with no answer within {HANG:?}");
-    // Only requests on a worker that died may end unanswered: each crash
-    // ends the connections of its worker, one request each (the client
-    // then opens a new one), and crashes come one at a time, so at most
-    // CRASHES x ARTICLE_CLIENTS (all clients on the crashed worker).
+    // Only requests on a worker that died may end unanswered. A crash ends
+    // the connections of its worker, costing each client there one
+    // request (it then opens a new connection, on a live worker), and the
+    // crashes come one at a time: at most CRASHES x (clients on the
+    // crashed worker). Which worker a connection lands on is the kernel's
+    // choice, so clients-per-worker is bounded by ARTICLE_CLIENTS only.
     let on_live: Vec<_> = ended
         .iter()
         .filter(|(pid, _)| pid.is_some_and(|p| !dead.contains(&p)))
@@ -370,15 +372,29 @@ fn a_crash_takes_down_only_its_worker(poller: &str) {
 
 #[test]
 fn a_worker_that_exits_is_logged_and_replaced() {
+    ends_and_is_replaced("/crashy/exit?code=3", "exited with status 3");
+}
+
+#[test]
+fn a_worker_that_aborts_is_logged_and_replaced() {
+    ends_and_is_replaced("/crashy/abort", "was killed by signal 6 (SIGABRT)");
+}
+
+/// Sends `path`, which ends its worker: the death is logged as `how` with
+/// the request, and the worker is replaced by one that answers.
+fn ends_and_is_replaced(path: &str, how: &str) {
     let server = start("epoll", &["crashy"], &[]);
     let before = worker_pids(&server, 2);
     assert_eq!(before.len(), 2, "two workers never answered: {before:?}");
-    crash(&server, "/crashy/exit?code=3");
-    let needles = [
-        "exited with status 3",
-        "in flight: 1 request(s): crashy GET /crashy/exit",
-    ];
-    assert!(server.wait_log(&needles), "log:\n{}", server.log());
+    crash(&server, path);
+    let route = path.split('?').next().unwrap_or(path);
+    let request = format!("in flight: 1 request(s): crashy GET {route}");
+    let needles = [how, &request];
+    assert!(
+        server.wait_log(&needles),
+        "no line {needles:?}; log:\n{}",
+        server.log()
+    );
     let line = server.log_lines(&needles).remove(0);
     let (index, pid) = (index_in(&line), pid_in(&line));
     assert!(
