@@ -51,9 +51,9 @@ pub mod ops;
 pub(crate) mod poller;
 pub(crate) mod server;
 pub mod settings;
-pub(crate) mod signals;
 #[allow(unsafe_code)] // mapping the shared area of process mode
 pub(crate) mod shm;
+pub(crate) mod signals;
 pub(crate) mod stats;
 pub(crate) mod stream_line;
 pub mod supervisor;

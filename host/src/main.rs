@@ -16,7 +16,9 @@ fn main() -> ExitCode {
     // `stoa new-app NAME ...` writes a plugin crate and exits.
     let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     // A worker process of process mode: the supervisor's own arguments follow.
-    let worker = argv.get(1).is_some_and(|a| a == supervisor::handoff::SUBCOMMAND);
+    let worker = argv
+        .get(1)
+        .is_some_and(|a| a == supervisor::handoff::SUBCOMMAND);
     if worker {
         argv.remove(1);
     }

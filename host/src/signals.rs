@@ -109,7 +109,14 @@ fn act(steered: &Arc<Steered>, upgrading: &Arc<AtomicBool>, request: Request) {
                 log::info!("{why}: asking the supervisor for a fresh worker process");
                 row.ask_recycle(Recycle::GenerationCap);
             }
-            None => start_upgrade(steered, upgrading, &why),
+            None => {
+                if why.starts_with("--on-generation-cap") {
+                    log::warn!(
+                        "re-executing the host in place to load it (--on-generation-cap reexec)"
+                    );
+                }
+                start_upgrade(steered, upgrading, &why)
+            }
         },
         Request::Drain { why } if steered.control.draining() => {
             log::warn!("second {why}: exiting now");

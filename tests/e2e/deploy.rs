@@ -80,7 +80,7 @@ fn socket_activation_serves_the_sample_apps(poller: &str) {
 }
 
 /// A datagram socket standing in for the service manager's.
-fn notify_socket(dir: &TempDir) -> (UnixDatagram, PathBuf) {
+pub(crate) fn notify_socket(dir: &TempDir) -> (UnixDatagram, PathBuf) {
     let path = dir.path().join("notify.sock");
     let sock = UnixDatagram::bind(&path).expect("bind the notify socket");
     sock.set_read_timeout(Some(Duration::from_millis(200)))
@@ -89,7 +89,7 @@ fn notify_socket(dir: &TempDir) -> (UnixDatagram, PathBuf) {
 }
 
 /// Reads messages until one has a line `want`, within `within`.
-fn wait_message(sock: &UnixDatagram, want: &str, within: Duration) -> Option<String> {
+pub(crate) fn wait_message(sock: &UnixDatagram, want: &str, within: Duration) -> Option<String> {
     let deadline = Instant::now() + within;
     let mut buf = [0u8; 4096];
     while Instant::now() < deadline {
@@ -211,7 +211,7 @@ fn load(port: u16, stop: Arc<AtomicBool>, ok: Arc<AtomicUsize>, failed: Arc<Atom
 }
 
 /// `clients` threads running `load` against `port` until finished.
-struct Load {
+pub(crate) struct Load {
     stop: Arc<AtomicBool>,
     ok: Arc<AtomicUsize>,
     failed: Arc<AtomicUsize>,
@@ -219,7 +219,7 @@ struct Load {
 }
 
 impl Load {
-    fn start(port: u16, clients: usize) -> Load {
+    pub(crate) fn start(port: u16, clients: usize) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let (ok, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let clients = (0..clients)
@@ -237,7 +237,7 @@ impl Load {
     }
 
     /// Stops the clients; the requests answered and failed.
-    fn finish(self) -> (usize, usize) {
+    pub(crate) fn finish(self) -> (usize, usize) {
         self.stop.store(true, SeqCst);
         for c in self.clients {
             c.join().expect("client thread");

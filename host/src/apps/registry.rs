@@ -204,7 +204,7 @@ impl Registry {
         if std::mem::replace(&mut self.reexec_asked, true) {
             return;
         }
-        log::warn!("{cap}; re-executing the host in place to load it (--on-generation-cap reexec)");
+        log::warn!("{cap}; a fresh process will load it (--on-generation-cap reexec)");
         let why = format!("--on-generation-cap reexec ({})", cap);
         if requests.send(Request::Upgrade { why }).is_err() {
             log::error!("cannot ask for the re-exec: the control thread has stopped");

@@ -50,6 +50,17 @@ fn watchdog_usec() -> Option<u64> {
     (ours && usec > 0).then_some(usec)
 }
 
+/// Half the keep-alive period the manager asked for (`WATCHDOG_USEC`),
+/// if it asked: how often to send `WATCHDOG=1`.
+pub fn watchdog_every() -> Option<Duration> {
+    watchdog_usec().map(|usec| Duration::from_micros(usec / 2).max(Duration::from_millis(10)))
+}
+
+/// One `WATCHDOG=1` keep-alive.
+pub fn watchdog() {
+    send(&[NotifyState::Watchdog]);
+}
+
 /// Starts the `WATCHDOG=1` keep-alive when the manager asked for it
 /// (`WATCHDOG_USEC`, and `WATCHDOG_PID` naming us if set): every half
 /// period, unless a worker is stuck.

@@ -16,11 +16,11 @@
 use crate::apps::pool::Pool;
 use crate::apps::services::set_current_app;
 use crate::control::Control;
+use crate::ops::worker_row::{load_bytes, store_bytes, Recycle, Row, PATH_WORDS, SPOT_WORDS};
 use crate::stats::Stats;
 use socket2::Socket;
 use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use crate::ops::worker_row::{load_bytes, store_bytes, Recycle, Row, PATH_WORDS, SPOT_WORDS};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -463,6 +463,11 @@ fn publish(watched: &Watched, names_published: &mut usize) {
     *names_published = names.len();
 }
 
+/// Clears a row's pulse for a new worker: its spot in host code.
+pub fn clear_pulse(row: &Row) {
+    Spot::over(&row.pulse()[2..]);
+}
+
 /// The app a row's names give for `slot`.
 pub fn app_in_row(row: &Row, slot: usize) -> String {
     let names = row.names().read_settled();
@@ -509,7 +514,9 @@ fn sample(watched: &Watched, worker: usize, beat: &Beat, seen: &mut Seen, now: I
     beat.stuck_since
         .store(board.millis(seen.since) + 1, Relaxed);
     let evicted = beat.evict();
-    board.rows[worker].note().write(&place(&watched.stats, beat));
+    board.rows[worker]
+        .note()
+        .write(&place(&watched.stats, beat));
     log::error!(
         "worker {worker} stuck: its loop has not turned for {:.1} s (stuck_after {} s), in {}; {}",
         now.duration_since(seen.since).as_secs_f32(),

@@ -57,6 +57,8 @@ pub enum Recycle {
     GenerationCap = 1,
     /// It served `--worker-max-requests`.
     MaxRequests = 2,
+    /// SIGUSR2: a worker of the binary now at the path takes its place.
+    Upgrade = 3,
 }
 
 impl Recycle {
@@ -64,6 +66,7 @@ impl Recycle {
         match self {
             Recycle::GenerationCap => "its apps reached --max-generations",
             Recycle::MaxRequests => "it served --worker-max-requests",
+            Recycle::Upgrade => "SIGUSR2 upgrades the binary",
         }
     }
 }
@@ -78,7 +81,8 @@ impl Row {
     /// Row `i` of an area (`None` past its end).
     pub fn of(area: &'static [AtomicU64], i: usize) -> Option<Row> {
         let start = HEADER_WORDS + i * ROW_WORDS;
-        area.get(start..start + ROW_WORDS).map(|words| Row { words })
+        area.get(start..start + ROW_WORDS)
+            .map(|words| Row { words })
     }
 
     /// A row of its own, for a process without a shared area (thread
@@ -124,10 +128,16 @@ impl Row {
         let _ = self.words[RECYCLE].compare_exchange(0, why as u64, Relaxed, Relaxed);
     }
 
+    /// Takes a request for a replacement back (an upgrade was abandoned).
+    pub fn clear_recycle(&self) {
+        self.words[RECYCLE].store(0, Relaxed);
+    }
+
     pub fn recycle(&self) -> Option<Recycle> {
         match self.words[RECYCLE].load(Relaxed) {
             1 => Some(Recycle::GenerationCap),
             2 => Some(Recycle::MaxRequests),
+            3 => Some(Recycle::Upgrade),
             _ => None,
         }
     }

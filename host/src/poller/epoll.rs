@@ -5,7 +5,7 @@
 use super::{Event, Features, Interest, Poller, Token, Wake, WAKER};
 use mio::unix::SourceFd;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -67,6 +67,28 @@ impl Poller for EpollPoller {
             mio::Token(token.0),
             mio_interest(Interest::BOTH),
         )
+    }
+
+    fn register_listener(&mut self, fd: RawFd, token: Token) -> io::Result<()> {
+        // Level-triggered and exclusive: one waiting loop is woken per new
+        // connection, and a loop that is busy (not in epoll_wait) takes no
+        // wake-up from the others; what one leaves in the backlog is
+        // reported again on its next wait.
+        let mut event = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLEXCLUSIVE) as u32,
+            u64: token.0 as u64,
+        };
+        // SAFETY: `self.poll`'s descriptor is a live epoll instance (mio
+        // owns it for our lifetime), `fd` is the caller's open socket, and
+        // `event` is a valid epoll_event for the duration of the call. mio
+        // reads the token back from the same `u64` field it writes.
+        let rc =
+            unsafe { libc::epoll_ctl(self.poll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut event) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
     }
 
     fn reregister(&mut self, _fd: RawFd, _token: Token, _interest: Interest) -> io::Result<()> {

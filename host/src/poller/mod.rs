@@ -95,6 +95,15 @@ pub trait Poller: Send {
     /// Starts watching `fd` for `interest`, reporting it as `token`.
     fn register(&mut self, fd: RawFd, token: Token, interest: Interest) -> io::Result<()>;
 
+    /// Starts watching listening socket `fd` for new connections. A socket
+    /// other loops (or processes) also watch wakes one of the waiting ones
+    /// per connection where the backend can say so (epoll's
+    /// `EPOLLEXCLUSIVE`); elsewhere every waiting loop wakes and the ones
+    /// that find nothing to accept go back to waiting.
+    fn register_listener(&mut self, fd: RawFd, token: Token) -> io::Result<()> {
+        self.register(fd, token, Interest::READABLE)
+    }
+
     /// Changes the interest (or token) of a watched `fd`.
     fn reregister(&mut self, fd: RawFd, token: Token, interest: Interest) -> io::Result<()>;
 

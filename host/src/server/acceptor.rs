@@ -9,7 +9,7 @@
 
 use crate::listen::{self, Listener, Stream, MAX_LISTENERS};
 use crate::ops::watchdog::Beat;
-use crate::poller::{Interest, Poller, Token};
+use crate::poller::{Poller, Token};
 use socket2::{SockRef, Socket};
 use std::io;
 use std::net::SocketAddr;
@@ -43,7 +43,7 @@ impl Acceptor {
     pub fn new(listeners: Vec<Listener>, poller: &mut dyn Poller) -> io::Result<Self> {
         let mut slots = Vec::with_capacity(listeners.len());
         for (i, listener) in listeners.into_iter().enumerate() {
-            poller.register(listener.as_raw_fd(), token(i), Interest::READABLE)?;
+            poller.register_listener(listener.as_raw_fd(), token(i))?;
             slots.push(Slot {
                 listener: Some(listener),
                 watched: true,
@@ -96,7 +96,7 @@ impl Acceptor {
                 continue;
             };
             if !slot.watched {
-                match poller.register(listener.as_raw_fd(), token(i), Interest::READABLE) {
+                match poller.register_listener(listener.as_raw_fd(), token(i)) {
                     Ok(()) => slot.watched = true,
                     Err(e) => log::warn!("cannot resume a listener: {e}"),
                 }
@@ -154,7 +154,7 @@ impl Acceptor {
             }
             slot.watched = false;
             let fresh = listen::bind(*addr, backlog).and_then(|l| {
-                poller.register(l.as_raw_fd(), token(i), Interest::READABLE)?;
+                poller.register_listener(l.as_raw_fd(), token(i))?;
                 Ok(l)
             });
             match fresh {

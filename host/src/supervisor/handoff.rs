@@ -13,8 +13,8 @@ use crate::shm::Area;
 use command_fds::{CommandFdExt, FdMapping};
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
-use std::path::Path;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::Command;
 
 /// The first argument that makes `stoa` a worker process.
@@ -29,7 +29,7 @@ const SOCKETS: &str = "STOA_WORKER_SOCKETS";
 
 /// What the supervisor hands each worker.
 pub struct Handoff<'a> {
-    pub exe: &'a Path,
+    pub exe: std::path::PathBuf,
     pub args: &'a [OsString],
     pub sockets: &'a [OwnedFd],
     pub area: &'a Area,
@@ -54,7 +54,7 @@ impl Handoff<'_> {
             parent_fd: dup(&self.area.fd)?,
             child_fd: 3 + self.sockets.len() as i32,
         });
-        let mut cmd = Command::new(self.exe);
+        let mut cmd = Command::new(&self.exe);
         // A group of its own: a terminal's Ctrl-C reaches the supervisor,
         // which tells the workers once.
         cmd.process_group(0);
@@ -63,6 +63,9 @@ impl Handoff<'_> {
             .env(OF, std::process::id().to_string())
             .env(ROW, format!("{row}:{}", self.rows))
             .env(SOCKETS, self.sockets.len().to_string())
+            // What apps read to know they share no memory with the other
+            // workers (the WSGI bridge's wsgi.multiprocess).
+            .env("STOA_WORKER_MODE", "process")
             // The service manager talks to the supervisor alone.
             .env_remove("NOTIFY_SOCKET")
             .env_remove("WATCHDOG_USEC")
@@ -78,11 +81,15 @@ impl Handoff<'_> {
 /// In a worker process: dies with the supervisor, maps its row and adopts
 /// the sockets.
 pub fn take() -> Result<WorkerRole, BootError> {
-    let bad = |what: &str| BootError::system(
-        format!("start as a worker process ({what})"),
-        std::io::Error::new(std::io::ErrorKind::InvalidInput, "started by hand?"),
-    );
-    let of: u32 = var(OF).and_then(|v| v.parse().ok()).ok_or_else(|| bad(OF))?;
+    let bad = |what: &str| {
+        BootError::system(
+            format!("start as a worker process ({what})"),
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "started by hand?"),
+        )
+    };
+    let of: u32 = var(OF)
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| bad(OF))?;
     rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
         .map_err(|e| BootError::system("ask to die with the supervisor", e.into()))?;
     // The supervisor may have died before the line above.

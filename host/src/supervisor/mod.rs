@@ -21,9 +21,11 @@
 //! with the binary now at the path it was started from. As PID 1 it reaps
 //! every child, adopted ones too.
 
+mod binary;
 mod death;
 pub mod handoff;
 mod procs;
+mod resume;
 mod run;
 
 pub use run::run;

@@ -19,6 +19,8 @@ pub struct Proc {
     pub pulse_since: Instant,
     /// Killed by the supervisor (stuck), so its end is not news.
     pub killed: bool,
+    /// Started from the binary an upgrade is trying.
+    pub from_candidate: bool,
 }
 
 impl Proc {
@@ -32,6 +34,7 @@ impl Proc {
             pulse: 0,
             pulse_since: now,
             killed: false,
+            from_candidate: false,
         }
     }
 
@@ -114,7 +117,15 @@ impl Rows {
         let i = self.free.pop()?;
         let row = Row::of(self.area, i)?;
         row.reset();
+        crate::ops::watchdog::clear_pulse(&row);
         Some((i, row))
+    }
+
+    /// Row `i`, in use by an adopted worker (not cleared).
+    pub fn claim(&mut self, i: usize) -> Option<Row> {
+        let at = self.free.iter().position(|&f| f == i)?;
+        self.free.remove(at);
+        Row::of(self.area, i)
     }
 
     pub fn give_back(&mut self, i: usize) {

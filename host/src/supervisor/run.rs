@@ -1,9 +1,11 @@
 //! The supervisor's loop: signals in, worker processes watched a few times
 //! a second.
 
+use super::binary::Binary;
 use super::death::{End, InFlight};
 use super::handoff::Handoff;
 use super::procs::{backoff, unasked, Place, Proc, Role, Rows};
+use super::resume::{self, Resumed};
 use crate::checks;
 use crate::cli::Cli;
 use crate::error::BootError;
@@ -11,7 +13,7 @@ use crate::listen;
 use crate::ops::notify;
 use crate::ops::pid_file::PidFile;
 use crate::ops::watchdog::place_in_row;
-use crate::ops::worker_row::{area_words, Phase};
+use crate::ops::worker_row::{area_words, Phase, Recycle};
 use crate::settings::Bind;
 use crate::shm::Area;
 use crossbeam_channel::Receiver;
@@ -20,7 +22,6 @@ use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
 use std::ffi::OsString;
 use std::io::Write;
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// How often the workers are looked at.
@@ -33,7 +34,9 @@ const START_BOUND: Duration = Duration::from_secs(120);
 const MEMORY_EVERY: Duration = Duration::from_secs(1);
 
 struct Supervisor {
-    exe: PathBuf,
+    /// What workers start from, and the binary SIGUSR2 is trying.
+    binary: Binary,
+    candidate: Option<Candidate>,
     args: Vec<OsString>,
     sockets: Vec<OwnedFd>,
     area: Area,
@@ -47,6 +50,14 @@ struct Supervisor {
     announced: bool,
     draining: Option<Instant>,
     memory_checked: Instant,
+    /// `WATCHDOG=1` to the service manager: how often, and when last.
+    keepalive: Option<(Duration, Instant)>,
+}
+
+/// A binary SIGUSR2 is trying, and since when.
+struct Candidate {
+    binary: Binary,
+    since: Instant,
 }
 
 pub fn run(cli: Cli) -> Result<(), BootError> {
@@ -61,22 +72,34 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
     let backlog = cli.backlog.unwrap_or_else(listen::somaxconn);
-    let bound = listeners(&cli, backlog)?;
+    let resumed = resume::take();
+    let bound = match &resumed {
+        Some(_) => listen::adopt_all(listen::inherited()?.unwrap_or_default(), 1)?,
+        None => listeners(&cli, backlog)?,
+    };
     let sockets = bound.duplicates()?;
-    drop(bound.per_worker);
+    let shown = bound.shown.clone();
+    drop(bound);
     let mut pid_file = cli.pid_file.as_deref().map(PidFile::claim).transpose()?;
     // A place's serving process, its replacement, and one draining.
-    let row_count = workers * 3;
-    let area = Area::create(area_words(row_count))
-        .map_err(|e| BootError::system("create the workers' shared area", e))?;
+    let row_count = resumed.as_ref().map_or(workers * 3, |r| r.rows);
+    let area = match &resumed {
+        Some(r) => resume::area(r.sockets, area_words(row_count))?,
+        None => Area::create(area_words(row_count))
+            .map_err(|e| BootError::system("create the workers' shared area", e))?,
+    };
     let rows = Rows::new(area.words, row_count);
     let signals = signals()?;
+    let path = crate::ops::upgrade::own_binary();
+    let binary = Binary::open(&path, 64 + sockets.len())
+        .map_err(|e| BootError::file("open the binary workers start from", &path, e))?;
     log::info!(
         "supervisor: {workers} worker process(es), backlog={backlog}, worker_timeout={:?}",
         cli.worker_timeout
     );
     let mut sup = Supervisor {
-        exe: crate::ops::upgrade::own_binary(),
+        binary,
+        candidate: None,
         args: std::env::args_os().skip(1).collect(),
         sockets,
         area,
@@ -89,9 +112,15 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
         announced: false,
         draining: None,
         memory_checked: Instant::now(),
+        keepalive: notify::watchdog_every().map(|every| (every, Instant::now())),
     };
-    for i in 0..workers {
-        sup.start(i)?;
+    match resumed {
+        Some(resumed) => sup.adopt(resumed),
+        None => {
+            for i in 0..workers {
+                sup.start(i)?;
+            }
+        }
     }
     let started = Instant::now();
     loop {
@@ -114,12 +143,16 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
             return done;
         }
         sup.watch();
+        sup.keep_alive();
+        if let Some(failed) = sup.upgrade_step() {
+            return failed;
+        }
         if !sup.announced {
             if sup.all_ready() {
                 if let Some(file) = &mut pid_file {
                     file.serving()?;
                 }
-                sup.announce(&bound.shown);
+                sup.announce(&shown);
             } else if started.elapsed() > START_BOUND {
                 sup.kill_all();
                 return Err(BootError::system(
@@ -136,8 +169,9 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
 
 impl Supervisor {
     fn handoff(&self) -> Handoff<'_> {
+        let binary = self.candidate.as_ref().map_or(&self.binary, |c| &c.binary);
         Handoff {
-            exe: &self.exe,
+            exe: binary.exec_path(),
             args: &self.args,
             sockets: &self.sockets,
             area: &self.area,
@@ -153,9 +187,15 @@ impl Supervisor {
             return Ok(());
         };
         row.set_phase(Phase::Starting);
+        let from = self
+            .candidate
+            .as_ref()
+            .map_or(&self.binary, |c| &c.binary)
+            .path
+            .clone();
         let spawned = self.handoff().command(row_index).and_then(|mut cmd| {
             cmd.spawn()
-                .map_err(|e| BootError::file("start a worker process from", &self.exe, e))
+                .map_err(|e| BootError::file("start a worker process from", &from, e))
         });
         let child = match spawned {
             Ok(child) => child,
@@ -169,7 +209,8 @@ impl Supervisor {
         };
         // Reaped by `reap`, never through the handle.
         drop(child);
-        let proc = Proc::new(pid, row_index, row);
+        let mut proc = Proc::new(pid, row_index, row);
+        proc.from_candidate = self.candidate.is_some();
         let place = &mut self.places[i];
         place.start_at = None;
         if place.serving.is_some() {
@@ -223,7 +264,11 @@ impl Supervisor {
                 } else {
                     Signal::USR1
                 };
-                for p in self.places.iter().flat_map(|p| p.serving.iter().chain(&p.next)) {
+                for p in self
+                    .places
+                    .iter()
+                    .flat_map(|p| p.serving.iter().chain(&p.next))
+                {
                     p.signal(sig);
                 }
             }
@@ -316,7 +361,11 @@ impl Supervisor {
                     in_flight.describe()
                 );
             } else {
-                log::info!("worker {i} (pid {}) {} after draining", proc.pid(), end.how());
+                log::info!(
+                    "worker {i} (pid {}) {} after draining",
+                    proc.pid(),
+                    end.how()
+                );
             }
             return Ok(());
         }
@@ -361,6 +410,9 @@ impl Supervisor {
                     place.start_at = Some(Instant::now() + pause);
                 }
             }
+            Role::Next if self.candidate.is_some() && proc.from_candidate => {
+                self.abandon_upgrade(&format!("a worker started from it {}", end.how()));
+            }
             Role::Next => {
                 place.failed_starts += 1;
                 let pause = backoff(place.failed_starts);
@@ -379,7 +431,8 @@ impl Supervisor {
             return;
         }
         let now = Instant::now();
-        let check_memory = self.max_memory > 0 && now.duration_since(self.memory_checked) >= MEMORY_EVERY;
+        let check_memory =
+            self.max_memory > 0 && now.duration_since(self.memory_checked) >= MEMORY_EVERY;
         if check_memory {
             self.memory_checked = now;
         }
@@ -446,7 +499,8 @@ impl Supervisor {
                 }
             }
         }
-        if let (Some(why), None, Some(p)) = (replace, &place.next, &place.serving) {
+        let paused = place.start_at.is_some_and(|at| now < at);
+        if let (Some(why), None, Some(p), false) = (replace, &place.next, &place.serving, paused) {
             log::info!("worker {i} (pid {}) is replaced: {why}", p.pid());
             if let Err(e) = self.start(i) {
                 log::error!("worker {i}: cannot start its replacement: {e}");
@@ -461,16 +515,175 @@ impl Supervisor {
         }
     }
 
-    /// Replaces every worker, one place at a time (SIGUSR2).
+    /// Sends the service manager's `WATCHDOG=1` every half period while
+    /// every place has a worker serving whose loop turns; withheld while
+    /// one is stuck (it is killed at --worker-timeout and replaced).
+    fn keep_alive(&mut self) {
+        let Some((every, last)) = self.keepalive else {
+            return;
+        };
+        if last.elapsed() < every || self.draining.is_some() {
+            return;
+        }
+        let now = Instant::now();
+        let serving = self.places.iter().all(|p| {
+            p.serving
+                .as_ref()
+                .is_some_and(|s| s.ready && now.duration_since(s.pulse_since) < every * 2)
+        });
+        if serving {
+            notify::watchdog();
+        } else {
+            log::debug!("WATCHDOG=1 withheld: a worker is starting or stuck");
+        }
+        self.keepalive = Some((every, now));
+    }
+
+    /// SIGUSR2: replaces every worker, one place at a time, with workers
+    /// of the binary now at the path; once every place is served by one,
+    /// the supervisor re-executes itself from it, in place.
     fn replace_all(&mut self, why: &str) {
         if self.draining.is_some() {
             log::warn!("{why} ignored: draining");
             return;
         }
-        log::info!("{why}: replacing every worker with a fresh one");
+        if self.candidate.is_some() {
+            log::warn!("{why} ignored: an upgrade is already under way");
+            return;
+        }
+        let path = crate::ops::upgrade::own_binary();
+        let binary = match Binary::open(&path, 64 + self.sockets.len()) {
+            Ok(binary) => binary,
+            Err(e) => {
+                log::error!(
+                    "{why}: cannot open {}: {e}; nothing changes",
+                    path.display()
+                );
+                return;
+            }
+        };
+        log::info!(
+            "{why}: replacing every worker, one at a time, with workers of {}",
+            path.display()
+        );
+        self.candidate = Some(Candidate {
+            binary,
+            since: Instant::now(),
+        });
         for place in &self.places {
             if let Some(p) = &place.serving {
-                p.row.ask_recycle(crate::ops::worker_row::Recycle::GenerationCap);
+                p.row.clear_recycle();
+                p.row.ask_recycle(Recycle::Upgrade);
+            }
+        }
+    }
+
+    /// Gives an upgrade up: the running binary's workers keep serving.
+    fn abandon_upgrade(&mut self, why: &str) {
+        let Some(candidate) = self.candidate.take() else {
+            return;
+        };
+        log::error!(
+            "upgrade failed: {why}; the workers of the running binary keep serving \
+             ({} is not used)",
+            candidate.binary.path.display()
+        );
+        for place in &mut self.places {
+            if let Some(p) = &place.serving {
+                p.row.clear_recycle();
+            }
+            place.start_at = None;
+            place.failed_starts = 0;
+        }
+    }
+
+    /// While an upgrade is under way: once every place is served by a
+    /// worker of the new binary (and the old ones have drained), the
+    /// supervisor re-executes itself from it. `Some` only if that failed
+    /// past recovery.
+    fn upgrade_step(&mut self) -> Option<Result<(), BootError>> {
+        let since = self.candidate.as_ref()?.since;
+        if self.draining.is_some() {
+            self.candidate = None;
+            return None;
+        }
+        if since.elapsed() > START_BOUND {
+            self.abandon_upgrade(&format!(
+                "its workers did not all serve within {} s",
+                START_BOUND.as_secs()
+            ));
+            return None;
+        }
+        let done = self.places.iter().all(|p| {
+            p.next.is_none()
+                && p.leaving.is_empty()
+                && p.serving
+                    .as_ref()
+                    .is_some_and(|s| s.ready && s.from_candidate)
+        });
+        if !done {
+            return None;
+        }
+        let candidate = self.candidate.take()?;
+        let resumed = Resumed {
+            sockets: self.sockets.len(),
+            rows: self.row_count,
+            workers: self
+                .places
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| p.serving.as_ref().map(|s| (i, s.pid(), s.row_index)))
+                .collect(),
+            crashes: self.places.iter().map(|p| p.crashes).collect(),
+        };
+        log::info!(
+            "upgrade: every worker runs {}; the supervisor re-executes itself from it (pid {} \
+             stays)",
+            candidate.binary.path.display(),
+            std::process::id()
+        );
+        crate::ops::error_log::flush(crate::ops::log_writer::EXIT_FLUSH);
+        let e = resume::exec(
+            &candidate.binary.exec_path(),
+            &self.args,
+            &self.sockets,
+            &self.area,
+            &resumed,
+        );
+        // The workers already run the new binary; this image goes on
+        // supervising them.
+        log::error!("{e}; this supervisor goes on with the new workers");
+        self.binary = candidate.binary;
+        None
+    }
+
+    /// A re-executed supervisor takes its workers over.
+    fn adopt(&mut self, resumed: Resumed) {
+        for (i, pid, row_index) in resumed.workers {
+            let (Some(pid), Some(row)) = (Pid::from_raw(pid), self.rows.claim(row_index)) else {
+                continue;
+            };
+            if i >= self.places.len() {
+                self.places.resize_with(i + 1, Place::default);
+            }
+            let mut proc = Proc::new(pid, row_index, row);
+            proc.ready = true;
+            self.places[i].serving = Some(proc);
+            self.places[i].crashes = resumed.crashes.get(i).copied().unwrap_or(0);
+        }
+        self.announced = true;
+        log::info!(
+            "supervisor re-executed in place from {} (pid {}), serving with {} worker(s)",
+            self.binary.path.display(),
+            std::process::id(),
+            self.places.iter().filter(|p| p.serving.is_some()).count()
+        );
+        // Places the old image left without a worker start now.
+        for i in 0..self.places.len() {
+            if self.places[i].serving.is_none() {
+                if let Err(e) = self.start(i) {
+                    log::error!("worker {i}: cannot start it: {e}");
+                }
             }
         }
     }

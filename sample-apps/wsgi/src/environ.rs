@@ -11,10 +11,14 @@ use stoa_app_api::Request;
 pub fn base(py: Python<'_>) -> PyResult<Py<PyDict>> {
     let base = PyDict::new(py);
     base.set_item("wsgi.version", PyTuple::new(py, [1, 0])?)?;
-    // The host calls the application from several pool threads at once,
-    // in one process.
+    // The host calls the application from several pool threads at once;
+    // in process mode (`--worker-mode process`) each worker process has
+    // an interpreter of its own.
     base.set_item("wsgi.multithread", true)?;
-    base.set_item("wsgi.multiprocess", false)?;
+    base.set_item(
+        "wsgi.multiprocess",
+        std::env::var("STOA_WORKER_MODE").is_ok_and(|m| m == "process"),
+    )?;
     base.set_item("wsgi.run_once", false)?;
     base.set_item(
         "SERVER_SOFTWARE",

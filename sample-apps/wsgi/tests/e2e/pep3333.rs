@@ -254,3 +254,43 @@ matrix!(
     failures_are_500_with_a_traceback,
     url_scheme_from_trusted_proxies_only
 );
+
+/// Process mode: each worker process has an interpreter of its own, so
+/// two requests run at once in two of them (two pids, overlapping in
+/// time), and the environ says so (`wsgi.multiprocess`).
+#[test]
+fn two_worker_processes_run_two_python_requests_at_once() {
+    let wsgi = start("epoll", &["--worker-mode", "process", "--workers", "2"]);
+    let port = wsgi.server.port;
+    let mut seen = std::collections::HashMap::new();
+    // Two slow requests at a time until both workers have answered one
+    // together (a connection goes to whichever worker accepts first).
+    for _ in 0..20 {
+        let pair: Vec<_> = (0..2)
+            .map(|_| {
+                std::thread::spawn(move || {
+                    let r = crate::client::Client::connect(port).request(&request(
+                        "GET",
+                        "/pep/process?ms=500",
+                        &["Connection: close"],
+                    ));
+                    json(&ok(&r).body)
+                })
+            })
+            .collect();
+        let got: Vec<serde_json::Value> = pair
+            .into_iter()
+            .map(|t| t.join().expect("client"))
+            .collect();
+        for g in &got {
+            assert_eq!(g["multiprocess"], true, "{g}");
+            seen.insert(g["pid"].to_string(), ());
+        }
+        let overlap = got[0]["started"].as_f64() < got[1]["ended"].as_f64()
+            && got[1]["started"].as_f64() < got[0]["ended"].as_f64();
+        if got[0]["pid"] != got[1]["pid"] && overlap {
+            return;
+        }
+    }
+    panic!("never two Python requests at once in two processes (pids seen: {seen:?})");
+}

@@ -147,6 +147,26 @@ def raise_view(environ, start_response):
     raise RuntimeError("boom from the pep3333 app")
 
 
+def process_view(environ, start_response):
+    """The serving process's pid and wsgi.multiprocess, after a pause
+    (?ms=N) that holds this interpreter's GIL-free sleep."""
+    import os
+    import time
+
+    query = environ.get("QUERY_STRING", "")
+    ms = int(query[3:]) if query.startswith("ms=") else 0
+    started = time.time()
+    time.sleep(ms / 1000)
+    report = {
+        "pid": os.getpid(),
+        "multiprocess": environ["wsgi.multiprocess"],
+        "started": started,
+        "ended": time.time(),
+    }
+    start_response("200 OK", [("Content-Type", "application/json")])
+    return [json.dumps(report).encode()]
+
+
 def headers_view(environ, start_response):
     return text(start_response, "headers", extra=[
         ("Set-Cookie", "a=1"), ("Set-Cookie", "b=2"), ("X-Latin", "caf\u00e9")])
@@ -165,6 +185,7 @@ ROUTES = {
     "/exc-info-late": exc_info_late_view,
     "/raise": raise_view,
     "/headers": headers_view,
+    "/process": process_view,
 }
 
 

@@ -1,0 +1,230 @@
+//! Process mode (`--worker-mode process`): a supervisor and worker
+//! processes on the same sockets. Serving is a request-path matter (every
+//! backend); the supervisor's replacing, draining and signals are
+//! backend-free (epoll).
+
+use crate::deploy::Load;
+use crate::harness::{wait_until, Server};
+use rustix::process::Signal;
+use std::time::Duration;
+
+matrix!(serves_every_app_from_two_worker_processes);
+
+/// The worker pids the supervisor logged as started, in order.
+fn started_pids(server: &Server) -> Vec<u32> {
+    server
+        .log_lines(&["started (pid "])
+        .iter()
+        .filter(|l| l.contains("supervisor"))
+        .filter_map(|l| l.split("(pid ").nth(1)?.split(')').next()?.parse().ok())
+        .collect()
+}
+
+fn process_mode(poller: &str, extra: &[&str]) -> Server {
+    let mut args = vec!["--worker-mode", "process"];
+    args.extend_from_slice(extra);
+    Server::launch(poller)
+        .apps(&["article", "hello-project"])
+        .args(&args)
+        .start()
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit(')')
+            .next()
+            .is_some_and(|t| t.trim_start().starts_with('Z'))
+    })
+}
+
+fn serves_every_app_from_two_worker_processes(poller: &str) {
+    let server = process_mode(poller, &["--workers", "2"]);
+    assert!(server.wait_lines(&["supervisor", ") ready"], 2).len() >= 2);
+    for _ in 0..20 {
+        assert_eq!(server.get("/article").status, 200);
+        assert_eq!(server.get("/hello/").status, 200);
+    }
+    let pids = started_pids(&server);
+    assert_eq!(pids.len(), 2, "{}", server.log());
+    assert!(pids.iter().all(|&p| p != server.pid()));
+}
+
+#[test]
+fn a_killed_worker_is_logged_and_replaced_while_the_other_serves() {
+    let server = process_mode("epoll", &["--workers", "2"]);
+    server.wait_lines(&["supervisor", ") ready"], 2);
+    let victim = started_pids(&server)[0];
+    let load = Load::start(server.port, 2);
+    std::thread::sleep(Duration::from_millis(200));
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(victim as i32).expect("a pid"),
+        Signal::KILL,
+    )
+    .expect("kill a worker");
+    assert!(server.wait_log(&[&format!(
+        "worker 0 (pid {victim}) was killed by signal 9 (SIGKILL)"
+    )]));
+    assert!(server.wait_log(&["worker 0 replaced by pid"]));
+    std::thread::sleep(Duration::from_millis(300));
+    let (ok, failed) = load.finish();
+    eprintln!("a worker killed under load: {ok} answered, {failed} failed");
+    assert!(ok > 0);
+    // Only what was in flight on the killed worker may fail: two clients.
+    assert!(failed <= 2, "{failed} failed of {}", ok + failed);
+    assert_eq!(server.get("/article").status, 200);
+}
+
+#[test]
+fn sigterm_drains_every_worker_and_exits_0() {
+    let mut server = process_mode("epoll", &["--workers", "2"]);
+    server.wait_lines(&["supervisor", ") ready"], 2);
+    let pids = started_pids(&server);
+    server.signal(Signal::TERM);
+    let status = server.wait_exit(Duration::from_secs(20)).expect("exited");
+    assert!(status.success(), "{status:?}: {}", server.log());
+    assert!(server.log_contains("every worker drained; exiting"));
+    assert!(wait_until(Duration::from_secs(5), || pids
+        .iter()
+        .all(|&p| !alive(p))));
+}
+
+#[test]
+fn a_killed_supervisor_leaves_no_worker_listening() {
+    let mut server = process_mode("epoll", &["--workers", "2"]);
+    server.wait_lines(&["supervisor", ") ready"], 2);
+    let pids = started_pids(&server);
+    let port = server.port;
+    server.signal(Signal::KILL);
+    server.wait_exit(Duration::from_secs(5));
+    assert!(wait_until(Duration::from_secs(5), || pids
+        .iter()
+        .all(|&p| !alive(p))));
+    assert!(wait_until(Duration::from_secs(5), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
+    }));
+}
+
+#[test]
+fn a_worker_is_recycled_after_its_max_requests_with_no_request_lost() {
+    let server = process_mode("epoll", &["--workers", "1", "--worker-max-requests", "50"]);
+    server.wait_lines(&["supervisor", ") ready"], 1);
+    let supervisor = server.pid();
+    let load = Load::start(server.port, 2);
+    assert!(server.wait_log(&["is replaced: it served --worker-max-requests"]));
+    assert!(server.wait_log(&["serves; pid"]));
+    std::thread::sleep(Duration::from_millis(300));
+    let (ok, failed) = load.finish();
+    eprintln!("a worker recycled under load: {ok} answered, {failed} failed");
+    assert_eq!(failed, 0, "{ok} answered: {}", server.log());
+    assert!(started_pids(&server).len() >= 2);
+    assert_eq!(server.pid(), supervisor);
+}
+
+#[test]
+fn sigusr2_replaces_every_worker_one_at_a_time_keeping_the_pid() {
+    let server = process_mode("epoll", &["--workers", "2"]);
+    server.wait_lines(&["supervisor", ") ready"], 2);
+    let first = started_pids(&server);
+    let load = Load::start(server.port, 3);
+    std::thread::sleep(Duration::from_millis(200));
+    server.signal(Signal::USR2);
+    let swapped = server.wait_lines(&["serves; pid", "drains"], 2);
+    assert_eq!(swapped.len(), 2, "{}", server.log());
+    let pid = server.pid();
+    assert!(server.wait_log(&[&format!(
+        "supervisor re-executed in place from {} (pid {pid}), serving with 2 worker(s)",
+        crate::harness::STOA
+    )]));
+    std::thread::sleep(Duration::from_millis(300));
+    let (ok, failed) = load.finish();
+    eprintln!("SIGUSR2 in process mode under load: {ok} answered, {failed} failed");
+    assert_eq!(failed, 0, "{ok} answered: {}", server.log());
+    assert!(wait_until(Duration::from_secs(10), || first
+        .iter()
+        .all(|&p| !alive(p))));
+    assert_eq!(server.get("/article").status, 200);
+}
+
+#[test]
+fn a_worker_timeout_not_above_stuck_after_is_refused() {
+    let (code, log) = Server::launch("epoll")
+        .args(&[
+            "--worker-mode",
+            "process",
+            "--stuck-after",
+            "5s",
+            "--worker-timeout",
+            "5s",
+        ])
+        .refused();
+    assert!(!code.success());
+    assert!(
+        log.contains("--worker-timeout 5s must be more than --stuck-after 5s")
+            && log.contains("try --worker-timeout 6s"),
+        "{log}"
+    );
+}
+
+/// Runs as PID 1 of a new PID namespace (as in a container), with a user
+/// namespace too where this is not root; fails naming `unshare` if the
+/// machine refuses both.
+fn as_pid_1() -> String {
+    let root = rustix::process::geteuid().is_root();
+    let flags = if root {
+        "--pid --fork --mount-proc"
+    } else {
+        "-r --pid --fork --mount-proc"
+    };
+    let probe = std::process::Command::new("unshare")
+        .args(flags.split(' '))
+        .arg("true")
+        .status()
+        .unwrap_or_else(|e| panic!("unshare (util-linux) is needed: {e}"));
+    assert!(
+        probe.success(),
+        "unshare {flags} is refused on this machine"
+    );
+    format!("exec unshare {flags} \"$0\" \"$@\"")
+}
+
+#[test]
+fn replaces_past_the_generation_cap_as_pid_1_recycle_workers_and_lose_nothing() {
+    use crate::common::{bytes, install_atomically, wait_body, HOT};
+    let server = Server::launch("epoll")
+        .apps(&["article"])
+        .file(HOT, &bytes("hot-v1"))
+        .shell(&as_pid_1())
+        .args(&[
+            "--worker-mode",
+            "process",
+            "--workers",
+            "2",
+            "--max-generations",
+            "4",
+            "--graceful-timeout",
+            "5",
+        ])
+        .start();
+    assert!(server.log_contains("supervisor: 2 worker process(es)"));
+    wait_body(&server, "/hot", "v1");
+    let load = Load::start(server.port, 2);
+    let dir = server.apps_dir();
+    let replaces = 12;
+    for round in 0..replaces {
+        let version = if round % 2 == 0 { "v2" } else { "v1" };
+        install_atomically(&dir, HOT, &bytes(&format!("hot-{version}")));
+        wait_body(&server, "/hot", version);
+    }
+    let recycled = server.wait_lines(&["is replaced: its apps reached --max-generations"], 2);
+    std::thread::sleep(Duration::from_millis(300));
+    let (ok, failed) = load.finish();
+    eprintln!(
+        "{replaces} replaces past --max-generations 4 as PID 1: {} worker replacements, \
+         {ok} answered, {failed} failed",
+        recycled.len()
+    );
+    assert!(recycled.len() >= 2, "{}", server.log());
+    assert_eq!(failed, 0, "{ok} answered: {}", server.log());
+    assert!(!server.log_contains("re-executing the host"));
+    assert_eq!(server.get("/article").status, 200);
+}

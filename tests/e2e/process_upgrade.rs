@@ -1,0 +1,97 @@
+//! Process mode's binary upgrade (SIGUSR2): a broken new binary leaves the
+//! running one serving, and the service manager keeps getting
+//! `WATCHDOG=1` from the same pid across the supervisor's re-execution.
+//! Backend-free: one backend.
+
+use crate::deploy::{notify_socket, wait_message, Load};
+use crate::harness::{Server, TempDir, STOA};
+use rustix::process::Signal;
+use std::time::{Duration, Instant};
+
+#[test]
+fn a_broken_new_binary_leaves_the_running_one_serving() {
+    let dir = TempDir::new("broken-binary");
+    let copy = dir.path().join("stoa");
+    std::fs::copy(STOA, &copy).expect("copy the binary");
+    let server = Server::launch("epoll")
+        .apps(&["article"])
+        .shell(&format!("exec {} \"$@\"", copy.display()))
+        .args(&["--worker-mode", "process", "--workers", "2"])
+        .start();
+    server.wait_lines(&["supervisor", ") ready"], 2);
+    // A broken build copied over the binary (by rename, as installers do).
+    let broken = dir.path().join("stoa.new");
+    std::fs::write(&broken, "#!/bin/sh\nexit 3\n").expect("write");
+    std::fs::set_permissions(&broken, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    std::fs::rename(&broken, &copy).expect("replace the binary");
+    let load = Load::start(server.port, 2);
+    server.signal(Signal::USR2);
+    assert!(server.wait_log(&[
+        "upgrade failed: a worker started from it exited with status",
+        "the workers of the running binary keep serving"
+    ]));
+    std::thread::sleep(Duration::from_millis(300));
+    let (ok, failed) = load.finish();
+    eprintln!("SIGUSR2 to a broken binary under load: {ok} answered, {failed} failed");
+    assert_eq!(failed, 0, "{ok} answered");
+    // A worker that dies now is started from the binary that runs, not
+    // from the broken file at the path.
+    let pid: u32 = server
+        .log_lines(&["worker 0 started (pid "])
+        .first()
+        .and_then(|l| l.split("(pid ").nth(1)?.split(')').next()?.parse().ok())
+        .expect("worker 0's pid");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid as i32).expect("pid"),
+        Signal::KILL,
+    )
+    .expect("kill");
+    assert!(server.wait_log(&["worker 0 replaced by pid"]));
+    let replaced = server.wait_lines(&[") ready"], 3);
+    assert!(replaced.len() >= 3, "{}", server.log());
+    assert_eq!(server.get("/article").status, 200);
+}
+
+#[test]
+fn sigusr2_keeps_the_service_managers_pid_and_watchdog() {
+    let dir = TempDir::new("notify-upgrade");
+    let (sock, path) = notify_socket(&dir);
+    let server = Server::launch("epoll")
+        .apps(&["article"])
+        .env("NOTIFY_SOCKET", path.to_str().expect("utf-8 path"))
+        .env("WATCHDOG_USEC", "400000")
+        .args(&["--worker-mode", "process", "--workers", "2"])
+        .start();
+    let ready = wait_message(&sock, "READY=1", Duration::from_secs(10)).expect("READY=1");
+    let pid = server.pid();
+    assert!(ready.contains(&format!("MAINPID={pid}")), "{ready}");
+    assert!(wait_message(&sock, "WATCHDOG=1", Duration::from_secs(5)).is_some());
+    let load = Load::start(server.port, 2);
+    server.signal(Signal::USR2);
+    assert!(server.wait_log(&["supervisor re-executed in place from"]));
+    // Keep-alives go on for twice WatchdogSec after the re-execution, and
+    // nothing names another main pid.
+    let until = Instant::now() + Duration::from_secs(2);
+    let mut keepalives = 0;
+    let mut buf = [0u8; 4096];
+    while Instant::now() < until {
+        if let Ok(n) = sock.recv(&mut buf) {
+            let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+            assert!(
+                !text.contains("MAINPID=") || text.contains(&format!("MAINPID={pid}")),
+                "{text}"
+            );
+            keepalives += text.lines().filter(|l| *l == "WATCHDOG=1").count();
+        }
+    }
+    let (ok, failed) = load.finish();
+    eprintln!("SIGUSR2 under a service manager: {keepalives} keep-alives in 2 s after, {ok} answered, {failed} failed");
+    assert!(
+        keepalives >= 4,
+        "{keepalives} keep-alives: {}",
+        server.log()
+    );
+    assert_eq!(failed, 0, "{ok} answered");
+    assert_eq!(server.pid(), pid);
+}
