@@ -45,6 +45,7 @@ mod rfc9112;
 mod security;
 mod status;
 mod streaming;
+mod supervisor;
 mod survival;
 mod test_command;
 mod unix_socket;

@@ -24,6 +24,7 @@ const PACKAGES: &[(&str, &str)] = &[
     ("abort-on-load", "stoa-test-abort-on-load"),
     ("slow-init", "stoa-test-slow-init"),
     ("stuck", "stoa-test-stuck"),
+    ("crashy", "stoa-test-crashy"),
 ];
 
 /// The three sample apps, as the README's first command installs them.

@@ -1,0 +1,532 @@
+//! Worker processes (`--worker-mode process`): a supervisor that loads no
+//! app and N worker processes that serve. A crash (SIGSEGV, abort) takes
+//! down only its worker's connections: the others keep answering, the
+//! death is logged with the requests in flight there, and the worker is
+//! replaced; a worker that exits is logged with its status and replaced; a
+//! worker stuck past `--worker-timeout` is killed (logged with the app and
+//! path) while new connections are answered; fresh connections reach both
+//! workers, which are not the supervisor; and a supervisor killed with
+//! SIGKILL leaves no worker behind. The `crashy` plugin does the crashing.
+
+use crate::client::request;
+use crate::harness::{wait_until, Server};
+use rustix::process::Signal;
+use std::collections::BTreeSet;
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+matrix!(
+    a_crash_takes_down_only_its_worker,
+    a_stuck_worker_is_killed_while_others_answer,
+    fresh_connections_reach_both_workers,
+);
+
+/// Two worker processes.
+const PROCESS_MODE: [&str; 4] = ["--worker-mode", "process", "--workers", "2"];
+
+/// How long a replaced worker may take to serve (a debug build loading its
+/// apps on a loaded machine), and a request to wait in the listen queue
+/// meanwhile.
+const RESPAWN: Duration = Duration::from_secs(30);
+
+/// How long a request on a live worker may take before it counts as hung.
+const HANG: Duration = Duration::from_secs(10);
+
+/// Starts `stoa` in process mode with two workers, these apps and flags,
+/// without core dumps (a hundred crashes would write a hundred).
+fn start(poller: &str, apps: &[&str], args: &[&str]) -> Server {
+    Server::launch(poller)
+        .apps(apps)
+        .args(&PROCESS_MODE)
+        .args(args)
+        .shell("ulimit -c 0")
+        .start()
+}
+
+/// A keep-alive connection that reports what went wrong instead of
+/// panicking (a crash ends connections on purpose).
+struct Conn {
+    stream: TcpStream,
+    unread: Vec<u8>,
+    /// The last answer said `Connection: close` (the host closes a
+    /// connection after --max-requests-per-conn requests).
+    closing: bool,
+}
+
+/// What became of a request.
+#[derive(Debug)]
+enum Outcome {
+    /// The status and body.
+    Answered(u16, Vec<u8>),
+    /// The connection ended (closed or reset) before a whole answer.
+    Ended(String),
+    /// No answer within `HANG`.
+    Hung,
+}
+
+impl Conn {
+    fn open(port: u16, timeout: Duration) -> Result<Conn, String> {
+        let stream =
+            TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect: {e}"))?;
+        stream
+            .set_read_timeout(Some(timeout))
+            .map_err(|e| format!("set a read timeout: {e}"))?;
+        Ok(Conn {
+            stream,
+            unread: Vec::new(),
+            closing: false,
+        })
+    }
+
+    /// Reads more; the outcome that ends the wait if nothing came.
+    fn fill(&mut self) -> Result<(), Outcome> {
+        let mut chunk = [0u8; 4096];
+        match self.stream.read(&mut chunk) {
+            Ok(0) => Err(Outcome::Ended("closed".into())),
+            Ok(n) => {
+                self.unread.extend_from_slice(&chunk[..n]);
+                Ok(())
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                Err(Outcome::Hung)
+            }
+            Err(e) => Err(Outcome::Ended(e.to_string())),
+        }
+    }
+
+    /// `GET path` on this connection, and its answer (framed by
+    /// Content-Length, as every route used here answers).
+    fn get(&mut self, path: &str) -> Outcome {
+        if let Err(e) = self.stream.write_all(&request("GET", path, &[])) {
+            return Outcome::Ended(format!("send: {e}"));
+        }
+        self.answer().unwrap_or_else(|outcome| outcome)
+    }
+
+    fn answer(&mut self) -> Result<Outcome, Outcome> {
+        let head_end = loop {
+            if let Some(i) = self.unread.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            self.fill()?;
+        };
+        let head = String::from_utf8_lossy(&self.unread[..head_end]).to_ascii_lowercase();
+        let status = head.split(' ').nth(1).and_then(|s| s.parse().ok());
+        let length = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse::<usize>().ok());
+        self.closing = head.lines().any(|l| l.trim() == "connection: close");
+        let (Some(status), Some(length)) = (status, length) else {
+            return Ok(Outcome::Ended(format!("unframed answer {head:?}")));
+        };
+        while self.unread.len() < head_end + length {
+            self.fill()?;
+        }
+        let body = self.unread[head_end..head_end + length].to_vec();
+        self.unread.drain(..head_end + length);
+        Ok(Outcome::Answered(status, body))
+    }
+}
+
+/// The pid a worker answers on `conn` (`/crashy/pid`).
+fn pid_on(conn: &mut Conn) -> Result<u32, Outcome> {
+    match conn.get("/crashy/pid") {
+        Outcome::Answered(200, body) => String::from_utf8_lossy(&body)
+            .trim()
+            .parse()
+            .map_err(|_| Outcome::Answered(200, body)),
+        other => Err(other),
+    }
+}
+
+/// Asks `/crashy/pid` on rounds of 16 concurrent fresh connections until
+/// `n` distinct pids answered or `RESPAWN` passed; the pids seen.
+fn worker_pids(server: &Server, n: usize) -> BTreeSet<u32> {
+    let port = server.port;
+    let mut seen = BTreeSet::new();
+    wait_until(RESPAWN, || {
+        std::thread::scope(|s| {
+            let asks: Vec<_> = (0..16)
+                .map(|_| s.spawn(move || Conn::open(port, HANG).ok().map(|mut c| pid_on(&mut c))))
+                .collect();
+            for ask in asks {
+                if let Ok(Some(Ok(pid))) = ask.join() {
+                    seen.insert(pid);
+                }
+            }
+        });
+        seen.len() >= n
+    });
+    seen
+}
+
+/// The pid in a supervisor line `worker I (pid P) ...`.
+fn pid_in(line: &str) -> Option<u32> {
+    let (_, rest) = line.split_once("(pid ")?;
+    rest.split(')').next()?.parse().ok()
+}
+
+/// The worker index in a supervisor line `worker I ...`.
+fn index_in(line: &str) -> Option<u32> {
+    let (_, rest) = line.split_once("worker ")?;
+    rest.split(' ').next()?.parse().ok()
+}
+
+/// Sends `path` on a connection of its own and waits (up to `RESPAWN`, as
+/// both workers may be down) for the connection to end: the request ends
+/// its worker, so no answer may come.
+fn crash(server: &Server, path: &str) {
+    let mut conn = Conn::open(server.port, RESPAWN).expect("connect to stoa");
+    match conn.get(path) {
+        Outcome::Ended(_) => {}
+        other => panic!("{path} did not end its worker: {other:?}"),
+    }
+}
+
+/// Whether process `pid` has ended: gone from /proc, or a zombie (ended,
+/// not yet reaped by the process that adopted it).
+fn ended(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, r)| r.trim().chars().next());
+    matches!(state, Some('Z' | 'X'))
+}
+
+/// The parent pid of a running process.
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Worker pids killed on drop if still running (a test that fails after
+/// killing the supervisor leaves none behind, even outside its group).
+struct Reap(BTreeSet<u32>);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        for &pid in &self.0 {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            if ended(pid) || !String::from_utf8_lossy(&cmdline).contains("stoa") {
+                continue;
+            }
+            if let Some(pid) = i32::try_from(pid)
+                .ok()
+                .and_then(rustix::process::Pid::from_raw)
+            {
+                let _ = rustix::process::kill_process(pid, Signal::KILL);
+            }
+        }
+    }
+}
+
+/// Sets its flag on drop: load threads stop also when the test fails.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Article clients: few, so a crash costs a bounded number of requests.
+const ARTICLE_CLIENTS: usize = 4;
+
+/// Crashes, one after another.
+const CRASHES: usize = 100;
+
+/// What one article client saw.
+#[derive(Default)]
+struct Tally {
+    ok: u64,
+    /// Answers other than 200.
+    wrong: Vec<String>,
+    /// Requests whose connection ended unanswered, by the worker pid it
+    /// was on (`None`: the pid question itself failed).
+    ended: Vec<(Option<u32>, String)>,
+    hung: u64,
+}
+
+/// Keep-alive `GET /article`s until `stop`, each connection's worker known
+/// by asking `/crashy/pid` first; a connection that ends is counted and
+/// replaced by a new one, as is one the host closes after saying so.
+fn article_client(port: u16, stop: &AtomicBool) -> Tally {
+    let mut tally = Tally::default();
+    while !stop.load(Ordering::Relaxed) {
+        let mut conn = match Conn::open(port, HANG) {
+            Ok(conn) => conn,
+            Err(e) => {
+                tally.ended.push((None, e));
+                continue;
+            }
+        };
+        let pid = match pid_on(&mut conn) {
+            Ok(pid) => pid,
+            Err(Outcome::Ended(why)) => {
+                tally.ended.push((None, why));
+                continue;
+            }
+            Err(Outcome::Hung) => {
+                tally.hung += 1;
+                continue;
+            }
+            Err(other) => {
+                tally.wrong.push(format!("/crashy/pid: {other:?}"));
+                continue;
+            }
+        };
+        while !stop.load(Ordering::Relaxed) && !conn.closing {
+            match conn.get("/article") {
+                Outcome::Answered(200, _) => tally.ok += 1,
+                Outcome::Answered(status, body) => tally
+                    .wrong
+                    .push(format!("{status} {}", String::from_utf8_lossy(&body))),
+                Outcome::Ended(why) => {
+                    tally.ended.push((Some(pid), why));
+                    break;
+                }
+                Outcome::Hung => {
+                    tally.hung += 1;
+                    break;
+                }
+            }
+        }
+    }
+    tally
+}
+
+fn a_crash_takes_down_only_its_worker(poller: &str) {
+    let server = start(poller, &["crashy", "article"], &[]);
+    let first = worker_pids(&server, 2);
+    assert_eq!(first.len(), 2, "two workers never answered: {first:?}");
+    let stop = StopOnDrop(Arc::new(AtomicBool::new(false)));
+    let clients: Vec<_> = (0..ARTICLE_CLIENTS)
+        .map(|_| {
+            let (port, stop) = (server.port, stop.0.clone());
+            std::thread::spawn(move || article_client(port, &stop))
+        })
+        .collect();
+    let died = "was killed by signal 11 (SIGSEGV)";
+    // One crash at a time, each once the last one's replacement serves: a
+    // worker is always up, and the article clients on it keep answering.
+    let count = |t: &str, needle: &str| t.lines().filter(|l| l.contains(needle)).count();
+    for k in 1..=CRASHES {
+        crash(&server, "/crashy/segv");
+        let replaced = server.log_reader().wait(RESPAWN, |t| {
+            count(t, died) >= k && count(t, ") ready") >= 2 + k
+        });
+        assert!(
+            replaced,
+            "crash {k}: no line `{died}`, or its worker not ready again; log:\n{}",
+            server.log()
+        );
+    }
+    drop(stop);
+    let tallies: Vec<Tally> = clients
+        .into_iter()
+        .map(|c| c.join().expect("an article client"))
+        .collect();
+    let deaths = server.log_lines(&[died]);
+    assert_eq!(deaths.len(), CRASHES, "{deaths:#?}");
+    let unnamed: Vec<_> = deaths
+        .iter()
+        .filter(|l| !l.contains("crashy GET /crashy/segv"))
+        .collect();
+    assert!(
+        unnamed.is_empty(),
+        "deaths not naming the request: {unnamed:#?}"
+    );
+    let dead: BTreeSet<u32> = deaths.iter().filter_map(|l| pid_in(l)).collect();
+    assert_eq!(dead.len(), CRASHES, "a pid per death: {deaths:#?}");
+
+    let ok: u64 = tallies.iter().map(|t| t.ok).sum();
+    let wrong: Vec<_> = tallies.iter().flat_map(|t| &t.wrong).collect();
+    let hung: u64 = tallies.iter().map(|t| t.hung).sum();
+    let ended: Vec<_> = tallies.iter().flat_map(|t| &t.ended).collect();
+    assert!(ok > 0, "no /article answered during the crashes");
+    assert!(wrong.is_empty(), "answers other than 200: {wrong:?}");
+    assert_eq!(hung, 0, "requests with no answer within {HANG:?}");
+    // Only requests on a worker that died may end unanswered. A crash ends
+    // the connections of its worker, costing each client there one
+    // request (it then opens a new connection, on a live worker), and the
+    // crashes come one at a time: at most CRASHES x (clients on the
+    // crashed worker). Which worker a connection lands on is the kernel's
+    // choice, so clients-per-worker is bounded by ARTICLE_CLIENTS only.
+    let on_live: Vec<_> = ended
+        .iter()
+        .filter(|(pid, _)| pid.is_some_and(|p| !dead.contains(&p)))
+        .collect();
+    assert!(
+        on_live.is_empty(),
+        "requests ended on a worker that did not die: {on_live:?}"
+    );
+    assert!(
+        ended.len() <= CRASHES * ARTICLE_CLIENTS,
+        "{} /article requests ended unanswered over {CRASHES} crashes \
+         ({ok} answered): {ended:?}",
+        ended.len()
+    );
+    let now = worker_pids(&server, 2);
+    assert_eq!(now.len(), 2, "both workers are not back: {now:?}");
+    assert!(now.is_disjoint(&dead), "{now:?} among the dead {dead:?}");
+}
+
+#[test]
+fn a_worker_that_exits_is_logged_and_replaced() {
+    ends_and_is_replaced("/crashy/exit?code=3", "exited with status 3");
+}
+
+#[test]
+fn a_worker_that_aborts_is_logged_and_replaced() {
+    ends_and_is_replaced("/crashy/abort", "was killed by signal 6 (SIGABRT)");
+}
+
+/// Sends `path`, which ends its worker: the death is logged as `how` with
+/// the request, and the worker is replaced by one that answers.
+fn ends_and_is_replaced(path: &str, how: &str) {
+    let server = start("epoll", &["crashy"], &[]);
+    let before = worker_pids(&server, 2);
+    assert_eq!(before.len(), 2, "two workers never answered: {before:?}");
+    crash(&server, path);
+    let route = path.split('?').next().unwrap_or(path);
+    let request = format!("in flight: 1 request(s): crashy GET {route}");
+    let needles = [how, &request];
+    assert!(
+        server.wait_log(&needles),
+        "no line {needles:?}; log:\n{}",
+        server.log()
+    );
+    let line = server.log_lines(&needles).remove(0);
+    let (index, pid) = (index_in(&line), pid_in(&line));
+    assert!(
+        pid.is_some_and(|p| before.contains(&p)),
+        "{line:?} names none of the workers {before:?}"
+    );
+    let index = index.unwrap_or_else(|| panic!("no worker index in {line:?}"));
+    let replaced = format!("worker {index} replaced by pid");
+    assert!(server.wait_log(&[&replaced]), "log:\n{}", server.log());
+    let new = server
+        .log_lines(&[&replaced])
+        .first()
+        .and_then(|l| l.split(&replaced).nth(1)?.trim().parse::<u32>().ok());
+    let after = worker_pids(&server, 2);
+    assert!(
+        after.len() == 2 && new.is_some_and(|p| after.contains(&p)),
+        "the replacement {new:?} does not answer: {after:?}"
+    );
+}
+
+fn a_stuck_worker_is_killed_while_others_answer(poller: &str) {
+    let args = ["--stuck-after", "1s", "--worker-timeout", "3s"];
+    let server = start(poller, &["crashy"], &args);
+    let before = worker_pids(&server, 2);
+    assert_eq!(before.len(), 2, "two workers never answered: {before:?}");
+    let mut spinning = Conn::open(server.port, RESPAWN).expect("connect to stoa");
+    spinning
+        .stream
+        .write_all(&request("GET", "/crashy/spin?secs=600", &[]))
+        .expect("send /crashy/spin");
+    assert!(
+        server.wait_log(&["crashy: /spin started"]),
+        "log:\n{}",
+        server.log()
+    );
+    let stop = AtomicBool::new(false);
+    let port = server.port;
+    let answers = std::thread::scope(|s| {
+        let asking = s.spawn(|| {
+            let (mut ok, mut other) = (0u64, Vec::new());
+            while !stop.load(Ordering::Relaxed) {
+                match Conn::open(port, HANG).map(|mut conn| conn.get("/crashy/ok")) {
+                    Ok(Outcome::Answered(200, _)) => ok += 1,
+                    outcome => other.push(format!("{outcome:?}")),
+                }
+            }
+            (ok, other)
+        });
+        let killed = [
+            "has been stuck for",
+            "in crashy GET /crashy/spin",
+            "killing it (--worker-timeout 3s)",
+        ];
+        let found = server.log_reader().wait(Duration::from_secs(20), |t| {
+            t.lines().any(|l| killed.iter().all(|n| l.contains(n)))
+        });
+        let ended = found && matches!(spinning.answer(), Err(Outcome::Ended(_)));
+        let back = found && worker_pids(&server, 2).len() == 2;
+        stop.store(true, Ordering::Relaxed);
+        let answers = asking.join().expect("the asking thread");
+        assert!(
+            found,
+            "no kill line naming crashy GET /crashy/spin; log:\n{}",
+            server.log()
+        );
+        assert!(ended, "the stuck request's connection did not end");
+        assert!(
+            back,
+            "the killed worker was not replaced; log:\n{}",
+            server.log()
+        );
+        answers
+    });
+    let (ok, other) = answers;
+    assert!(
+        ok > 0 && other.is_empty(),
+        "new connections while a worker was stuck: {ok} answered 200, others: {other:?}"
+    );
+}
+
+fn fresh_connections_reach_both_workers(poller: &str) {
+    let server = start(poller, &["crashy"], &[]);
+    let pids = worker_pids(&server, 2);
+    assert_eq!(
+        pids.len(),
+        2,
+        "one worker answered every connection: {pids:?}"
+    );
+    assert!(
+        !pids.contains(&server.pid()),
+        "the supervisor served: {pids:?}"
+    );
+    for &pid in &pids {
+        assert_eq!(
+            parent_of(pid),
+            Some(server.pid()),
+            "worker {pid} is not the supervisor's child"
+        );
+    }
+}
+
+#[test]
+fn a_supervisor_killed_leaves_no_worker() {
+    let mut server = start("epoll", &["crashy"], &[]);
+    let pids = worker_pids(&server, 2);
+    assert_eq!(pids.len(), 2, "two workers never answered: {pids:?}");
+    let _reap = Reap(pids.clone());
+    server.signal(Signal::KILL);
+    assert!(
+        server.wait_exit(Duration::from_secs(10)).is_some(),
+        "the supervisor outlived SIGKILL"
+    );
+    let port = server.port;
+    let gone = wait_until(Duration::from_secs(10), || {
+        pids.iter().all(|&p| ended(p)) && TcpStream::connect(("127.0.0.1", port)).is_err()
+    });
+    let running: Vec<_> = pids.iter().filter(|&&p| !ended(p)).collect();
+    assert!(
+        gone,
+        "10 s after the supervisor's SIGKILL: workers {running:?} run, \
+         connecting to {port} {}",
+        match TcpStream::connect(("127.0.0.1", port)) {
+            Ok(_) => "succeeds".to_string(),
+            Err(e) => format!("fails ({e})"),
+        }
+    );
+}
