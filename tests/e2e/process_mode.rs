@@ -89,22 +89,6 @@ fn sigterm_drains_every_worker_and_exits_0() {
 }
 
 #[test]
-fn a_killed_supervisor_leaves_no_worker_listening() {
-    let mut server = process_mode("epoll", &["--workers", "2"]);
-    server.wait_lines(&["supervisor", ") ready"], 2);
-    let pids = started_pids(&server);
-    let port = server.port;
-    server.signal(Signal::KILL);
-    server.wait_exit(Duration::from_secs(5));
-    assert!(wait_until(Duration::from_secs(5), || pids
-        .iter()
-        .all(|&p| !alive(p))));
-    assert!(wait_until(Duration::from_secs(5), || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
-    }));
-}
-
-#[test]
 fn a_worker_is_recycled_after_its_max_requests_with_no_request_lost() {
     let server = process_mode("epoll", &["--workers", "1", "--worker-max-requests", "50"]);
     server.wait_lines(&["supervisor", ") ready"], 1);
