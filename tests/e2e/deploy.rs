@@ -26,18 +26,18 @@ matrix!(
 );
 
 /// A port nobody listens on now.
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");
     l.local_addr().expect("addr").port()
 }
 
 /// An apps directory holding these plugins.
-fn apps_dir(dir: &TempDir, apps: &[&str]) -> PathBuf {
+pub(crate) fn apps_dir(dir: &TempDir, apps: &[&str]) -> PathBuf {
     crate::common::apps_dir_with(dir.path(), apps)
 }
 
 /// Kills the process `pid` when dropped (a process the harness did not start).
-struct KillPid(u32);
+pub(crate) struct KillPid(pub(crate) u32);
 
 impl Drop for KillPid {
     fn drop(&mut self) {
@@ -48,7 +48,7 @@ impl Drop for KillPid {
 }
 
 /// GET `path` on a new connection; the status, or 0 if it failed.
-fn status_of(port: u16, path: &str) -> u16 {
+pub(crate) fn status_of(port: u16, path: &str) -> u16 {
     match std::net::TcpStream::connect(("127.0.0.1", port)) {
         Ok(_) => Client::connect(port).request(&get(path)).status,
         Err(_) => 0,
@@ -80,7 +80,7 @@ fn socket_activation_serves_the_sample_apps(poller: &str) {
 }
 
 /// A datagram socket standing in for the service manager's.
-fn notify_socket(dir: &TempDir) -> (UnixDatagram, PathBuf) {
+pub(crate) fn notify_socket(dir: &TempDir) -> (UnixDatagram, PathBuf) {
     let path = dir.path().join("notify.sock");
     let sock = UnixDatagram::bind(&path).expect("bind the notify socket");
     sock.set_read_timeout(Some(Duration::from_millis(200)))
@@ -89,7 +89,7 @@ fn notify_socket(dir: &TempDir) -> (UnixDatagram, PathBuf) {
 }
 
 /// Reads messages until one has a line `want`, within `within`.
-fn wait_message(sock: &UnixDatagram, want: &str, within: Duration) -> Option<String> {
+pub(crate) fn wait_message(sock: &UnixDatagram, want: &str, within: Duration) -> Option<String> {
     let deadline = Instant::now() + within;
     let mut buf = [0u8; 4096];
     while Instant::now() < deadline {
@@ -423,7 +423,7 @@ fn the_unit_files_pass_systemd_analyze_verify() {
 }
 
 /// The pids of the processes started by upgrades, from the shared log.
-fn upgraded_pids(server: &Server) -> Vec<u32> {
+pub(crate) fn upgraded_pids(server: &Server) -> Vec<u32> {
     server
         .log_lines(&["upgrade: the new stoa (pid "])
         .iter()

@@ -3,25 +3,27 @@
 //! recorded at start-up, with its own arguments, and passes it every
 //! listening socket it has (each worker's, so no `SO_REUSEPORT` socket is
 //! left behind to blackhole the connections the kernel hashes to it) by
-//! the socket-activation convention (`LISTEN_FDS`, fds from 3), which the
-//! new process adopts. It waits for the new process's `READY=1` on a
+//! the socket-activation convention (`LISTEN_FDS`, fds from 3, and
+//! `LISTEN_FDNAMES` when the sockets have names), which the new process
+//! adopts. It waits for the new process's `READY=1` on a
 //! private notify socket, then drains and exits; under a service manager
 //! it announces the new process with `MAINPID=`. A new process that exits
 //! or does not get ready in time is stopped, logged, and the old one keeps
 //! serving.
 
 use crate::error::BootError;
+use crate::listen::HandOver;
 use command_fds::{CommandFdExt, FdMapping};
 use std::ffi::OsString;
-use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Set in the new process's environment: the pid of the stoa it replaces.
-const FROM_ENV: &str = "STOA_UPGRADED_FROM";
+/// Set in the new process's environment: the pid of the stoa it replaces
+/// (it takes the passed sockets without `LISTEN_PID`, see `listen`).
+const FROM_ENV: &str = crate::listen::UPGRADED_FROM_ENV;
 
 /// How long the new process has to report ready (it loads and constructs
 /// every app first).
@@ -68,14 +70,14 @@ pub struct Upgrade {
     args: Vec<OsString>,
     /// Duplicates of every listening socket; dropped when this process
     /// drains, so a draining stoa refuses new connections.
-    sockets: Mutex<Option<Vec<OwnedFd>>>,
+    sockets: Mutex<Option<Vec<HandOver>>>,
 }
 
 impl Upgrade {
     /// Records the binary's path (a binary replaced by rename reads as
     /// "PATH (deleted)": the new file at PATH is the one to start) and the
     /// arguments, and keeps `sockets`.
-    pub fn new(sockets: Vec<OwnedFd>) -> Self {
+    pub fn new(sockets: Vec<HandOver>) -> Self {
         let exe = std::env::current_exe()
             .map(|p| {
                 let text = p.to_string_lossy();
@@ -110,7 +112,12 @@ impl Upgrade {
             };
             sockets
                 .iter()
-                .map(OwnedFd::try_clone)
+                .map(|s| {
+                    Ok(HandOver {
+                        fd: s.fd.try_clone()?,
+                        name: s.name.clone(),
+                    })
+                })
                 .collect::<std::io::Result<Vec<_>>>()
                 .map_err(|e| BootError::system("duplicate the listening sockets", e))?
         };
@@ -136,13 +143,21 @@ impl Upgrade {
         }
     }
 
-    fn spawn(&self, fds: Vec<OwnedFd>, notify: &std::path::Path) -> Result<Child, BootError> {
+    fn spawn(&self, fds: Vec<HandOver>, notify: &std::path::Path) -> Result<Child, BootError> {
         let count = fds.len();
+        // Names only when some socket has one ("unknown" for the others,
+        // as systemd says it).
+        let names = fds.iter().any(|s| s.name.is_some()).then(|| {
+            fds.iter()
+                .map(|s| s.name.as_deref().unwrap_or("unknown"))
+                .collect::<Vec<_>>()
+                .join(":")
+        });
         let mappings = fds
             .into_iter()
             .enumerate()
-            .map(|(i, parent_fd)| FdMapping {
-                parent_fd,
+            .map(|(i, s)| FdMapping {
+                parent_fd: s.fd,
                 child_fd: 3 + i as i32,
             })
             .collect();
@@ -151,8 +166,11 @@ impl Upgrade {
             .env("LISTEN_FDS", count.to_string())
             .env_remove("LISTEN_PID")
             .env_remove("LISTEN_FDNAMES")
-            .env_remove("WATCHDOG_PID")
-            .env("NOTIFY_SOCKET", notify)
+            .env_remove("WATCHDOG_PID");
+        if let Some(names) = names {
+            cmd.env("LISTEN_FDNAMES", names);
+        }
+        cmd.env("NOTIFY_SOCKET", notify)
             .env(FROM_ENV, std::process::id().to_string());
         cmd.fd_mappings(mappings)?;
         spawn_retrying(&mut cmd).map_err(|e| BootError::file("start", &self.exe, e))

@@ -1,0 +1,92 @@
+//! Socket activation and the upgrade's hand-over as a user meets them:
+//! `LISTEN_FDNAMES` names shown on the `listening on` lines (and a name
+//! count that does not match `LISTEN_FDS` refused), more passed sockets
+//! than a loop used to take, the service manager's keep-alives after an
+//! upgrade, and a drain during an unfinished upgrade. Backend-free: one
+//! backend each.
+
+use crate::deploy::{apps_dir, free_port, status_of};
+use crate::harness::{Captured, Group, TempDir, STOA};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A stoa started by `systemd-socket-activate` listening on `ports`, with
+/// `extra` options for the tool (before the program); its process and its
+/// standard output and error. The tool starts stoa at the first connection.
+fn activated(
+    ports: &[u16],
+    extra: &[&str],
+    apps: &std::path::Path,
+) -> (Group, Arc<Captured>, Arc<Captured>) {
+    let mut cmd = Command::new("systemd-socket-activate");
+    for port in ports {
+        cmd.arg("-l").arg(format!("127.0.0.1:{port}"));
+    }
+    cmd.args(extra)
+        .arg(STOA)
+        .args(["--poller", "epoll", "--workers", "2", "--apps"])
+        .arg(apps)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = Group::spawn(&mut cmd)
+        .expect("systemd-socket-activate is needed (apt-get install -y systemd)");
+    let stdout = Captured::collect(child.0.stdout.take().expect("piped stdout"));
+    let stderr = Captured::collect(child.0.stderr.take().expect("piped stderr"));
+    // The tool listens first, then starts stoa on a connection.
+    let knocked = crate::harness::wait_until(Duration::from_secs(10), || {
+        std::net::TcpStream::connect(("127.0.0.1", ports[0])).is_ok()
+    });
+    assert!(
+        knocked,
+        "systemd-socket-activate never listened: {}",
+        stderr.text()
+    );
+    (child, stdout, stderr)
+}
+
+#[test]
+fn listen_fdnames_name_the_listening_on_lines() {
+    let dir = TempDir::new("fdnames");
+    let apps = apps_dir(&dir, &["article"]);
+    let (web, admin) = (free_port(), free_port());
+    let (_child, stdout, stderr) = activated(&[web, admin], &["--fdname=web:admin"], &apps);
+    let shown = stdout.wait(Duration::from_secs(20), |t| t.lines().count() >= 2);
+    let text = stdout.text();
+    assert!(shown, "stdout: {text:?}\nstderr:\n{}", stderr.text());
+    assert!(
+        text.contains(&format!(
+            "listening on http://127.0.0.1:{web} (socket web)\n"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "listening on http://127.0.0.1:{admin} (socket admin)\n"
+        )),
+        "{text}"
+    );
+    assert_eq!(status_of(web, "/article"), 200);
+    assert_eq!(status_of(admin, "/article"), 200);
+}
+
+#[test]
+fn a_name_count_unlike_listen_fds_is_refused_naming_both() {
+    let dir = TempDir::new("fdnames-count");
+    let apps = apps_dir(&dir, &["article"]);
+    let ports = [free_port(), free_port()];
+    let (mut child, stdout, stderr) = activated(&ports, &["-E", "LISTEN_FDNAMES=a:b:c"], &apps);
+    let refused = stderr.wait(Duration::from_secs(20), |t| t.contains("LISTEN_FDNAMES="));
+    let text = stderr.text();
+    assert!(refused, "{text}");
+    assert!(
+        text.contains("LISTEN_FDNAMES=\"a:b:c\" names 3 socket(s) but LISTEN_FDS=2"),
+        "{text}"
+    );
+    let exited = crate::harness::wait_until(Duration::from_secs(10), || {
+        child.0.try_wait().ok().flatten().is_some()
+    });
+    assert!(exited, "stoa did not exit: {text}");
+    assert!(!stdout.text().contains("listening on"), "{}", stdout.text());
+}
