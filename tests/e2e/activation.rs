@@ -5,8 +5,8 @@
 //! upgrade, and a drain during an unfinished upgrade. Backend-free: one
 //! backend each.
 
-use crate::deploy::{apps_dir, free_port, status_of};
-use crate::harness::{Captured, Group, TempDir, STOA};
+use crate::deploy::{apps_dir, exchange, free_port, status_of, upgrade};
+use crate::harness::{Captured, Group, Server, TempDir, STOA};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,4 +89,47 @@ fn a_name_count_unlike_listen_fds_is_refused_naming_both() {
     });
     assert!(exited, "stoa did not exit: {text}");
     assert!(!stdout.text().contains("listening on"), "{}", stdout.text());
+}
+
+/// Fresh connections to `port`, one request each, `n` in all; how many got
+/// their 200 (a connection left unanswered for 2 s counts as not).
+fn fresh_answers(port: u16, n: usize) -> usize {
+    let answered = move |_| {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        (exchange(&mut s) == Some(200)).then_some(())
+    };
+    let threads: Vec<_> = (0..4)
+        .map(|_| std::thread::spawn(move || (0..n / 4).filter_map(answered).count()))
+        .collect();
+    threads.into_iter().map(|t| t.join().expect("client")).sum()
+}
+
+/// 33 workers on two TCP addresses hand over 66 sockets (each worker has
+/// its own SO_REUSEPORT socket per address): the new process must accept
+/// on every one, or the connections the kernel hashes to the others hang.
+#[test]
+fn an_upgrade_passing_more_than_64_sockets_serves_every_one() {
+    let mut server = Server::launch("epoll")
+        .apps(&["article"])
+        .args(&["--workers", "33", "--bind", "127.0.0.1:0"])
+        .start();
+    let lines = server.stdout.text();
+    let second: u16 = lines
+        .lines()
+        .nth(1)
+        .and_then(|l| l.strip_prefix("listening on http://127.0.0.1:"))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no second listening on line: {lines:?}"));
+    let ports = [server.port, second];
+    let _new = upgrade(&mut server, Duration::from_secs(60));
+    assert!(
+        server.log_contains("serving 66 socket(s) passed"),
+        "{}",
+        server.log()
+    );
+    for port in ports {
+        let answered = fresh_answers(port, 200);
+        assert_eq!(answered, 200, "fresh connections to {port} answered");
+    }
 }

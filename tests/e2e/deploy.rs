@@ -150,7 +150,7 @@ fn watchdog_keepalives_stop_while_a_loop_is_stuck(poller: &str) {
 
 /// One request on `stream`; the status, or `None` if the connection
 /// closed (or failed) before any byte of an answer.
-fn exchange(stream: &mut std::net::TcpStream) -> Option<u16> {
+pub(crate) fn exchange(stream: &mut std::net::TcpStream) -> Option<u16> {
     use std::io::{Read, Write};
     stream.write_all(&get("/article")).ok()?;
     let mut buf = Vec::new();
@@ -254,16 +254,8 @@ fn sigusr2_upgrade_under_load_loses_nothing(poller: &str) {
     let port = server.port;
     let load = Load::start(port, 4);
     std::thread::sleep(Duration::from_millis(300));
-    server.signal(Signal::USR2);
-    let exited = server.wait_exit(Duration::from_secs(30));
-    let new_pid = upgraded_pids(&server)
-        .pop()
-        .unwrap_or_else(|| panic!("no upgrade line: {}", server.log()));
-    let _new = KillPid(new_pid);
-    assert!(
-        exited.is_some(),
-        "the old stoa did not exit after the upgrade"
-    );
+    let new = upgrade(&mut server, Duration::from_secs(30));
+    let new_pid = new.0;
     std::thread::sleep(Duration::from_millis(300));
     let (ok, failed) = load.finish();
     eprintln!("upgrade under load: {ok} answered, {failed} failed");
@@ -420,6 +412,23 @@ fn the_unit_files_pass_systemd_analyze_verify() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Sends `server` SIGUSR2 and waits (up to `within`) for it to exit once
+/// the new process serves; the new process, killed when dropped.
+pub(crate) fn upgrade(server: &mut Server, within: Duration) -> KillPid {
+    server.signal(Signal::USR2);
+    let exited = server.wait_exit(within);
+    let new_pid = upgraded_pids(server)
+        .pop()
+        .unwrap_or_else(|| panic!("no upgrade line: {}", server.log()));
+    let new = KillPid(new_pid);
+    assert!(
+        exited.is_some(),
+        "the old stoa did not exit after the upgrade: {}",
+        server.log()
+    );
+    new
 }
 
 /// The pids of the processes started by upgrades, from the shared log.

@@ -12,7 +12,8 @@ use std::sync::Arc;
 mod socket;
 mod unix;
 
-/// Most listeners a loop has (distinct `--bind` values).
+/// Most distinct `--bind` values. A loop itself takes any number of
+/// listeners (an upgrade passes every worker's socket per address).
 pub const MAX_LISTENERS: usize = 64;
 pub use socket::{Listener, Stream, UNIX_PEER};
 pub use unix::{bind_unix, keep_unix_sockets, remove_unix_sockets, watch_unix_sockets};
@@ -55,9 +56,18 @@ pub struct Bound {
     pub tcp_addrs: Vec<Option<SocketAddr>>,
     /// Each listener as the start-up line shows it.
     pub shown: Vec<String>,
-    /// Each listener's name, as socket activation gave it
-    /// (`LISTEN_FDNAMES`), handed on to an upgrade's new process.
-    names: Vec<Option<Arc<str>>>,
+    /// The sockets an upgrade hands over, each once: where it is
+    /// (worker, listener index) and its name, as socket activation gave it
+    /// (`LISTEN_FDNAMES`). No extra descriptor is kept: a draining process
+    /// must not hold its sockets open.
+    handed: Vec<Handed>,
+}
+
+/// A socket to hand over: `per_worker[worker][index]`, and its name.
+struct Handed {
+    worker: usize,
+    index: usize,
+    name: Option<Arc<str>>,
 }
 
 /// A listening socket handed to an upgrade's new process, and its name.
@@ -74,7 +84,7 @@ impl Bound {
             locals: Vec::new(),
             tcp_addrs: Vec::new(),
             shown: Vec::new(),
-            names: Vec::new(),
+            handed: Vec::new(),
         }
     }
 
@@ -82,23 +92,29 @@ impl Bound {
     /// upgrade to hand over, with its name.
     pub fn duplicates(&self) -> Result<Vec<HandOver>, BootError> {
         use std::os::fd::AsFd;
-        // Each worker's own SO_REUSEPORT socket is a socket of its own;
-        // a shared one (Unix, or passed to us) is handed over once.
-        let mut out = Vec::new();
-        for (w, listeners) in self.per_worker.iter().enumerate() {
-            for (i, l) in listeners.iter().enumerate() {
-                let own = self.tcp_addrs.get(i).is_some_and(Option::is_some);
-                if w == 0 || own {
-                    let fd = l
-                        .as_fd()
-                        .try_clone_to_owned()
-                        .map_err(|e| BootError::system("duplicate a listening socket", e))?;
-                    let name = self.names.get(i).cloned().flatten();
-                    out.push(HandOver { fd, name });
-                }
-            }
-        }
-        Ok(out)
+        self.handed
+            .iter()
+            .map(|h| {
+                let fd = self.per_worker[h.worker][h.index]
+                    .as_fd()
+                    .try_clone_to_owned()
+                    .map_err(|e| BootError::system("duplicate a listening socket", e))?;
+                Ok(HandOver {
+                    fd,
+                    name: h.name.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// Records `per_worker[worker]`'s newest listener as one to hand over.
+    fn hand(&mut self, worker: usize, name: Option<Arc<str>>) {
+        let index = self.per_worker[worker].len() - 1;
+        self.handed.push(Handed {
+            worker,
+            index,
+            name,
+        });
     }
 }
 
@@ -123,18 +139,21 @@ pub fn bind_all(
                 let local = first
                     .local_addr()
                     .map_err(|e| BootError::socket("read the bound address of", addr, e))?;
+                // Each worker's own SO_REUSEPORT socket is a socket of its
+                // own: every one is handed over.
                 bound.per_worker[0].push(Listener::Tcp(first));
+                bound.hand(0, None);
                 for w in 1..workers {
                     let l =
                         bind(local, backlog).map_err(|e| BootError::socket("bind", local, e))?;
                     bound.per_worker[w].push(Listener::Tcp(l));
+                    bound.hand(w, None);
                 }
                 bound
                     .locals
                     .push((local.ip().to_string().into(), local.port()));
                 bound.tcp_addrs.push(Some(local));
                 bound.shown.push(format!("http://{local}"));
-                bound.names.push(None);
             }
             Bind::Unix(path) => {
                 let l = bind_unix(path, backlog, unix_mode)?;
@@ -144,10 +163,11 @@ pub fn bind_all(
                     })?;
                     listeners.push(Listener::Unix(mio::net::UnixListener::from_std(dup)));
                 }
+                // One socket shared by the workers: handed over once.
+                bound.hand(0, None);
                 bound.locals.push(("localhost".into(), 0));
                 bound.tcp_addrs.push(None);
                 bound.shown.push(format!("unix:{}", path.display()));
-                bound.names.push(None);
             }
         }
     }
@@ -345,35 +365,100 @@ pub fn inherited() -> Result<Option<Vec<Passed>>, BootError> {
     Ok(Some(passed))
 }
 
-/// Serves the sockets a service manager passed: shared by every worker
-/// (a duplicate each), never shut down by the watchdog nor re-created. A
-/// named one (`LISTEN_FDNAMES`) shows its name after its address.
+/// Serves the sockets a service manager (or the stoa this one upgrades)
+/// passed; never shut down by the watchdog nor re-created. Sockets on one
+/// address (an upgrade passes each old worker's `SO_REUSEPORT` socket) form
+/// a group, shown once (a named one, `LISTEN_FDNAMES`, with its name after
+/// the address). Of a group of `g` sockets each of the `workers` workers
+/// takes `ceil(g / workers)` in turn, so every socket is served by at least
+/// one worker whatever the two counts (fewer sockets than workers: they
+/// are shared, a duplicate each), and every worker has the same listener
+/// layout (apps see one server name and port per listener index).
 pub fn adopt_all(sockets: Vec<Passed>, workers: usize) -> Result<Bound, BootError> {
-    let mut bound = Bound::new(workers);
-    for Passed {
-        listener: socket,
-        name,
-    } in sockets
-    {
-        let (local, mut shown) = describe(&socket)?;
-        if let Some(name) = &name {
-            shown = format!("{shown} (socket {name})");
+    let mut groups: Vec<PassedGroup> = Vec::new();
+    for (order, passed) in sockets.into_iter().enumerate() {
+        let (local, shown) = describe(&passed.listener)?;
+        let unnamed_unix = shown == UNNAMED_UNIX;
+        match groups
+            .iter_mut()
+            .find(|g| g.shown == shown && !unnamed_unix)
+        {
+            Some(group) => {
+                group.name = group.name.take().or(passed.name.clone());
+                group.sockets.push((order, passed));
+            }
+            None => groups.push(PassedGroup {
+                local,
+                shown,
+                name: passed.name.clone(),
+                sockets: vec![(order, passed)],
+            }),
         }
-        for listeners in bound.per_worker.iter_mut().skip(1) {
-            listeners.push(
-                socket
-                    .try_clone()
-                    .map_err(|e| BootError::socket("share", &shown, e))?,
-            );
-        }
-        bound.per_worker[0].push(socket);
-        bound.locals.push(local);
-        bound.tcp_addrs.push(None);
-        bound.shown.push(shown);
-        bound.names.push(name);
     }
+    let mut bound = Bound::new(workers);
+    let mut handed = Vec::new();
+    for group in groups {
+        let shown = match &group.name {
+            Some(name) => format!("{} (socket {name})", group.shown),
+            None => group.shown.clone(),
+        };
+        let g = group.sockets.len();
+        let per_worker = g.div_ceil(workers).max(1);
+        // Slot `s` (worker `s / per_worker`) takes socket `s % g`: the
+        // first `g` slots the passed sockets themselves, the rest a
+        // duplicate of the one in `places`.
+        let mut originals = group.sockets.into_iter();
+        let mut places: Vec<(usize, usize)> = Vec::with_capacity(g);
+        for slot in 0..workers * per_worker {
+            let w = slot / per_worker;
+            let index = bound.per_worker[w].len();
+            let listener = match originals.next() {
+                Some((order, passed)) => {
+                    handed.push((order, w, index, passed.name));
+                    places.push((w, index));
+                    passed.listener
+                }
+                None => {
+                    let (pw, pi) = places[slot % g];
+                    bound.per_worker[pw][pi]
+                        .try_clone()
+                        .map_err(|e| BootError::socket("share", &shown, e))?
+                }
+            };
+            bound.per_worker[w].push(listener);
+        }
+        for _ in 0..per_worker {
+            bound.locals.push(group.local.clone());
+            bound.tcp_addrs.push(None);
+        }
+        bound.shown.push(shown);
+    }
+    // Handed on in the order they were passed (their names with them).
+    handed.sort_by_key(|h| h.0);
+    bound.handed = handed
+        .into_iter()
+        .map(|(_, worker, index, name)| Handed {
+            worker,
+            index,
+            name,
+        })
+        .collect();
     Ok(bound)
 }
+
+/// Passed sockets on one address.
+struct PassedGroup {
+    local: (Arc<str>, u16),
+    /// The address as the start-up line shows it.
+    shown: String,
+    /// The first name one of them has.
+    name: Option<Arc<str>>,
+    /// Each with its place in the passed order.
+    sockets: Vec<(usize, Passed)>,
+}
+
+/// How a Unix socket without a path shows (each is a group of its own).
+const UNNAMED_UNIX: &str = "unix:(unnamed)";
 
 /// A passed socket's server name and port (as apps see them), and its
 /// address as the start-up line shows it.
@@ -472,6 +557,50 @@ mod tests {
             text.contains("LISTEN_FDNAMES=\"a:b:c\" names 3") && text.contains("LISTEN_FDS=2"),
             "{text}"
         );
+    }
+
+    /// The socket a listener is (duplicates share it).
+    fn inode(l: &Listener) -> u64 {
+        rustix::fs::fstat(l).expect("fstat").st_ino
+    }
+
+    #[test]
+    fn every_passed_socket_is_served_whatever_the_worker_count() {
+        let any: SocketAddr = "127.0.0.1:0".parse().expect("addr");
+        let first = bind(any, 16).expect("bind");
+        let addr = first.local_addr().expect("addr");
+        // Five SO_REUSEPORT sockets on one address (an old stoa's five
+        // workers), then one on another address.
+        let mut passed = vec![Listener::Tcp(first)];
+        for _ in 0..4 {
+            passed.push(Listener::Tcp(bind(addr, 16).expect("bind")));
+        }
+        passed.push(Listener::Tcp(bind(any, 16).expect("bind")));
+        let inodes: Vec<u64> = passed.iter().map(inode).collect();
+        for workers in [1, 2, 5, 8] {
+            let sockets = passed
+                .iter()
+                .map(|l| Passed {
+                    listener: l.try_clone().expect("dup"),
+                    name: None,
+                })
+                .collect();
+            let bound = adopt_all(sockets, workers).expect("adopted");
+            assert_eq!(bound.shown.len(), 2, "one line per address");
+            let served: std::collections::HashSet<u64> =
+                bound.per_worker.iter().flatten().map(inode).collect();
+            assert_eq!(served.len(), 6, "{workers} worker(s) serve every socket");
+            for listeners in &bound.per_worker {
+                assert_eq!(listeners.len(), bound.locals.len(), "one layout");
+                assert_eq!(listeners.len(), 5usize.div_ceil(workers) + 1);
+            }
+            let handed: Vec<u64> = bound
+                .handed
+                .iter()
+                .map(|h| inode(&bound.per_worker[h.worker][h.index]))
+                .collect();
+            assert_eq!(handed, inodes, "each handed over once, in order");
+        }
     }
 
     #[test]
