@@ -5,7 +5,9 @@
 //! upgrade, and a drain during an unfinished upgrade. Backend-free: one
 //! backend each.
 
-use crate::deploy::{apps_dir, exchange, free_port, status_of, upgrade};
+use crate::deploy::{
+    apps_dir, exchange, free_port, notify_socket, status_of, upgrade, wait_message,
+};
 use crate::harness::{Captured, Group, Server, TempDir, STOA};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -132,4 +134,61 @@ fn an_upgrade_passing_more_than_64_sockets_serves_every_one() {
         let answered = fresh_answers(port, 200);
         assert_eq!(answered, 200, "fresh connections to {port} answered");
     }
+}
+
+/// A variable of process `pid`'s environment as it was started with.
+fn environ_of(pid: u32, key: &str) -> Option<String> {
+    let bytes = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let prefix = format!("{key}=");
+    bytes
+        .split(|&b| b == 0)
+        .map(String::from_utf8_lossy)
+        .find_map(|kv| kv.strip_prefix(&prefix).map(str::to_string))
+}
+
+/// After an upgrade the service manager (here a test-side socket) must
+/// go on getting WATCHDOG=1 from the new process: the private socket the
+/// old one made for the new one's READY=1 is gone once it was ready.
+#[test]
+fn watchdog_keepalives_go_on_to_the_service_manager_after_an_upgrade() {
+    let dir = TempDir::new("upgrade-watchdog");
+    let (sock, path) = notify_socket(&dir);
+    let path = path.to_str().expect("utf-8 path");
+    let mut server = Server::launch("epoll")
+        .apps(&["article"])
+        .args(&["--workers", "2"])
+        .env("NOTIFY_SOCKET", path)
+        .env("WATCHDOG_USEC", "1000000")
+        .start();
+    assert!(wait_message(&sock, "WATCHDOG=1", Duration::from_secs(5)).is_some());
+    let new = upgrade(&mut server, Duration::from_secs(30));
+    // The new process was told READY=1 goes to a private socket, and
+    // everything after to the service manager's.
+    let private = environ_of(new.0, "NOTIFY_SOCKET").expect("the new process's NOTIFY_SOCKET");
+    assert_ne!(private, path);
+    assert_eq!(
+        environ_of(new.0, "STOA_SERVICE_NOTIFY_SOCKET").as_deref(),
+        Some(path)
+    );
+    assert!(
+        !std::path::Path::new(&private).exists(),
+        "the private socket {private} is still there"
+    );
+    let told = wait_message(&sock, &format!("MAINPID={}", new.0), Duration::from_secs(5));
+    assert!(told.is_some(), "the manager was not told the new main pid");
+    // The old process has exited: what comes now is the new one's.
+    while sock.recv(&mut [0u8; 512]).is_ok() {}
+    for _ in 0..3 {
+        let late = wait_message(&sock, "WATCHDOG=1", Duration::from_secs(5));
+        assert!(
+            late.is_some(),
+            "no WATCHDOG=1 from the new process {}",
+            new.0
+        );
+    }
+    assert_eq!(
+        status_of(server.port, "/article"),
+        200,
+        "the new stoa serves"
+    );
 }

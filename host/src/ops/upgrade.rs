@@ -13,6 +13,7 @@
 
 use crate::error::BootError;
 use crate::listen::HandOver;
+use crate::ops::notify;
 use command_fds::{CommandFdExt, FdMapping};
 use std::ffi::OsString;
 use std::os::unix::net::UnixDatagram;
@@ -166,7 +167,16 @@ impl Upgrade {
             .env("LISTEN_FDS", count.to_string())
             .env_remove("LISTEN_PID")
             .env_remove("LISTEN_FDNAMES")
-            .env_remove("WATCHDOG_PID");
+            .env_remove("WATCHDOG_PID")
+            .env_remove("WATCHDOG_USEC")
+            // READY=1 to the private socket, the rest to the manager's.
+            .env(
+                notify::SERVICE_SOCKET_ENV,
+                notify::service_socket().unwrap_or_default(),
+            );
+        if let Some(usec) = notify::watchdog_usec() {
+            cmd.env("WATCHDOG_USEC", usec.to_string());
+        }
         if let Some(names) = names {
             cmd.env("LISTEN_FDNAMES", names);
         }
