@@ -5,10 +5,12 @@
 //! upgrade, and a drain during an unfinished upgrade. Backend-free: one
 //! backend each.
 
+use crate::deploy::KillPid;
 use crate::deploy::{
     apps_dir, exchange, free_port, notify_socket, status_of, upgrade, wait_message,
 };
-use crate::harness::{Captured, Group, Server, TempDir, STOA};
+use crate::harness::{wait_until, Captured, Group, Server, TempDir, STOA};
+use rustix::process::Signal;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
@@ -191,4 +193,109 @@ fn watchdog_keepalives_go_on_to_the_service_manager_after_an_upgrade() {
         200,
         "the new stoa serves"
     );
+}
+
+/// Whether process `pid` is gone (a zombie not yet reaped counts as gone).
+fn gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|t| t.trim_start().starts_with('Z')),
+    }
+}
+
+/// SIGTERM while the new process of an upgrade is still starting (its
+/// app's constructor runs): the old one stops the new one before it
+/// exits, so no orphan goes on serving the sockets.
+#[test]
+fn a_drain_during_an_unfinished_upgrade_stops_the_new_process() {
+    use crate::common::{bytes, install_atomically};
+    let mut server = Server::launch("epoll")
+        .apps(&["article"])
+        .args(&["--workers", "1", "--no-watch"])
+        .env("STOA_TEST_SLOW_INIT_MS", "forever")
+        .start();
+    let port = server.port;
+    // Only the new process loads it (no watching here, no rescan).
+    install_atomically(
+        &server.apps_dir(),
+        "libstoa_test_slow_init.so",
+        &bytes("slow-init"),
+    );
+    server.signal(Signal::USR2);
+    let started = server.wait_lines(&["upgrade: started the new stoa (pid "], 1);
+    let new_pid: u32 = started
+        .first()
+        .and_then(|l| l.split("(pid ").nth(1)?.split(')').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no start line: {}", server.log()));
+    let _new = KillPid(new_pid);
+    assert!(
+        server.wait_log(&["slow-init constructor sleeping"]),
+        "{}",
+        server.log()
+    );
+    server.signal(Signal::TERM);
+    assert!(
+        server.wait_exit(Duration::from_secs(20)).is_some(),
+        "the old stoa did not exit: {}",
+        server.log()
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || gone(new_pid)),
+        "the unfinished new stoa (pid {new_pid}) is still running: {}",
+        server.log()
+    );
+    assert!(
+        server.log_contains(&format!("stopping the new stoa (pid {new_pid})")),
+        "{}",
+        server.log()
+    );
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "something still listens on {port}"
+    );
+}
+
+/// A new binary that ignores SIGTERM and never gets ready: the draining old
+/// stoa kills it (SIGKILL after the bound) before it exits.
+#[test]
+fn a_new_process_that_ignores_sigterm_is_killed_when_the_old_one_drains() {
+    use crate::deploy::start_copy;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("upgrade-ignores-term");
+    let apps = apps_dir(&dir, &["article"]);
+    let binary = dir.path().join("stoa");
+    std::fs::copy(STOA, &binary).expect("copy stoa");
+    let (mut child, port, log) = start_copy(&binary, &apps, "epoll", &[]);
+    let text = || log.lock().map(|l| l.clone()).unwrap_or_default();
+    let stubborn = dir.path().join("stoa.new");
+    std::fs::write(&stubborn, "#!/bin/sh\ntrap '' TERM\nexec sleep 600\n").expect("write");
+    std::fs::set_permissions(&stubborn, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::rename(&stubborn, &binary).expect("rename");
+    let old = rustix::process::Pid::from_raw(child.0.id() as i32).expect("pid");
+    rustix::process::kill_process(old, Signal::USR2).expect("SIGUSR2");
+    let started = wait_until(Duration::from_secs(10), || {
+        text().contains("upgrade: started the new stoa (pid ")
+    });
+    assert!(started, "{}", text());
+    let new_pid: u32 = text()
+        .split("upgrade: started the new stoa (pid ")
+        .nth(1)
+        .and_then(|t| t.split(')').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no pid: {}", text()));
+    let _new = KillPid(new_pid);
+    rustix::process::kill_process(old, Signal::TERM).expect("SIGTERM");
+    let exited = wait_until(Duration::from_secs(20), || {
+        child.0.try_wait().ok().flatten().is_some()
+    });
+    assert!(exited, "the old stoa did not exit: {}", text());
+    assert!(gone(new_pid), "pid {new_pid} still runs: {}", text());
+    assert!(
+        text().contains("did not stop within 5s: SIGKILL"),
+        "{}",
+        text()
+    );
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
 }

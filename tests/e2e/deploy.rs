@@ -266,7 +266,7 @@ fn sigusr2_upgrade_under_load_loses_nothing(poller: &str) {
 }
 
 /// Starts `binary` (a copy of stoa) serving `apps` on `poller`; its port.
-fn start_copy(
+pub(crate) fn start_copy(
     binary: &Path,
     apps: &Path,
     poller: &str,

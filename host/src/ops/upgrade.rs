@@ -30,6 +30,10 @@ const FROM_ENV: &str = crate::listen::UPGRADED_FROM_ENV;
 /// every app first).
 const READY_BOUND: Duration = Duration::from_secs(60);
 
+/// How long a new process that is not ready yet has to exit after SIGTERM
+/// when this one drains, before SIGKILL.
+pub const STOP_BOUND: Duration = Duration::from_secs(5);
+
 /// Waits (bounded) until the stoa this one replaced has exited, so at
 /// most one old process drains at a time.
 pub fn wait_for_predecessor(bound: Duration) {
@@ -72,6 +76,16 @@ pub struct Upgrade {
     /// Duplicates of every listening socket; dropped when this process
     /// drains, so a draining stoa refuses new connections.
     sockets: Mutex<Option<Vec<HandOver>>>,
+    /// The new process while it is not ready yet.
+    pending: Mutex<Pending>,
+}
+
+/// An upgrade's new process until it is ready, or that a drain stopped it.
+#[derive(Default)]
+struct Pending {
+    child: Option<Child>,
+    /// Set by a drain: no new process is started after it.
+    abandoned: bool,
 }
 
 impl Upgrade {
@@ -92,7 +106,51 @@ impl Upgrade {
             exe,
             args: std::env::args_os().skip(1).collect(),
             sockets: Mutex::new(Some(sockets)),
+            pending: Mutex::new(Pending::default()),
         }
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// This process drains: an upgrade's new process that is not ready
+    /// yet is stopped (SIGTERM, SIGKILL after `STOP_BOUND`) and reaped, so
+    /// it does not go on serving as an orphan; none is started after this.
+    /// Returns once it is gone.
+    pub fn abandon(&self) {
+        let child = {
+            let mut pending = self.pending();
+            pending.abandoned = true;
+            pending.child.take()
+        };
+        let Some(mut child) = child else {
+            return;
+        };
+        let pid = child.id();
+        log::warn!(
+            "draining during an unfinished upgrade: stopping the new stoa (pid {pid}) (SIGTERM, \
+             SIGKILL after {STOP_BOUND:?})"
+        );
+        if let Some(p) = i32::try_from(pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            let _ = rustix::process::kill_process(p, rustix::process::Signal::TERM);
+        }
+        let deadline = Instant::now() + STOP_BOUND;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                log::info!("the unfinished new stoa (pid {pid}) stopped ({status})");
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        log::warn!(
+            "the unfinished new stoa (pid {pid}) did not stop within {STOP_BOUND:?}: SIGKILL"
+        );
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     /// Lets the sockets go (this process drains).
@@ -133,15 +191,27 @@ impl Upgrade {
                     .map(|()| s)
             })
             .map_err(notify_socket)?;
-        let mut child = self.spawn(fds, &notify_path)?;
-        match wait_ready(&notify, &mut child) {
-            Ok(()) => Ok(child.id()),
-            Err(e) => {
+        // Started under the lock a drain takes: the drain either finds
+        // the new process to stop or comes first and none is started.
+        let pid = {
+            let mut pending = self.pending();
+            if pending.abandoned {
+                return Err(BootError::Draining);
+            }
+            let child = self.spawn(fds, &notify_path)?;
+            let pid = child.id();
+            pending.child = Some(child);
+            pid
+        };
+        log::info!("upgrade: started the new stoa (pid {pid}); waiting for its READY=1");
+        let ready = wait_ready(&notify, &self.pending);
+        if ready.is_err() {
+            if let Some(mut child) = self.pending().child.take() {
                 let _ = child.kill();
                 let _ = child.wait();
-                Err(e)
             }
         }
+        ready.map(|()| pid)
     }
 
     fn spawn(&self, fds: Vec<HandOver>, notify: &std::path::Path) -> Result<Child, BootError> {
@@ -208,16 +278,24 @@ fn spawn_retrying(cmd: &mut Command) -> std::io::Result<Child> {
     }
 }
 
-/// Waits for `READY=1` from the new process, or its exit, or the bound.
-fn wait_ready(notify: &UnixDatagram, child: &mut Child) -> Result<(), BootError> {
+/// Waits for `READY=1` from the new process (it is then no longer
+/// pending), or its exit, or the bound, or a drain that took it.
+fn wait_ready(notify: &UnixDatagram, pending: &Mutex<Pending>) -> Result<(), BootError> {
     let deadline = Instant::now() + READY_BOUND;
     let mut buf = [0u8; 4096];
     while Instant::now() < deadline {
-        if let Ok(n) = notify.recv(&mut buf) {
+        let said_ready = notify.recv(&mut buf).is_ok_and(|n| {
             let text = String::from_utf8_lossy(&buf[..n]);
-            if text.lines().any(|l| l == "READY=1") {
-                return Ok(());
-            }
+            text.lines().any(|l| l == "READY=1")
+        });
+        let mut pending = pending.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(child) = pending.child.as_mut() else {
+            // A drain stopped it.
+            return Err(BootError::Draining);
+        };
+        if said_ready {
+            pending.child = None;
+            return Ok(());
         }
         if let Ok(Some(status)) = child.try_wait() {
             return Err(BootError::ExitedBeforeReady { status });
