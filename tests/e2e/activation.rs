@@ -55,7 +55,7 @@ fn listen_fdnames_name_the_listening_on_lines() {
     let dir = TempDir::new("fdnames");
     let apps = apps_dir(&dir, &["article"]);
     let (web, admin) = (free_port(), free_port());
-    let (_child, stdout, stderr) = activated(&[web, admin], &["--fdname=web:admin"], &apps);
+    let (child, stdout, stderr) = activated(&[web, admin], &["--fdname=web:admin"], &apps);
     let shown = stdout.wait(Duration::from_secs(20), |t| t.lines().count() >= 2);
     let text = stdout.text();
     assert!(shown, "stdout: {text:?}\nstderr:\n{}", stderr.text());
@@ -73,6 +73,25 @@ fn listen_fdnames_name_the_listening_on_lines() {
     );
     assert_eq!(status_of(web, "/article"), 200);
     assert_eq!(status_of(admin, "/article"), 200);
+    // An upgrade hands the names on with the sockets.
+    let old = rustix::process::Pid::from_raw(child.0.id() as i32).expect("pid");
+    rustix::process::kill_process(old, Signal::USR2).expect("SIGUSR2");
+    let again = stdout.wait(Duration::from_secs(20), |t| t.lines().count() >= 4);
+    let text = stdout.text();
+    assert!(again, "stdout: {text:?}\nstderr:\n{}", stderr.text());
+    let news: Vec<&str> = text.lines().skip(2).collect();
+    assert_eq!(
+        news,
+        [
+            format!("listening on http://127.0.0.1:{web} (socket web)"),
+            format!("listening on http://127.0.0.1:{admin} (socket admin)"),
+        ]
+    );
+    let upgraded = stderr.wait(Duration::from_secs(20), |t| {
+        t.contains("upgrade: the new stoa (pid ")
+    });
+    assert!(upgraded, "{}", stderr.text());
+    assert_eq!(status_of(web, "/article"), 200);
 }
 
 #[test]
