@@ -157,6 +157,31 @@ fn an_upgrade_passing_more_than_64_sockets_serves_every_one() {
     }
 }
 
+/// After an upgrade each worker holds the socket its predecessor had, alone:
+/// when one is stuck, the watchdog takes it out of the accept group (shuts
+/// its socket down) as it does for a socket the process bound itself, so
+/// fresh connections are all answered by the other worker.
+#[test]
+fn after_an_upgrade_a_stuck_worker_leaves_the_accept_group() {
+    let mut server = Server::launch("epoll")
+        .apps(&["stuck", "article"])
+        .args(&["--workers", "2", "--stuck-after", "1"])
+        .args(&["--graceful-timeout", "2"])
+        .start();
+    let _new = upgrade(&mut server, Duration::from_secs(30));
+    let mut spin = crate::client::Client::connect(server.port);
+    spin.send(&crate::client::get("/_stuck/spin"));
+    assert!(
+        server.wait_log(&[
+            "stuck: its loop has not turned",
+            "in app stuck /_stuck/spin"
+        ]),
+        "{}",
+        server.log()
+    );
+    assert_eq!(fresh_answers(server.port, 40), 40, "{}", server.log());
+}
+
 /// A variable of process `pid`'s environment as it was started with.
 fn environ_of(pid: u32, key: &str) -> Option<String> {
     let bytes = std::fs::read(format!("/proc/{pid}/environ")).ok()?;

@@ -63,17 +63,22 @@ pub struct Bound {
     handed: Vec<Handed>,
 }
 
-/// A socket to hand over: `per_worker[worker][index]`, and its name.
+/// A socket to hand over: `per_worker[worker][index]`, its name, and
+/// whether a stoa bound it (`own`; not a service manager's).
 struct Handed {
     worker: usize,
     index: usize,
     name: Option<Arc<str>>,
+    own: bool,
 }
 
-/// A listening socket handed to an upgrade's new process, and its name.
+/// A listening socket handed to an upgrade's new process, its name, and
+/// whether a stoa bound it (`own`: one worker's `SO_REUSEPORT` socket,
+/// which the new process's watchdog may shut down and bind anew).
 pub struct HandOver {
     pub fd: std::os::fd::OwnedFd,
     pub name: Option<Arc<str>>,
+    pub own: bool,
 }
 
 impl Bound {
@@ -102,18 +107,20 @@ impl Bound {
                 Ok(HandOver {
                     fd,
                     name: h.name.clone(),
+                    own: h.own,
                 })
             })
             .collect()
     }
 
     /// Records `per_worker[worker]`'s newest listener as one to hand over.
-    fn hand(&mut self, worker: usize, name: Option<Arc<str>>) {
+    fn hand(&mut self, worker: usize, own: bool) {
         let index = self.per_worker[worker].len() - 1;
         self.handed.push(Handed {
             worker,
             index,
-            name,
+            name: None,
+            own,
         });
     }
 }
@@ -142,12 +149,12 @@ pub fn bind_all(
                 // Each worker's own SO_REUSEPORT socket is a socket of its
                 // own: every one is handed over.
                 bound.per_worker[0].push(Listener::Tcp(first));
-                bound.hand(0, None);
+                bound.hand(0, true);
                 for w in 1..workers {
                     let l =
                         bind(local, backlog).map_err(|e| BootError::socket("bind", local, e))?;
                     bound.per_worker[w].push(Listener::Tcp(l));
-                    bound.hand(w, None);
+                    bound.hand(w, true);
                 }
                 bound
                     .locals
@@ -164,7 +171,7 @@ pub fn bind_all(
                     listeners.push(Listener::Unix(mio::net::UnixListener::from_std(dup)));
                 }
                 // One socket shared by the workers: handed over once.
-                bound.hand(0, None);
+                bound.hand(0, false);
                 bound.locals.push(("localhost".into(), 0));
                 bound.tcp_addrs.push(None);
                 bound.shown.push(format!("unix:{}", path.display()));
@@ -185,6 +192,11 @@ pub const UPGRADED_FROM_ENV: &str = "STOA_UPGRADED_FROM";
 const LISTEN_PID: &str = "LISTEN_PID";
 const LISTEN_FDS: &str = "LISTEN_FDS";
 const LISTEN_FDNAMES: &str = "LISTEN_FDNAMES";
+/// Set by a stoa starting its successor: the passed sockets it bound itself
+/// (comma-separated places from 0 = fd 3; the others are a service
+/// manager's), so the successor's watchdog may shut down and bind anew the
+/// ones a stuck worker holds alone.
+pub const OWN_SOCKETS_ENV: &str = "STOA_OWN_SOCKETS";
 /// Not part of the protocol (sockets start at fd 3), but read by the
 /// `listenfd` crate: unset so it cannot move them.
 const LISTEN_FDS_FIRST_FD: &str = "LISTEN_FDS_FIRST_FD";
@@ -194,6 +206,8 @@ const LISTEN_FDS_FIRST_FD: &str = "LISTEN_FDS_FIRST_FD";
 pub struct Passed {
     pub listener: Listener,
     pub name: Option<Arc<str>>,
+    /// Bound by the stoa this one upgrades (`STOA_OWN_SOCKETS`).
+    pub own: bool,
 }
 
 /// The activation variables as they were found (before they are unset).
@@ -211,8 +225,12 @@ enum Activation {
     /// No socket is passed to this process; why, when variables were set
     /// but do not hand sockets to it.
     Nothing(Option<String>),
-    /// `names.len()` sockets, at fd 3 on, with their names.
-    Sockets(Vec<Option<Arc<str>>>),
+    /// `names.len()` sockets, at fd 3 on, with their names; `upgrade`
+    /// when they come from the stoa this one upgrades.
+    Sockets {
+        names: Vec<Option<Arc<str>>>,
+        upgrade: bool,
+    },
 }
 
 /// Decides what `env` passes to process `me`, whose parent is `parent`;
@@ -232,8 +250,9 @@ fn activation(
             format!("LISTEN_PID={p} is set without LISTEN_FDS: no socket is passed")
         })));
     };
+    let upgrade = env.pid.is_none() && upgrader.is_some() && upgrader == parent;
     match &env.pid {
-        None if upgrader.is_some() && upgrader == parent => {}
+        None if upgrade => {}
         None => {
             return Ok(Activation::Nothing(Some(format!(
                 "LISTEN_FDS={fds} is set without LISTEN_PID, so its sockets are for no \
@@ -286,7 +305,7 @@ fn activation(
             names
         }
     };
-    Ok(Activation::Sockets(names))
+    Ok(Activation::Sockets { names, upgrade })
 }
 
 /// Reads and unsets the activation variables (as sd_listen_fds(unset=1)).
@@ -322,8 +341,13 @@ pub fn inherited() -> Result<Option<Vec<Passed>>, BootError> {
     let upgrader = std::env::var(UPGRADED_FROM_ENV)
         .ok()
         .and_then(|p| p.parse().ok());
-    let names = match activation(&env, me, parent, upgrader) {
-        Ok(Activation::Sockets(names)) => names,
+    let own_text = std::env::var_os(OWN_SOCKETS_ENV).map(|v| v.to_string_lossy().into_owned());
+    std::env::remove_var(OWN_SOCKETS_ENV);
+    let (names, own) = match activation(&env, me, parent, upgrader) {
+        Ok(Activation::Sockets { names, upgrade }) => {
+            let own = own_sockets(own_text.as_deref(), upgrade, names.len());
+            (names, own)
+        }
         Ok(Activation::Nothing(why)) => {
             std::env::remove_var(LISTEN_FDS);
             if let Some(why) = why {
@@ -360,13 +384,48 @@ pub fn inherited() -> Result<Option<Vec<Passed>>, BootError> {
         };
         let listener = listener
             .map_err(|e| BootError::system(format!("make passed socket {fd} non-blocking"), e))?;
-        passed.push(Passed { listener, name });
+        let own = own.contains(&i) && matches!(listener, Listener::Tcp(_));
+        passed.push(Passed {
+            listener,
+            name,
+            own,
+        });
     }
     Ok(Some(passed))
 }
 
+/// The places `STOA_OWN_SOCKETS` lists, for `count` sockets from the stoa
+/// this one upgrades (`upgrade`); anything else in it is ignored, and said.
+fn own_sockets(text: Option<&str>, upgrade: bool, count: usize) -> Vec<usize> {
+    let Some(text) = text.filter(|t| !t.is_empty()) else {
+        return Vec::new();
+    };
+    if !upgrade {
+        log::warn!(
+            "{OWN_SOCKETS_ENV}={text} ignored: only the stoa this one upgrades sets it; the \
+             passed sockets are served as a service manager's"
+        );
+        return Vec::new();
+    }
+    let mut own = Vec::new();
+    for part in text.split(',') {
+        match part.trim().parse::<usize>() {
+            Ok(i) if i < count => own.push(i),
+            _ => log::warn!(
+                "{OWN_SOCKETS_ENV}: {part:?} ignored: not a place among the {count} passed \
+                 socket(s) (0 to {})",
+                count.saturating_sub(1)
+            ),
+        }
+    }
+    own
+}
+
 /// Serves the sockets a service manager (or the stoa this one upgrades)
-/// passed; never shut down by the watchdog nor re-created. Sockets on one
+/// passed. A service manager's are never shut down by the watchdog nor
+/// re-created; the ones the upgraded stoa bound itself (`own`) are, when
+/// each worker holds its own alone (as many sockets on the address as
+/// workers, or a multiple). Sockets on one
 /// address (an upgrade passes each old worker's `SO_REUSEPORT` socket) form
 /// a group, shown once (a named one, `LISTEN_FDNAMES`, with its name after
 /// the address). Of a group of `g` sockets each of the `workers` workers
@@ -390,6 +449,10 @@ pub fn adopt_all(sockets: Vec<Passed>, workers: usize) -> Result<Bound, BootErro
             None => groups.push(PassedGroup {
                 local,
                 shown,
+                addr: match &passed.listener {
+                    Listener::Tcp(l) => l.local_addr().ok(),
+                    Listener::Unix(_) => None,
+                },
                 name: passed.name.clone(),
                 sockets: vec![(order, passed)],
             }),
@@ -397,6 +460,7 @@ pub fn adopt_all(sockets: Vec<Passed>, workers: usize) -> Result<Bound, BootErro
     }
     let mut bound = Bound::new(workers);
     let mut handed = Vec::new();
+    let mut all_orders = Vec::new();
     for group in groups {
         let shown = match &group.name {
             Some(name) => format!("{} (socket {name})", group.shown),
@@ -404,17 +468,29 @@ pub fn adopt_all(sockets: Vec<Passed>, workers: usize) -> Result<Bound, BootErro
         };
         let g = group.sockets.len();
         let per_worker = g.div_ceil(workers).max(1);
+        // Each worker's alone (no duplicate) and every one a stoa's: the
+        // watchdog may treat them as the worker's own.
+        let own_addr = group
+            .addr
+            .filter(|_| g % workers == 0 && group.sockets.iter().all(|(_, p)| p.own));
         // Slot `s` (worker `s / per_worker`) takes socket `s % g`: the
         // first `g` slots the passed sockets themselves, the rest a
         // duplicate of the one in `places`.
         let mut originals = group.sockets.into_iter();
+        let mut orders = Vec::with_capacity(g);
         let mut places: Vec<(usize, usize)> = Vec::with_capacity(g);
         for slot in 0..workers * per_worker {
             let w = slot / per_worker;
             let index = bound.per_worker[w].len();
             let listener = match originals.next() {
                 Some((order, passed)) => {
-                    handed.push((order, w, index, passed.name));
+                    handed.push(Handed {
+                        worker: w,
+                        index,
+                        name: passed.name,
+                        own: passed.own,
+                    });
+                    orders.push(order);
                     places.push((w, index));
                     passed.listener
                 }
@@ -429,20 +505,15 @@ pub fn adopt_all(sockets: Vec<Passed>, workers: usize) -> Result<Bound, BootErro
         }
         for _ in 0..per_worker {
             bound.locals.push(group.local.clone());
-            bound.tcp_addrs.push(None);
+            bound.tcp_addrs.push(own_addr);
         }
         bound.shown.push(shown);
+        all_orders.extend(orders);
     }
     // Handed on in the order they were passed (their names with them).
-    handed.sort_by_key(|h| h.0);
-    bound.handed = handed
-        .into_iter()
-        .map(|(_, worker, index, name)| Handed {
-            worker,
-            index,
-            name,
-        })
-        .collect();
+    let mut ordered: Vec<(usize, Handed)> = all_orders.into_iter().zip(handed).collect();
+    ordered.sort_by_key(|(order, _)| *order);
+    bound.handed = ordered.into_iter().map(|(_, h)| h).collect();
     Ok(bound)
 }
 
@@ -451,6 +522,8 @@ struct PassedGroup {
     local: (Arc<str>, u16),
     /// The address as the start-up line shows it.
     shown: String,
+    /// The TCP address (`None` for a Unix socket).
+    addr: Option<SocketAddr>,
     /// The first name one of them has.
     name: Option<Arc<str>>,
     /// Each with its place in the passed order.
@@ -497,7 +570,10 @@ mod tests {
     }
 
     fn sockets(names: &[Option<&str>]) -> Activation {
-        Activation::Sockets(names.iter().map(|n| n.map(Into::into)).collect())
+        Activation::Sockets {
+            names: names.iter().map(|n| n.map(Into::into)).collect(),
+            upgrade: false,
+        }
     }
 
     #[test]
@@ -520,7 +596,10 @@ mod tests {
         let e = env(None, Some("1"), None);
         assert_eq!(
             activation(&e, 42, Some(9), Some(9)).ok(),
-            Some(sockets(&[None]))
+            Some(Activation::Sockets {
+                names: vec![None],
+                upgrade: true
+            })
         );
         let why = activation(&e, 42, Some(9), Some(8)).expect("not an error");
         assert!(
@@ -559,6 +638,19 @@ mod tests {
         );
     }
 
+    /// `n` SO_REUSEPORT sockets on one loopback address (an old stoa's `n`
+    /// workers), and the address.
+    fn reuseport_group(n: usize) -> (SocketAddr, Vec<Listener>) {
+        let any: SocketAddr = "127.0.0.1:0".parse().expect("addr");
+        let first = bind(any, 16).expect("bind");
+        let addr = first.local_addr().expect("addr");
+        let mut group = vec![Listener::Tcp(first)];
+        for _ in 1..n {
+            group.push(Listener::Tcp(bind(addr, 16).expect("bind")));
+        }
+        (addr, group)
+    }
+
     /// The socket a listener is (duplicates share it).
     fn inode(l: &Listener) -> u64 {
         rustix::fs::fstat(l).expect("fstat").st_ino
@@ -566,16 +658,9 @@ mod tests {
 
     #[test]
     fn every_passed_socket_is_served_whatever_the_worker_count() {
-        let any: SocketAddr = "127.0.0.1:0".parse().expect("addr");
-        let first = bind(any, 16).expect("bind");
-        let addr = first.local_addr().expect("addr");
-        // Five SO_REUSEPORT sockets on one address (an old stoa's five
-        // workers), then one on another address.
-        let mut passed = vec![Listener::Tcp(first)];
-        for _ in 0..4 {
-            passed.push(Listener::Tcp(bind(addr, 16).expect("bind")));
-        }
-        passed.push(Listener::Tcp(bind(any, 16).expect("bind")));
+        // Five sockets on one address, then one on another.
+        let (_, mut passed) = reuseport_group(5);
+        passed.extend(reuseport_group(1).1);
         let inodes: Vec<u64> = passed.iter().map(inode).collect();
         for workers in [1, 2, 5, 8] {
             let sockets = passed
@@ -583,6 +668,7 @@ mod tests {
                 .map(|l| Passed {
                     listener: l.try_clone().expect("dup"),
                     name: None,
+                    own: false,
                 })
                 .collect();
             let bound = adopt_all(sockets, workers).expect("adopted");
@@ -601,6 +687,39 @@ mod tests {
                 .collect();
             assert_eq!(handed, inodes, "each handed over once, in order");
         }
+    }
+
+    #[test]
+    fn a_stoas_own_sockets_held_one_per_worker_stay_the_workers_own() {
+        let (addr, four) = reuseport_group(4);
+        let passed = |own: [bool; 4]| {
+            four.iter()
+                .zip(own)
+                .map(|(l, own)| Passed {
+                    listener: l.try_clone().expect("dup"),
+                    name: None,
+                    own,
+                })
+                .collect()
+        };
+        // Four of a stoa's sockets, two workers: each holds two alone.
+        let bound = adopt_all(passed([true; 4]), 2).expect("adopted");
+        assert_eq!(bound.tcp_addrs, vec![Some(addr); 2]);
+        let handed = bound.duplicates().expect("dups");
+        assert!(handed.iter().all(|h| h.own));
+        // Three workers share them; one a service manager's: never shut down.
+        let shared = adopt_all(passed([true; 4]), 3).expect("adopted");
+        assert!(shared.tcp_addrs.iter().all(Option::is_none));
+        let managers = adopt_all(passed([true, true, false, true]), 2).expect("adopted");
+        assert!(managers.tcp_addrs.iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn own_sockets_are_taken_from_an_upgrading_parent_only() {
+        assert_eq!(own_sockets(Some("0,2"), true, 3), vec![0, 2]);
+        assert_eq!(own_sockets(Some("0,7,x"), true, 3), vec![0]);
+        assert!(own_sockets(Some("0"), false, 3).is_empty());
+        assert!(own_sockets(Some(""), true, 3).is_empty());
     }
 
     #[test]

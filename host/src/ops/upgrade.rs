@@ -175,6 +175,7 @@ impl Upgrade {
                     Ok(HandOver {
                         fd: s.fd.try_clone()?,
                         name: s.name.clone(),
+                        own: s.own,
                     })
                 })
                 .collect::<std::io::Result<Vec<_>>>()
@@ -224,6 +225,14 @@ impl Upgrade {
                 .collect::<Vec<_>>()
                 .join(":")
         });
+        // The ones a stoa bound (not a service manager's).
+        let own = fds
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.own)
+            .map(|(i, _)| i.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
         let mappings = fds
             .into_iter()
             .enumerate()
@@ -247,6 +256,7 @@ impl Upgrade {
         if let Some(usec) = notify::watchdog_usec() {
             cmd.env("WATCHDOG_USEC", usec.to_string());
         }
+        cmd.env(crate::listen::OWN_SOCKETS_ENV, own);
         if let Some(names) = names {
             cmd.env("LISTEN_FDNAMES", names);
         }
