@@ -182,6 +182,32 @@ fn after_an_upgrade_a_stuck_worker_leaves_the_accept_group() {
     assert_eq!(fresh_answers(server.port, 40), 40, "{}", server.log());
 }
 
+/// A worker that was stuck and turned again listens on a new socket; the
+/// one the watchdog shut down is not handed to an upgrade (accepting on it
+/// fails, and the new process's worker would pause its accepts).
+#[test]
+fn an_upgrade_after_a_worker_rejoined_hands_over_only_listening_sockets() {
+    let mut server = Server::launch("epoll")
+        .apps(&["stuck", "article"])
+        .args(&["--workers", "2", "--stuck-after", "1"])
+        .start();
+    let mut spin = crate::client::Client::connect(server.port);
+    spin.send(&crate::client::get("/_stuck/spin?ms=2500"));
+    assert!(
+        server.wait_log(&["rejoined the accept group"]),
+        "{}",
+        server.log()
+    );
+    let _new = upgrade(&mut server, Duration::from_secs(30));
+    assert!(server.log_contains("a socket that no longer listens is not handed over"));
+    assert_eq!(fresh_answers(server.port, 40), 40, "{}", server.log());
+    assert!(
+        !server.log_contains("accepts paused"),
+        "the new process failed to accept: {}",
+        server.log()
+    );
+}
+
 /// A variable of process `pid`'s environment as it was started with.
 fn environ_of(pid: u32, key: &str) -> Option<String> {
     let bytes = std::fs::read(format!("/proc/{pid}/environ")).ok()?;

@@ -384,6 +384,13 @@ pub fn inherited() -> Result<Option<Vec<Passed>>, BootError> {
         };
         let listener = listener
             .map_err(|e| BootError::system(format!("make passed socket {fd} non-blocking"), e))?;
+        if !socket2::SockRef::from(&listener)
+            .is_listener()
+            .unwrap_or(true)
+        {
+            let source = io::Error::other("it does not listen");
+            return Err(BootError::NotAListener { fd, source });
+        }
         let own = own.contains(&i) && matches!(listener, Listener::Tcp(_));
         passed.push(Passed {
             listener,

@@ -169,8 +169,18 @@ impl Upgrade {
             let Some(sockets) = sockets.as_ref() else {
                 return Err(BootError::Draining);
             };
+            // A socket the watchdog shut down (its worker was stuck, and
+            // listens on a new one since) is not handed over: accepting on
+            // it fails.
             sockets
                 .iter()
+                .filter(|s| {
+                    let dead = matches!(socket2::SockRef::from(&s.fd).is_listener(), Ok(false));
+                    if dead {
+                        log::info!("upgrade: a socket that no longer listens is not handed over");
+                    }
+                    !dead
+                })
                 .map(|s| {
                     Ok(HandOver {
                         fd: s.fd.try_clone()?,
