@@ -58,7 +58,7 @@ pub struct WorkerRole {
     pub rows: usize,
     pub row_index: usize,
     /// The listening sockets, shared with every other worker.
-    pub sockets: Vec<listen::Listener>,
+    pub sockets: Vec<listen::Passed>,
 }
 
 fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {

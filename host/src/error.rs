@@ -57,6 +57,17 @@ pub enum BootError {
          stream listener: {source}"
     )]
     NotAListener { fd: usize, source: io::Error },
+    /// `LISTEN_FDNAMES` (colon-separated) names a different count of
+    /// sockets than `LISTEN_FDS` passes.
+    #[error(
+        "LISTEN_FDNAMES={given:?} names {names} socket(s) but LISTEN_FDS={fds}: give one name \
+         per passed socket, {fds} colon-separated (sd_listen_fds_with_names(3))"
+    )]
+    FdNamesCount {
+        given: String,
+        names: usize,
+        fds: usize,
+    },
 
     /// A budget below what one body or message takes: `setting` was given
     /// `given`, less than `floor`'s `least`, which is the nearest value the

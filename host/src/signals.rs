@@ -3,7 +3,8 @@
 //! them there as requests, beside the apps thread's (a replace past
 //! `--max-generations` asks for the re-exec), so no part of the host
 //! signals itself. SIGTERM and SIGINT drain the workers (a second one exits
-//! at once, and the graceful timeout forces the rest closed); SIGHUP asks
+//! at once, and the graceful timeout forces the rest closed; an upgrade's
+//! new process that is not ready yet is stopped first); SIGHUP asks
 //! the apps thread to rescan; SIGUSR1 reopens the access log; SIGUSR2
 //! upgrades the host binary in place (see `ops::upgrade`) and then drains.
 
@@ -138,6 +139,9 @@ fn drain(steered: &Arc<Steered>, why: &str) {
         row.set_phase(Phase::Draining);
     }
     steered.upgrade.release();
+    // Before the drain lets this process exit: an unfinished upgrade's
+    // new process must not outlive it.
+    steered.upgrade.abandon();
     steered.control.drain();
     notify::stopping(&format!("draining after {why}"));
     let control = steered.control.clone();
@@ -173,6 +177,9 @@ fn start_upgrade(steered: &Arc<Steered>, upgrading: &Arc<AtomicBool>, why: &str)
                     notify::main_pid(pid);
                     listen::keep_unix_sockets();
                     drain(&steered, "upgrade");
+                }
+                Err(BootError::Draining) => {
+                    log::warn!("upgrade abandoned: this stoa drains")
                 }
                 Err(e) => log::error!("upgrade failed: {e}; this stoa keeps serving"),
             }

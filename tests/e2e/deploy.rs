@@ -31,18 +31,18 @@ fn ready_is_sent_once_the_constructors_returned() {
 }
 
 /// A port nobody listens on now.
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");
     l.local_addr().expect("addr").port()
 }
 
 /// An apps directory holding these plugins.
-fn apps_dir(dir: &TempDir, apps: &[&str]) -> PathBuf {
+pub(crate) fn apps_dir(dir: &TempDir, apps: &[&str]) -> PathBuf {
     crate::common::apps_dir_with(dir.path(), apps)
 }
 
 /// Kills the process `pid` when dropped (a process the harness did not start).
-struct KillPid(u32);
+pub(crate) struct KillPid(pub(crate) u32);
 
 impl Drop for KillPid {
     fn drop(&mut self) {
@@ -53,7 +53,7 @@ impl Drop for KillPid {
 }
 
 /// GET `path` on a new connection; the status, or 0 if it failed.
-fn status_of(port: u16, path: &str) -> u16 {
+pub(crate) fn status_of(port: u16, path: &str) -> u16 {
     match std::net::TcpStream::connect(("127.0.0.1", port)) {
         Ok(_) => Client::connect(port).request(&get(path)).status,
         Err(_) => 0,
@@ -193,7 +193,7 @@ fn watchdog_keepalives_stop_while_a_loop_is_stuck(poller: &str) {
 
 /// One request on `stream`; the status, or `None` if the connection
 /// closed (or failed) before any byte of an answer.
-fn exchange(stream: &mut std::net::TcpStream) -> Option<u16> {
+pub(crate) fn exchange(stream: &mut std::net::TcpStream) -> Option<u16> {
     use std::io::{Read, Write};
     stream.write_all(&get("/article")).ok()?;
     let mut buf = Vec::new();
@@ -297,16 +297,8 @@ fn sigusr2_upgrade_under_load_loses_nothing(poller: &str) {
     let port = server.port;
     let load = Load::start(port, 4);
     std::thread::sleep(Duration::from_millis(300));
-    server.signal(Signal::USR2);
-    let exited = server.wait_exit(Duration::from_secs(30));
-    let new_pid = upgraded_pids(&server)
-        .pop()
-        .unwrap_or_else(|| panic!("no upgrade line: {}", server.log()));
-    let _new = KillPid(new_pid);
-    assert!(
-        exited.is_some(),
-        "the old stoa did not exit after the upgrade"
-    );
+    let new = upgrade(&mut server, Duration::from_secs(30));
+    let new_pid = new.0;
     std::thread::sleep(Duration::from_millis(300));
     let (ok, failed) = load.finish();
     eprintln!("upgrade under load: {ok} answered, {failed} failed");
@@ -317,7 +309,7 @@ fn sigusr2_upgrade_under_load_loses_nothing(poller: &str) {
 }
 
 /// Starts `binary` (a copy of stoa) serving `apps` on `poller`; its port.
-fn start_copy(
+pub(crate) fn start_copy(
     binary: &Path,
     apps: &Path,
     poller: &str,
@@ -465,8 +457,25 @@ fn the_unit_files_pass_systemd_analyze_verify() {
     );
 }
 
+/// Sends `server` SIGUSR2 and waits (up to `within`) for it to exit once
+/// the new process serves; the new process, killed when dropped.
+pub(crate) fn upgrade(server: &mut Server, within: Duration) -> KillPid {
+    server.signal(Signal::USR2);
+    let exited = server.wait_exit(within);
+    let new_pid = upgraded_pids(server)
+        .pop()
+        .unwrap_or_else(|| panic!("no upgrade line: {}", server.log()));
+    let new = KillPid(new_pid);
+    assert!(
+        exited.is_some(),
+        "the old stoa did not exit after the upgrade: {}",
+        server.log()
+    );
+    new
+}
+
 /// The pids of the processes started by upgrades, from the shared log.
-fn upgraded_pids(server: &Server) -> Vec<u32> {
+pub(crate) fn upgraded_pids(server: &Server) -> Vec<u32> {
     server
         .log_lines(&["upgrade: the new stoa (pid "])
         .iter()

@@ -126,7 +126,7 @@ enum Hold {
 
 impl Captured {
     /// Starts a thread copying `stream` into a new buffer.
-    fn collect(stream: impl Read + Send + 'static) -> Arc<Self> {
+    pub fn collect(stream: impl Read + Send + 'static) -> Arc<Self> {
         let captured = Arc::new(Captured::default());
         let sink = captured.clone();
         std::thread::spawn(move || {

@@ -10,6 +10,7 @@ mod common;
 mod plugins;
 
 mod abi;
+mod activation;
 mod apps_dir;
 mod article;
 mod article_items;

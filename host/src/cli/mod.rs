@@ -83,7 +83,10 @@ pub struct Cli {
 
     /// Address to listen on (repeatable: listens on all): HOST:PORT,
     /// [IPv6]:PORT, :PORT or PORT (all IPv4 addresses), or unix:PATH (a
-    /// Unix-domain socket); port 0 picks a free port.
+    /// Unix-domain socket); port 0 picks a free port. Not used when sockets
+    /// are passed (socket activation: LISTEN_FDS for the pid in LISTEN_PID,
+    /// names from LISTEN_FDNAMES shown on the "listening on" lines; or an
+    /// upgrade on SIGUSR2).
     #[arg(long, env = "STOA_BIND", value_name = "ADDR", default_value = "127.0.0.1:8000",
           value_parser = parse_bind, value_delimiter = ',', help_heading = SERVING)]
     pub bind: Vec<Bind>,

@@ -1,6 +1,6 @@
 //! Start-up plumbing for the socket side: the listeners (TCP with address
-//! reuse, Unix-domain in `unix.rs`) and the process's file-descriptor
-//! limit.
+//! reuse, Unix-domain in `unix.rs`, passed ones read in `activation.rs` and
+//! shared out here) and the process's file-descriptor limit.
 
 use crate::error::BootError;
 use crate::settings::Bind;
@@ -9,11 +9,14 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+mod activation;
 mod socket;
 mod unix;
 
-/// Most listeners a loop has (distinct `--bind` values).
+/// Most distinct `--bind` values. A loop itself takes any number of
+/// listeners (an upgrade passes every worker's socket per address).
 pub const MAX_LISTENERS: usize = 64;
+pub use activation::{inherited, Passed, OWN_SOCKETS_ENV, UPGRADED_FROM_ENV};
 pub use socket::{Listener, Stream, UNIX_PEER};
 pub use unix::{bind_unix, keep_unix_sockets, remove_unix_sockets, watch_unix_sockets};
 
@@ -55,6 +58,29 @@ pub struct Bound {
     pub tcp_addrs: Vec<Option<SocketAddr>>,
     /// Each listener as the start-up line shows it.
     pub shown: Vec<String>,
+    /// The sockets an upgrade hands over, each once: where it is
+    /// (worker, listener index) and its name, as socket activation gave it
+    /// (`LISTEN_FDNAMES`). No extra descriptor is kept: a draining process
+    /// must not hold its sockets open.
+    handed: Vec<Handed>,
+}
+
+/// A socket to hand over: `per_worker[worker][index]`, its name, and
+/// whether a stoa bound it (`own`; not a service manager's).
+struct Handed {
+    worker: usize,
+    index: usize,
+    name: Option<Arc<str>>,
+    own: bool,
+}
+
+/// A listening socket handed to an upgrade's new process, its name, and
+/// whether a stoa bound it (`own`: one worker's `SO_REUSEPORT` socket,
+/// which the new process's watchdog may shut down and bind anew).
+pub struct HandOver {
+    pub fd: std::os::fd::OwnedFd,
+    pub name: Option<Arc<str>>,
+    pub own: bool,
 }
 
 impl Bound {
@@ -65,28 +91,39 @@ impl Bound {
             locals: Vec::new(),
             tcp_addrs: Vec::new(),
             shown: Vec::new(),
+            handed: Vec::new(),
         }
     }
 
     /// A duplicate of every listening socket (every worker's), for an
-    /// upgrade to hand over.
-    pub fn duplicates(&self) -> Result<Vec<std::os::fd::OwnedFd>, BootError> {
+    /// upgrade to hand over, with its name.
+    pub fn duplicates(&self) -> Result<Vec<HandOver>, BootError> {
         use std::os::fd::AsFd;
-        // Each worker's own SO_REUSEPORT socket is a socket of its own;
-        // a shared one (Unix, or passed to us) is handed over once.
-        self.per_worker
+        self.handed
             .iter()
-            .enumerate()
-            .flat_map(|(w, listeners)| {
-                listeners
-                    .iter()
-                    .zip(&self.tcp_addrs)
-                    .filter(move |(_, own)| w == 0 || own.is_some())
-                    .map(|(l, _)| l)
+            .map(|h| {
+                let fd = self.per_worker[h.worker][h.index]
+                    .as_fd()
+                    .try_clone_to_owned()
+                    .map_err(|e| BootError::system("duplicate a listening socket", e))?;
+                Ok(HandOver {
+                    fd,
+                    name: h.name.clone(),
+                    own: h.own,
+                })
             })
-            .map(|l| l.as_fd().try_clone_to_owned())
-            .collect::<std::io::Result<_>>()
-            .map_err(|e| BootError::system("duplicate a listening socket", e))
+            .collect()
+    }
+
+    /// Records `per_worker[worker]`'s newest listener as one to hand over.
+    fn hand(&mut self, worker: usize, own: bool) {
+        let index = self.per_worker[worker].len() - 1;
+        self.handed.push(Handed {
+            worker,
+            index,
+            name: None,
+            own,
+        });
     }
 }
 
@@ -111,11 +148,15 @@ pub fn bind_all(
                 let local = first
                     .local_addr()
                     .map_err(|e| BootError::socket("read the bound address of", addr, e))?;
+                // Each worker's own SO_REUSEPORT socket is a socket of its
+                // own: every one is handed over.
                 bound.per_worker[0].push(Listener::Tcp(first));
+                bound.hand(0, true);
                 for w in 1..workers {
                     let l =
                         bind(local, backlog).map_err(|e| BootError::socket("bind", local, e))?;
                     bound.per_worker[w].push(Listener::Tcp(l));
+                    bound.hand(w, true);
                 }
                 bound
                     .locals
@@ -131,6 +172,8 @@ pub fn bind_all(
                     })?;
                     listeners.push(Listener::Unix(mio::net::UnixListener::from_std(dup)));
                 }
+                // One socket shared by the workers: handed over once.
+                bound.hand(0, false);
                 bound.locals.push(("localhost".into(), 0));
                 bound.tcp_addrs.push(None);
                 bound.shown.push(format!("unix:{}", path.display()));
@@ -140,73 +183,219 @@ pub fn bind_all(
     Ok(bound)
 }
 
-/// Listening sockets passed by a service manager's socket activation
-/// (`LISTEN_FDS`, `LISTEN_PID`; systemd, `systemd-socket-activate`), in
-/// order; `None` when none were passed. Each is a TCP or a Unix stream
-/// listener; anything else is an error naming it.
-pub fn inherited() -> Result<Option<Vec<Listener>>, BootError> {
-    let mut fds = listenfd::ListenFd::from_env();
-    if fds.len() == 0 {
-        return Ok(None);
+/// Serves the sockets a service manager (or the stoa this one upgrades)
+/// passed. A service manager's are never shut down by the watchdog nor
+/// re-created; the ones the upgraded stoa bound itself (`own`) are, when
+/// each worker holds its own alone (as many sockets on the address as
+/// workers, or a multiple). Sockets on one
+/// address (an upgrade passes each old worker's `SO_REUSEPORT` socket) form
+/// a group, shown once (a named one, `LISTEN_FDNAMES`, with its name after
+/// the address). Of a group of `g` sockets each of the `workers` workers
+/// takes `ceil(g / workers)` in turn, so every socket is served by at least
+/// one worker whatever the two counts (fewer sockets than workers: they
+/// are shared, a duplicate each), and every worker has the same listener
+/// layout (apps see one server name and port per listener index).
+pub fn adopt_all(sockets: Vec<Passed>, workers: usize) -> Result<Bound, BootError> {
+    let mut groups: Vec<PassedGroup> = Vec::new();
+    for (order, passed) in sockets.into_iter().enumerate() {
+        let (local, shown) = describe(&passed.listener)?;
+        let unnamed_unix = shown == UNNAMED_UNIX;
+        match groups
+            .iter_mut()
+            .find(|g| g.shown == shown && !unnamed_unix)
+        {
+            Some(group) => {
+                group.name = group.name.take().or(passed.name.clone());
+                group.sockets.push((order, passed));
+            }
+            None => groups.push(PassedGroup {
+                local,
+                shown,
+                addr: match &passed.listener {
+                    Listener::Tcp(l) => l.local_addr().ok(),
+                    Listener::Unix(_) => None,
+                },
+                name: passed.name.clone(),
+                sockets: vec![(order, passed)],
+            }),
+        }
     }
-    let mut listeners = Vec::with_capacity(fds.len());
-    for i in 0..fds.len() {
-        let tcp = fds.take_tcp_listener(i);
-        let listener = match tcp {
-            Ok(Some(l)) => l
-                .set_nonblocking(true)
-                .map(|()| Listener::Tcp(mio::net::TcpListener::from_std(l))),
-            _ => match fds.take_unix_listener(i) {
-                Ok(Some(l)) => l
-                    .set_nonblocking(true)
-                    .map(|()| Listener::Unix(mio::net::UnixListener::from_std(l))),
-                Ok(None) => continue,
-                Err(source) => return Err(BootError::NotAListener { fd: i + 3, source }),
-            },
+    let mut bound = Bound::new(workers);
+    let mut handed = Vec::new();
+    let mut all_orders = Vec::new();
+    for group in groups {
+        let shown = match &group.name {
+            Some(name) => format!("{} (socket {name})", group.shown),
+            None => group.shown.clone(),
         };
-        let fd = i + 3;
-        let listener = listener
-            .map_err(|e| BootError::system(format!("make passed socket {fd} non-blocking"), e))?;
-        listeners.push(listener);
+        let g = group.sockets.len();
+        let per_worker = g.div_ceil(workers).max(1);
+        // Each worker's alone (no duplicate) and every one a stoa's: the
+        // watchdog may treat them as the worker's own.
+        let own_addr = group
+            .addr
+            .filter(|_| g % workers == 0 && group.sockets.iter().all(|(_, p)| p.own));
+        // Slot `s` (worker `s / per_worker`) takes socket `s % g`: the
+        // first `g` slots the passed sockets themselves, the rest a
+        // duplicate of the one in `places`.
+        let mut originals = group.sockets.into_iter();
+        let mut orders = Vec::with_capacity(g);
+        let mut places: Vec<(usize, usize)> = Vec::with_capacity(g);
+        for slot in 0..workers * per_worker {
+            let w = slot / per_worker;
+            let index = bound.per_worker[w].len();
+            let listener = match originals.next() {
+                Some((order, passed)) => {
+                    handed.push(Handed {
+                        worker: w,
+                        index,
+                        name: passed.name,
+                        own: passed.own,
+                    });
+                    orders.push(order);
+                    places.push((w, index));
+                    passed.listener
+                }
+                None => {
+                    let (pw, pi) = places[slot % g];
+                    bound.per_worker[pw][pi]
+                        .try_clone()
+                        .map_err(|e| BootError::socket("share", &shown, e))?
+                }
+            };
+            bound.per_worker[w].push(listener);
+        }
+        for _ in 0..per_worker {
+            bound.locals.push(group.local.clone());
+            bound.tcp_addrs.push(own_addr);
+        }
+        bound.shown.push(shown);
+        all_orders.extend(orders);
     }
-    Ok(Some(listeners))
+    // Handed on in the order they were passed (their names with them).
+    let mut ordered: Vec<(usize, Handed)> = all_orders.into_iter().zip(handed).collect();
+    ordered.sort_by_key(|(order, _)| *order);
+    bound.handed = ordered.into_iter().map(|(_, h)| h).collect();
+    Ok(bound)
 }
 
-/// Serves the sockets a service manager passed: shared by every worker
-/// (a duplicate each), never shut down by the watchdog nor re-created.
-pub fn adopt_all(sockets: Vec<Listener>, workers: usize) -> Result<Bound, BootError> {
-    let mut bound = Bound::new(workers);
-    for socket in sockets {
-        let (local, shown) = match &socket {
-            Listener::Tcp(l) => {
-                let a = l
-                    .local_addr()
-                    .map_err(|e| BootError::system("read a passed socket's address", e))?;
-                ((a.ip().to_string().into(), a.port()), format!("http://{a}"))
-            }
-            Listener::Unix(l) => {
-                let path = l
-                    .local_addr()
-                    .ok()
-                    .and_then(|a| {
-                        a.as_pathname()
-                            .map(|p| unix::public_path(p).display().to_string())
-                    })
-                    .unwrap_or_else(|| "(unnamed)".into());
-                (("localhost".into(), 0), format!("unix:{path}"))
-            }
-        };
-        for listeners in bound.per_worker.iter_mut().skip(1) {
-            listeners.push(
-                socket
-                    .try_clone()
-                    .map_err(|e| BootError::socket("share", &shown, e))?,
-            );
+/// Passed sockets on one address.
+struct PassedGroup {
+    local: (Arc<str>, u16),
+    /// The address as the start-up line shows it.
+    shown: String,
+    /// The TCP address (`None` for a Unix socket).
+    addr: Option<SocketAddr>,
+    /// The first name one of them has.
+    name: Option<Arc<str>>,
+    /// Each with its place in the passed order.
+    sockets: Vec<(usize, Passed)>,
+}
+
+/// How a Unix socket without a path shows (each is a group of its own).
+const UNNAMED_UNIX: &str = "unix:(unnamed)";
+
+/// A passed socket's server name and port (as apps see them), and its
+/// address as the start-up line shows it.
+fn describe(socket: &Listener) -> Result<((Arc<str>, u16), String), BootError> {
+    Ok(match socket {
+        Listener::Tcp(l) => {
+            let a = l
+                .local_addr()
+                .map_err(|e| BootError::system("read a passed socket's address", e))?;
+            ((a.ip().to_string().into(), a.port()), format!("http://{a}"))
         }
-        bound.per_worker[0].push(socket);
-        bound.locals.push(local);
-        bound.tcp_addrs.push(None);
-        bound.shown.push(shown);
+        Listener::Unix(l) => {
+            let path = l
+                .local_addr()
+                .ok()
+                .and_then(|a| {
+                    a.as_pathname()
+                        .map(|p| unix::public_path(p).display().to_string())
+                })
+                .unwrap_or_else(|| "(unnamed)".into());
+            (("localhost".into(), 0), format!("unix:{path}"))
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n` SO_REUSEPORT sockets on one loopback address (an old stoa's `n`
+    /// workers), and the address.
+    fn reuseport_group(n: usize) -> (SocketAddr, Vec<Listener>) {
+        let any: SocketAddr = "127.0.0.1:0".parse().expect("addr");
+        let first = bind(any, 16).expect("bind");
+        let addr = first.local_addr().expect("addr");
+        let mut group = vec![Listener::Tcp(first)];
+        for _ in 1..n {
+            group.push(Listener::Tcp(bind(addr, 16).expect("bind")));
+        }
+        (addr, group)
     }
-    Ok(bound)
+
+    /// The socket a listener is (duplicates share it).
+    fn inode(l: &Listener) -> u64 {
+        rustix::fs::fstat(l).expect("fstat").st_ino
+    }
+
+    #[test]
+    fn every_passed_socket_is_served_whatever_the_worker_count() {
+        // Five sockets on one address, then one on another.
+        let (_, mut passed) = reuseport_group(5);
+        passed.extend(reuseport_group(1).1);
+        let inodes: Vec<u64> = passed.iter().map(inode).collect();
+        for workers in [1, 2, 5, 8] {
+            let sockets = passed
+                .iter()
+                .map(|l| Passed {
+                    listener: l.try_clone().expect("dup"),
+                    name: None,
+                    own: false,
+                })
+                .collect();
+            let bound = adopt_all(sockets, workers).expect("adopted");
+            assert_eq!(bound.shown.len(), 2, "one line per address");
+            let served: std::collections::HashSet<u64> =
+                bound.per_worker.iter().flatten().map(inode).collect();
+            assert_eq!(served.len(), 6, "{workers} worker(s) serve every socket");
+            for listeners in &bound.per_worker {
+                assert_eq!(listeners.len(), bound.locals.len(), "one layout");
+                assert_eq!(listeners.len(), 5usize.div_ceil(workers) + 1);
+            }
+            let handed: Vec<u64> = bound
+                .handed
+                .iter()
+                .map(|h| inode(&bound.per_worker[h.worker][h.index]))
+                .collect();
+            assert_eq!(handed, inodes, "each handed over once, in order");
+        }
+    }
+
+    #[test]
+    fn a_stoas_own_sockets_held_one_per_worker_stay_the_workers_own() {
+        let (addr, four) = reuseport_group(4);
+        let passed = |own: [bool; 4]| {
+            four.iter()
+                .zip(own)
+                .map(|(l, own)| Passed {
+                    listener: l.try_clone().expect("dup"),
+                    name: None,
+                    own,
+                })
+                .collect()
+        };
+        // Four of a stoa's sockets, two workers: each holds two alone.
+        let bound = adopt_all(passed([true; 4]), 2).expect("adopted");
+        assert_eq!(bound.tcp_addrs, vec![Some(addr); 2]);
+        let handed = bound.duplicates().expect("dups");
+        assert!(handed.iter().all(|h| h.own));
+        // Three workers share them; one a service manager's: never shut down.
+        let shared = adopt_all(passed([true; 4]), 3).expect("adopted");
+        assert!(shared.tcp_addrs.iter().all(Option::is_none));
+        let managers = adopt_all(passed([true, true, false, true]), 2).expect("adopted");
+        assert!(managers.tcp_addrs.iter().all(Option::is_none));
+    }
 }

@@ -7,7 +7,7 @@
 //! by every worker, so it is never shut down: a stuck worker just does not
 //! accept from it.
 
-use crate::listen::{self, Listener, Stream, MAX_LISTENERS};
+use crate::listen::{self, Listener, Stream};
 use crate::ops::watchdog::Beat;
 use crate::poller::{Poller, Token};
 use socket2::{SockRef, Socket};
@@ -16,12 +16,17 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
-/// Listener `i`'s token is `Token(LISTENERS - i)`.
+/// Listener `i`'s token is `Token(LISTENERS - i)`: the top half of the
+/// token space is the listeners' (a loop takes any number: an upgrade may
+/// pass it every old worker's socket), the bottom half the connections'.
 const LISTENERS: usize = usize::MAX - 1;
+/// The lowest listener token.
+const LOWEST_LISTENER: usize = usize::MAX / 2;
 /// The listener index a token stands for, if it is a listener's.
 pub fn listener_of(token: Token) -> Option<usize> {
-    let i = LISTENERS.checked_sub(token.0)?;
-    (token.0 <= LISTENERS && i < MAX_LISTENERS).then_some(i)
+    (LOWEST_LISTENER..=LISTENERS)
+        .contains(&token.0)
+        .then(|| LISTENERS - token.0)
 }
 
 fn token(i: usize) -> Token {
@@ -190,10 +195,10 @@ mod tests {
     #[test]
     fn listener_tokens_do_not_meet_connections_or_the_waker() {
         assert_eq!(listener_of(token(0)), Some(0));
-        assert_eq!(
-            listener_of(token(MAX_LISTENERS - 1)),
-            Some(MAX_LISTENERS - 1)
-        );
+        // More than the 64 distinct --bind values: an upgrade passes
+        // every old worker's socket.
+        assert_eq!(listener_of(token(65)), Some(65));
+        assert_eq!(listener_of(token(100_000)), Some(100_000));
         assert_eq!(listener_of(WAKER), None);
         assert_eq!(listener_of(Token(0)), None);
         assert_eq!(listener_of(Token(1_000_000)), None);

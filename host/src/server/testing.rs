@@ -10,6 +10,7 @@ use crate::budget::Budget;
 use crate::control::Control;
 use crate::open_count::OpenCount;
 use crate::ops::watchdog::Board;
+use crate::ops::worker_row::Row;
 use crate::poller::Wake;
 use crate::settings::{AppLimits, ConnParams, NetList, Overload, Settings, WsParams};
 use crate::stats::Stats;

@@ -72,7 +72,10 @@ impl Handoff<'_> {
             .env_remove("WATCHDOG_PID")
             .env_remove("LISTEN_FDS")
             .env_remove("LISTEN_PID")
-            .env_remove("LISTEN_FDNAMES");
+            .env_remove("LISTEN_FDNAMES")
+            .env_remove(listen::OWN_SOCKETS_ENV)
+            .env_remove(listen::UPGRADED_FROM_ENV)
+            .env_remove("STOA_SERVICE_NOTIFY_SOCKET");
         cmd.fd_mappings(mappings)?;
         Ok(cmd)
     }

@@ -80,7 +80,7 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
         Some(_) => listen::adopt_all(listen::inherited()?.unwrap_or_default(), 1)?,
         None => listeners(&cli, backlog)?,
     };
-    let sockets = bound.duplicates()?;
+    let sockets: Vec<OwnedFd> = bound.duplicates()?.into_iter().map(|h| h.fd).collect();
     let shown = bound.shown.clone();
     drop(bound);
     let mut pid_file = cli.pid_file.as_deref().map(PidFile::claim).transpose()?;
