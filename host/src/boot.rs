@@ -323,6 +323,7 @@ fn start_threads(
         pool: handles.pool.clone(),
         max_requests: row.and(max_requests(cli)),
         peers: handles.peers.clone(),
+        worker_timeout: row.map(|_| cli.worker_timeout),
     })
     .map_err(|e| BootError::thread("the watchdog", e))?;
     let steered = Steered {

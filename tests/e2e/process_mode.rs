@@ -278,3 +278,37 @@ fn metrics_add_up_every_worker_process_and_keep_a_dead_ones_counts(poller: &str)
         sent as f64
     )));
 }
+
+#[test]
+fn a_worker_whose_blocking_pool_hangs_past_worker_timeout_is_replaced() {
+    let server = Server::launch("epoll")
+        .apps(&["stuck", "article"])
+        .args(&[
+            "--worker-mode",
+            "process",
+            "--workers",
+            "1",
+            "--blocking-threads",
+            "2",
+            "--app-timeout",
+            "1s",
+            "--stuck-after",
+            "1s",
+            "--worker-timeout",
+            "2s",
+            "--graceful-timeout",
+            "1s",
+        ])
+        .start();
+    server.wait_lines(&["supervisor", ") ready"], 1);
+    // Two handlers that never return take both pool threads.
+    let mut hung: Vec<_> = (0..2).map(|_| server.connect()).collect();
+    for c in hung.iter_mut() {
+        c.send(&crate::client::get("/_stuck/block"));
+    }
+    assert!(server.wait_log(&[
+        "is replaced: every thread of its blocking pool has run a job past its deadline"
+    ]));
+    assert!(server.wait_log(&["serves; pid"]));
+    assert_eq!(server.get("/article").status, 200);
+}

@@ -394,6 +394,9 @@ pub struct Watched {
     pub max_requests: Option<u64>,
     /// Process mode: where this worker publishes its counters.
     pub peers: Option<Arc<Peers>>,
+    /// Process mode: `--worker-timeout` (a pool hung this long asks for a
+    /// replacement).
+    pub worker_timeout: Option<Duration>,
 }
 
 /// Starts the watchdog thread.
@@ -461,6 +464,14 @@ fn publish(watched: &Watched, names_published: &mut usize) {
     *names_published = names.len();
     if let Some(peers) = &watched.peers {
         peers.publish(&watched.stats);
+    }
+    let hung = watched.pool.as_ref().and_then(|p| p.exhausted_for(Instant::now()));
+    if let (Some(hung), Some(bound)) = (hung, watched.worker_timeout) {
+        if hung >= bound {
+            for row in &watched.board.rows {
+                row.ask_recycle(Recycle::PoolHung);
+            }
+        }
     }
 }
 

@@ -106,6 +106,9 @@ pub enum Recycle {
     MaxRequests = 2,
     /// SIGUSR2: a worker of the binary now at the path takes its place.
     Upgrade = 3,
+    /// Every blocking-pool thread has run a job past its deadline for
+    /// `--worker-timeout`.
+    PoolHung = 4,
 }
 
 impl Recycle {
@@ -114,6 +117,10 @@ impl Recycle {
             Recycle::GenerationCap => "its apps reached --max-generations",
             Recycle::MaxRequests => "it served --worker-max-requests",
             Recycle::Upgrade => "SIGUSR2 upgrades the binary",
+            Recycle::PoolHung => {
+                "every thread of its blocking pool has run a job past its deadline for \
+                 --worker-timeout"
+            }
         }
     }
 }
@@ -210,6 +217,7 @@ impl Row {
             1 => Some(Recycle::GenerationCap),
             2 => Some(Recycle::MaxRequests),
             3 => Some(Recycle::Upgrade),
+            4 => Some(Recycle::PoolHung),
             _ => None,
         }
     }

@@ -282,6 +282,12 @@ impl Pool {
         drop_unrun(expired);
     }
 
+    /// How long every thread has been running a job past its deadline
+    /// (the pool is exhausted by hung jobs), if they all are.
+    pub fn exhausted_for(&self, now: Instant) -> Option<std::time::Duration> {
+        self.lock().all_overdue(now)
+    }
+
     /// One pool thread: take a job, run it, repeat; leave when told.
     fn serve(&self, me: usize) {
         loop {

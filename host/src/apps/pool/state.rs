@@ -328,6 +328,18 @@ impl State {
         late
     }
 
+    /// When every thread runs a job past its deadline: for how long they
+    /// all have (since the latest of those deadlines).
+    pub fn all_overdue(&self, now: Instant) -> Option<std::time::Duration> {
+        let mut latest = None;
+        for slot in &self.slots {
+            let Slot::Busy(r) = slot else { return None };
+            let deadline = r.deadline.filter(|d| *d <= now)?;
+            latest = Some(latest.map_or(deadline, |l: Instant| l.max(deadline)));
+        }
+        latest.map(|l| now.duration_since(l))
+    }
+
     /// Running jobs of `key`'s group past their deadline.
     pub fn stuck(&self, key: Option<usize>, now: Instant) -> usize {
         self.slots
