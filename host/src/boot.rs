@@ -4,6 +4,7 @@
 
 use crate::apps::plugin_copy::PluginCopies;
 use crate::apps::pool::Pool;
+use crate::apps::quarantine::Guard;
 use crate::apps::registry::{AppState, AppTable, Registry, Scan};
 use crate::apps::retire;
 use crate::apps::services;
@@ -19,7 +20,7 @@ use crate::open_count::OpenCount;
 use crate::ops::access_log::AccessLog;
 use crate::ops::log_writer::EXIT_FLUSH;
 use crate::ops::notify;
-use crate::ops::peers::Peers;
+use crate::ops::peers::{Peers, RowGuard};
 use crate::ops::pid_file::PidFile;
 use crate::ops::upgrade::Upgrade;
 use crate::ops::watchdog::{self, Board, Watched};
@@ -96,7 +97,17 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
     let pool = start_pool(&cli, &inboxes[0])?;
     let stats = Arc::new(Stats::new(workers));
     let (requests, incoming) = signals::channel();
-    let registry = load_apps(&cli, &stats, Some(&requests))?;
+    let peers = role
+        .as_ref()
+        .map(|r| Arc::new(Peers::new(r.area, r.rows, r.row_index)));
+    let guard = match (&peers, row) {
+        (Some(peers), Some(row)) => Some(Arc::new(RowGuard {
+            row,
+            peers: peers.clone(),
+        }) as Arc<dyn Guard>),
+        _ => None,
+    };
+    let registry = load_apps(&cli, &stats, Some(&requests), guard)?;
     let handles = Arc::new(Handles {
         open: match &role {
             Some(r) => {
@@ -113,9 +124,7 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
         board: Arc::new(board),
         stats,
         budget,
-        peers: role
-            .as_ref()
-            .map(|r| Arc::new(Peers::new(r.area, r.rows, r.row_index))),
+        peers,
     });
     log::info!(
         "{} app(s) mounted, {} plugin file(s) refused",
@@ -151,7 +160,7 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
             // The supervisor counts this worker in once its apps are built.
             if await_start_up(&started, &handles) {
                 // Before it serves: a crash names the app from the row.
-                watchdog::write_names(&row, &handles.stats.app_names());
+                watchdog::write_names(&row, &handles.stats, &handles.apps);
                 log::info!("worker process serving");
                 row.set_phase(Phase::Ready);
             }
@@ -324,6 +333,7 @@ fn start_threads(
         max_requests: row.and(max_requests(cli)),
         peers: handles.peers.clone(),
         worker_timeout: row.map(|_| cli.worker_timeout),
+        apps: handles.apps.clone(),
     })
     .map_err(|e| BootError::thread("the watchdog", e))?;
     let steered = Steered {
@@ -442,6 +452,7 @@ pub(crate) fn load_apps(
     cli: &Cli,
     stats: &Arc<Stats>,
     requests: Option<&Requests>,
+    guard: Option<Arc<dyn Guard>>,
 ) -> Result<Registry, BootError> {
     let mounts: HashMap<String, String> = cli.mounts.iter().cloned().collect();
     let copies = PluginCopies::from_env(cli.max_plugin_size)?;
@@ -449,6 +460,9 @@ pub(crate) fn load_apps(
         .map_err(|e| BootError::file("read the apps directory", &cli.apps, e))?;
     registry.set_insecure(cli.insecure_apps_dir);
     registry.count_in(stats.clone());
+    if let Some(guard) = guard {
+        registry.set_guard(guard);
+    }
     if let Some(requests) = requests.filter(|_| cli.on_generation_cap == OnGenerationCap::Reexec) {
         registry.set_reexec_at_cap(requests.clone());
     }

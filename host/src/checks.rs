@@ -147,6 +147,12 @@ pub fn mounts_name_loaded_apps(cli: &Cli, state: &AppState) -> Result<(), BootEr
         .map(|a| a.name.as_str())
         .collect();
     known.extend(state.constructing.iter().map(|c| c.app.as_str()));
+    // A quarantined app (process mode) is known: it killed workers, and
+    // the host serves the others rather than refusing to start.
+    known.extend(state.refused.iter().filter_map(|r| match &*r.reason {
+        crate::apps::error::LoadError::Quarantined { app, .. } => Some(app.as_str()),
+        _ => None,
+    }));
     known.sort_unstable();
     let optional = |name: &str| cli.app_sections.get(name).is_some_and(|s| s.optional);
     let named = cli
@@ -277,7 +283,12 @@ pub fn check(cli: &Cli) -> Result<(), BootError> {
             crate::ops::log_target::check(target).map_err(|e| e.within("--access-log", target)),
         );
     }
-    match crate::boot::load_apps(cli, &std::sync::Arc::new(crate::stats::Stats::new(1)), None) {
+    match crate::boot::load_apps(
+        cli,
+        &std::sync::Arc::new(crate::stats::Stats::new(1)),
+        None,
+        None,
+    ) {
         Ok(registry) => {
             let state = registry.state();
             println!("# mounts");

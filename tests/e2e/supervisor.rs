@@ -530,3 +530,76 @@ fn a_supervisor_killed_leaves_no_worker() {
         }
     );
 }
+
+/// Requests that kill worker processes `--quarantine-after` times quarantine
+/// the plugin: every worker refuses it, the others serve on.
+#[test]
+fn a_plugin_that_keeps_killing_workers_is_quarantined() {
+    let server = Server::launch("epoll")
+        .apps(&["crashy", "article"])
+        .shell("ulimit -c 0")
+        .args(&[
+            "--worker-mode",
+            "process",
+            "--workers",
+            "2",
+            "--quarantine-after",
+            "3",
+        ])
+        .start();
+    server.wait_lines(&["supervisor", ") ready"], 2);
+    for round in 1..=3 {
+        let _ = crate::common::try_get(server.port, "/crashy/segv");
+        assert!(
+            server
+                .wait_lines(&["in flight: 1 request(s): crashy GET /crashy/segv"], round)
+                .len()
+                >= round,
+            "{}",
+            server.log()
+        );
+        server.wait_lines(&["replaced by pid"], round);
+    }
+    assert!(server.wait_log(&[
+        "quarantined: app crashy (plugin bytes",
+        "killed 3 worker process(es) within 60 s"
+    ]));
+    // Every worker takes it out of service; the other app serves on.
+    assert!(wait_until(Duration::from_secs(10), || {
+        (0..6).all(|_| crate::common::try_get(server.port, "/crashy/ok") == Ok(404))
+    }));
+    assert_eq!(crate::common::try_get(server.port, "/article"), Ok(200));
+    let s = crate::common::status(server.port);
+    assert_eq!(s["supervisor"]["quarantined"][0]["app"], "crashy", "{s}");
+}
+
+/// A constructor that kills every worker at start-up is quarantined, and
+/// the host starts serving its other apps instead of crash-looping.
+#[test]
+fn a_constructor_that_kills_every_worker_at_start_up_is_quarantined() {
+    let dir = crate::harness::TempDir::new("quarantine-start");
+    let config = dir.path().join("stoa.toml");
+    std::fs::write(
+        &config,
+        "[apps.crashy.settings]\nabort_in_constructor = true\n",
+    )
+    .expect("write the config");
+    let server = Server::launch("epoll")
+        .apps(&["crashy", "article"])
+        .shell("ulimit -c 0")
+        .args(&[
+            "--worker-mode",
+            "process",
+            "--workers",
+            "2",
+            "--quarantine-after",
+            "3",
+            "--config",
+            config.to_str().expect("utf-8"),
+        ])
+        .start();
+    assert!(server.log_contains("quarantined: app crashy (plugin bytes"));
+    assert!(server.log_contains("refused plugin"), "{}", server.log());
+    assert_eq!(crate::common::try_get(server.port, "/article"), Ok(200));
+    assert_eq!(crate::common::try_get(server.port, "/crashy/ok"), Ok(404));
+}

@@ -17,6 +17,17 @@ pub struct Fingerprint {
     digest: [u8; 32],
 }
 
+impl Fingerprint {
+    /// The digest's first 12 hex digits: enough to tell plugin files
+    /// apart in logs and between processes.
+    pub fn short_hex(&self) -> String {
+        self.digest[..6]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+}
+
 /// A writer that fingerprints what passes through it.
 pub struct Hashing<W> {
     inner: W,

@@ -38,6 +38,9 @@ pub struct LoadedApp {
     pub settings: Arc<str>,
     /// Its own limits from `[apps.NAME]` (none: the server-wide ones).
     pub limits: AppLimits,
+    /// The plugin file's bytes, as `Fingerprint::short_hex` (none for
+    /// an app built into the host).
+    pub digest: Option<Arc<str>>,
     module: AppModuleRef,
     /// Whether its constructor succeeded (it is then retired on drop).
     constructed: AtomicBool,
@@ -141,6 +144,7 @@ pub fn load_file(
         file: file.to_path_buf(),
         settings: Arc::from("{}"),
         limits: AppLimits::default(),
+        digest: None,
         module,
         constructed: AtomicBool::new(false),
     })
@@ -160,6 +164,7 @@ pub fn in_process(module: AppModuleRef, mount: &str, limits: AppLimits) -> Loade
         file: PathBuf::new(),
         settings: Arc::from("{}"),
         limits,
+        digest: None,
         module,
         constructed: AtomicBool::new(false),
     }

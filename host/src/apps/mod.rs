@@ -19,6 +19,7 @@ pub(crate) mod mounts;
 pub mod plugin_copy;
 pub(crate) mod pool;
 pub mod probe;
+pub(crate) mod quarantine;
 pub(crate) mod registry;
 pub(crate) mod retire;
 pub(crate) mod services;

@@ -21,6 +21,7 @@ use crate::apps::fingerprint::Fingerprint;
 use crate::apps::loader::{load_file, LoadedApp, Refusal};
 use crate::apps::mounts::MountTable;
 use crate::apps::plugin_copy::PluginCopies;
+use crate::apps::quarantine::Guard;
 use crate::control::{Request, Requests};
 use crate::settings::AppLimits;
 use crate::stats::Stats;
@@ -142,6 +143,9 @@ pub struct Registry {
     /// The counters every app's requests are counted in (and the names
     /// of their slots).
     stats: Arc<Stats>,
+    /// Process mode: the supervisor's side (what runs, what is
+    /// quarantined).
+    guard: Option<Arc<dyn Guard>>,
     max_generations: u32,
     live: BTreeMap<PathBuf, Live>,
     refused: BTreeMap<PathBuf, Refused>,
@@ -167,6 +171,7 @@ impl Registry {
             private,
             mounts,
             settings: HashMap::new(),
+            guard: None,
             reexec_at_cap: None,
             reexec_asked: false,
             stats: Arc::new(Stats::new(1)),
@@ -212,6 +217,55 @@ impl Registry {
         if requests.send(Request::Upgrade { why }).is_err() {
             log::error!("cannot ask for the re-exec: the control thread has stopped");
         }
+    }
+
+    /// Process mode: tells the supervisor what plugin code runs, and
+    /// refuses quarantined bytes.
+    pub fn set_guard(&mut self, guard: Arc<dyn Guard>) {
+        self.guard = Some(guard);
+    }
+
+    /// True when a supervisor's guard is set (the apps thread then looks
+    /// at the quarantine once a second).
+    pub fn guarded(&self) -> bool {
+        self.guard.is_some()
+    }
+
+    /// Takes every mounted app whose bytes were quarantined meanwhile out
+    /// of service (it stays refused until its file changes); true if any.
+    pub fn enforce_quarantine(&mut self) -> bool {
+        let Some(guard) = self.guard.clone() else {
+            return false;
+        };
+        let hit: Vec<(PathBuf, (String, String))> = self
+            .live
+            .iter()
+            .filter_map(|(path, live)| {
+                let q = guard.quarantined(live.app.digest.as_deref()?)?;
+                Some((path.clone(), q))
+            })
+            .collect();
+        for (path, (app, why)) in &hit {
+            if let Some(live) = self.live.remove(path) {
+                log::error!(
+                    "app {} {} taken out of service: quarantined: {why}",
+                    live.app.name,
+                    live.app.version
+                );
+                self.refused.insert(
+                    path.clone(),
+                    Refused {
+                        stamp: live.stamp,
+                        reason: Arc::new(LoadError::Quarantined {
+                            app: app.clone(),
+                            why: why.clone(),
+                        }),
+                        untrusted: None,
+                    },
+                );
+            }
+        }
+        !hit.is_empty()
     }
 
     /// Makes `--insecure-apps-dir` turn trust refusals into warnings.
@@ -389,11 +443,25 @@ impl Registry {
             }
         }
         let copy = self.private.prepare(path)?;
+        let digest = copy.fingerprint().map(|f| f.short_hex());
+        if let (Some(guard), Some(digest)) = (&self.guard, &digest) {
+            if let Some((app, why)) = guard.quarantined(digest) {
+                return Err(LoadError::Quarantined { app, why });
+            }
+        }
         let taken = self.taken_by_others(path);
+        let file = path.display().to_string();
+        if let (Some(guard), Some(digest)) = (&self.guard, &digest) {
+            guard.entering(&file, digest);
+        }
         let result = load_file(copy.load_path(), path, &self.mounts, &taken);
+        if let Some(guard) = &self.guard {
+            guard.left();
+        }
         let fingerprint = copy.fingerprint();
         let mapping = copy.finish(result.is_ok());
         let mut app = result?;
+        app.digest = digest.map(Arc::from);
         app.slot = self.stats.slot(&app.name);
         if let Some((settings, limits)) = self.settings.get(&app.name) {
             app.settings = settings.clone();

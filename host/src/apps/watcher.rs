@@ -92,6 +92,10 @@ pub fn spawn(
                     }
                 }
                 let mut wake = registry.next_due();
+                if registry.guarded() {
+                    let soon = Instant::now() + Duration::from_secs(1);
+                    wake = Some(wake.map_or(soon, |w| w.min(soon)));
+                }
                 if watching {
                     wake = Some(wake.map_or(tick, |w| w.min(tick)));
                 }
@@ -114,6 +118,7 @@ pub fn spawn(
                     changed |= registry.scan(Scan::Recheck);
                 }
                 changed |= registry.refuse_past_init_timeout();
+                changed |= registry.enforce_quarantine();
                 registry.warn_slow_constructors();
                 if changed {
                     table.publish(registry.state());

@@ -132,6 +132,19 @@ pub struct Cli {
           value_parser = parse_secs, help_heading = TIMEOUTS)]
     pub worker_timeout: Duration,
 
+    /// Process mode: plugin bytes whose requests or constructor killed
+    /// this many worker processes within --quarantine-window are
+    /// quarantined: every worker refuses them (and takes them out of
+    /// service) until a file with other bytes replaces them (0: never).
+    #[arg(long, env = "STOA_QUARANTINE_AFTER", value_name = "N", default_value_t = 3,
+          help_heading = APPS)]
+    pub quarantine_after: u32,
+
+    /// See --quarantine-after.
+    #[arg(long, env = "STOA_QUARANTINE_WINDOW", value_name = "DURATION", default_value = "60s",
+          value_parser = parse_secs, help_heading = APPS)]
+    pub quarantine_window: Duration,
+
     /// Process mode: replace a worker process once it has served this
     /// many requests (0: never), plus a random 0..=--worker-max-requests-jitter
     /// so the workers do not all restart at once. Not --max-requests-per-conn,

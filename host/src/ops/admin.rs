@@ -237,6 +237,10 @@ fn supervisor_json(notes: &crate::ops::peers::SupervisorNotes) -> Value {
         "crashes": notes.crashes_by_place.iter().sum::<u64>(),
         "crashes_by_app": notes.crashes_by_app,
         "crashes_by_worker": notes.crashes_by_place,
+        "quarantined": notes.quarantined.iter().map(|q| json!({
+            "app": q.app, "digest": q.digest, "crashes": q.crashes,
+            "window_seconds": q.window_secs, "why": q.why(),
+        })).collect::<Vec<_>>(),
     })
 }
 
@@ -367,6 +371,15 @@ fn crash_metrics(notes: &crate::ops::peers::SupervisorNotes, out: &mut String) {
         "# TYPE stoa_workers_started_total counter\nstoa_workers_started_total {}",
         notes.started
     );
+    let _ = writeln!(out, "# TYPE stoa_quarantined gauge");
+    for q in &notes.quarantined {
+        let _ = writeln!(
+            out,
+            "stoa_quarantined{{app=\"{}\",digest=\"{}\"}} 1",
+            label(&q.app),
+            q.digest
+        );
+    }
 }
 
 /// The host's poller and worker count, and whether it is draining.

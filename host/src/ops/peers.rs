@@ -5,6 +5,7 @@
 //! counters of the workers that have ended (the retired cell, which the
 //! supervisor keeps), and the crashes the supervisor counted.
 
+use crate::apps::quarantine::Guard;
 use crate::ops::worker_row::{retired_cell, supervisor_cell, Phase, Row};
 use crate::stats::{Counts, Stats};
 use serde::{Deserialize, Serialize};
@@ -22,6 +23,55 @@ pub struct SupervisorNotes {
     pub crashes_by_place: Vec<u64>,
     /// Worker processes started since the supervisor started.
     pub started: u64,
+    /// Plugin bytes taken out of service for killing workers.
+    #[serde(default)]
+    pub quarantined: Vec<Quarantined>,
+}
+
+/// One quarantined plugin: its app, its bytes, and why.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Quarantined {
+    pub app: String,
+    pub digest: String,
+    /// The deaths counted against it within the window.
+    pub crashes: u32,
+    pub window_secs: u64,
+}
+
+impl Quarantined {
+    pub fn why(&self) -> String {
+        format!(
+            "app {} (plugin bytes {}) killed {} worker process(es) within {} s \
+             (--quarantine-after, --quarantine-window); a file with other bytes clears it",
+            self.app, self.digest, self.crashes, self.window_secs
+        )
+    }
+}
+
+/// The apps thread's guard in a worker process: what plugin code runs goes
+/// into the row's hazard cell, and the quarantine is the supervisor's.
+pub struct RowGuard {
+    pub row: Row,
+    pub peers: std::sync::Arc<Peers>,
+}
+
+impl Guard for RowGuard {
+    fn entering(&self, what: &str, digest: &str) {
+        self.row.hazard().write(&format!("{what}\t{digest}"));
+    }
+
+    fn left(&self) {
+        self.row.hazard().write("");
+    }
+
+    fn quarantined(&self, digest: &str) -> Option<(String, String)> {
+        let notes = self.peers.supervisor();
+        notes
+            .quarantined
+            .iter()
+            .find(|q| q.digest == digest)
+            .map(|q| (q.app.clone(), q.why()))
+    }
 }
 
 /// One live worker as status shows it.

@@ -14,6 +14,7 @@
 //! allocation). The watchdog samples the beats a few times a second.
 
 use crate::apps::pool::Pool;
+use crate::apps::registry::AppTable;
 use crate::apps::services::set_current_app;
 use crate::control::Control;
 use crate::ops::peers::Peers;
@@ -397,6 +398,8 @@ pub struct Watched {
     /// Process mode: `--worker-timeout` (a pool hung this long asks for a
     /// replacement).
     pub worker_timeout: Option<Duration>,
+    /// The mounted apps (their digests go into the row with the names).
+    pub apps: AppTable,
 }
 
 /// Starts the watchdog thread.
@@ -421,7 +424,7 @@ fn watch(watched: &Watched) {
         .collect();
     let mut forced_at = None;
     let mut files_checked = start;
-    let mut names_published = 0;
+    let mut names_published = String::new();
     loop {
         std::thread::sleep(tick(board.stuck_after));
         let now = Instant::now();
@@ -448,8 +451,12 @@ fn watch(watched: &Watched) {
 /// Writes what the supervisor reads into each row: the requests served,
 /// the app names (when one was added), and asks for a replacement past
 /// `--worker-max-requests`.
-fn publish(watched: &Watched, names_published: &mut usize) {
-    let names = watched.stats.app_names();
+fn publish(watched: &Watched, names_published: &mut String) {
+    let names = if watched.peers.is_some() {
+        names_text(&watched.stats, &watched.apps)
+    } else {
+        String::new()
+    };
     for (i, row) in watched.board.rows.iter().enumerate() {
         let served = watched.stats.worker(i).requests();
         row.set_requests(served);
@@ -457,15 +464,18 @@ fn publish(watched: &Watched, names_published: &mut usize) {
         if watched.max_requests.is_some_and(|most| served >= most) {
             row.ask_recycle(Recycle::MaxRequests);
         }
-        if names.len() != *names_published {
-            write_names(row, &names);
+        if names != *names_published {
+            row.names().write(&names);
         }
     }
-    *names_published = names.len();
+    *names_published = names;
     if let Some(peers) = &watched.peers {
         peers.publish(&watched.stats);
     }
-    let hung = watched.pool.as_ref().and_then(|p| p.exhausted_for(Instant::now()));
+    let hung = watched
+        .pool
+        .as_ref()
+        .and_then(|p| p.exhausted_for(Instant::now()));
     if let (Some(hung), Some(bound)) = (hung, watched.worker_timeout) {
         if hung >= bound {
             for row in &watched.board.rows {
@@ -482,22 +492,50 @@ pub fn clear_pulse(row: &Row) {
 
 /// Writes the app names of the counters slots into `row` (before the
 /// worker serves, and when an app is added).
-pub fn write_names(row: &Row, names: &[Arc<str>]) {
-    let mut text = String::new();
-    for name in names {
-        text.push_str(name);
-        text.push('\n');
-    }
+pub fn write_names(row: &Row, stats: &Stats, apps: &AppTable) {
+    let text = names_text(stats, apps);
     row.names().write(&text);
 }
 
-/// The app a row's names give for `slot`.
-pub fn app_in_row(row: &Row, slot: usize) -> String {
+/// "name\tdigest" of each counters slot, a line each (the digest of the
+/// generation mounted now, `-` for none).
+fn names_text(stats: &Stats, apps: &AppTable) -> String {
+    let state = apps.load();
+    let mut text = String::new();
+    for name in stats.app_names() {
+        let digest = state
+            .mounts
+            .apps()
+            .iter()
+            .find(|a| *a.name == *name)
+            .and_then(|a| a.digest.clone());
+        text.push_str(&name);
+        text.push('\t');
+        text.push_str(digest.as_deref().unwrap_or("-"));
+        text.push('\n');
+    }
+    text
+}
+
+/// The app a row's names give for `slot`, and the digest of its bytes.
+pub fn app_in_row(row: &Row, slot: usize) -> (String, Option<String>) {
     let names = row.names().read_settled();
-    names
+    match names
         .lines()
         .nth(slot)
-        .map_or_else(|| format!("app #{slot}"), str::to_string)
+        .map(|l| l.split_once('\t').unwrap_or((l, "-")))
+    {
+        Some((name, digest)) => (
+            name.to_string(),
+            (digest != "-").then(|| digest.to_string()),
+        ),
+        None => (format!("app #{slot}"), None),
+    }
+}
+
+/// The counters slot of the app a worker process's loop is in, if any.
+pub fn slot_in_row(row: &Row) -> Option<usize> {
+    Spot::over_existing(&row.pulse()[2..]).in_app()
 }
 
 /// Where the loop of a worker process is, read from its row: its app and
@@ -506,7 +544,7 @@ pub fn place_in_row(row: &Row) -> Option<String> {
     let spot = Spot::over_existing(&row.pulse()[2..]);
     let slot = spot.in_app()?;
     let (_, path) = (0..8).find_map(|_| spot.read())?;
-    Some(format!("{} {path}", app_in_row(row, slot)))
+    Some(format!("{} {path}", app_in_row(row, slot).0))
 }
 
 /// Compares one worker's beat with the last sample: a worker that has not

@@ -15,7 +15,7 @@ use std::sync::atomic::{fence, AtomicU64};
 /// Words before the first row.
 pub const HEADER_WORDS: usize = 16;
 /// Words of one row.
-pub const ROW_WORDS: usize = 128;
+pub const ROW_WORDS: usize = 256;
 /// Words of the supervisor's and the retired cell, and of a snapshot.
 const CELL_WORDS: usize = 8192;
 
@@ -38,10 +38,12 @@ const HELD: usize = 6;
 const BUFFERED: usize = 7;
 const PULSE: usize = 8;
 const NAMES: usize = PULSE + PULSE_WORDS;
-const NAMES_WORDS: usize = 50;
+const NAMES_WORDS: usize = 160;
 const NOTE: usize = NAMES + NAMES_WORDS;
 const NOTE_WORDS: usize = 18;
-const _: () = assert!(NOTE + NOTE_WORDS <= ROW_WORDS);
+const HAZARD: usize = NOTE + NOTE_WORDS;
+const HAZARD_WORDS: usize = 40;
+const _: () = assert!(HAZARD + HAZARD_WORDS <= ROW_WORDS);
 
 /// The words an area of `rows` rows needs.
 pub fn area_words(rows: usize) -> usize {
@@ -257,6 +259,12 @@ impl Row {
     /// The worker's app names, by counters slot, one per line.
     pub fn names(&self) -> TextCell {
         TextCell(&self.words[NAMES..NAMES + NAMES_WORDS])
+    }
+
+    /// The plugin code the apps thread runs now ("what\tdigest"), empty
+    /// when none: a worker that dies meanwhile died of that plugin.
+    pub fn hazard(&self) -> TextCell {
+        TextCell(&self.words[HAZARD..HAZARD + HAZARD_WORDS])
     }
 
     /// Where the worker's loop is stuck, as its watchdog said.

@@ -1,7 +1,7 @@
 //! How a worker process ended, in words, and what it was serving then
 //! (read from its row, which outlives it).
 
-use crate::ops::watchdog::place_in_row;
+use crate::ops::watchdog::{app_in_row, place_in_row, slot_in_row};
 use crate::ops::worker_row::Row;
 use rustix::process::WaitStatus;
 
@@ -62,13 +62,25 @@ pub struct InFlight {
     /// Connections open at the worker's last report (a tenth of a second
     /// old at most).
     pub open: u64,
+    /// The plugin it died of, `(app or file, digest)`: the app its loop
+    /// was in, else the plugin code its apps thread ran.
+    pub culprit: Option<(String, String)>,
 }
 
 impl InFlight {
     pub fn of(row: &Row) -> Self {
+        let on_loop = place_in_row(row);
+        let from_loop = slot_in_row(row)
+            .map(|slot| app_in_row(row, slot))
+            .and_then(|(app, digest)| Some((app, digest?)));
+        let hazard = row.hazard().read_settled();
+        let from_apps_thread = hazard
+            .split_once('\t')
+            .map(|(what, digest)| (what.to_string(), digest.to_string()));
         InFlight {
-            on_loop: place_in_row(row),
+            on_loop,
             open: row.open(),
+            culprit: from_loop.or(from_apps_thread),
         }
     }
 

@@ -25,6 +25,7 @@ mod binary;
 mod death;
 pub mod handoff;
 mod procs;
+mod quarantine;
 mod resume;
 mod run;
 mod tally;

@@ -5,6 +5,7 @@ use super::binary::Binary;
 use super::death::{End, InFlight};
 use super::handoff::Handoff;
 use super::procs::{backoff, unasked, Place, Proc, Role, Rows};
+use super::quarantine::Deaths;
 use super::resume::{self, Resumed};
 use super::tally::Tally;
 use crate::checks;
@@ -55,6 +56,8 @@ struct Supervisor {
     keepalive: Option<(Duration, Instant)>,
     /// Crashes and the counters of ended workers, for status and metrics.
     tally: Tally,
+    /// Deaths by plugin bytes, for the quarantine.
+    deaths: Deaths,
 }
 
 /// A binary SIGUSR2 is trying, and since when.
@@ -118,6 +121,7 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
         memory_checked: Instant::now(),
         keepalive: notify::watchdog_every().map(|every| (every, Instant::now())),
         tally,
+        deaths: Deaths::new(cli.quarantine_after, cli.quarantine_window),
     };
     match resumed {
         Some(resumed) => sup.adopt(resumed),
@@ -380,13 +384,23 @@ impl Supervisor {
         }
         place.crashes += 1;
         self.tally.crashed(i, in_flight.app());
+        if let Some((app, digest)) = &in_flight.culprit {
+            if let Some(q) = self.deaths.count(app, digest, Instant::now()) {
+                log::error!(
+                    "quarantined: {}; every worker refuses it, and takes it out of service",
+                    q.why()
+                );
+                self.tally.quarantine(q);
+            }
+        }
+        let place = &mut self.places[i];
         log::error!(
             "worker {i} (pid {}) {}; {}",
             proc.pid(),
             end.how(),
             in_flight.describe()
         );
-        if !self.announced && !proc.ready {
+        if !self.announced && !proc.ready && in_flight.culprit.is_none() {
             // A worker that cannot start at all: the start-up fails, as a
             // host that cannot load its apps does.
             self.kill_all();

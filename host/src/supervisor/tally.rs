@@ -65,6 +65,12 @@ impl Tally {
         self.write_notes();
     }
 
+    /// Plugin bytes are quarantined (every worker reads it from the cell).
+    pub fn quarantine(&mut self, q: crate::ops::peers::Quarantined) {
+        self.notes.quarantined.push(q);
+        self.write_notes();
+    }
+
     /// A worker ended: its last published counters join the retired ones.
     pub fn retire(&mut self, row: &Row) {
         let last: Counts = serde_json::from_str(&row.snapshot().read_settled()).unwrap_or_default();

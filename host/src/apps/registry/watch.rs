@@ -105,6 +105,7 @@ impl Registry {
         let ticket = self.watch.tickets;
         let app = Arc::new(app);
         let (events, constructing, file) = (self.watch.events.0.clone(), app.clone(), path.clone());
+        let guard = self.guard.clone();
         // The generation this one replaces hands its state over (the same
         // app from the same file); asked on the constructor's thread.
         let previous = self
@@ -116,7 +117,13 @@ impl Registry {
             .name("stoa-app-init".into())
             .spawn(move || {
                 let state = previous.and_then(|old| handover(&old, &constructing));
+                if let (Some(guard), Some(digest)) = (&guard, &constructing.digest) {
+                    guard.entering(&constructing.name, digest);
+                }
                 let result = constructing.init(state.as_deref());
+                if let Some(guard) = &guard {
+                    guard.left();
+                }
                 let _ = events.send(Event::Built(Built {
                     path: file,
                     ticket,

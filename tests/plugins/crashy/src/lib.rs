@@ -12,6 +12,9 @@
 //! - `/pid`: answers the process id, so worker processes can be told apart;
 //! - `/ok` answers at once.
 //!
+//! With `[apps.crashy.settings] abort_in_constructor = true` its
+//! constructor aborts the process instead (a plugin that cannot start).
+//!
 //! A missing or unreadable N answers 400 naming it. `/spin` and `/slow` log
 //! "crashy: PATH started" when they take the request.
 
@@ -148,10 +151,22 @@ impl App for Crashy {
     }
 }
 
+fn new(context: &stoa_app_api::Context) -> Result<Crashy, String> {
+    let abort = context
+        .settings()
+        .get_bool("abort_in_constructor")
+        .map_err(|e| e.to_string())?;
+    if abort == Some(true) {
+        log::info!("crashy: aborting in the constructor");
+        std::process::abort();
+    }
+    Ok(Crashy::default())
+}
+
 stoa_app_api::export_app! {
     name: "crashy",
     mount: "/crashy",
-    new: |_| Crashy::default(),
+    try_new: new,
 }
 
 #[cfg(test)]
