@@ -191,13 +191,28 @@ fn replaces_past_the_generation_cap_as_pid_1_recycle_workers_and_lose_nothing() 
         .start();
     assert!(server.log_contains("supervisor: 2 worker process(es)"));
     wait_body(&server, "/hot", "v1");
+    let rss = |server: &Server| -> Vec<u64> {
+        crate::common::status(server.port)["per_worker"]
+            .as_array()
+            .map(|rows| {
+                rows.iter()
+                    .filter_map(|r| r["rss_bytes"].as_u64())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let fresh: u64 = rss(&server).into_iter().max().unwrap_or(0);
     let load = Load::start(server.port, 2);
     let dir = server.apps_dir();
-    let replaces = 12;
+    let replaces = 40;
     for round in 0..replaces {
         let version = if round % 2 == 0 { "v2" } else { "v1" };
         install_atomically(&dir, HOT, &bytes(&format!("hot-{version}")));
         wait_body(&server, "/hot", version);
+        // Every worker, not the first: ten fresh connections in a row.
+        assert!(wait_until(crate::common::HOT_WAIT, || (0..10).all(|_| {
+            crate::common::fetch(&server, "/hot") == (200, version.to_string())
+        })));
     }
     let recycled = server.wait_lines(&["is replaced: its apps reached --max-generations"], 2);
     std::thread::sleep(Duration::from_millis(300));
@@ -210,6 +225,10 @@ fn replaces_past_the_generation_cap_as_pid_1_recycle_workers_and_lose_nothing() 
     assert!(recycled.len() >= 2, "{}", server.log());
     assert_eq!(failed, 0, "{ok} answered: {}", server.log());
     assert!(!server.log_contains("re-executing the host"));
+    // Old generations go with the workers that held them.
+    let after: u64 = rss(&server).into_iter().max().unwrap_or(u64::MAX);
+    eprintln!("worker RSS: {fresh} bytes fresh, {after} after {replaces} replaces");
+    assert!(after < fresh * 2, "{fresh} bytes fresh, {after} after");
     assert_eq!(server.get("/article").status, 200);
 }
 

@@ -603,3 +603,37 @@ fn a_constructor_that_kills_every_worker_at_start_up_is_quarantined() {
     assert_eq!(crate::common::try_get(server.port, "/article"), Ok(200));
     assert_eq!(crate::common::try_get(server.port, "/crashy/ok"), Ok(404));
 }
+
+/// A worker whose resident memory passes --worker-max-memory is replaced
+/// (one at a time: its replacement serves first); nothing is lost.
+#[test]
+fn a_worker_past_its_memory_limit_is_replaced() {
+    let server = Server::launch("epoll")
+        .apps(&["crashy", "article"])
+        .args(&[
+            "--worker-mode",
+            "process",
+            "--workers",
+            "1",
+            "--worker-max-memory",
+            "96M",
+        ])
+        .start();
+    server.wait_lines(&["supervisor", ") ready"], 1);
+    assert_eq!(
+        crate::common::try_get(server.port, "/crashy/alloc?mb=128"),
+        Ok(200)
+    );
+    assert!(server.wait_log(&[
+        "is replaced: its resident memory",
+        "passed --worker-max-memory"
+    ]));
+    assert!(server.wait_log(&["serves; pid"]));
+    assert_eq!(crate::common::try_get(server.port, "/article"), Ok(200));
+    // The old worker drains and goes; the new one is small.
+    assert!(wait_until(Duration::from_secs(10), || {
+        let s = crate::common::status(server.port);
+        let rows = s["per_worker"].as_array().cloned().unwrap_or_default();
+        rows.len() == 1 && rows[0]["rss_bytes"].as_u64().is_some_and(|r| r < 96 << 20)
+    }));
+}

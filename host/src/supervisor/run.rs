@@ -363,6 +363,8 @@ impl Supervisor {
         let in_flight = InFlight::of(&proc.row);
         self.tally.retire(&proc.row);
         give_back_holdings(self.area.words, &proc.row);
+        // No longer a worker of the host's status.
+        proc.row.reset();
         self.rows.give_back(proc.row_index);
         let place = &mut self.places[i];
         if matches!(role, Role::Leaving) || self.draining.is_some() {
