@@ -40,6 +40,7 @@ use std::thread::JoinHandle;
 
 /// Thread mode: this process serves, one event-loop thread per worker.
 pub fn run(cli: Cli) -> Result<(), BootError> {
+    checks::process_mode_only(&cli)?;
     serve(cli, None)
 }
 
@@ -154,18 +155,22 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
     };
     let steering = Steering { requests, incoming };
     let apps_thread = start_threads(&cli, apps, &handles, upgrade, row, steering)?;
-    let threads = spawn_workers(servers)?;
-    match row {
+    let threads = match row {
         Some(row) => {
-            // The supervisor counts this worker in once its apps are built.
-            if await_start_up(&started, &handles) {
+            // A worker process starts accepting only once its start-up
+            // constructors returned: until then the others serve.
+            let ready = await_start_up(&started, &handles);
+            let threads = spawn_workers(servers)?;
+            if ready {
                 // Before it serves: a crash names the app from the row.
                 watchdog::write_names(&row, &handles.stats, &handles.apps);
                 log::info!("worker process serving");
                 row.set_phase(Phase::Ready);
             }
+            threads
         }
         None => {
+            let threads = spawn_workers(servers)?;
             // Before READY=1: the stoa this one upgrades drains once it is told.
             if let Some(file) = &mut pid_file {
                 file.serving()?;
@@ -175,8 +180,9 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
                 ready(&bound.shown, &handles);
                 notify::spawn_watchdog(handles.control.clone(), handles.board.clone())?;
             }
+            threads
         }
-    }
+    };
 
     let failed = join_workers(threads);
     if let Some(peers) = &handles.peers {

@@ -202,6 +202,28 @@ pub fn watchdog_bounds(cli: &Cli) -> Result<(), BootError> {
     Ok(())
 }
 
+/// Thread mode: the flags only worker processes have are refused when
+/// given, naming `--worker-mode process`.
+pub fn process_mode_only(cli: &Cli) -> Result<(), BootError> {
+    let given: Vec<&str> = [
+        ("--worker-max-requests", cli.worker_max_requests > 0),
+        (
+            "--worker-max-requests-jitter",
+            cli.worker_max_requests_jitter > 0,
+        ),
+        ("--worker-max-memory", cli.worker_max_memory.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(flag, set)| set.then_some(flag))
+    .collect();
+    if given.is_empty() {
+        return Ok(());
+    }
+    Err(BootError::ProcessModeOnly {
+        flags: given.join(", "),
+    })
+}
+
 /// Process mode: `--worker-timeout` must exceed `--stuck-after` (a stuck
 /// worker first stops getting connections, then is killed).
 pub fn worker_timeout(cli: &Cli) -> Result<(), BootError> {

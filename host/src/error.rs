@@ -177,6 +177,9 @@ pub enum BootError {
         unhealthy_after: Duration,
         stuck_after: Duration,
     },
+    /// A worker-process flag given in thread mode.
+    #[error("{flags} replace(s) worker processes: give --worker-mode process too (thread mode has one process)")]
+    ProcessModeOnly { flags: String },
     /// `--worker-timeout` at or under `--stuck-after`.
     #[error(
         "--worker-timeout {} must be more than --stuck-after {} (a stuck worker first stops \

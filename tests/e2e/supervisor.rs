@@ -24,8 +24,16 @@ matrix!(
     fresh_connections_reach_both_workers,
 );
 
-/// Two worker processes.
-const PROCESS_MODE: [&str; 4] = ["--worker-mode", "process", "--workers", "2"];
+/// Two worker processes; no quarantine, as these tests crash the same
+/// plugin over and over on purpose (the quarantine has tests of its own).
+const PROCESS_MODE: [&str; 6] = [
+    "--worker-mode",
+    "process",
+    "--workers",
+    "2",
+    "--quarantine-after",
+    "0",
+];
 
 /// How long a replaced worker may take to serve (a debug build loading its
 /// apps on a loaded machine), and a request to wait in the listen queue

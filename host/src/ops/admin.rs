@@ -418,20 +418,16 @@ fn connection_metrics(shared: &Sources<'_>, view: &View, out: &mut String) {
     for (metric, kind, field) in per_worker {
         let _ = writeln!(out, "# TYPE {metric} {kind}");
         for w in &view.workers {
-            let _ = writeln!(
-                out,
-                "{metric}{{worker=\"{}\"}} {}",
-                w.worker,
-                field(&w.counts)
-            );
+            let _ = writeln!(out, "{metric}{{{}}} {}", worker_labels(w), field(&w.counts));
         }
     }
     let _ = writeln!(out, "# TYPE stoa_accept_paused_seconds_total counter");
     for w in &view.workers {
         let _ = writeln!(
             out,
-            "stoa_accept_paused_seconds_total{{worker=\"{}\"}} {}",
-            w.worker, w.counts.accept_paused_secs
+            "stoa_accept_paused_seconds_total{{{}}} {}",
+            worker_labels(w),
+            w.counts.accept_paused_secs
         );
     }
     if shared.peers.is_some() {
@@ -451,6 +447,15 @@ fn connection_metrics(shared: &Sources<'_>, view: &View, out: &mut String) {
         "# TYPE stoa_connections_max gauge\nstoa_connections_max {}",
         shared.settings.max_connections
     );
+}
+
+/// A worker's series labels: its index, and in process mode its pid (a
+/// worker being replaced and its replacement share the index).
+fn worker_labels(w: &WorkerView) -> String {
+    match w.process {
+        Some((pid, _)) => format!("worker=\"{}\",pid=\"{pid}\"", w.worker),
+        None => format!("worker=\"{}\"", w.worker),
+    }
 }
 
 /// Requests by app and status class.

@@ -33,10 +33,12 @@ impl PidFile {
                     path: path.to_path_buf(),
                 });
             }
-            log::warn!(
-                "replacing the stale pid file {} (pid {old} is not running)",
-                path.display()
-            );
+            if old != pid {
+                log::warn!(
+                    "replacing the stale pid file {} (pid {old} is not running)",
+                    path.display()
+                );
+            }
         }
         let mut file = PidFile {
             path: path.to_path_buf(),

@@ -29,8 +29,9 @@ use std::time::{Duration, Instant};
 /// How often the workers are looked at.
 const TICK: Duration = Duration::from_millis(50);
 
-/// How long the first workers have to start serving.
-const START_BOUND: Duration = Duration::from_secs(120);
+/// How long a worker may take to serve beyond `--init-timeout` (its
+/// constructors' bound): loading, the load probe, binding its loop.
+const START_SLACK: Duration = Duration::from_secs(60);
 
 /// How often resident memory is read (`--worker-max-memory`).
 const MEMORY_EVERY: Duration = Duration::from_secs(1);
@@ -48,6 +49,8 @@ struct Supervisor {
     worker_timeout: Duration,
     graceful: Duration,
     max_memory: u64,
+    /// How long a worker (the first ones, an upgrade's) may take to serve.
+    start_bound: Duration,
     /// Set once every first worker served and the host was announced.
     announced: bool,
     draining: Option<Instant>,
@@ -116,6 +119,7 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
         worker_timeout: cli.worker_timeout,
         graceful: cli.graceful_timeout,
         max_memory: cli.worker_max_memory.unwrap_or(0),
+        start_bound: cli.init_timeout + START_SLACK,
         announced: false,
         draining: None,
         memory_checked: Instant::now(),
@@ -162,13 +166,14 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
                     file.serving()?;
                 }
                 sup.announce(&shown);
-            } else if started.elapsed() > START_BOUND {
+            } else if started.elapsed() > sup.start_bound {
                 sup.kill_all();
                 return Err(BootError::system(
                     "start the workers",
                     std::io::Error::other(format!(
-                        "not every worker served within {} s",
-                        START_BOUND.as_secs()
+                        "not every worker served within {} s (--init-timeout and {} s more)",
+                        sup.start_bound.as_secs(),
+                        START_SLACK.as_secs()
                     )),
                 ));
             }
@@ -299,6 +304,8 @@ impl Supervisor {
                 );
                 notify::stopping(&format!("draining after signal {signal}"));
                 self.draining = Some(Instant::now());
+                // New connections are refused once the workers close theirs.
+                self.sockets.clear();
                 for p in self.places.iter().flat_map(Place::all) {
                     p.signal(Signal::TERM);
                 }
@@ -311,11 +318,18 @@ impl Supervisor {
     /// past the graceful timeout.
     fn drained(&mut self) -> Option<Result<(), BootError>> {
         let since = self.draining?;
+        let past = since.elapsed() > self.graceful + Duration::from_secs(1);
         if self.places.iter().all(|p| p.all().next().is_none()) {
+            if past {
+                return Some(Err(BootError::system(
+                    "drain",
+                    std::io::Error::other("the graceful timeout passed: workers were killed"),
+                )));
+            }
             log::info!("every worker drained; exiting");
             return Some(Ok(()));
         }
-        if since.elapsed() > self.graceful + Duration::from_secs(1) {
+        if past {
             log::warn!("graceful timeout passed; killing the workers still running");
             self.kill_all();
         }
@@ -552,7 +566,9 @@ impl Supervisor {
             return;
         }
         let now = Instant::now();
-        let serving = self.places.iter().all(|p| {
+        // The host serves while one worker does: a dead or stuck worker is
+        // replaced here, and a service-manager restart would undo that.
+        let serving = self.places.iter().any(|p| {
             p.serving
                 .as_ref()
                 .is_some_and(|s| s.ready && now.duration_since(s.pulse_since) < every * 2)
@@ -596,12 +612,6 @@ impl Supervisor {
             binary,
             since: Instant::now(),
         });
-        for place in &self.places {
-            if let Some(p) = &place.serving {
-                p.row.clear_recycle();
-                p.row.ask_recycle(Recycle::Upgrade);
-            }
-        }
     }
 
     /// Gives an upgrade up: the running binary's workers keep serving.
@@ -633,12 +643,29 @@ impl Supervisor {
             self.candidate = None;
             return None;
         }
-        if since.elapsed() > START_BOUND {
+        if since.elapsed() > self.start_bound * self.places.len() as u32 {
             self.abandon_upgrade(&format!(
                 "its workers did not all serve within {} s",
-                START_BOUND.as_secs()
+                (self.start_bound * self.places.len() as u32).as_secs()
             ));
             return None;
+        }
+        // One place at a time: the next one once no replacement is under
+        // way (one asked for otherwise, e.g. at the generation cap, runs
+        // its course first and is replaced again).
+        let busy = self
+            .places
+            .iter()
+            .any(|p| p.next.is_some() || !p.leaving.is_empty());
+        if !busy {
+            let next = self.places.iter().find_map(|p| {
+                p.serving
+                    .as_ref()
+                    .filter(|s| !s.from_candidate && s.row.recycle().is_none())
+            });
+            if let Some(p) = next {
+                p.row.ask_recycle(Recycle::Upgrade);
+            }
         }
         let done = self.places.iter().all(|p| {
             p.next.is_none()

@@ -17,7 +17,7 @@ pub fn base(py: Python<'_>) -> PyResult<Py<PyDict>> {
     base.set_item("wsgi.multithread", true)?;
     base.set_item(
         "wsgi.multiprocess",
-        std::env::var("STOA_WORKER_MODE").is_ok_and(|m| m == "process"),
+        std::env::var_os("STOA_WORKER_PROCESS").is_some_and(|v| v == "1"),
     )?;
     base.set_item("wsgi.run_once", false)?;
     base.set_item(
