@@ -106,8 +106,10 @@ pub struct Cli {
     #[arg(long, env = "STOA_POLLER", default_value = "auto", help_heading = SERVING)]
     pub poller: String,
 
-    /// Event-loop threads, each with its own poller and SO_REUSEPORT
-    /// listener [default: the number of CPUs].
+    /// Workers: event-loop threads, each with its own poller and
+    /// SO_REUSEPORT listener (thread mode), or worker processes with one
+    /// loop each on shared listening sockets (process mode) [default: the
+    /// number of CPUs].
     #[arg(long, env = "STOA_WORKERS", value_name = "N", help_heading = SERVING,
           value_parser = RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub workers: Option<usize>,
@@ -164,8 +166,8 @@ pub struct Cli {
           value_parser = parse_size, help_heading = LIMITS)]
     pub worker_max_memory: Option<u64>,
 
-    /// Most connections served at once, shared by the workers (each takes
-    /// an equal share, rounded up); past it, --overload decides. More than
+    /// Most connections served at once, one count for the whole host
+    /// (every worker thread or process); past it, --overload decides. More than
     /// the descriptor limit (RLIMIT_NOFILE) leaves room for is an error
     /// [default: 10000, or what RLIMIT_NOFILE leaves room for if less].
     #[arg(long, env = "STOA_MAX_CONNECTIONS", value_name = "N", help_heading = SERVING,
@@ -320,8 +322,9 @@ pub struct Cli {
     pub lingering_bytes: u64,
 
     /// Most connections lingering at once (see --lingering-time), shared by
-    /// the workers (each takes an equal share, rounded up); past it the one
-    /// lingering longest is closed. They count toward --max-connections.
+    /// the worker threads (each takes an equal share, rounded up; in process
+    /// mode each worker process has it whole); past it the one lingering
+    /// longest is closed. They count toward --max-connections.
     #[arg(long, env = "STOA_MAX_LINGERING", value_name = "N", default_value_t = 1024,
           value_parser = RangedU64ValueParser::<usize>::new().range(1..), help_heading = LIMITS)]
     pub max_lingering: usize,
@@ -433,9 +436,10 @@ pub struct Cli {
           value_parser = crate::settings::parse_net, help_heading = OPERATIONS)]
     pub trusted_proxy: Vec<ipnet::IpNet>,
 
-    /// Write the process id here once the listener is bound (after an
-    /// upgrade, once the new stoa serves; removed at a clean exit); a pid
-    /// file naming a live process is an error.
+    /// Write the process id here once the listener is bound (after a
+    /// thread-mode upgrade, once the new stoa serves; in process mode the
+    /// supervisor's, which an upgrade keeps); removed at a clean exit. A
+    /// pid file naming a live process is an error.
     #[arg(long, env = "STOA_PID_FILE", value_name = "PATH", help_heading = OPERATIONS)]
     pub pid_file: Option<PathBuf>,
 
