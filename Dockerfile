@@ -3,6 +3,11 @@
 #   docker run -p 8000:8000 -v "$PWD/apps:/apps:ro" stoa
 # The apps directory is a volume: mount the plugins (built for the same
 # glibc and app-api line as this image's host) at /apps.
+# Process mode (STOA_WORKER_MODE=process): stoa runs as PID 1 as a supervisor
+# that loads no app code, reaps every child and turns `docker stop`'s SIGTERM
+# into a drain of its worker processes (one per CPU, or STOA_WORKERS); an app
+# that crashes or hangs costs one worker, which is replaced. Size the memory
+# limit for that many processes, each with every app.
 
 # The toolchain of rust-toolchain.toml (which rustup would otherwise fetch).
 FROM rust:1.95-bookworm AS build
@@ -31,6 +36,7 @@ EXPOSE 8000
 STOPSIGNAL SIGTERM
 ENV STOA_BIND=0.0.0.0:8000 \
     STOA_APPS=/apps \
+    STOA_WORKER_MODE=process \
     STOA_GRACEFUL_TIMEOUT=25s
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
     CMD ["curl", "-fsS", "-o", "/dev/null", "http://127.0.0.1:8000/.well-known/stoa/health"]
