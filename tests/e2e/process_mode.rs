@@ -270,7 +270,10 @@ fn metrics_add_up_every_worker_process_and_keep_a_dead_ones_counts(poller: &str)
         rows.iter().all(|r| r["rss_bytes"].as_u64() > Some(0)),
         "{s}"
     );
-    // Kill one: its counters stay in the totals, its death is counted.
+    // Kill one: its counters stay in the totals, its death is counted (its
+    // last published ones: a second of quiet lets it publish them all; a
+    // crash loses what came in its last tenth of a second).
+    std::thread::sleep(Duration::from_secs(1));
     rustix::process::kill_process(
         rustix::process::Pid::from_raw(pids[0] as i32).expect("pid"),
         Signal::KILL,

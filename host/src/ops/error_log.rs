@@ -18,18 +18,39 @@ const QUEUE_LINES: usize = 1024;
 
 static SINK: OnceLock<Sink> = OnceLock::new();
 
+/// Process mode: which worker process writes (`worker I pid P`), so lines
+/// from N processes on one standard error tell their writer.
+static WRITER: OnceLock<String> = OnceLock::new();
+
+/// Names this process on every line from now on (a worker process).
+pub fn name_writer(name: String) {
+    let _ = WRITER.set(name);
+}
+
 /// One line of the error log, as `--log-format` asks.
 fn line(format: LogFormat, message: &std::fmt::Arguments, record: &log::Record) -> String {
     let now = humantime::format_rfc3339_millis(SystemTime::now());
     match format {
-        LogFormat::Text => format!("{now} {:<5} {}: {message}", record.level(), record.target()),
-        LogFormat::Json => serde_json::json!({
-            "time": now.to_string(),
-            "level": record.level().as_str(),
-            "target": record.target(),
-            "message": message.to_string(),
-        })
-        .to_string(),
+        LogFormat::Text => match WRITER.get() {
+            Some(writer) => format!(
+                "{now} {:<5} [{writer}] {}: {message}",
+                record.level(),
+                record.target()
+            ),
+            None => format!("{now} {:<5} {}: {message}", record.level(), record.target()),
+        },
+        LogFormat::Json => {
+            let mut v = serde_json::json!({
+                "time": now.to_string(),
+                "level": record.level().as_str(),
+                "target": record.target(),
+                "message": message.to_string(),
+            });
+            if let (Some(writer), Some(map)) = (WRITER.get(), v.as_object_mut()) {
+                map.insert("process".into(), serde_json::Value::from(writer.as_str()));
+            }
+            v.to_string()
+        }
     }
 }
 

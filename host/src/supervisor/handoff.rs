@@ -111,6 +111,11 @@ pub fn take() -> Result<WorkerRole, BootError> {
     let area = open_area(3 + count, rows)?;
     let row = Row::of(area, row_index).ok_or_else(|| bad(ROW))?;
     row.set_pid(std::process::id());
+    crate::ops::error_log::name_writer(format!(
+        "worker {} pid {}",
+        row.place(),
+        std::process::id()
+    ));
     for name in [OF, ROW, SOCKETS] {
         std::env::remove_var(name);
     }
