@@ -45,6 +45,9 @@ fn main() -> ExitCode {
         eprintln!("stoa: cannot set up logging: {e}");
         return ExitCode::FAILURE;
     }
+    if worker || cli.worker_mode == WorkerMode::Process {
+        log_writer::write_whole_lines();
+    }
     let result = if cli.check_config {
         boot::check(cli)
     } else if worker {

@@ -25,6 +25,22 @@ const GATHER: Duration = Duration::from_millis(10);
 /// The most bytes the writer hands to one `write`.
 const BATCH_BYTES: usize = 64 * 1024;
 
+/// The most a write to a pipe keeps whole among other writers' (POSIX
+/// `PIPE_BUF` on Linux).
+const PIPE_BUF: usize = 4096;
+
+/// Process mode: the supervisor and its workers share standard error (and
+/// may share a log file), so each write holds whole lines and at most
+/// `PIPE_BUF` bytes (a longer line goes alone) and no line of one process
+/// is cut by another's.
+static WHOLE_LINES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes every log writer of this process write whole lines, at most
+/// `PIPE_BUF` bytes a write (process mode).
+pub fn write_whole_lines() {
+    WHOLE_LINES.store(true, Relaxed);
+}
+
 /// What became of a log's lines.
 #[derive(Default)]
 pub struct LineCounts {
@@ -240,6 +256,11 @@ impl Writer {
         while let Some(msg) = next.take() {
             match msg {
                 Msg::Line(line) => {
+                    let shared = WHOLE_LINES.load(Relaxed);
+                    if shared && !self.buf.is_empty() && self.buf.len() + line.len() > PIPE_BUF {
+                        self.write(lines);
+                        lines = 0;
+                    }
                     self.buf.extend_from_slice(line.as_bytes());
                     lines += 1;
                 }
