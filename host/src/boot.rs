@@ -105,10 +105,12 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
         (Some(peers), Some(row)) => Some(Arc::new(RowGuard {
             row,
             peers: peers.clone(),
+            store: std::env::var_os(crate::ops::peers::STORE_ENV).map(std::path::PathBuf::from),
+            names: std::sync::Mutex::new(()),
         }) as Arc<dyn Guard>),
         _ => None,
     };
-    let registry = load_apps(&cli, &stats, Some(&requests), guard)?;
+    let registry = load_apps(&cli, &stats, Some(&requests), guard.clone())?;
     let handles = Arc::new(Handles {
         open: match &role {
             Some(r) => {
@@ -163,7 +165,9 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
             let threads = spawn_workers(servers)?;
             if ready {
                 // Before it serves: a crash names the app from the row.
-                watchdog::write_names(&row, &handles.stats, &handles.apps);
+                if let Some(guard) = &guard {
+                    guard.names(&watchdog::names_text(&handles.stats, &handles.apps));
+                }
                 log::info!("worker process serving");
                 row.set_phase(Phase::Ready);
             }
@@ -339,7 +343,6 @@ fn start_threads(
         max_requests: row.and(max_requests(cli)),
         peers: handles.peers.clone(),
         worker_timeout: row.map(|_| cli.worker_timeout),
-        apps: handles.apps.clone(),
     })
     .map_err(|e| BootError::thread("the watchdog", e))?;
     let steered = Steered {

@@ -645,3 +645,67 @@ fn a_worker_past_its_memory_limit_is_replaced() {
         rows.len() == 1 && rows[0]["rss_bytes"].as_u64().is_some_and(|r| r < 96 << 20)
     }));
 }
+
+/// A bad plugin dropped over a good one is quarantined once it has killed
+/// workers `--quarantine-after` times, and every worker rolls the file back
+/// to the bytes it replaced: the good app serves again.
+#[test]
+fn a_bad_drop_over_a_good_one_is_quarantined_and_rolled_back() {
+    use crate::common::{bytes, install_atomically, wait_body, HOT};
+    let server = Server::launch("epoll")
+        .apps(&["article"])
+        .file(HOT, &bytes("hot-v1"))
+        .shell("ulimit -c 0")
+        .args(&[
+            "--worker-mode",
+            "process",
+            "--workers",
+            "2",
+            "--quarantine-after",
+            "3",
+        ])
+        .start();
+    server.wait_lines(&["supervisor", ") ready"], 2);
+    wait_body(&server, "/hot", "v1");
+    // The bad build lands on the same file.
+    install_atomically(&server.apps_dir(), HOT, &bytes("crashy"));
+    assert!(wait_until(crate::common::HOT_WAIT, || (0..6).all(
+        |_| crate::common::try_get(server.port, "/crashy/ok") == Ok(200)
+    )));
+    for round in 1..=3 {
+        let _ = crate::common::try_get(server.port, "/crashy/segv");
+        assert!(
+            server
+                .wait_lines(&["in flight: 1 request(s): crashy GET /crashy/segv"], round)
+                .len()
+                >= round,
+            "{}",
+            server.log()
+        );
+    }
+    assert!(server.wait_log(&["quarantined: app crashy (plugin bytes"]));
+    // Each of the two workers serving now rolls back (at its start, or
+    // taking the mounted generation out of service).
+    assert!(
+        server
+            .wait_lines(
+                &["are quarantined; rolling back to the bytes they replaced"],
+                2
+            )
+            .len()
+            >= 2,
+        "{}",
+        server.log()
+    );
+    // Every worker, fresh ones too, serves the good version again.
+    assert!(
+        wait_until(crate::common::HOT_WAIT, || (0..10).all(|_| {
+            crate::common::fetch(&server, "/hot") == (200, "v1".to_string())
+        })),
+        "{}",
+        server.log()
+    );
+    let gone = crate::common::fetch(&server, "/crashy/ok");
+    assert_eq!(gone.0, 404, "{gone:?}\n{}", server.log());
+    assert_eq!(crate::common::try_get(server.port, "/article"), Ok(200));
+}

@@ -36,7 +36,11 @@ pub enum LoadError {
     },
     /// The file's bytes killed worker processes too often (process mode).
     #[error("quarantined: {why}")]
-    Quarantined { app: String, why: String },
+    Quarantined {
+        app: String,
+        digest: String,
+        why: String,
+    },
     /// The fallback directory for private copies is not safe to use.
     #[error("the private directory {} is not a 0700 directory owned by uid {uid}", dir.display())]
     UnsafePrivateDir { dir: PathBuf, uid: u32 },

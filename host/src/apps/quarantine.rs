@@ -3,7 +3,10 @@
 //! died of that plugin), and which plugin files' bytes are quarantined
 //! (they killed worker processes too often: refused, and taken out of
 //! service where mounted, until a file with other bytes replaces them).
-//! Thread mode has no guard.
+//! It also keeps a copy of every plugin file a worker loads, and which
+//! bytes each replaced, so a quarantined generation rolls back to the one
+//! before it, in every worker, fresh ones included. Thread mode has no
+//! guard.
 
 /// The supervisor's side, as the apps thread sees it.
 pub trait Guard: Send + Sync {
@@ -14,4 +17,16 @@ pub trait Guard: Send + Sync {
     fn left(&self);
     /// The app and why, if bytes `digest` are quarantined.
     fn quarantined(&self, digest: &str) -> Option<(String, String)>;
+    /// The apps mounted changed: `names` has a line per counters slot,
+    /// `name\tdigest` (`-` for none mounted), for the supervisor to name
+    /// the app (and bytes) a dead worker's loop was in.
+    fn names(&self, names: &str);
+    /// Keeps a copy of bytes `digest` (the vetted private copy at `copy`)
+    /// for a later rollback.
+    fn keep(&self, digest: &str, copy: &std::path::Path);
+    /// Bytes `digest` replaced bytes `previous` at their file.
+    fn replaced(&self, digest: &str, previous: &str);
+    /// The kept copy of the bytes quarantined bytes `digest` replaced, if
+    /// there is one and it is not quarantined itself.
+    fn rollback(&self, digest: &str) -> Option<std::path::PathBuf>;
 }

@@ -225,6 +225,25 @@ impl Registry {
         self.guard = Some(guard);
     }
 
+    /// Tells the guard the counters slots' apps and the bytes mounted for
+    /// each (at once, before a request can reach a new generation).
+    pub(crate) fn publish_names(&self) {
+        let Some(guard) = &self.guard else { return };
+        let mut text = String::new();
+        for name in self.stats.app_names() {
+            let digest = self
+                .live
+                .values()
+                .find(|l| *l.app.name == *name)
+                .and_then(|l| l.app.digest.clone());
+            text.push_str(&name);
+            text.push('\t');
+            text.push_str(digest.as_deref().unwrap_or("-"));
+            text.push('\n');
+        }
+        guard.names(&text);
+    }
+
     /// True when a supervisor's guard is set (the apps thread then looks
     /// at the quarantine once a second).
     pub fn guarded(&self) -> bool {
@@ -247,6 +266,7 @@ impl Registry {
             .collect();
         for (path, (app, why)) in &hit {
             if let Some(live) = self.live.remove(path) {
+                let digest = live.app.digest.as_deref().unwrap_or_default().to_string();
                 log::error!(
                     "app {} {} taken out of service: quarantined: {why}",
                     live.app.name,
@@ -258,12 +278,19 @@ impl Registry {
                         stamp: live.stamp,
                         reason: Arc::new(LoadError::Quarantined {
                             app: app.clone(),
+                            digest: digest.clone(),
                             why: why.clone(),
                         }),
                         untrusted: None,
                     },
                 );
+                if self.roll_back(path, live.stamp, app, &digest) {
+                    self.refused.remove(path);
+                }
             }
+        }
+        if !hit.is_empty() {
+            self.publish_names();
         }
         !hit.is_empty()
     }
@@ -399,7 +426,38 @@ impl Registry {
         }
         match self.load(&path) {
             Ok((app, fingerprint)) => self.construct(path, stamp, fingerprint, app, untrusted),
+            Err(LoadError::Quarantined { app, digest, why }) => {
+                if self.roll_back(&path, stamp, &app, &digest) {
+                    return true;
+                }
+                let reason = LoadError::Quarantined { app, digest, why };
+                self.refuse(path, stamp, reason, untrusted)
+            }
             Err(reason) => self.refuse(path, stamp, reason, untrusted),
+        }
+    }
+
+    /// Quarantined bytes `digest` at `path`: loads the kept copy of the
+    /// bytes they replaced there instead, if there is one; true if its
+    /// constructor runs.
+    fn roll_back(&mut self, path: &Path, stamp: Stamp, app: &str, digest: &str) -> bool {
+        let Some(source) = self.guard.as_ref().and_then(|g| g.rollback(digest)) else {
+            return false;
+        };
+        log::warn!(
+            "app {app}: its plugin bytes {digest} at {} are quarantined; rolling back to the \
+             bytes they replaced ({})",
+            path.display(),
+            source.display()
+        );
+        match self.load_from(path, &source) {
+            Ok((loaded, fingerprint)) => {
+                self.construct(path.to_path_buf(), stamp, fingerprint, loaded, None)
+            }
+            Err(e) => {
+                log::error!("app {app}: the rollback failed: {e}");
+                false
+            }
         }
     }
 
@@ -429,6 +487,16 @@ impl Registry {
 
     /// Loads `path` (its app and the fingerprint of the bytes loaded).
     fn load(&mut self, path: &Path) -> Result<(LoadedApp, Option<Fingerprint>), LoadError> {
+        self.load_from(path, path)
+    }
+
+    /// Loads the plugin at `source` as the one of file `path` (`source` is
+    /// `path` but for a rollback, which loads a kept copy).
+    fn load_from(
+        &mut self,
+        path: &Path,
+        source: &Path,
+    ) -> Result<(LoadedApp, Option<Fingerprint>), LoadError> {
         // The app this file held before (still mounted, or removed and now
         // back): its generations count whatever the file's history.
         let known = self
@@ -442,12 +510,17 @@ impl Registry {
                 return Err(cap);
             }
         }
-        let copy = self.private.prepare(path)?;
+        let copy = self.private.prepare(source)?;
         let digest = copy.fingerprint().map(|f| f.short_hex());
         if let (Some(guard), Some(digest)) = (&self.guard, &digest) {
             if let Some((app, why)) = guard.quarantined(digest) {
-                return Err(LoadError::Quarantined { app, why });
+                return Err(LoadError::Quarantined {
+                    app,
+                    digest: digest.clone(),
+                    why,
+                });
             }
+            guard.keep(digest, copy.load_path());
         }
         let taken = self.taken_by_others(path);
         let file = path.display().to_string();

@@ -10,6 +10,7 @@ use crate::ops::worker_row::{retired_cell, supervisor_cell, Phase, Row};
 use crate::stats::{Counts, Stats};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 
 /// What the supervisor writes for the workers to show.
@@ -53,6 +54,25 @@ impl Quarantined {
 pub struct RowGuard {
     pub row: Row,
     pub peers: std::sync::Arc<Peers>,
+    /// The supervisor's store of plugin copies (`STORE_ENV`).
+    pub store: Option<PathBuf>,
+    /// The row's names cell has one writer at a time.
+    pub names: std::sync::Mutex<()>,
+}
+
+/// Where the supervisor's store of plugin copies is, for its workers: a
+/// 0700 directory it made, removed when it exits.
+pub const STORE_ENV: &str = "STOA_GENERATIONS";
+
+/// Writes `contents` to `path` whole or not at all (a temporary file in
+/// the same directory, renamed over it).
+fn write_whole(path: &Path, contents: impl FnOnce(&Path) -> std::io::Result<()>) {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let done = contents(&tmp).and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = done {
+        let _ = std::fs::remove_file(&tmp);
+        log::warn!("cannot keep {} for a rollback: {e}", path.display());
+    }
 }
 
 impl Guard for RowGuard {
@@ -62,6 +82,37 @@ impl Guard for RowGuard {
 
     fn left(&self) {
         self.row.hazard().write("");
+    }
+
+    fn names(&self, names: &str) {
+        let _one = self.names.lock().unwrap_or_else(|p| p.into_inner());
+        self.row.names().write(names);
+    }
+
+    fn keep(&self, digest: &str, copy: &Path) {
+        let Some(store) = &self.store else { return };
+        let kept = store.join(format!("{digest}.so"));
+        if !kept.exists() {
+            write_whole(&kept, |tmp| std::fs::copy(copy, tmp).map(|_| ()));
+        }
+    }
+
+    fn replaced(&self, digest: &str, previous: &str) {
+        let Some(store) = &self.store else { return };
+        write_whole(&store.join(format!("{digest}.previous")), |tmp| {
+            std::fs::write(tmp, previous)
+        });
+    }
+
+    fn rollback(&self, digest: &str) -> Option<PathBuf> {
+        let store = self.store.as_ref()?;
+        let previous = std::fs::read_to_string(store.join(format!("{digest}.previous"))).ok()?;
+        let previous = previous.trim();
+        if self.quarantined(previous).is_some() {
+            return None;
+        }
+        let kept = store.join(format!("{previous}.so"));
+        kept.exists().then_some(kept)
     }
 
     fn quarantined(&self, digest: &str) -> Option<(String, String)> {

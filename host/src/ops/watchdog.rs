@@ -398,8 +398,6 @@ pub struct Watched {
     /// Process mode: `--worker-timeout` (a pool hung this long asks for a
     /// replacement).
     pub worker_timeout: Option<Duration>,
-    /// The mounted apps (their digests go into the row with the names).
-    pub apps: AppTable,
 }
 
 /// Starts the watchdog thread.
@@ -424,7 +422,6 @@ fn watch(watched: &Watched) {
         .collect();
     let mut forced_at = None;
     let mut files_checked = start;
-    let mut names_published = String::new();
     loop {
         std::thread::sleep(tick(board.stuck_after));
         let now = Instant::now();
@@ -435,7 +432,7 @@ fn watch(watched: &Watched) {
         for (worker, (beat, seen)) in board.beats.iter().zip(&mut seen).enumerate() {
             sample(watched, worker, beat, seen, now);
         }
-        publish(watched, &mut names_published);
+        publish(watched);
         if let Some(pool) = &watched.pool {
             pool.report_overruns(now);
         }
@@ -451,12 +448,7 @@ fn watch(watched: &Watched) {
 /// Writes what the supervisor reads into each row: the requests served,
 /// the app names (when one was added), and asks for a replacement past
 /// `--worker-max-requests`.
-fn publish(watched: &Watched, names_published: &mut String) {
-    let names = if watched.peers.is_some() {
-        names_text(&watched.stats, &watched.apps)
-    } else {
-        String::new()
-    };
+fn publish(watched: &Watched) {
     for (i, row) in watched.board.rows.iter().enumerate() {
         let served = watched.stats.worker(i).requests();
         row.set_requests(served);
@@ -464,11 +456,7 @@ fn publish(watched: &Watched, names_published: &mut String) {
         if watched.max_requests.is_some_and(|most| served >= most) {
             row.ask_recycle(Recycle::MaxRequests);
         }
-        if names != *names_published {
-            row.names().write(&names);
-        }
     }
-    *names_published = names;
     if let Some(peers) = &watched.peers {
         peers.publish(&watched.stats);
     }
@@ -490,16 +478,9 @@ pub fn clear_pulse(row: &Row) {
     Spot::over(&row.pulse()[2..]);
 }
 
-/// Writes the app names of the counters slots into `row` (before the
-/// worker serves, and when an app is added).
-pub fn write_names(row: &Row, stats: &Stats, apps: &AppTable) {
-    let text = names_text(stats, apps);
-    row.names().write(&text);
-}
-
 /// "name\tdigest" of each counters slot, a line each (the digest of the
 /// generation mounted now, `-` for none).
-fn names_text(stats: &Stats, apps: &AppTable) -> String {
+pub fn names_text(stats: &Stats, apps: &AppTable) -> String {
     let state = apps.load();
     let mut text = String::new();
     for name in stats.app_names() {

@@ -28,6 +28,7 @@ mod procs;
 mod quarantine;
 mod resume;
 mod run;
+mod store;
 mod tally;
 
 pub use run::run;

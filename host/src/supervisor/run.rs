@@ -7,6 +7,7 @@ use super::handoff::Handoff;
 use super::procs::{backoff, unasked, Place, Proc, Role, Rows};
 use super::quarantine::Deaths;
 use super::resume::{self, Resumed};
+use super::store::Store;
 use super::tally::Tally;
 use crate::checks;
 use crate::cli::Cli;
@@ -100,6 +101,7 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
     let rows = Rows::new(area.words, row_count);
     let tally = Tally::new(area.words, workers);
     let signals = signals()?;
+    let _store = Store::open(resumed.is_some())?;
     let path = crate::ops::upgrade::own_binary();
     let binary = Binary::open(&path, 64 + sockets.len())
         .map_err(|e| BootError::file("open the binary workers start from", &path, e))?;

@@ -226,6 +226,15 @@ impl Registry {
                 path.display()
             ),
         }
+        if let (Some(guard), Some(new), Some(old)) = (
+            &self.guard,
+            app.digest.as_deref(),
+            self.live.get(&path).and_then(|l| l.app.digest.clone()),
+        ) {
+            if *new != *old {
+                guard.replaced(new, &old);
+            }
+        }
         self.refused.remove(&path);
         self.missing_back(&path);
         let live = Live {
@@ -234,6 +243,7 @@ impl Registry {
             fingerprint,
         };
         self.live.insert(path, live);
+        self.publish_names();
     }
 
     /// Unmounts the apps whose file successful scans have not listed for
