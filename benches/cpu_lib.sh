@@ -44,6 +44,18 @@ cpu_ns() {
     fi
 }
 
+# tree_pids PID: PID and every live process descended from it (a
+# process-mode host's supervisor and workers), one a line, PID first.
+tree_pids() {
+    ps -e -o pid=,ppid= | awk -v root="$1" '{ parent[$1] = $2 }
+        END {
+            n = 1; list[1] = root; print root
+            for (i = 1; i <= n; i++)
+                for (p in parent)
+                    if (parent[p] == list[i] && p != root) { list[++n] = p; print p }
+        }'
+}
+
 # start_server CMD...: starts CMD on CPU 0 and waits (10 s at most) for its
 # "listening on http://127.0.0.1:PORT" line; sets SERVER_PID, SERVER_PORT.
 start_server() {

@@ -1,16 +1,39 @@
 #!/usr/bin/env bash
 # The seed's experiment with the real thing: the Django hello project
 # (sample-apps/wsgi/examples/djangohello, /hello/ -> "Hello World!") under
-# Stoa's WSGI bridge on each poller backend (1 worker), gunicorn (1 worker,
-# sync and gthread) and Tornado's WSGIContainer, keep-alive and a connection
-# per request, through `stoa-bench compare --peer`: every server on CPU 0, the
-# load generator on CPU 1, server CPU per request from /proc (utime+stime of
-# the serving process: stoa, gunicorn's worker, tornado).
+# Stoa's WSGI bridge against Python's WSGI servers. Two runs:
+#
+# benches/wsgi_compare.sh [matrix]: Stoa on each poller backend (1 worker,
+# thread mode), gunicorn (1 worker, sync and gthread) and Tornado's
+# WSGIContainer, keep-alive and a connection per request, through
+# `stoa-bench compare --peer`: every server on CPU 0, the load generator on
+# CPU 1, server CPU per request from /proc over every process of each
+# server. Writes benches/results/NAME.{md,csv,svg} (NAME=wsgi-compare).
 #   Needs: python3 with django, gunicorn, tornado (.ci/run installs them).
-#   Writes benches/results/NAME.{md,csv,svg} (NAME=wsgi-compare).
+#
+# benches/wsgi_compare.sh paired: for each of WORKERS (1 2), Stoa in process
+# mode (--workers W, --blocking-threads THREADS), gunicorn gthread (--workers
+# W --threads THREADS), uWSGI (--http11-socket, --master --processes W
+# --threads THREADS) and Granian (--interface wsgi --workers W
+# --blocking-threads THREADS), all running at once on CPU 0 and loaded in
+# turn (ROUNDS rounds of BURST requests each, keep-alive and a connection per
+# request at CONC connections) by stoa-bench on CPU 1. Prints each burst and
+# a table: median req/s and CPU µs per request (every process of a server:
+# supervisor/master/arbiter and workers), and the medians of the per-round
+# ratios against Stoa in the same round.
+#   Needs: python3 with django, gunicorn, uwsgi, granian (pip install ...).
+#   env: WORKERS ("1 2"), THREADS (4), CONC (32), ROUNDS (5), BURST (3000),
+#   WARMUP (1000 per server and mode), MODES ("keepalive close"),
+#   SERVERS ("stoa gunicorn uwsgi granian")
 # Only 127.0.0.1; stops only the PIDs it started.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+RUN=${1:-matrix}
+case $RUN in
+    matrix) MODULES="django gunicorn tornado" ;;
+    paired) MODULES="django gunicorn uwsgi granian" ;;
+    *) echo "wsgi_compare.sh: unknown run $RUN (matrix, paired)" >&2; exit 1 ;;
+esac
 NAME=${NAME:-wsgi-compare}
 REQUESTS=${REQUESTS:-3000}
 CONCURRENCY=${CONCURRENCY:-1,32}
@@ -18,8 +41,9 @@ GTHREADS=${GTHREADS:-4}
 PROJECT=$ROOT/sample-apps/wsgi/examples/djangohello
 REL=$ROOT/target/release
 
-for module in django gunicorn tornado; do
+for module in $MODULES; do
     python3 -c "import $module" 2>/dev/null \
+        || python3 -m pip show "$module" >/dev/null 2>&1 \
         || { echo "wsgi_compare.sh needs the Python package $module (pip install $module)" >&2; exit 1; }
 done
 (cd "$ROOT" && cargo build --release -q)
@@ -47,9 +71,9 @@ module = "djangohello.wsgi:application"
 python_path = ["$PROJECT"]
 TOML
 
-wait_up() { for _ in $(seq 100); do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; done; echo "no answer from $1" >&2; return 1; }
-# gunicorn's worker: the process that serves (the arbiter only supervises).
-worker_of() { for _ in $(seq 100); do pgrep -P "$1" && return 0; sleep 0.1; done; return 1; }
+wait_up() { for _ in $(seq 300); do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; done; echo "no answer from $1" >&2; return 1; }
+# A master's first child: once there, the master has started its workers.
+worker_of() { for _ in $(seq 100); do pgrep -P "$1" >/dev/null && return 0; sleep 0.1; done; return 1; }
 
 gunicorn_peer() { # NAME PORT ARGS...
     local name=$1 port=$2; shift 2
@@ -58,8 +82,122 @@ gunicorn_peer() { # NAME PORT ARGS...
     local arbiter=$!
     PIDS+=("$arbiter")
     wait_up "http://127.0.0.1:$port/hello/"
-    PEERS+=(--peer "$name=http://127.0.0.1:$port/hello/@$(worker_of "$arbiter")")
+    worker_of "$arbiter"
+    # The arbiter's PID: the harness counts it and its workers.
+    PEERS+=(--peer "$name=http://127.0.0.1:$port/hello/@$arbiter")
 }
+
+if [ "$RUN" = paired ]; then
+    # shellcheck source=benches/cpu_lib.sh
+    . "$ROOT/benches/cpu_lib.sh"
+    BENCH=$REL/stoa-bench
+    WORKERS=${WORKERS:-1 2}
+    THREADS=${THREADS:-4}
+    CONC=${CONC:-32}
+    ROUNDS=${ROUNDS:-5}
+    BURST=${BURST:-3000}
+    WARMUP=${WARMUP:-1000}
+    MODES=${MODES:-keepalive close}
+    SERVERS=${SERVERS:-stoa gunicorn uwsgi granian}
+    TMP=$T
+    mkdir -p "$T/apps"
+    cp "$PLUGIN" "$REL/libhello_project.so" "$T/apps/"
+    # start_peer NAME W PORT: starts one server on CPU 0 and waits for its
+    # answer; sets PID_OF[NAME].
+    start_peer() {
+        local name=$1 w=$2 port=$3 pid
+        case $name in
+            stoa)
+                taskset -c 0 "$REL/stoa" --config "$T/stoa.toml" --apps "$T/apps" \
+                    --bind "127.0.0.1:$port" --worker-mode process --workers "$w" \
+                    --blocking-threads "$THREADS" --log-level warn >"$T/stoa.out" 2>"$T/stoa.err" & ;;
+            gunicorn)
+                taskset -c 0 python3 -m gunicorn --workers "$w" --worker-class gthread \
+                    --threads "$THREADS" --bind "127.0.0.1:$port" --chdir "$PROJECT" \
+                    --log-level warning djangohello.wsgi:application & ;;
+            uwsgi)
+                taskset -c 0 uwsgi --http11-socket "127.0.0.1:$port" --master \
+                    --processes "$w" --threads "$THREADS" --chdir "$PROJECT" \
+                    --module djangohello.wsgi:application --disable-logging --die-on-term \
+                    --need-app >"$T/uwsgi.out" 2>&1 & ;;
+            granian)
+                taskset -c 0 granian --interface wsgi --workers "$w" \
+                    --blocking-threads "$THREADS" --host 127.0.0.1 --port "$port" \
+                    --working-dir "$PROJECT" --log-level warning \
+                    djangohello.wsgi:application >"$T/granian.out" 2>&1 & ;;
+        esac
+        pid=$!
+        PIDS+=("$pid")
+        PID_OF[$name]=$pid
+        wait_up "http://127.0.0.1:$port/hello/"
+        # every worker up: as many children as asked (stoa, gunicorn, uwsgi, granian)
+        for _ in $(seq 100); do
+            [ "$(tree_pids "$pid" | wc -l)" -gt "$w" ] && break
+            sleep 0.1
+        done
+    }
+    ulimit -n "$(ulimit -Hn)"
+    echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg); $THREADS threads per worker, c=$CONC, bursts of $BURST"
+    : >"$T/results"
+    for w in $WORKERS; do
+        declare -A PID_OF PORT_OF
+        port=18600
+        for s in $SERVERS; do
+            port=$((port + 1))
+            PORT_OF[$s]=$port
+            start_peer "$s" "$w" "$port"
+        done
+        for mode in $MODES; do
+            for s in $SERVERS; do
+                MODE=$mode N=$WARMUP WARMUP=0 measure "http://127.0.0.1:${PORT_OF[$s]}/hello/" \
+                    "$CONC" "${PID_OF[$s]}" >/dev/null
+            done
+            echo "workers=$w $mode: load average $(cut -d' ' -f1-3 /proc/loadavg)"
+            for round in $(seq "$ROUNDS"); do
+                for s in $SERVERS; do
+                    # shellcheck disable=SC2046 # one argument per PID
+                    read -r us rps _ < <(MODE=$mode N=$BURST WARMUP=0 measure \
+                        "http://127.0.0.1:${PORT_OF[$s]}/hello/" "$CONC" $(tree_pids "${PID_OF[$s]}"))
+                    echo "  round $round $s ($(tree_pids "${PID_OF[$s]}" | wc -l) processes): $us us/req, $rps req/s"
+                    echo "$w $mode $round $s $us $rps" >>"$T/results"
+                done
+            done
+        done
+        for s in $SERVERS; do
+            kill -TERM "${PID_OF[$s]}" 2>/dev/null || true
+            wait "${PID_OF[$s]}" 2>/dev/null || true
+        done
+        PIDS=()
+        unset PID_OF PORT_OF
+    done
+    echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+    col() { awk -v w="$1" -v m="$2" -v s="$3" -v f="$4" '$1 == w && $2 == m && $4 == s { print $f }' "$T/results" | median; }
+    # vs W MODE S F: median over the rounds of S's column F / stoa's
+    vs() {
+        awk -v w="$1" -v m="$2" -v s="$3" -v f="$4" '$1 == w && $2 == m && $4 == s { a[$3] = $f }
+            $1 == w && $2 == m && $4 == "stoa" { b[$3] = $f }
+            END { for (r in a) if (b[r] > 0) print a[r] / b[r] }' "$T/results" | median |
+            awk '{ if ($1 != "") printf "%.2f", $1; else printf "-" }'
+    }
+    spread() {
+        awk -v w="$1" -v m="$2" -v s="$3" '$1 == w && $2 == m && $4 == s { a[$3] = $5 }
+            $1 == w && $2 == m && $4 == "stoa" { b[$3] = $5 }
+            END { for (r in a) if (b[r] > 0) print a[r] / b[r] }' "$T/results" | sort -n |
+            awk 'NR == 1 { lo = $1 } { hi = $1 } END { if (NR) printf "%.2f-%.2f", lo, hi; else printf "-" }'
+    }
+    echo
+    echo "| workers | mode | server | req/s | CPU µs/req | req/s vs stoa | CPU/req vs stoa | CPU/req vs stoa, lowest-highest |"
+    echo "|---:|---|---|---:|---:|---:|---:|---|"
+    for w in $WORKERS; do
+        for mode in $MODES; do
+            for s in $SERVERS; do
+                echo "| $w | $mode | $s | $(col "$w" "$mode" "$s" 6) | $(col "$w" "$mode" "$s" 5) |" \
+                    "$(vs "$w" "$mode" "$s" 6) | $(vs "$w" "$mode" "$s" 5) | $(spread "$w" "$mode" "$s") |"
+            done
+        done
+    done
+    exit 0
+fi
 
 PEERS=()
 gunicorn_peer gunicorn-sync 18501 --worker-class sync

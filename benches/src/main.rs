@@ -103,6 +103,12 @@ struct CompareArgs {
         default_value = "select,poll,epoll,io_uring"
     )]
     backends: Vec<String>,
+    /// How stoa runs its workers (passed as --worker-mode): thread (one
+    /// process), process (a supervisor and worker processes), or both
+    /// (thread,process: each backend twice). CPU time and RSS count every
+    /// process of the server.
+    #[arg(long, value_delimiter = ',', default_value = "thread", value_parser = parse_worker_mode)]
+    worker_mode: Vec<String>,
     /// App paths to load.
     #[arg(
         long,
@@ -177,6 +183,42 @@ fn parse_mode(s: &str) -> Result<Mode, String> {
         "pipelined" | "pipeline" | "p" => Ok(Mode::Pipelined(PIPELINE_DEPTH)),
         _ => Err(format!("unknown mode {s:?} (keepalive, close, pipelined)")),
     }
+}
+
+fn parse_worker_mode(s: &str) -> Result<String, String> {
+    match s {
+        "thread" | "process" => Ok(s.to_string()),
+        _ => Err(format!("unknown worker mode {s:?} (thread, process)")),
+    }
+}
+
+/// The `--worker-mode` values to start stoa with: each as given when the
+/// binary has the flag; without it (an older host, threads only) `thread`
+/// runs with no flag and `process` is refused. A `--stoa-arg` setting it
+/// is refused too, as the tables would not know.
+fn worker_modes(
+    stoa: &std::path::Path,
+    modes: Vec<String>,
+    stoa_args: &[String],
+) -> Result<Vec<Option<String>>, String> {
+    const FLAG: &str = "--worker-mode";
+    if stoa_args.iter().any(|a| a.starts_with(FLAG)) {
+        return Err(format!(
+            "--stoa-arg={FLAG}: use stoa-bench's own {FLAG} (thread, process), which the tables report"
+        ));
+    }
+    let mut modes = modes;
+    modes.dedup();
+    if stoa_bench::server::supports_flag(stoa, FLAG) {
+        return Ok(modes.into_iter().map(Some).collect());
+    }
+    if modes.iter().any(|m| m == "process") {
+        return Err(format!(
+            "{} has no {FLAG} flag (a host with threads only): use --worker-mode thread",
+            stoa.display()
+        ));
+    }
+    Ok(vec![None])
 }
 
 fn main() -> ExitCode {
@@ -373,6 +415,7 @@ fn run_compare(a: CompareArgs) -> Result<ExitCode, String> {
         .or_else(|| stoa.parent().map(PathBuf::from))
         .unwrap_or(exe_dir);
     let stoa_for_args = stoa.clone();
+    let worker_modes = worker_modes(&stoa, a.worker_mode, &a.stoa_args)?;
     let pin = if a.no_pin {
         None
     } else {
@@ -387,6 +430,7 @@ fn run_compare(a: CompareArgs) -> Result<ExitCode, String> {
         apps_from,
         extra_apps: a.extra_apps,
         backends: a.backends,
+        worker_modes,
         paths: a.paths,
         concurrency: a.concurrency,
         modes: a.modes,
@@ -424,8 +468,17 @@ fn run_compare(a: CompareArgs) -> Result<ExitCode, String> {
         .name
         .unwrap_or_else(|| if a.quick { "compare-quick" } else { "compare" }.into());
     eprintln!(
-        "stoa-bench compare: {} with apps from {}; {}",
+        "stoa-bench compare: {} ({}) with apps from {}; {}",
         opts.stoa.display(),
+        opts.worker_modes
+            .iter()
+            .map(|m| m
+                .as_deref()
+                .map_or("no --worker-mode flag: threads".into(), |m| format!(
+                    "{m} mode"
+                )))
+            .collect::<Vec<String>>()
+            .join(", "),
         opts.apps_from.display(),
         match &opts.pin {
             Some((s, l)) => format!("server on CPU {s:?}, load on CPU {l:?}"),

@@ -1,7 +1,9 @@
 //! What /proc says about a server process: CPU time used (nanoseconds from
 //! /proc/PID/task/*/schedstat, else clock ticks of utime + stime from
 //! /proc/PID/stat) and resident memory (VmRSS, VmHWM from
-//! /proc/PID/status), and resetting the peak so each point gets its own.
+//! /proc/PID/status), and resetting the peak so each point gets its own;
+//! each for one process or summed over a process and its descendants (a
+//! supervisor and its worker processes, a master and its workers).
 
 use std::time::Duration;
 
@@ -76,6 +78,93 @@ pub fn reset_peak(pid: u32) -> bool {
     std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok()
 }
 
+/// `pid` and every live process descended from it (a supervisor's worker
+/// processes and theirs), `pid` first: the parent field of each
+/// /proc/*/stat. Just `[pid]` when it has no children (or is gone).
+pub fn process_tree(pid: u32) -> Vec<u32> {
+    let mut links = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for entry in dir.flatten() {
+            let Some(child) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            // A process that exits between the listing and the read is skipped.
+            if let Some(parent) = std::fs::read_to_string(format!("/proc/{child}/stat"))
+                .ok()
+                .and_then(|stat| parse_ppid(&stat))
+            {
+                links.push((child, parent));
+            }
+        }
+    }
+    let mut tree = vec![pid];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        for &(child, p) in &links {
+            if p == parent && child != pid && !tree.contains(&child) {
+                tree.push(child);
+            }
+        }
+        i += 1;
+    }
+    tree
+}
+
+/// The parent PID (field 4) of a /proc/PID/stat line.
+pub fn parse_ppid(stat: &str) -> Option<u32> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_ascii_whitespace().nth(1)?.parse().ok()
+}
+
+/// [`cpu_time`] summed over [`process_tree`]: a process-mode server's
+/// supervisor and workers. None when `pid` itself is gone. A process that
+/// ends between two readings takes its time with it: use differences over
+/// spans in which the tree stays the same.
+pub fn tree_cpu_time(pid: u32) -> Option<Duration> {
+    let mut total = cpu_time(pid)?;
+    for p in process_tree(pid).into_iter().skip(1) {
+        total += cpu_time(p).unwrap_or_default();
+    }
+    Some(total)
+}
+
+/// A `kB` field of /proc/PID/status summed over [`process_tree`]; None when
+/// `pid` itself has no such field.
+pub fn tree_status_kib(pid: u32, field: &str) -> Option<u64> {
+    let mut total = status_kib(pid, field)?;
+    for p in process_tree(pid).into_iter().skip(1) {
+        total += status_kib(p, field).unwrap_or(0);
+    }
+    Some(total)
+}
+
+/// Resident set size of the whole tree, KiB (shared pages count once per
+/// process, as VmRSS counts them).
+pub fn tree_rss_kib(pid: u32) -> Option<u64> {
+    tree_status_kib(pid, "VmRSS")
+}
+
+/// The sum of each process's peak RSS since start or the last
+/// [`tree_reset_peak`], KiB (the peaks need not have come at once).
+pub fn tree_peak_rss_kib(pid: u32) -> Option<u64> {
+    tree_status_kib(pid, "VmHWM")
+}
+
+/// [`reset_peak`] on every process of the tree; false if any refused.
+pub fn tree_reset_peak(pid: u32) -> bool {
+    let refused = process_tree(pid)
+        .into_iter()
+        .map(reset_peak)
+        .filter(|&done| !done)
+        .count();
+    refused == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,5 +203,51 @@ mod tests {
         let after = schedstat_time(me).unwrap_or_default();
         // Ticks would move by 0 or 10 ms; the run time moves by about 3 ms.
         assert!(after > before, "{before:?} -> {after:?}");
+    }
+
+    #[test]
+    fn parses_ppid() {
+        assert_eq!(parse_ppid("42 (a) b) (c) S 7 42 42 0 -1"), Some(7));
+        assert_eq!(parse_ppid("1 (init) S 0 1 1"), Some(0));
+        assert_eq!(parse_ppid("garbage"), None);
+    }
+
+    #[test]
+    fn the_tree_holds_children_and_grandchildren() {
+        let me = std::process::id();
+        // sh starts a sleep of its own: a child and a grandchild.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & wait"])
+            .spawn()
+            .expect("start sh");
+        let child_pid = child.id();
+        let of_child = |p: u32| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|stat| parse_ppid(&stat))
+                == Some(child_pid)
+        };
+        let mut tree = Vec::new();
+        for _ in 0..100 {
+            tree = process_tree(me);
+            if tree.iter().any(|&p| of_child(p)) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Stop the grandchild (by its PID: it is ours) before its parent.
+        let grandchildren: Vec<u32> = tree.iter().copied().filter(|&p| of_child(p)).collect();
+        for &p in &grandchildren {
+            let _ = std::process::Command::new("kill")
+                .arg(p.to_string())
+                .status();
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(tree.first(), Some(&me));
+        assert!(tree.contains(&child_pid), "{tree:?}");
+        assert!(!grandchildren.is_empty(), "no grandchild in {tree:?}");
+        assert!(tree_cpu_time(me).is_some());
+        assert!(tree_rss_kib(me).unwrap_or(0) >= rss_kib(me).unwrap_or(0));
     }
 }

@@ -49,6 +49,36 @@ fn build_server_and_plugins(profile_dir: &Path) {
     );
 }
 
+/// Runs `stoa-bench compare ARGS` against this profile's stoa, writing
+/// under `out`; returns its standard output (the tables) once it succeeded.
+fn compare(dir: &Path, args: &[&str], out: &Path) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_stoa-bench"))
+        .arg("compare")
+        .args(args)
+        .arg("--stoa")
+        .arg(dir.join("stoa"))
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("run stoa-bench");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "stoa-bench failed:\n{stdout}\n{stderr}"
+    );
+    stdout
+}
+
+/// The data rows of the markdown tables, each split into its cells.
+fn table_rows(stdout: &str) -> Vec<Vec<&str>> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| server"))
+        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+        .collect()
+}
+
 #[test]
 fn quick_compare_is_complete_and_error_free() {
     let dir = profile_dir();
@@ -64,36 +94,20 @@ fn quick_compare_is_complete_and_error_free() {
     } else {
         backends.push("io_uring");
     }
-    let output = Command::new(env!("CARGO_BIN_EXE_stoa-bench"))
-        .args([
-            "compare",
-            "--quick",
-            "--requests",
-            "500",
-            "--max-time",
-            "30s",
-        ])
-        .args(["--backends", &backends.join(",")])
-        .arg("--stoa")
-        .arg(dir.join("stoa"))
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .expect("run stoa-bench");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "stoa-bench failed:\n{stdout}\n{stderr}"
-    );
-
+    let list = backends.join(",");
+    let args = [
+        "--quick",
+        "--requests",
+        "500",
+        "--max-time",
+        "30s",
+        "--backends",
+        &list,
+    ];
+    let stdout = compare(&dir, &args, &out);
     // Data rows of the two markdown tables: the matrix, then the idle scenario.
-    let rows: Vec<Vec<&str>> = stdout
-        .lines()
-        .filter(|l| l.starts_with("| ") && !l.starts_with("| server"))
-        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
-        .collect();
-    let (sweep, idle): (Vec<_>, Vec<_>) = rows.iter().partition(|r| r.len() == 14);
+    let rows = table_rows(&stdout);
+    let (sweep, idle): (Vec<_>, Vec<_>) = rows.iter().partition(|r| r.len() == 15);
     // Per backend: 1 path x 3 modes x 2 concurrency levels; 2 idle levels.
     let n = backends.len();
     assert_eq!(sweep.len(), 6 * n, "matrix rows:\n{stdout}");
@@ -107,17 +121,18 @@ fn quick_compare_is_complete_and_error_free() {
     }
     for mode in ["keepalive", "close", "pipelined"] {
         assert_eq!(
-            sweep.iter().filter(|r| r[2] == mode).count(),
+            sweep.iter().filter(|r| r[3] == mode).count(),
             2 * n,
             "{mode}:\n{stdout}"
         );
     }
     for r in &sweep {
-        assert_eq!((r[10], r[11]), ("0", "yes"), "errors/complete in {r:?}");
-        assert!(r[5].parse::<f64>().is_ok_and(|v| v > 0.0), "req/s in {r:?}");
+        assert_eq!(r[1], "thread", "the default worker mode in {r:?}");
+        assert_eq!((r[11], r[12]), ("0", "yes"), "errors/complete in {r:?}");
+        assert!(r[6].parse::<f64>().is_ok_and(|v| v > 0.0), "req/s in {r:?}");
     }
     for r in &idle {
-        assert_eq!((r[8], r[9]), ("0", "yes"), "errors/complete in {r:?}");
+        assert_eq!((r[9], r[10]), ("0", "yes"), "errors/complete in {r:?}");
     }
     for ext in ["md", "csv", "svg"] {
         let file = out.join(format!("compare-quick.{ext}"));
@@ -127,4 +142,55 @@ fn quick_compare_is_complete_and_error_free() {
     let csv = std::fs::read_to_string(out.join("compare-quick.csv")).unwrap_or_default();
     assert_eq!(csv.lines().count(), 1 + 8 * n, "{csv}");
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// Both worker modes: the rows say which, and process mode's CPU per
+/// request counts its worker process (the supervisor alone, which only
+/// wakes a few times a second, shows about a hundredth of thread mode's).
+#[test]
+fn process_mode_rows_count_the_workers_cpu() {
+    let dir = profile_dir();
+    build_server_and_plugins(&dir);
+    let out = std::env::temp_dir().join(format!("stoa-bench-process-{}", std::process::id()));
+    let args = [
+        "--backends",
+        "epoll",
+        "--worker-mode",
+        "thread,process",
+        "--paths",
+        "/hello/",
+        "--modes",
+        "keepalive",
+        "--concurrency",
+        "10",
+        "--requests",
+        "2000",
+        "--runs",
+        "1",
+        "--no-idle",
+        "--max-time",
+        "30s",
+        "--stoa-arg=--workers=1",
+        "--name",
+        "process",
+    ];
+    let stdout = compare(&dir, &args, &out);
+    let _ = std::fs::remove_dir_all(&out);
+    let rows = table_rows(&stdout);
+    let modes: Vec<(&str, &str)> = rows.iter().map(|r| (r[0], r[1])).collect();
+    assert_eq!(
+        modes,
+        [("epoll", "thread"), ("epoll", "process")],
+        "{stdout}"
+    );
+    for r in &rows {
+        assert_eq!((r[11], r[12]), ("0", "yes"), "errors/complete in {r:?}");
+    }
+    let cpu = |r: &Vec<&str>| r[13].parse::<f64>().unwrap_or(0.0);
+    let (thread, process) = (cpu(&rows[0]), cpu(&rows[1]));
+    assert!(thread > 0.0, "thread mode CPU us/req in {:?}", rows[0]);
+    assert!(
+        process >= thread / 4.0,
+        "process mode {process} us/req against thread mode {thread}:\n{stdout}"
+    );
 }

@@ -22,6 +22,7 @@ pub use output::{csv, markdown};
 /// A server under test, as the sweep sees it.
 struct Subject<'a> {
     label: String,
+    worker_mode: Option<String>,
     target: Target,
     paths: Vec<String>,
     pid: Option<u32>,
@@ -45,41 +46,16 @@ pub fn run(opts: &Options) -> Result<Outcome, String> {
     );
     let mut points = Vec::new();
     for backend in &opts.backends {
-        bar.set_message(format!("starting stoa --poller {backend}"));
-        let log = opts.work_dir.join(format!("stoa-{backend}.log"));
-        let server_cpus = opts.pin.as_ref().map(|(s, _)| &s[..]);
-        let server = Server::start(
-            &opts.stoa,
-            &apps,
-            backend,
-            server_cpus,
-            &opts.stoa_args,
-            log,
-        )?;
-        let base = Target::parse(&format!("http://127.0.0.1:{}/", server.port))?;
-        for path in &opts.paths {
-            wait_until_answers(&base.with_path(&ready_path(path)), Duration::from_secs(10))?;
+        for mode in &opts.worker_modes {
+            points.extend(run_stoa(opts, &apps, backend, mode.as_deref(), &bar)?);
         }
-        let subject = Subject {
-            label: backend.clone(),
-            target: base,
-            paths: opts.paths.clone(),
-            pid: Some(server.pid()),
-            cap: server.connection_cap(),
-            bar: &bar,
-        };
-        // Idle first, on a fresh server: memory freed by the matrix's
-        // connections would otherwise hide what idle connections cost.
-        let idle = idle_scenario(opts, &subject);
-        points.extend(sweep(opts, &subject));
-        points.extend(idle);
-        server.stop();
     }
     for peer in &opts.peers {
         bar.set_message(format!("checking peer {}", peer.name));
         wait_until_answers(&peer.target, Duration::from_secs(10))?;
         let subject = Subject {
             label: peer.name.clone(),
+            worker_mode: None,
             target: peer.target.clone(),
             paths: vec![peer.target.path.clone()],
             pid: peer.pid,
@@ -92,6 +68,49 @@ pub fn run(opts: &Options) -> Result<Outcome, String> {
     }
     bar.finish_and_clear();
     Ok(Outcome { points })
+}
+
+/// One stoa server (a backend in a worker mode) through the idle scenario
+/// and the matrix.
+fn run_stoa(
+    opts: &Options,
+    apps: &std::path::Path,
+    backend: &str,
+    mode: Option<&str>,
+    bar: &ProgressBar,
+) -> Result<Vec<Point>, String> {
+    let what = match mode {
+        Some(mode) => format!("{backend}-{mode}"),
+        None => backend.to_string(),
+    };
+    bar.set_message(format!("starting stoa --poller {backend}"));
+    let log = opts.work_dir.join(format!("stoa-{what}.log"));
+    let server_cpus = opts.pin.as_ref().map(|(s, _)| &s[..]);
+    let mut args = opts.stoa_args.clone();
+    if let Some(mode) = mode {
+        args.push(format!("--worker-mode={mode}"));
+    }
+    let server = Server::start(&opts.stoa, apps, backend, server_cpus, &args, log)?;
+    let base = Target::parse(&format!("http://127.0.0.1:{}/", server.port))?;
+    for path in &opts.paths {
+        wait_until_answers(&base.with_path(&ready_path(path)), Duration::from_secs(10))?;
+    }
+    let subject = Subject {
+        label: backend.to_string(),
+        worker_mode: mode.map(str::to_string),
+        target: base,
+        paths: opts.paths.clone(),
+        pid: Some(server.pid()),
+        cap: server.connection_cap(),
+        bar,
+    };
+    // Idle first, on a fresh server: memory freed by the matrix's
+    // connections would otherwise hide what idle connections cost.
+    let idle = idle_scenario(opts, &subject);
+    let mut points = sweep(opts, &subject);
+    points.extend(idle);
+    server.stop();
+    Ok(points)
 }
 
 /// The 1-second demo handler answers at once with `?seconds=0`; the
@@ -144,8 +163,9 @@ fn pairs<'a>(paths: &'a [String], modes: &'a [Mode]) -> impl Iterator<Item = (&'
 }
 
 fn total_runs(opts: &Options) -> u64 {
+    let servers = opts.backends.len() * opts.worker_modes.len();
     let rows = if opts.sweep {
-        let stoa = opts.backends.len() * pairs(&opts.paths, &opts.modes).count();
+        let stoa = servers * pairs(&opts.paths, &opts.modes).count();
         let peers: usize = opts
             .peers
             .iter()
@@ -155,7 +175,7 @@ fn total_runs(opts: &Options) -> u64 {
     } else {
         0
     };
-    let idle = (opts.backends.len() + opts.peers.len()) * opts.idle.len();
+    let idle = (servers + opts.peers.len()) * opts.idle.len();
     ((rows + idle) * opts.runs) as u64
 }
 
@@ -168,8 +188,9 @@ fn sweep(opts: &Options, s: &Subject) -> Vec<Point> {
         for &concurrency in &opts.concurrency {
             let mut point = new_point(opts, s, path, mode, concurrency, None);
             s.bar.set_message(format!(
-                "{} {path} {} c={concurrency}",
+                "{} {} {path} {} c={concurrency}",
                 s.label,
+                s.worker_mode.as_deref().unwrap_or(""),
                 mode.name()
             ));
             measure(opts, s, &mut point);
@@ -190,7 +211,7 @@ fn idle_scenario(opts: &Options, s: &Subject) -> Vec<Point> {
     let mut points = Vec::new();
     // RSS with no idle connection; each level's growth is measured from it
     // (the allocator reuses what a smaller level freed).
-    let baseline = s.pid.and_then(procstat::rss_kib);
+    let baseline = s.pid.and_then(procstat::tree_rss_kib);
     for &idle in &opts.idle {
         let mut point = new_point(
             opts,
@@ -222,7 +243,7 @@ fn idle_scenario(opts: &Options, s: &Subject) -> Vec<Point> {
                 continue;
             }
         };
-        point.rss_idle_kib = s.pid.and_then(procstat::rss_kib);
+        point.rss_idle_kib = s.pid.and_then(procstat::tree_rss_kib);
         measure(opts, s, &mut point);
         let open = held.still_open();
         if open < held.len() && point.note.is_none() {
@@ -248,6 +269,7 @@ fn new_point(
 ) -> Point {
     Point {
         server: s.label.clone(),
+        worker_mode: s.worker_mode.clone(),
         path: path.to_string(),
         mode,
         concurrency,
@@ -264,10 +286,10 @@ fn new_point(
 }
 
 /// Runs one point `runs` times, with the server's CPU time per run and its
-/// peak RSS over the point.
+/// peak RSS over the point, each summed over the server's processes.
 fn measure(opts: &Options, s: &Subject, point: &mut Point) {
     if let Some(pid) = s.pid {
-        procstat::reset_peak(pid);
+        procstat::tree_reset_peak(pid);
     }
     let config = Config {
         target: s.target.with_path(&point.path),
@@ -279,10 +301,10 @@ fn measure(opts: &Options, s: &Subject, point: &mut Point) {
         timeout: opts.timeout,
     };
     for _ in 0..opts.runs {
-        let cpu_before = s.pid.and_then(procstat::cpu_time);
+        let cpu_before = s.pid.and_then(procstat::tree_cpu_time);
         match load::run(&config) {
             Ok(report) => {
-                let cpu_after = s.pid.and_then(procstat::cpu_time);
+                let cpu_after = s.pid.and_then(procstat::tree_cpu_time);
                 let cpu = cpu_before.zip(cpu_after).map(|(a, b)| b.saturating_sub(a));
                 point.runs.push(Run { report, cpu });
             }
@@ -296,7 +318,7 @@ fn measure(opts: &Options, s: &Subject, point: &mut Point) {
         // Let the server finish closing the run's connections.
         std::thread::sleep(opts.settle);
     }
-    point.peak_rss_kib = s.pid.and_then(procstat::peak_rss_kib);
+    point.peak_rss_kib = s.pid.and_then(procstat::tree_peak_rss_kib);
 }
 
 /// Writes the markdown, CSV and SVG files for `outcome` under `dir` as

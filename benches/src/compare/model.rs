@@ -11,7 +11,8 @@ use std::time::Duration;
 pub struct Peer {
     pub name: String,
     pub target: Target,
-    /// Its process id, for CPU time and RSS from /proc.
+    /// Its process id, for CPU time and RSS from /proc (summed with its
+    /// descendants': a master's workers).
     pub pid: Option<u32>,
 }
 
@@ -44,6 +45,9 @@ pub struct Options {
     /// Plugin files served beside the sample apps (`--app`).
     pub extra_apps: Vec<PathBuf>,
     pub backends: Vec<String>,
+    /// `--worker-mode` values each backend runs with (thread, process),
+    /// or None: the binary has no such flag (one process, threads).
+    pub worker_modes: Vec<Option<String>>,
     pub paths: Vec<String>,
     pub concurrency: Vec<usize>,
     pub modes: Vec<Mode>,
@@ -70,7 +74,8 @@ pub struct Options {
 #[derive(Clone, Debug)]
 pub struct Run {
     pub report: Report,
-    /// Server CPU time (user + system) during the run.
+    /// Server CPU time (user + system) during the run, over every process
+    /// of the server (a supervisor and its workers).
     pub cpu: Option<Duration>,
 }
 
@@ -78,6 +83,9 @@ pub struct Run {
 #[derive(Clone, Debug)]
 pub struct Point {
     pub server: String,
+    /// Stoa's `--worker-mode` (thread, process); None for a peer, or a
+    /// stoa without the flag.
+    pub worker_mode: Option<String>,
     pub path: String,
     pub mode: Mode,
     pub concurrency: usize,
@@ -99,6 +107,19 @@ pub struct Point {
 }
 
 impl Point {
+    /// The server and its worker mode, e.g. `epoll (process)`, or a peer's name.
+    pub fn label(&self) -> String {
+        match &self.worker_mode {
+            Some(mode) => format!("{} ({mode})", self.server),
+            None => self.server.clone(),
+        }
+    }
+
+    /// How the server ran, for the tables: the worker mode, or `-`.
+    pub fn worker_mode_name(&self) -> &str {
+        self.worker_mode.as_deref().unwrap_or("-")
+    }
+
     /// The run with the median req/s (the lower middle for an even count).
     pub fn median(&self) -> Option<&Run> {
         let mut runs: Vec<&Run> = self.runs.iter().collect();

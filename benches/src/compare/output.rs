@@ -12,15 +12,16 @@ pub fn markdown(points: &[Point]) -> String {
     let sweep: Vec<&Point> = points.iter().filter(|p| p.idle.is_none()).collect();
     if !sweep.is_empty() {
         out.push_str(
-            "| server | path | mode | conc | requests | req/s median | req/s best | p50 ms | p99 ms | max ms | errors | complete | CPU us/req | peak RSS MiB |\n\
-             |---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n",
+            "| server | worker mode | path | mode | conc | requests | req/s median | req/s best | p50 ms | p99 ms | max ms | errors | complete | CPU us/req | peak RSS MiB |\n\
+             |---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n",
         );
         for p in sweep {
             let m = p.median();
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 p.server,
+                p.worker_mode_name(),
                 p.path,
                 p.mode.name(),
                 p.concurrency,
@@ -40,14 +41,16 @@ pub fn markdown(points: &[Point]) -> String {
     let idle: Vec<&Point> = points.iter().filter(|p| p.idle.is_some()).collect();
     if !idle.is_empty() {
         out.push_str(
-            "\n| server | path | idle conns | active | req/s median | req/s best | vs 0 idle | p99 ms | errors | complete | RSS with none KiB | RSS with idle KiB | bytes per idle conn |\n\
-             |---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n",
+            "\n| server | worker mode | path | idle conns | active | req/s median | req/s best | vs 0 idle | p99 ms | errors | complete | RSS with none KiB | RSS with idle KiB | bytes per idle conn |\n\
+             |---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n",
         );
         for p in &idle {
             let m = p.median();
             let base = idle
                 .iter()
-                .find(|q| q.server == p.server && q.idle == Some(0))
+                .find(|q| {
+                    q.server == p.server && q.worker_mode == p.worker_mode && q.idle == Some(0)
+                })
                 .and_then(|q| q.median())
                 .map(|r| r.report.req_per_sec());
             let ratio = m
@@ -55,8 +58,9 @@ pub fn markdown(points: &[Point]) -> String {
                 .and_then(|(r, b)| (b > 0.0).then(|| r.report.req_per_sec() / b));
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 p.server,
+                p.worker_mode_name(),
                 p.path,
                 p.idle.unwrap_or(0),
                 p.concurrency,
@@ -80,7 +84,7 @@ pub fn markdown(points: &[Point]) -> String {
                 Some(idle) => format!("idle={idle} active={}", p.concurrency),
                 None => format!("{} c={}", p.mode.name(), p.concurrency),
             };
-            Some(format!("- {} {} {what}: {n}", p.server, p.path))
+            Some(format!("- {} {} {what}: {n}", p.label(), p.path))
         })
         .collect();
     if !notes.is_empty() {
@@ -94,7 +98,7 @@ pub fn markdown(points: &[Point]) -> String {
 /// One CSV row per point, every percentile and error kind in its own column.
 pub fn csv(points: &[Point]) -> String {
     let mut out = String::from(
-        "scenario,server,path,mode,concurrency,idle,requests,runs,rps_median,rps_best,bytes_per_sec",
+        "scenario,server,worker_mode,path,mode,concurrency,idle,requests,runs,rps_median,rps_best,bytes_per_sec",
     );
     for p in PERCENTILES {
         let _ = write!(out, ",p{p}_ms");
@@ -108,9 +112,10 @@ pub fn csv(points: &[Point]) -> String {
         let m = p.median();
         let _ = write!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{}",
             if p.idle.is_some() { "idle" } else { "sweep" },
             field(&p.server),
+            field(p.worker_mode.as_deref().unwrap_or("")),
             field(&p.path),
             p.mode.name(),
             p.concurrency,

@@ -115,9 +115,10 @@ fn series(
             continue;
         };
         let xy = (p.concurrency as f64, v);
-        match out.iter_mut().find(|(name, _)| *name == p.server) {
+        let name = p.label();
+        match out.iter_mut().find(|(n, _)| *n == name) {
             Some((_, pts)) => pts.push(xy),
-            None => out.push((p.server.clone(), vec![xy])),
+            None => out.push((name, vec![xy])),
         }
     }
     for (_, pts) in &mut out {
