@@ -110,7 +110,7 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
         }) as Arc<dyn Guard>),
         _ => None,
     };
-    let registry = load_apps(&cli, &stats, Some(&requests), guard.clone())?;
+    let registry = load_apps(&cli, &stats, Some(&requests), guard)?;
     let handles = Arc::new(Handles {
         open: match &role {
             Some(r) => {
@@ -164,10 +164,6 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
             let ready = await_start_up(&started, &handles);
             let threads = spawn_workers(servers)?;
             if ready {
-                // Before it serves: a crash names the app from the row.
-                if let Some(guard) = &guard {
-                    guard.names(&watchdog::names_text(&handles.stats, &handles.apps));
-                }
                 log::info!("worker process serving");
                 row.set_phase(Phase::Ready);
             }
@@ -387,7 +383,7 @@ fn spawn_workers(servers: Vec<Server>) -> Result<Vec<JoinHandle<io::Result<()>>>
 
 /// Says where the host listens (standard output, the log): it serves from
 /// now on, while the constructors start-up waits for may still run.
-fn announce(shown: &[String]) {
+pub(crate) fn announce(shown: &[String]) {
     let mut stdout = std::io::stdout();
     for shown in shown {
         let _ = writeln!(stdout, "listening on {shown}");

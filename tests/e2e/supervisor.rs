@@ -539,23 +539,19 @@ fn a_supervisor_killed_leaves_no_worker() {
     );
 }
 
-/// Requests that kill worker processes `--quarantine-after` times quarantine
-/// the plugin: every worker refuses it, the others serve on.
-#[test]
-fn a_plugin_that_keeps_killing_workers_is_quarantined() {
-    let server = Server::launch("epoll")
-        .apps(&["crashy", "article"])
-        .shell("ulimit -c 0")
-        .args(&[
-            "--worker-mode",
-            "process",
-            "--workers",
-            "2",
-            "--quarantine-after",
-            "3",
-        ])
-        .start();
-    server.wait_lines(&["supervisor", ") ready"], 2);
+/// Two worker processes, plugins quarantined after three deaths.
+const QUARANTINE_AFTER_3: [&str; 6] = [
+    "--worker-mode",
+    "process",
+    "--workers",
+    "2",
+    "--quarantine-after",
+    "3",
+];
+
+/// Three requests to /crashy/segv, one after another, each waited for:
+/// its death line naming the request, and the worker's replacement.
+fn crash_three_times(server: &Server) {
     for round in 1..=3 {
         let _ = crate::common::try_get(server.port, "/crashy/segv");
         assert!(
@@ -568,6 +564,19 @@ fn a_plugin_that_keeps_killing_workers_is_quarantined() {
         );
         server.wait_lines(&["replaced by pid"], round);
     }
+}
+
+/// Requests that kill worker processes `--quarantine-after` times quarantine
+/// the plugin: every worker refuses it, the others serve on.
+#[test]
+fn a_plugin_that_keeps_killing_workers_is_quarantined() {
+    let server = Server::launch("epoll")
+        .apps(&["crashy", "article"])
+        .shell("ulimit -c 0")
+        .args(&QUARANTINE_AFTER_3)
+        .start();
+    server.wait_lines(&["supervisor", ") ready"], 2);
+    crash_three_times(&server);
     assert!(server.wait_log(&[
         "quarantined: app crashy (plugin bytes",
         "killed 3 worker process(es) within 60 s"
@@ -656,14 +665,7 @@ fn a_bad_drop_over_a_good_one_is_quarantined_and_rolled_back() {
         .apps(&["article"])
         .file(HOT, &bytes("hot-v1"))
         .shell("ulimit -c 0")
-        .args(&[
-            "--worker-mode",
-            "process",
-            "--workers",
-            "2",
-            "--quarantine-after",
-            "3",
-        ])
+        .args(&QUARANTINE_AFTER_3)
         .start();
     server.wait_lines(&["supervisor", ") ready"], 2);
     wait_body(&server, "/hot", "v1");
@@ -672,17 +674,7 @@ fn a_bad_drop_over_a_good_one_is_quarantined_and_rolled_back() {
     assert!(wait_until(crate::common::HOT_WAIT, || (0..6).all(
         |_| crate::common::try_get(server.port, "/crashy/ok") == Ok(200)
     )));
-    for round in 1..=3 {
-        let _ = crate::common::try_get(server.port, "/crashy/segv");
-        assert!(
-            server
-                .wait_lines(&["in flight: 1 request(s): crashy GET /crashy/segv"], round)
-                .len()
-                >= round,
-            "{}",
-            server.log()
-        );
-    }
+    crash_three_times(&server);
     assert!(server.wait_log(&["quarantined: app crashy (plugin bytes"]));
     // Each of the two workers serving now rolls back (at its start, or
     // taking the mounted generation out of service).

@@ -6,7 +6,7 @@
 //! supervisor keeps), and the crashes the supervisor counted.
 
 use crate::apps::quarantine::Guard;
-use crate::ops::worker_row::{retired_cell, supervisor_cell, Phase, Row};
+use crate::ops::worker_row::{retired_cell, supervisor_cell, Phase, Row, TextCell};
 use crate::stats::{Counts, Stats};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -165,7 +165,7 @@ impl Peers {
                 let counts = if i == self.own {
                     own_now.clone()
                 } else {
-                    serde_json::from_str(&row.snapshot().read_settled()).unwrap_or_default()
+                    read_cell(Some(row.snapshot()))
                 };
                 Some(Peer {
                     place: row.place(),
@@ -181,17 +181,20 @@ impl Peers {
 
     /// The counters of every worker that has ended.
     pub fn retired(&self) -> Counts {
-        retired_cell(self.area)
-            .and_then(|c| serde_json::from_str(&c.read_settled()).ok())
-            .unwrap_or_default()
+        read_cell(retired_cell(self.area))
     }
 
     /// What the supervisor counted.
     pub fn supervisor(&self) -> SupervisorNotes {
-        supervisor_cell(self.area)
-            .and_then(|c| serde_json::from_str(&c.read_settled()).ok())
-            .unwrap_or_default()
+        read_cell(supervisor_cell(self.area))
     }
+}
+
+/// What a cell of the area holds (its JSON), or the default when it holds
+/// nothing readable yet.
+pub fn read_cell<T: serde::de::DeserializeOwned + Default>(cell: Option<TextCell>) -> T {
+    cell.and_then(|c| serde_json::from_str(&c.read_settled()).ok())
+        .unwrap_or_default()
 }
 
 /// Writes `stats`' counters (a worker process has one loop) into `row`.

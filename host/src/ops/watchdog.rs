@@ -14,7 +14,6 @@
 //! allocation). The watchdog samples the beats a few times a second.
 
 use crate::apps::pool::Pool;
-use crate::apps::registry::AppTable;
 use crate::apps::services::set_current_app;
 use crate::control::Control;
 use crate::ops::peers::Peers;
@@ -476,26 +475,6 @@ fn publish(watched: &Watched) {
 /// Clears a row's pulse for a new worker: its spot in host code.
 pub fn clear_pulse(row: &Row) {
     Spot::over(&row.pulse()[2..]);
-}
-
-/// "name\tdigest" of each counters slot, a line each (the digest of the
-/// generation mounted now, `-` for none).
-pub fn names_text(stats: &Stats, apps: &AppTable) -> String {
-    let state = apps.load();
-    let mut text = String::new();
-    for name in stats.app_names() {
-        let digest = state
-            .mounts
-            .apps()
-            .iter()
-            .find(|a| *a.name == *name)
-            .and_then(|a| a.digest.clone());
-        text.push_str(&name);
-        text.push('\t');
-        text.push_str(digest.as_deref().unwrap_or("-"));
-        text.push('\n');
-    }
-    text
 }
 
 /// The app a row's names give for `slot`, and the digest of its bytes.

@@ -108,7 +108,7 @@ pub fn take() -> Result<WorkerRole, BootError> {
     let count: usize = var(SOCKETS)
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| bad(SOCKETS))?;
-    let area = open_area(3 + count, rows)?;
+    let area = inherited_area(count, area_words(rows))?.words;
     let row = Row::of(area, row_index).ok_or_else(|| bad(ROW))?;
     row.set_pid(std::process::id());
     crate::ops::error_log::name_writer(format!(
@@ -138,18 +138,15 @@ fn var(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-/// Maps the area inherited at descriptor `fd` (opened anew through
-/// /proc, which needs no unsafe adoption of a raw descriptor).
-fn open_area(fd: usize, rows: usize) -> Result<&'static [std::sync::atomic::AtomicU64], BootError> {
-    let path = format!("/proc/self/fd/{fd}");
+/// Maps the shared area of `words` words inherited right after `sockets`
+/// listening sockets (a worker's, or a re-executed supervisor's), opened
+/// anew through /proc, which needs no unsafe adoption of a raw descriptor.
+pub(super) fn inherited_area(sockets: usize, words: usize) -> Result<Area, BootError> {
+    let path = format!("/proc/self/fd/{}", 3 + sockets);
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open(&path)
         .map_err(|e| BootError::file("open the shared area", Path::new(&path), e))?;
-    let area = Area::adopt(OwnedFd::from(file), area_words(rows))
-        .map_err(|e| BootError::system("map the shared area", e))?;
-    // The inherited descriptor itself is no longer needed: /proc/self/fd
-    // gave a descriptor of our own, and the mapping keeps the memory.
-    Ok(area.words)
+    Area::adopt(OwnedFd::from(file), words).map_err(|e| BootError::system("map the shared area", e))
 }

@@ -75,14 +75,3 @@ pub fn take() -> Option<Resumed> {
         }
     }
 }
-
-/// The shared area a re-executed supervisor inherited after `sockets`.
-pub fn area(sockets: usize, words: usize) -> Result<Area, BootError> {
-    let path = format!("/proc/self/fd/{}", 3 + sockets);
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&path)
-        .map_err(|e| BootError::file("open the shared area", Path::new(&path), e))?;
-    Area::adopt(OwnedFd::from(file), words).map_err(|e| BootError::system("map the shared area", e))
-}

@@ -3,7 +3,7 @@
 
 use super::binary::Binary;
 use super::death::{End, InFlight};
-use super::handoff::Handoff;
+use super::handoff::{inherited_area, Handoff};
 use super::procs::{backoff, unasked, Place, Proc, Role, Rows};
 use super::quarantine::Deaths;
 use super::resume::{self, Resumed};
@@ -23,7 +23,6 @@ use crossbeam_channel::Receiver;
 use rustix::process::{Pid, Signal, WaitOptions};
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
 use std::ffi::OsString;
-use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
@@ -94,7 +93,7 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
     // A place's serving process, its replacement, and one draining.
     let row_count = resumed.as_ref().map_or(workers * 3, |r| r.rows);
     let area = match &resumed {
-        Some(r) => resume::area(r.sockets, area_words(row_count))?,
+        Some(r) => inherited_area(r.sockets, area_words(row_count))?,
         None => Area::create(area_words(row_count))
             .map_err(|e| BootError::system("create the workers' shared area", e))?,
     };
@@ -251,14 +250,7 @@ impl Supervisor {
     /// the service manager it is ready.
     fn announce(&mut self, shown: &[String]) {
         self.announced = true;
-        let mut stdout = std::io::stdout();
-        for shown in shown {
-            let _ = writeln!(stdout, "listening on {shown}");
-        }
-        let _ = stdout.flush();
-        for shown in shown {
-            log::info!("listening on {shown}");
-        }
+        crate::boot::announce(shown);
         notify::ready(&format!(
             "{} worker process(es) serving on {}",
             self.places.len(),

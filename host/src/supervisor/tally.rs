@@ -3,7 +3,7 @@
 //! supervisor reads it back): crashes by app and by place, the workers
 //! started, and the counters of every worker that has ended.
 
-use crate::ops::peers::SupervisorNotes;
+use crate::ops::peers::{read_cell, SupervisorNotes};
 use crate::ops::worker_row::{retired_cell, supervisor_cell, Row};
 use crate::stats::Counts;
 use std::sync::atomic::AtomicU64;
@@ -17,16 +17,12 @@ pub struct Tally {
 impl Tally {
     /// The tally kept in `area` (empty in a new one).
     pub fn new(area: &'static [AtomicU64], places: usize) -> Self {
-        let read = |cell: Option<crate::ops::worker_row::TextCell>| {
-            cell.map(|c| c.read_settled()).unwrap_or_default()
-        };
-        let mut notes: SupervisorNotes =
-            serde_json::from_str(&read(supervisor_cell(area))).unwrap_or_default();
+        let mut notes: SupervisorNotes = read_cell(supervisor_cell(area));
         notes.pid = std::process::id();
         if notes.crashes_by_place.len() < places {
             notes.crashes_by_place.resize(places, 0);
         }
-        let retired = serde_json::from_str(&read(retired_cell(area))).unwrap_or_default();
+        let retired = read_cell(retired_cell(area));
         let tally = Tally {
             area,
             notes,
@@ -73,7 +69,7 @@ impl Tally {
 
     /// A worker ended: its last published counters join the retired ones.
     pub fn retire(&mut self, row: &Row) {
-        let last: Counts = serde_json::from_str(&row.snapshot().read_settled()).unwrap_or_default();
+        let last: Counts = read_cell(Some(row.snapshot()));
         self.retired.add(&last.retired());
         if let (Some(cell), Ok(text)) = (
             retired_cell(self.area),
