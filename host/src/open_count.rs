@@ -1,9 +1,10 @@
 //! The host-wide count of open connections against `--max-connections`:
 //! one count for every loop, so the cap is the host's, not a share per
 //! worker (a share let one worker answer 503 while the host was under its
-//! cap). A loop takes a slot before it accepts (`try_open`) and gives it
-//! back when the connection closes (`close`); nothing on the request path
-//! touches it.
+//! cap). A loop takes a slot for each client (`try_open`: before it
+//! accepts under `--overload queue`, once it has accepted under `shed`)
+//! and gives it back when the connection closes (`close`); nothing on the
+//! request path touches it.
 //!
 //! Under `--overload queue` a loop that found the host full stops
 //! accepting and marks itself waiting (`wait_for_room`: a bit per loop,

@@ -1,6 +1,7 @@
 //! Who gets in: accepting while the host is under its connection cap
 //! (`--max-connections`, one count for every worker: `crate::open_count`;
-//! a slot is taken before each `accept` and given back if none waits), and
+//! under `queue` a slot is taken before each `accept` and given back if
+//! none waits, under `shed` once a client is accepted), and
 //! what clients past it get (`--overload`): `queue` pauses the listeners,
 //! so they wait in the kernel backlog until a connection closes (on any
 //! worker: the one that closes it wakes the workers paused at the cap);
@@ -55,21 +56,28 @@ impl Server {
     /// Accepts what waits on listener `i`: up to the cap, then as
     /// `--overload` says.
     pub(super) fn accept(&mut self, i: usize) {
+        let queue = self.shared.settings.overload == Overload::Queue;
         loop {
-            let slot = self.shared.open.try_open();
-            if !slot && self.shared.settings.overload == Overload::Queue {
+            // Under `queue` the slot is taken first, so a full host leaves
+            // clients in the backlog; under `shed` only once a client is
+            // accepted, so an accept that finds nobody (another worker, or
+            // process, woken for the same connection took it) never makes
+            // the host look full to a third.
+            if queue && !self.shared.open.try_open() {
                 self.pause_at_cap();
                 return;
             }
             let accepted = self.acceptor.accept(i);
-            if slot && !matches!(accepted, Some(Ok(_))) {
+            if queue && !matches!(accepted, Some(Ok(_))) {
                 self.give_back_slot();
             }
             let Some(accepted) = accepted else {
                 return;
             };
             match accepted {
-                Ok((stream, peer)) if !slot => self.shed(stream, peer, true),
+                Ok((stream, peer)) if !queue && !self.shared.open.try_open() => {
+                    self.shed(stream, peer, true)
+                }
                 Ok((stream, peer)) => self.admit(stream, peer, i),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e)
