@@ -581,10 +581,13 @@ fn a_plugin_that_keeps_killing_workers_is_quarantined() {
         "quarantined: app crashy (plugin bytes",
         "killed 3 worker process(es) within 60 s"
     ]));
-    // Every worker takes it out of service; the other app serves on.
+    // Every worker takes it out of service: its mount answers 503 naming
+    // the quarantine (nothing older to roll back to); the other app serves
+    // on.
     assert!(wait_until(Duration::from_secs(10), || {
-        (0..6).all(|_| crate::common::try_get(server.port, "/crashy/ok") == Ok(404))
+        (0..6).all(|_| crate::common::try_get(server.port, "/crashy/ok") == Ok(503))
     }));
+    assert_quarantine_answer(&server);
     assert_eq!(crate::common::try_get(server.port, "/article"), Ok(200));
     let s = crate::common::status(server.port);
     assert_eq!(s["supervisor"]["quarantined"][0]["app"], "crashy", "{s}");
@@ -618,7 +621,23 @@ fn a_constructor_that_kills_every_worker_at_start_up_is_quarantined() {
     assert!(server.log_contains("quarantined: app crashy (plugin bytes"));
     assert!(server.log_contains("refused plugin"), "{}", server.log());
     assert_eq!(crate::common::try_get(server.port, "/article"), Ok(200));
-    assert_eq!(crate::common::try_get(server.port, "/crashy/ok"), Ok(404));
+    // Every worker, the ones started after the quarantine too, holds the
+    // mount with a 503 naming it.
+    for _ in 0..4 {
+        assert_quarantine_answer(&server);
+    }
+}
+
+/// `/crashy/ok` answers 503 whose body names the quarantine and the flags
+/// behind it.
+fn assert_quarantine_answer(server: &Server) {
+    let (status, body) = crate::common::fetch(server, "/crashy/ok");
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains("quarantined: app crashy (plugin bytes")
+            && body.contains("--quarantine-after"),
+        "{body}"
+    );
 }
 
 /// A worker whose resident memory passes --worker-max-memory is replaced

@@ -4,27 +4,81 @@ use crate::apps::loader::LoadedApp;
 use std::sync::Arc;
 
 /// Routes a path to the app with the longest matching prefix, on
-/// path-segment boundaries (`/article` does not match `/articles`).
+/// path-segment boundaries (`/article` does not match `/articles`), or to
+/// a mount held out of service (its app's bytes are quarantined and
+/// nothing older can serve): that mount answers 503 with the reason
+/// rather than passing its paths to a shorter mount or a 404.
 #[derive(Clone, Default)]
 pub struct MountTable {
     /// Sorted by prefix length, longest first.
     apps: Vec<Arc<LoadedApp>>,
-    /// The same apps' prefixes, in the same order.
+    /// Held mounts, and why.
+    held: Vec<(String, Arc<str>)>,
+    /// The prefixes of both, longest first, and which each is.
     prefixes: Prefixes,
+    order: Vec<Entry>,
+}
+
+#[derive(Clone, Copy)]
+enum Entry {
+    App(usize),
+    Held(usize),
+}
+
+/// Where a path goes.
+pub enum Resolved<'a> {
+    /// An app, and the split point (SCRIPT_NAME = `path[..n]`, PATH_INFO =
+    /// `path[n..]`).
+    App(&'a Arc<LoadedApp>, usize),
+    /// A mount held out of service, and why.
+    Held(&'a Arc<str>),
 }
 
 impl MountTable {
-    pub fn new(mut apps: Vec<Arc<LoadedApp>>) -> Self {
-        apps.sort_by_key(|a| std::cmp::Reverse(a.mount.len()));
-        let prefixes = Prefixes::new(apps.iter().map(|a| a.mount.as_str()));
-        MountTable { apps, prefixes }
+    #[cfg(test)]
+    pub fn new(apps: Vec<Arc<LoadedApp>>) -> Self {
+        Self::with_held(apps, Vec::new())
     }
 
-    /// The app for `path` (without query), and the split point
-    /// (SCRIPT_NAME = `path[..n]`, PATH_INFO = `path[n..]`).
-    pub fn resolve(&self, path: &str) -> Option<(&Arc<LoadedApp>, usize)> {
+    /// The table of `apps` and of `held` mounts (mount, why); a held mount
+    /// an app also has is the app's.
+    pub fn with_held(mut apps: Vec<Arc<LoadedApp>>, mut held: Vec<(String, Arc<str>)>) -> Self {
+        apps.sort_by_key(|a| std::cmp::Reverse(a.mount.len()));
+        held.retain(|(mount, _)| !apps.iter().any(|a| a.mount == *mount));
+        held.sort_by(|a, b| a.0.cmp(&b.0));
+        held.dedup_by(|a, b| a.0 == b.0);
+        let mut order: Vec<(usize, Entry)> = apps
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (a.mount.len(), Entry::App(i)))
+            .chain(
+                held.iter()
+                    .enumerate()
+                    .map(|(i, h)| (h.0.len(), Entry::Held(i))),
+            )
+            .collect();
+        order.sort_by_key(|(len, _)| std::cmp::Reverse(*len));
+        let prefixes = Prefixes::new(order.iter().map(|(_, e)| match *e {
+            Entry::App(i) => apps[i].mount.as_str(),
+            Entry::Held(i) => held[i].0.as_str(),
+        }));
+        let order = order.into_iter().map(|(_, e)| e).collect();
+        MountTable {
+            apps,
+            held,
+            prefixes,
+            order,
+        }
+    }
+
+    /// Where `path` (without query) goes, if anywhere.
+    #[inline]
+    pub fn resolve(&self, path: &str) -> Option<Resolved<'_>> {
         let (i, split) = self.prefixes.find(path)?;
-        Some((self.apps.get(i)?, split))
+        Some(match *self.order.get(i)? {
+            Entry::App(a) => Resolved::App(self.apps.get(a)?, split),
+            Entry::Held(h) => Resolved::Held(&self.held.get(h)?.1),
+        })
     }
 
     pub fn apps(&self) -> &[Arc<LoadedApp>] {

@@ -24,6 +24,10 @@ pub trait Guard: Send + Sync {
     /// Keeps a copy of bytes `digest` (the vetted private copy at `copy`)
     /// for a later rollback.
     fn keep(&self, digest: &str, copy: &std::path::Path);
+    /// Bytes `digest` hold an app mounted at `mount`.
+    fn mounted(&self, digest: &str, mount: &str);
+    /// The mount bytes `digest` held, as `mounted` told it.
+    fn mount_of(&self, digest: &str) -> Option<String>;
     /// Bytes `digest` replaced bytes `previous` at their file.
     fn replaced(&self, digest: &str, previous: &str);
     /// The kept copy of the bytes quarantined bytes `digest` replaced, if

@@ -126,6 +126,9 @@ struct Refused {
     stamp: Stamp,
     reason: Arc<LoadError>,
     untrusted: Option<Distrust>,
+    /// Quarantined bytes with nothing to roll back to: the mount their
+    /// app had, which answers 503 with the reason meanwhile.
+    held: Option<String>,
 }
 
 /// The plugin directory's loader state.
@@ -282,6 +285,7 @@ impl Registry {
                             why: why.clone(),
                         }),
                         untrusted: None,
+                        held: Some(live.app.mount.clone()),
                     },
                 );
                 if self.roll_back(path, live.stamp, app, &digest) {
@@ -430,8 +434,13 @@ impl Registry {
                 if self.roll_back(&path, stamp, &app, &digest) {
                     return true;
                 }
+                let held = self.guard.as_ref().and_then(|g| g.mount_of(&digest));
                 let reason = LoadError::Quarantined { app, digest, why };
-                self.refuse(path, stamp, reason, untrusted)
+                let changed = self.refuse(path.clone(), stamp, reason, untrusted);
+                if let Some(refused) = self.refused.get_mut(&path) {
+                    refused.held = held;
+                }
+                changed
             }
             Err(reason) => self.refuse(path, stamp, reason, untrusted),
         }
@@ -480,6 +489,7 @@ impl Registry {
                 stamp,
                 reason: Arc::new(reason),
                 untrusted,
+                held: None,
             },
         );
         true
@@ -534,6 +544,9 @@ impl Registry {
         let fingerprint = copy.fingerprint();
         let mapping = copy.finish(result.is_ok());
         let mut app = result?;
+        if let (Some(guard), Some(digest)) = (&self.guard, &digest) {
+            guard.mounted(digest, &app.mount);
+        }
         app.digest = digest.map(Arc::from);
         app.slot = self.stats.slot(&app.name);
         if let Some((settings, limits)) = self.settings.get(&app.name) {
@@ -584,7 +597,13 @@ impl Registry {
     /// The routing state to publish to the workers.
     pub fn state(&self) -> AppState {
         AppState {
-            mounts: MountTable::new(self.live.values().map(|l| l.app.clone()).collect()),
+            mounts: MountTable::with_held(
+                self.live.values().map(|l| l.app.clone()).collect(),
+                self.refused
+                    .values()
+                    .filter_map(|r| Some((r.held.clone()?, Arc::from(r.reason.to_string()))))
+                    .collect(),
+            ),
             refused: self
                 .refused
                 .iter()

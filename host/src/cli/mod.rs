@@ -137,7 +137,9 @@ pub struct Cli {
     /// Process mode: plugin bytes whose requests or constructor killed
     /// this many worker processes within --quarantine-window are
     /// quarantined: every worker refuses them (and takes them out of
-    /// service) until a file with other bytes replaces them (0: never).
+    /// service: the generation before serves again, else the mount
+    /// answers 503 naming the quarantine) until a file with other bytes
+    /// replaces them (0: never).
     #[arg(long, env = "STOA_QUARANTINE_AFTER", value_name = "N", default_value_t = 3,
           help_heading = APPS)]
     pub quarantine_after: u32,

@@ -52,6 +52,9 @@ pub enum HostAnswer {
     Stuck(String),
     /// Readiness while start-up waits for these apps' constructors (503).
     Starting(Vec<String>),
+    /// A mount held out of service (its app's bytes are quarantined and
+    /// no earlier generation can serve), with the reason (503).
+    OutOfService(std::sync::Arc<str>),
     /// The app did not answer within `app_timeout` (504).
     AppTimeout,
     /// A WebSocket handshake the host refuses (400, or 426 with
@@ -77,7 +80,8 @@ impl HostAnswer {
             | HostAnswer::Draining
             | HostAnswer::NoApps
             | HostAnswer::Stuck(_)
-            | HostAnswer::Starting(_) => 503,
+            | HostAnswer::Starting(_)
+            | HostAnswer::OutOfService(_) => 503,
             HostAnswer::AppTimeout => 504,
             HostAnswer::WebSocket(r) => r.status(),
             HostAnswer::Http(e) => e.status(),
@@ -105,6 +109,7 @@ impl HostAnswer {
             HostAnswer::NoApps => "no app is loaded",
             HostAnswer::AppTimeout => "the app did not answer within app_timeout",
             HostAnswer::Stuck(why) => return Cow::Borrowed(why.as_str()),
+            HostAnswer::OutOfService(why) => return Cow::Borrowed(why),
             HostAnswer::Starting(apps) => {
                 return Cow::Owned(format!(
                     "starting: the constructor of app(s) {} still runs (--init-timeout)",

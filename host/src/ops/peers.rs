@@ -97,6 +97,19 @@ impl Guard for RowGuard {
         }
     }
 
+    fn mounted(&self, digest: &str, mount: &str) {
+        let Some(store) = &self.store else { return };
+        let file = store.join(format!("{digest}.mount"));
+        if std::fs::read_to_string(&file).ok().as_deref() != Some(mount) {
+            write_whole(&file, |tmp| std::fs::write(tmp, mount));
+        }
+    }
+
+    fn mount_of(&self, digest: &str) -> Option<String> {
+        let store = self.store.as_ref()?;
+        std::fs::read_to_string(store.join(format!("{digest}.mount"))).ok()
+    }
+
     fn replaced(&self, digest: &str, previous: &str) {
         let Some(store) = &self.store else { return };
         write_whole(&store.join(format!("{digest}.previous")), |tmp| {

@@ -123,6 +123,13 @@ impl Dispatcher {
                     .unwrap_or_else(|| HostAnswer::NoEndpoint.response());
                 (Some(Answer::Response(response, &[])), None)
             }
+            (None, Target::Held(why), None) => (
+                Some(Answer::Response(
+                    HostAnswer::OutOfService(why.clone()).response(),
+                    &[],
+                )),
+                None,
+            ),
             (None, _, None) => (
                 Some(Answer::Response(HostAnswer::NoMount.response(), &[])),
                 None,

@@ -7,7 +7,7 @@
 //! dispatch read the same route.
 
 use crate::apps::loader::LoadedApp;
-use crate::apps::mounts::MountTable;
+use crate::apps::mounts::{MountTable, Resolved};
 use crate::http::parse::Head;
 use crate::ops::admin;
 use crate::ops::netfilter::{forwarded_client, peer_ip, Forwarded, UNKNOWN_CLIENT};
@@ -39,6 +39,8 @@ pub enum Target<'a> {
     },
     /// No app is mounted there (404).
     NoMount,
+    /// The mount there is held out of service, and why (503).
+    Held(Arc<str>),
 }
 
 impl<'a> Route<'a> {
@@ -55,10 +57,11 @@ impl<'a> Route<'a> {
             Target::Host
         } else {
             match mounts.resolve(parts.path) {
-                Some((app, split)) => Target::App {
+                Some(Resolved::App(app, split)) => Target::App {
                     app: Cow::Borrowed(app),
                     split,
                 },
+                Some(Resolved::Held(why)) => Target::Held(why.clone()),
                 None => Target::NoMount,
             }
         };
@@ -73,7 +76,7 @@ impl<'a> Route<'a> {
     pub fn app(&self) -> Option<(&Arc<LoadedApp>, usize)> {
         match &self.target {
             Target::App { app, split } => Some((app, *split)),
-            Target::Host | Target::NoMount => None,
+            Target::Host | Target::NoMount | Target::Held(_) => None,
         }
     }
 
@@ -94,6 +97,7 @@ impl<'a> Route<'a> {
         let target = match self.target {
             Target::Host => Target::Host,
             Target::NoMount => Target::NoMount,
+            Target::Held(why) => Target::Held(why),
             Target::App { app, split } => Target::App {
                 app: Cow::Owned(app.into_owned()),
                 split,

@@ -26,6 +26,7 @@ fn target(settings: &Settings, mounts: &MountTable, path: &str) -> String {
     match route.target {
         Target::Host => "host".into(),
         Target::NoMount => "none".into(),
+        Target::Held(why) => format!("held: {why}"),
         Target::App { app, split } => format!("{}@{split}", app.mount),
     }
 }
@@ -49,6 +50,23 @@ fn the_host_s_prefix_then_the_longest_mount_then_none() {
         target(&s, &MountTable::default(), "/.well-known/stoa/ready"),
         "host"
     );
+}
+
+#[test]
+fn a_held_mount_answers_for_its_paths_unless_an_app_has_it() {
+    let s = settings(16, Overload::Queue);
+    let limits = AppLimits::default;
+    let why = || Arc::<str>::from("quarantined");
+    let table = MountTable::with_held(
+        vec![app("/", limits()), app("/app", limits())],
+        vec![("/bad".into(), why()), ("/app".into(), why())],
+    );
+    // Its paths do not fall through to the root app.
+    assert_eq!(target(&s, &table, "/bad/x"), "held: quarantined");
+    assert_eq!(target(&s, &table, "/bad"), "held: quarantined");
+    assert_eq!(target(&s, &table, "/badge"), "@0");
+    // An app mounted there again is the mount's.
+    assert_eq!(target(&s, &table, "/app/x"), "/app@4");
 }
 
 #[test]
