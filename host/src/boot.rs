@@ -20,7 +20,7 @@ use crate::open_count::OpenCount;
 use crate::ops::access_log::AccessLog;
 use crate::ops::log_writer::EXIT_FLUSH;
 use crate::ops::notify;
-use crate::ops::peers::{Peers, RowGuard};
+use crate::ops::peers::{process_counts, Peers, RowGuard};
 use crate::ops::pid_file::PidFile;
 use crate::ops::upgrade::Upgrade;
 use crate::ops::watchdog::{self, Board, Watched};
@@ -187,7 +187,11 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
     let failed = join_workers(threads);
     if let Some(peers) = &handles.peers {
         // The last counters, for the supervisor to keep.
-        peers.publish(&handles.stats);
+        peers.publish(&process_counts(
+            &handles.stats,
+            handles.access_log.as_deref(),
+            handles.pool.as_deref(),
+        ));
     }
     retire_mounted(&handles.apps, &stop_apps, apps_thread);
     if let Some(log) = &handles.access_log {
@@ -338,6 +342,7 @@ fn start_threads(
         pool: handles.pool.clone(),
         max_requests: row.and(max_requests(cli)),
         peers: handles.peers.clone(),
+        access_log: handles.access_log.clone(),
         worker_timeout: row.map(|_| cli.worker_timeout),
     })
     .map_err(|e| BootError::thread("the watchdog", e))?;

@@ -267,7 +267,16 @@ fn metrics_add_up_every_worker_process_and_keep_a_dead_ones_counts(poller: &str)
     assert_eq!(pids.len(), 2, "{s}");
     assert_ne!(pids[0], pids[1]);
     assert!(
-        rows.iter().all(|r| r["rss_bytes"].as_u64() > Some(0)),
+        rows.iter().all(|r| r["rss_bytes"].as_u64() > Some(0)
+            && r["generation"] == 1
+            && r["crashes"] == 0),
+        "{s}"
+    );
+    // The error log's lines are the host's: every worker's, summed.
+    let written = |v: &serde_json::Value| v["logs"]["error"]["written"].as_u64().unwrap_or(0);
+    let by_worker: Vec<u64> = rows.iter().map(written).collect();
+    assert!(
+        by_worker.iter().all(|&n| n > 0) && written(&s) >= by_worker.iter().sum::<u64>(),
         "{s}"
     );
     // Kill one: its counters stay in the totals, its death is counted (its
@@ -289,6 +298,16 @@ fn metrics_add_up_every_worker_process_and_keep_a_dead_ones_counts(poller: &str)
         == sent));
     let s = status(server.port);
     assert_eq!(s["supervisor"]["crashes_by_app"]["(none)"], 1, "{s}");
+    // The killed worker's place shows its second generation and the crash.
+    let rows = s["per_worker"].as_array().cloned().unwrap_or_default();
+    assert!(
+        rows.iter()
+            .any(|r| r["generation"] == 2 && r["crashes"] == 1)
+            && rows
+                .iter()
+                .any(|r| r["generation"] == 1 && r["crashes"] == 0),
+        "{s}"
+    );
     let m = metrics(server.port);
     assert_eq!(
         m.get("stoa_worker_crashes_total{app=\"(none)\"}"),

@@ -432,7 +432,7 @@ fn ends_and_is_replaced(path: &str, how: &str) {
 }
 
 fn a_stuck_worker_is_killed_while_others_answer(poller: &str) {
-    let args = ["--stuck-after", "1s", "--worker-timeout", "3s"];
+    let args = ["--stuck-after", "1s", "--worker-timeout", "4s"];
     let server = start(poller, &["crashy"], &args);
     let before = worker_pids(&server, 2);
     assert_eq!(before.len(), 2, "two workers never answered: {before:?}");
@@ -445,6 +445,27 @@ fn a_stuck_worker_is_killed_while_others_answer(poller: &str) {
         server.wait_log(&["crashy: /spin started"]),
         "log:\n{}",
         server.log()
+    );
+    // Once its own watchdog finds it stuck, the host is not ready, and
+    // status names it, whichever worker answers (the other one does: the
+    // stuck loop accepts nothing).
+    assert!(server.wait_log(&["stuck: its loop has not turned"]));
+    let (code, body) = crate::common::fetch(&server, "/.well-known/stoa/ready");
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body.contains("1 of 2 worker(s) stuck in app code"),
+        "{body}"
+    );
+    let s = crate::common::status(server.port);
+    let stuck = &s["stuck_workers"][0];
+    assert!(
+        stuck["pid"]
+            .as_u64()
+            .is_some_and(|p| before.contains(&(p as u32)))
+            && stuck["in"]
+                .as_str()
+                .is_some_and(|w| w.contains("/crashy/spin")),
+        "{s}"
     );
     let stop = AtomicBool::new(false);
     let port = server.port;
@@ -462,7 +483,7 @@ fn a_stuck_worker_is_killed_while_others_answer(poller: &str) {
         let killed = [
             "has been stuck for",
             "in crashy GET /crashy/spin",
-            "killing it (--worker-timeout 3s)",
+            "killing it (--worker-timeout 4s)",
         ];
         let found = server.log_reader().wait(Duration::from_secs(20), |t| {
             t.lines().any(|l| killed.iter().all(|n| l.contains(n)))

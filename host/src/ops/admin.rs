@@ -10,14 +10,16 @@ use crate::http::answer::HostAnswer;
 use crate::ops::access_log::AccessLog;
 use crate::ops::log_writer::{self, LineCounts};
 use crate::ops::netfilter::peer_ip;
-use crate::ops::peers::{Peer, Peers};
+use crate::ops::peers::{process_counts, Peer, Peers, SupervisorNotes};
 use crate::ops::survival;
-use crate::ops::watchdog::Board;
+use crate::ops::watchdog::{not_ready, unhealthy, Board, StuckWorker};
 use crate::settings::Settings;
 use crate::stats::Stats;
 use crate::stats::{AppCounts, Counts, APP_SLOTS, HOST, LATENCY_BUCKETS};
 use serde_json::{json, Value};
 use std::fmt::Write;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use stoa_app_api::Response;
 
 /// The prefix of the host's endpoints.
@@ -42,19 +44,25 @@ pub struct Sources<'a> {
 pub fn answer(shared: &Sources<'_>, path: &str, peer: &str) -> Option<Response> {
     let name = path.strip_prefix(PREFIX)?;
     let response = match name {
-        "health" => match shared.board.unhealthy() {
-            Some(why) => HostAnswer::Stuck(why).response(),
-            None => Response::text(200, "ok\n"),
-        },
+        "health" => {
+            let (stuck, workers) = stuck_workers(shared);
+            match unhealthy(&stuck, workers, shared.board.unhealthy_after) {
+                Some(why) => HostAnswer::Stuck(why).response(),
+                None => Response::text(200, "ok\n"),
+            }
+        }
         "ready" if shared.control.draining() => HostAnswer::Draining.response(),
         "ready" if !shared.apps.load().starting.is_empty() => {
             HostAnswer::Starting(shared.apps.load().starting.clone()).response()
         }
         "ready" if shared.apps.load().mounts.apps().is_empty() => HostAnswer::NoApps.response(),
-        "ready" => match shared.board.not_ready() {
-            Some(why) => HostAnswer::Stuck(why).response(),
-            None => Response::text(200, "ready\n"),
-        },
+        "ready" => {
+            let (stuck, workers) = stuck_workers(shared);
+            match not_ready(&stuck, workers) {
+                Some(why) => HostAnswer::Stuck(why).response(),
+                None => Response::text(200, "ready\n"),
+            }
+        }
         "status" | "metrics"
             if !peer_ip(peer).is_some_and(|ip| shared.settings.status_allow.contains(ip)) =>
         {
@@ -67,6 +75,15 @@ pub fn answer(shared: &Sources<'_>, path: &str, peer: &str) -> Option<Response> 
         _ => HostAnswer::NoEndpoint.response(),
     };
     Some(response)
+}
+
+/// The host's stuck workers, and how many workers it has: this process's
+/// loops in thread mode, every worker process in service in process mode.
+fn stuck_workers(shared: &Sources<'_>) -> (Vec<StuckWorker>, usize) {
+    match shared.peers {
+        Some(peers) => peers.stuck(),
+        None => (shared.board.stuck(shared.stats), shared.board.workers()),
+    }
 }
 
 /// The name of every mounted app, and the host's own label, sorted.
@@ -111,7 +128,11 @@ fn view(shared: &Sources<'_>) -> View {
             })
             .collect(),
         Some(peers) => peers
-            .workers(&Counts::of(shared.stats, 0))
+            .workers(&process_counts(
+                shared.stats,
+                shared.access_log,
+                shared.pool,
+            ))
             .into_iter()
             .map(
                 |Peer {
@@ -134,17 +155,41 @@ fn view(shared: &Sources<'_>) -> View {
     View { workers, total }
 }
 
-/// The logs that are on, with what became of their lines.
-fn logs<'a>(shared: &Sources<'a>) -> Vec<(&'static str, &'a LineCounts)> {
+/// The logs that are on, with what became of their lines: this process's
+/// in thread mode, summed over every worker process (ended ones too) in
+/// process mode.
+fn logs(shared: &Sources<'_>, view: &View) -> Vec<(&'static str, LineCounts)> {
     let error = crate::ops::error_log::counts().map(|c| ("error", c));
     let access = shared.access_log.map(|l| ("access", l.counts()));
-    error.into_iter().chain(access).collect()
+    error
+        .into_iter()
+        .chain(access)
+        .map(|(name, own)| {
+            let numbers = match shared.peers {
+                None => [&own.written, &own.dropped, &own.write_errors].map(|n| n.load(Relaxed)),
+                Some(_) => view.total.logs.get(name).copied().unwrap_or_default(),
+            };
+            let [written, dropped, write_errors] = numbers.map(AtomicU64::new);
+            let counts = LineCounts {
+                written,
+                dropped,
+                write_errors,
+            };
+            (name, counts)
+        })
+        .collect()
+}
+
+/// `logs` as the log writer's views take them.
+fn log_refs<'a>(logs: &'a [(&'static str, LineCounts)]) -> Vec<(&'static str, &'a LineCounts)> {
+    logs.iter().map(|(name, c)| (*name, c)).collect()
 }
 
 /// The status endpoint's document: one section per concern.
 fn status_json(shared: &Sources<'_>) -> String {
     let state = shared.apps.load();
     let view = view(shared);
+    let notes = shared.peers.map(Peers::supervisor).unwrap_or_default();
     let live = |f: fn(&Counts) -> u64| view.workers.iter().map(|w| f(&w.counts)).sum::<u64>();
     let status = json!({
         "poller": shared.settings.poller,
@@ -160,10 +205,10 @@ fn status_json(shared: &Sources<'_>) -> String {
             "open": live(Counts::websockets),
             "opened": view.total.ws_opened,
         },
-        "per_worker": per_worker_json(&view),
-        "supervisor": shared.peers.map(|p| supervisor_json(&p.supervisor())),
+        "per_worker": per_worker_json(&view, &notes),
+        "supervisor": shared.peers.map(|_| supervisor_json(&notes)),
         "requests": requests_json(shared, &view),
-        "stuck_workers": survival::stuck_json(shared.board, shared.stats),
+        "stuck_workers": survival::stuck_json(&stuck_workers(shared).0),
         "blocking_pool": shared.pool.map(survival::pool_json),
         "apps": apps_json(&state),
         "refused": refused_json(&state),
@@ -174,7 +219,7 @@ fn status_json(shared: &Sources<'_>) -> String {
             .collect::<Vec<_>>(),
         "starting": state.starting,
         "generations": generations_json(&state),
-        "logs": log_writer::status_json(&logs(shared)),
+        "logs": log_writer::status_json(&log_refs(&logs(shared, &view))),
     });
     status.to_string()
 }
@@ -205,7 +250,7 @@ fn buffered_json(budget: &Budget) -> Value {
 
 /// Each worker's connection counters and requests (and in process mode
 /// its pid, resident memory and the crashes of its place).
-fn per_worker_json(view: &View) -> Vec<Value> {
+fn per_worker_json(view: &View, notes: &SupervisorNotes) -> Vec<Value> {
     view.workers
         .iter()
         .map(|w| {
@@ -221,8 +266,22 @@ fn per_worker_json(view: &View) -> Vec<Value> {
                 "requests": c.requests(),
             });
             if let (Some((pid, rss)), Some(map)) = (w.process, v.as_object_mut()) {
+                let of = |v: &[u64]| v.get(w.worker).copied().unwrap_or(0);
                 map.insert("pid".into(), json!(pid));
                 map.insert("rss_bytes".into(), json!(rss));
+                map.insert("generation".into(), json!(of(&notes.started_by_place)));
+                map.insert("crashes".into(), json!(of(&notes.crashes_by_place)));
+                map.insert("blocking_pool".into(), json!(c.pool));
+                let logs: serde_json::Map<String, Value> = c
+                    .logs
+                    .iter()
+                    .map(|(name, [written, dropped, errors])| {
+                        let v =
+                            json!({"written": written, "dropped": dropped, "write_errors": errors});
+                        (name.clone(), v)
+                    })
+                    .collect();
+                map.insert("logs".into(), logs.into());
             }
             v
         })
@@ -230,7 +289,7 @@ fn per_worker_json(view: &View) -> Vec<Value> {
 }
 
 /// What the supervisor counted: crashes by app and by worker.
-fn supervisor_json(notes: &crate::ops::peers::SupervisorNotes) -> Value {
+fn supervisor_json(notes: &SupervisorNotes) -> Value {
     json!({
         "pid": notes.pid,
         "workers_started": notes.started,
@@ -332,9 +391,14 @@ fn metrics_text(shared: &Sources<'_>) -> String {
         );
     }
     let slots = slots_of(shared);
-    survival::metrics(shared.board, shared.stats, shared.pool, &slots, &mut out);
+    let stuck = stuck_workers(shared).0;
+    let workers: Vec<usize> = match shared.peers {
+        Some(_) => view.workers.iter().map(|w| w.worker).collect(),
+        None => (0..shared.stats.workers().len()).collect(),
+    };
+    survival::metrics(&stuck, &workers, shared.pool, &slots, &mut out);
     app_table_metrics(&shared.apps.load(), &mut out);
-    log_writer::metrics(&logs(shared), &mut out);
+    log_writer::metrics(&log_refs(&logs(shared, &view)), &mut out);
     debug_assert!(slots.len() <= APP_SLOTS + 1);
     out
 }

@@ -5,13 +5,17 @@
 //! counters of the workers that have ended (the retired cell, which the
 //! supervisor keeps), and the crashes the supervisor counted.
 
+use crate::apps::pool::Pool;
 use crate::apps::quarantine::Guard;
+use crate::ops::access_log::AccessLog;
+use crate::ops::watchdog::{monotonic_millis, stuck_for, StuckWorker};
 use crate::ops::worker_row::{retired_cell, supervisor_cell, Phase, Row, TextCell};
 use crate::stats::{Counts, Stats};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// What the supervisor writes for the workers to show.
 #[derive(Serialize, Deserialize, Default, Debug, PartialEq)]
@@ -24,6 +28,10 @@ pub struct SupervisorNotes {
     pub crashes_by_place: Vec<u64>,
     /// Worker processes started since the supervisor started.
     pub started: u64,
+    /// The same by place: the first worker of a place is its generation
+    /// 1, each replacement the next.
+    #[serde(default)]
+    pub started_by_place: Vec<u64>,
     /// Plugin bytes taken out of service for killing workers.
     #[serde(default)]
     pub quarantined: Vec<Quarantined>,
@@ -160,9 +168,10 @@ impl Peers {
     }
 
     /// Writes this worker's counters into its row.
-    pub fn publish(&self, stats: &Stats) {
-        if let Some(row) = Row::of(self.area, self.own) {
-            publish_into(&row, stats);
+    pub fn publish(&self, counts: &Counts) {
+        if let (Some(row), Ok(text)) = (Row::of(self.area, self.own), serde_json::to_string(counts))
+        {
+            row.snapshot().write(&text);
         }
     }
 
@@ -192,6 +201,33 @@ impl Peers {
         peers
     }
 
+    /// The worker processes in service (serving, not draining), and the
+    /// ones of them the watchdog found stuck, with where (its note).
+    pub fn stuck(&self) -> (Vec<StuckWorker>, usize) {
+        let now = monotonic_millis();
+        let mut serving = 0;
+        let mut stuck = Vec::new();
+        for i in 0..self.rows {
+            let Some(row) = Row::of(self.area, i) else {
+                continue;
+            };
+            if row.phase() != Some(Phase::Ready) || row.pid() == 0 {
+                continue;
+            }
+            serving += 1;
+            if let Some(stuck_for) = stuck_for(row.pulse(), now) {
+                stuck.push(StuckWorker {
+                    worker: row.place(),
+                    pid: Some(row.pid()),
+                    stuck_for,
+                    place: row.note().read_settled(),
+                });
+            }
+        }
+        stuck.sort_by_key(|s| s.worker);
+        (stuck, serving)
+    }
+
     /// The counters of every worker that has ended.
     pub fn retired(&self) -> Counts {
         read_cell(retired_cell(self.area))
@@ -210,11 +246,22 @@ pub fn read_cell<T: serde::de::DeserializeOwned + Default>(cell: Option<TextCell
         .unwrap_or_default()
 }
 
-/// Writes `stats`' counters (a worker process has one loop) into `row`.
-pub fn publish_into(row: &Row, stats: &Stats) {
-    if let Ok(text) = serde_json::to_string(&Counts::of(stats, 0)) {
-        row.snapshot().write(&text);
+/// A worker process's counters (it has one loop) with what it alone has:
+/// its logs' line counts and its blocking pool.
+pub fn process_counts(
+    stats: &Stats,
+    access_log: Option<&AccessLog>,
+    pool: Option<&Pool>,
+) -> Counts {
+    let mut counts = Counts::of(stats, 0);
+    let error = crate::ops::error_log::counts().map(|c| ("error", c));
+    let access = access_log.map(|l| ("access", l.counts()));
+    for (name, c) in error.into_iter().chain(access) {
+        let lines = [&c.written, &c.dropped, &c.write_errors].map(|n| n.load(Relaxed));
+        counts.logs.insert(name.to_string(), lines);
     }
+    counts.pool = pool.map(crate::ops::survival::pool_json);
+    counts
 }
 
 /// A process's resident memory, in bytes (0 if unreadable).

@@ -2,22 +2,24 @@
 //! workers (from the watchdog) and the blocking pool's use per app.
 
 use crate::apps::pool::{Pool, Usage};
-use crate::ops::watchdog::Board;
-use crate::stats::Stats;
+use crate::ops::watchdog::StuckWorker;
 use serde_json::{json, Value};
 use std::fmt::Write;
 
 /// The workers the watchdog found stuck, with how long and where.
-pub fn stuck_json(board: &Board, stats: &Stats) -> Value {
-    board
-        .stuck(stats)
-        .into_iter()
+pub fn stuck_json(stuck: &[StuckWorker]) -> Value {
+    stuck
+        .iter()
         .map(|s| {
-            json!({
+            let mut v = json!({
                 "worker": s.worker,
                 "stuck_seconds": s.stuck_for.as_secs_f64(),
                 "in": s.place,
-            })
+            });
+            if let (Some(pid), Some(map)) = (s.pid, v.as_object_mut()) {
+                map.insert("pid".into(), json!(pid));
+            }
+            v
         })
         .collect()
 }
@@ -47,15 +49,14 @@ pub fn pool_json(pool: &Pool) -> Value {
 /// busy, stuck and waiting jobs for every mounted app (zero when idle) and
 /// any other user.
 pub fn metrics(
-    board: &Board,
-    stats: &Stats,
+    stuck: &[StuckWorker],
+    workers: &[usize],
     pool: Option<&Pool>,
     slots: &[(String, Option<usize>)],
     out: &mut String,
 ) {
-    let stuck = board.stuck(stats);
     let _ = writeln!(out, "# TYPE stoa_worker_stuck gauge");
-    for worker in 0..stats.workers().len() {
+    for &worker in workers {
         let v = u8::from(stuck.iter().any(|s| s.worker == worker));
         let _ = writeln!(out, "stoa_worker_stuck{{worker=\"{worker}\"}} {v}");
     }

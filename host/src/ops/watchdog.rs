@@ -16,7 +16,8 @@
 use crate::apps::pool::Pool;
 use crate::apps::services::set_current_app;
 use crate::control::Control;
-use crate::ops::peers::Peers;
+use crate::ops::access_log::AccessLog;
+use crate::ops::peers::{process_counts, Peers};
 use crate::ops::worker_row::{load_bytes, store_bytes, Recycle, Row, PATH_WORDS, SPOT_WORDS};
 use crate::stats::Stats;
 use socket2::Socket;
@@ -130,7 +131,7 @@ impl Spot {
 /// words are `[state, stuck_since, spot...]` (`PULSE_WORDS`):
 /// - state: `turns << 1 | waiting`, bumped when a turn starts serving, the
 ///   low bit set while the loop waits in the poller;
-/// - stuck_since: milliseconds since the board's epoch when the turn the
+/// - stuck_since: the monotonic clock in milliseconds when the turn the
 ///   watchdog found stuck began, plus one; 0 while the worker is not stuck.
 pub struct Beat {
     state: &'static AtomicU64,
@@ -242,6 +243,8 @@ impl Drop for Finished<'_> {
 /// The workers' beats and the watchdog's bounds.
 pub struct Board {
     epoch: Instant,
+    /// `epoch` on the monotonic clock, in milliseconds.
+    epoch_millis: u64,
     beats: Vec<Beat>,
     /// Each worker's row (shared with the supervisor in process mode).
     rows: Vec<Row>,
@@ -258,6 +261,8 @@ pub struct Board {
 /// A stuck worker, as status and the endpoints report it.
 pub struct StuckWorker {
     pub worker: usize,
+    /// Process mode: its process.
+    pub pid: Option<u32>,
     pub stuck_for: Duration,
     /// "app NAME PATH", "a timer callback" or "host code".
     pub place: String,
@@ -279,6 +284,7 @@ impl Board {
         };
         Board {
             epoch: Instant::now(),
+            epoch_millis: monotonic_millis(),
             beats: rows.iter().map(|r| Beat::over(r.pulse())).collect(),
             rows,
             stuck_after,
@@ -293,8 +299,13 @@ impl Board {
         &self.beats[worker.min(self.beats.len() - 1)]
     }
 
+    /// `at` on the machine's monotonic clock, in milliseconds: the same
+    /// clock in every process, so a worker process's stuck time reads the
+    /// same in the others.
     fn millis(&self, at: Instant) -> u64 {
-        u64::try_from(at.saturating_duration_since(self.epoch).as_millis()).unwrap_or(u64::MAX - 1)
+        let since = u64::try_from(at.saturating_duration_since(self.epoch).as_millis())
+            .unwrap_or(u64::MAX / 2);
+        self.epoch_millis.saturating_add(since).min(u64::MAX - 1)
     }
 
     /// Each worker the watchdog has found stuck, and for how long.
@@ -316,41 +327,82 @@ impl Board {
             .into_iter()
             .map(|(worker, stuck_for)| StuckWorker {
                 worker,
+                pid: None,
                 stuck_for,
                 place: place(stats, self.beat(worker)),
             })
             .collect()
     }
 
-    /// Why the process is not ready: a worker is stuck. (The probes are
-    /// open to anyone: where it is stuck is for status and the log.)
-    pub fn not_ready(&self) -> Option<String> {
-        let stuck = self.stuck_times();
-        let (worker, time) = stuck.first()?;
-        Some(format!(
-            "{} of {} worker(s) stuck in app code (worker {worker} for {} s)",
-            stuck.len(),
-            self.beats.len(),
-            time.as_secs(),
-        ))
+    /// The loops this board watches.
+    pub fn workers(&self) -> usize {
+        self.beats.len()
     }
 
-    /// Why the process is unhealthy: a worker stuck past `unhealthy_after`,
-    /// or every worker stuck.
-    pub fn unhealthy(&self) -> Option<String> {
-        let stuck = self.stuck_times();
-        if !stuck.is_empty() && stuck.len() == self.beats.len() {
-            return Some("every worker is stuck in app code".to_string());
-        }
-        let (worker, time) = stuck.into_iter().max_by_key(|(_, t)| *t)?;
-        (time >= self.unhealthy_after).then(|| {
-            format!(
-                "worker {worker} stuck in app code for {} s (unhealthy_after {} s)",
-                time.as_secs(),
-                self.unhealthy_after.as_secs_f32(),
-            )
-        })
+    /// Why this process is not ready (`not_ready` over its own loops).
+    pub fn not_ready(&self) -> Option<String> {
+        let stuck: Vec<StuckWorker> = self
+            .stuck_times()
+            .into_iter()
+            .map(|(worker, stuck_for)| StuckWorker {
+                worker,
+                pid: None,
+                stuck_for,
+                place: String::new(),
+            })
+            .collect();
+        not_ready(&stuck, self.beats.len())
     }
+}
+
+/// The monotonic clock now, in milliseconds (as `Board` stamps stuck
+/// times).
+pub fn monotonic_millis() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    let secs = u64::try_from(t.tv_sec).unwrap_or(0);
+    let millis = u64::try_from(t.tv_nsec / 1_000_000).unwrap_or(0);
+    secs.saturating_mul(1000).saturating_add(millis)
+}
+
+/// How long a worker whose pulse is `pulse` has been stuck, if it is, read
+/// from another process (`now`: `monotonic_millis`).
+pub fn stuck_for(pulse: &[AtomicU64], now: u64) -> Option<Duration> {
+    let since = pulse.get(1)?.load(Relaxed).checked_sub(1)?;
+    Some(Duration::from_millis(now.saturating_sub(since)))
+}
+
+/// Why the host is not ready: a worker (of `workers`) is stuck. (The
+/// probes are open to anyone: where it is stuck is for status and the
+/// log.)
+pub fn not_ready(stuck: &[StuckWorker], workers: usize) -> Option<String> {
+    let first = stuck.first()?;
+    Some(format!(
+        "{} of {workers} worker(s) stuck in app code (worker {} for {} s)",
+        stuck.len(),
+        first.worker,
+        first.stuck_for.as_secs(),
+    ))
+}
+
+/// Why the host is unhealthy: a worker stuck past `unhealthy_after`, or
+/// every one of `workers` stuck.
+pub fn unhealthy(
+    stuck: &[StuckWorker],
+    workers: usize,
+    unhealthy_after: Duration,
+) -> Option<String> {
+    if !stuck.is_empty() && stuck.len() >= workers {
+        return Some("every worker is stuck in app code".to_string());
+    }
+    let worst = stuck.iter().max_by_key(|s| s.stuck_for)?;
+    (worst.stuck_for >= unhealthy_after).then(|| {
+        format!(
+            "worker {} stuck in app code for {} s (unhealthy_after {} s)",
+            worst.worker,
+            worst.stuck_for.as_secs(),
+            unhealthy_after.as_secs_f32(),
+        )
+    })
 }
 
 /// Where a worker is: its app (named by its counters slot) and path.
@@ -392,8 +444,10 @@ pub struct Watched {
     pub pool: Option<Arc<Pool>>,
     /// A worker process's `--worker-max-requests` (with its jitter).
     pub max_requests: Option<u64>,
-    /// Process mode: where this worker publishes its counters.
+    /// Process mode: where this worker publishes its counters (with its
+    /// access log's line counts).
     pub peers: Option<Arc<Peers>>,
+    pub access_log: Option<Arc<AccessLog>>,
     /// Process mode: `--worker-timeout` (a pool hung this long asks for a
     /// replacement).
     pub worker_timeout: Option<Duration>,
@@ -457,7 +511,11 @@ fn publish(watched: &Watched) {
         }
     }
     if let Some(peers) = &watched.peers {
-        peers.publish(&watched.stats);
+        peers.publish(&process_counts(
+            &watched.stats,
+            watched.access_log.as_deref(),
+            watched.pool.as_deref(),
+        ));
     }
     let hung = watched
         .pool

@@ -62,6 +62,14 @@ pub struct Counts {
     pub accept_paused_secs: f64,
     /// By app name (`HOST` for requests no app took).
     pub apps: BTreeMap<String, AppCounts>,
+    /// Process mode: each log's lines (written, dropped, write errors)
+    /// by log name, as this worker process counted them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub logs: BTreeMap<String, [u64; 3]>,
+    /// Process mode: this worker process's blocking pool, as status shows
+    /// it (not summed: each worker has its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<serde_json::Value>,
 }
 
 impl Counts {
@@ -88,6 +96,8 @@ impl Counts {
             streams: w.streams.load(Relaxed),
             accept_paused_secs: w.accept_paused_secs(),
             apps,
+            logs: BTreeMap::new(),
+            pool: None,
         }
     }
 
@@ -103,6 +113,12 @@ impl Counts {
         for (name, counts) in &other.apps {
             self.apps.entry(name.clone()).or_default().add(counts);
         }
+        for (name, lines) in &other.logs {
+            let sum = self.logs.entry(name.clone()).or_default();
+            for (a, b) in sum.iter_mut().zip(lines) {
+                *a += b;
+            }
+        }
     }
 
     /// What a worker that has ended leaves to the totals: its counters,
@@ -111,6 +127,7 @@ impl Counts {
         self.closed = self.accepted;
         self.ws_closed = self.ws_opened;
         self.streams = 0;
+        self.pool = None;
         self
     }
 

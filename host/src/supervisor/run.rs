@@ -227,7 +227,7 @@ impl Supervisor {
         drop(child);
         let mut proc = Proc::new(pid, row_index, row);
         proc.from_candidate = self.candidate.is_some();
-        self.tally.started();
+        self.tally.started(i);
         let place = &mut self.places[i];
         place.start_at = None;
         if place.serving.is_some() {

@@ -41,9 +41,13 @@ impl Tally {
         }
     }
 
-    /// A worker process started.
-    pub fn started(&mut self) {
+    /// A worker process of place `place` started.
+    pub fn started(&mut self, place: usize) {
         self.notes.started += 1;
+        if self.notes.started_by_place.len() <= place {
+            self.notes.started_by_place.resize(place + 1, 0);
+        }
+        self.notes.started_by_place[place] += 1;
         self.write_notes();
     }
 
