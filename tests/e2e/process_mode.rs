@@ -232,6 +232,51 @@ fn replaces_past_the_generation_cap_as_pid_1_recycle_workers_and_lose_nothing() 
     assert_eq!(server.get("/article").status, 200);
 }
 
+/// A plugin is vetted once for the whole host, at start-up and on a hot
+/// drop: one load probe however many workers, and the other workers load
+/// the copy the probe passed.
+#[test]
+fn a_plugin_is_probed_once_for_every_worker() {
+    use crate::common::{bytes, install_atomically, HOT};
+    let server = Server::launch("epoll")
+        .apps(&["article"])
+        .file(HOT, &bytes("hot-v1"))
+        .args(&[
+            "--worker-mode",
+            "process",
+            "--workers",
+            "3",
+            "--log-level",
+            "debug",
+        ])
+        .start();
+    server.wait_lines(&["supervisor", ") ready"], 3);
+    let probes = |server: &Server| server.log_lines(&["load probe of", HOT]).len();
+    let shared = |server: &Server| {
+        server
+            .log_lines(&["loading the copy another worker vetted"])
+            .iter()
+            .filter(|l| l.contains(HOT))
+            .count()
+    };
+    assert_eq!(
+        (probes(&server), shared(&server)),
+        (1, 2),
+        "{}",
+        server.log()
+    );
+    install_atomically(&server.apps_dir(), HOT, &bytes("hot-v2"));
+    assert!(
+        wait_until(crate::common::HOT_WAIT, || shared(&server) == 4),
+        "{}",
+        server.log()
+    );
+    assert!(wait_until(crate::common::HOT_WAIT, || (0..12).all(|_| {
+        crate::common::fetch(&server, "/hot") == (200, "v2".to_string())
+    })));
+    assert_eq!(probes(&server), 2, "{}", server.log());
+}
+
 matrix!(metrics_add_up_every_worker_process_and_keep_a_dead_ones_counts);
 
 fn metrics_add_up_every_worker_process_and_keep_a_dead_ones_counts(poller: &str) {

@@ -111,9 +111,21 @@ impl PluginCopies {
     }
 
     /// Copies `path` and vets the copy: size bound, ELF structure, then the
-    /// load probe.
-    pub fn prepare(&mut self, path: &Path) -> Result<PluginCopy, LoadError> {
+    /// load probe, unless `vetted` says these bytes passed it already (in
+    /// process mode, in another worker).
+    pub fn prepare(
+        &mut self,
+        path: &Path,
+        vetted: &dyn Fn(&Fingerprint) -> bool,
+    ) -> Result<PluginCopy, LoadError> {
         let copy = self.copy(path)?;
+        if copy.fingerprint.as_ref().is_some_and(vetted) {
+            log::debug!(
+                "plugin {}: these bytes passed the load probe already",
+                path.display()
+            );
+            return Ok(copy);
+        }
         match probe::probe(copy.probe_target()?, path) {
             Ok(()) => Ok(copy),
             Err(LoadError::Library(refusal))

@@ -28,6 +28,18 @@ pub trait Guard: Send + Sync {
     fn mounted(&self, digest: &str, mount: &str);
     /// The mount bytes `digest` held, as `mounted` told it.
     fn mount_of(&self, digest: &str) -> Option<String>;
+    /// Holds the host's vetting turn (one worker copies and probes a
+    /// plugin at a time) until the value is dropped.
+    fn vetting(&self) -> Option<std::fs::File>;
+    /// True if bytes `digest` passed the load probe in some worker.
+    fn vetted(&self, digest: &str) -> bool;
+    /// Bytes `digest` passed the load probe.
+    fn vet(&self, digest: &str);
+    /// The sealed copy another worker took of `file` when it had `stamp`
+    /// (what to load instead of the file itself), with its bytes' digest.
+    fn sealed(&self, file: &std::path::Path, stamp: &str) -> Option<(std::path::PathBuf, String)>;
+    /// Bytes `digest` are what `file` held at `stamp`.
+    fn seal(&self, file: &std::path::Path, stamp: &str, digest: &str);
     /// Bytes `digest` replaced bytes `previous` at their file.
     fn replaced(&self, digest: &str, previous: &str);
     /// The kept copy of the bytes quarantined bytes `digest` replaced, if

@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod vet;
 mod watch;
 use watch::Watch;
 
@@ -428,7 +429,7 @@ impl Registry {
         if let Some(changed) = self.keep_same_bytes(&path, stamp) {
             return changed;
         }
-        match self.load(&path) {
+        match self.load(&path, stamp) {
             Ok((app, fingerprint)) => self.construct(path, stamp, fingerprint, app, untrusted),
             Err(LoadError::Quarantined { app, digest, why }) => {
                 if self.roll_back(&path, stamp, &app, &digest) {
@@ -459,7 +460,7 @@ impl Registry {
             path.display(),
             source.display()
         );
-        match self.load_from(path, &source) {
+        match self.load_from(path, &source, None) {
             Ok((loaded, fingerprint)) => {
                 self.construct(path.to_path_buf(), stamp, fingerprint, loaded, None)
             }
@@ -495,9 +496,14 @@ impl Registry {
         true
     }
 
-    /// Loads `path` (its app and the fingerprint of the bytes loaded).
-    fn load(&mut self, path: &Path) -> Result<(LoadedApp, Option<Fingerprint>), LoadError> {
-        self.load_from(path, path)
+    /// Loads `path`, seen with `stamp` (its app and the fingerprint of the
+    /// bytes loaded).
+    fn load(
+        &mut self,
+        path: &Path,
+        stamp: Stamp,
+    ) -> Result<(LoadedApp, Option<Fingerprint>), LoadError> {
+        self.load_from(path, path, Some(stamp))
     }
 
     /// Loads the plugin at `source` as the one of file `path` (`source` is
@@ -506,6 +512,7 @@ impl Registry {
         &mut self,
         path: &Path,
         source: &Path,
+        stamp: Option<Stamp>,
     ) -> Result<(LoadedApp, Option<Fingerprint>), LoadError> {
         // The app this file held before (still mounted, or removed and now
         // back): its generations count whatever the file's history.
@@ -520,7 +527,7 @@ impl Registry {
                 return Err(cap);
             }
         }
-        let copy = self.private.prepare(source)?;
+        let copy = self.vetted_copy(path, source, stamp)?;
         let digest = copy.fingerprint().map(|f| f.short_hex());
         if let (Some(guard), Some(digest)) = (&self.guard, &digest) {
             if let Some((app, why)) = guard.quarantined(digest) {
@@ -530,7 +537,6 @@ impl Registry {
                     why,
                 });
             }
-            guard.keep(digest, copy.load_path());
         }
         let taken = self.taken_by_others(path);
         let file = path.display().to_string();

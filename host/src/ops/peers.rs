@@ -83,6 +83,14 @@ fn write_whole(path: &Path, contents: impl FnOnce(&Path) -> std::io::Result<()>)
     }
 }
 
+/// The store's note naming the sealed copy of plugin file `file`.
+fn sealed_note(file: &Path) -> String {
+    use sha2::Digest;
+    let hash = sha2::Sha256::digest(file.as_os_str().as_encoded_bytes());
+    let hex: String = hash.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("file-{hex}.sealed")
+}
+
 impl Guard for RowGuard {
     fn entering(&self, what: &str, digest: &str) {
         self.row.hazard().write(&format!("{what}\t{digest}"));
@@ -116,6 +124,48 @@ impl Guard for RowGuard {
     fn mount_of(&self, digest: &str) -> Option<String> {
         let store = self.store.as_ref()?;
         std::fs::read_to_string(store.join(format!("{digest}.mount"))).ok()
+    }
+
+    fn vetting(&self) -> Option<std::fs::File> {
+        let store = self.store.as_ref()?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(store.join("vetting.lock"))
+            .ok()?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).ok()?;
+        Some(file)
+    }
+
+    fn vetted(&self, digest: &str) -> bool {
+        let Some(store) = &self.store else {
+            return false;
+        };
+        store.join(format!("{digest}.vetted")).exists()
+            && store.join(format!("{digest}.so")).exists()
+    }
+
+    fn vet(&self, digest: &str) {
+        let Some(store) = &self.store else { return };
+        write_whole(&store.join(format!("{digest}.vetted")), |tmp| {
+            std::fs::write(tmp, "")
+        });
+    }
+
+    fn sealed(&self, file: &Path, stamp: &str) -> Option<(PathBuf, String)> {
+        let store = self.store.as_ref()?;
+        let note = std::fs::read_to_string(store.join(sealed_note(file))).ok()?;
+        let (at, digest) = note.split_once('\t')?;
+        let copy = store.join(format!("{digest}.so"));
+        (at == stamp && copy.exists()).then(|| (copy, digest.to_string()))
+    }
+
+    fn seal(&self, file: &Path, stamp: &str, digest: &str) {
+        let Some(store) = &self.store else { return };
+        write_whole(&store.join(sealed_note(file)), |tmp| {
+            std::fs::write(tmp, format!("{stamp}\t{digest}"))
+        });
     }
 
     fn replaced(&self, digest: &str, previous: &str) {
