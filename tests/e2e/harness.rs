@@ -240,6 +240,7 @@ pub struct Launch {
     sparse: Vec<(String, u64)>,
     shell: Option<String>,
     prepare: Vec<Prepare>,
+    stdout_pipe: Option<usize>,
 }
 
 impl Launch {
@@ -298,6 +299,14 @@ impl Launch {
     /// pid), e.g. `ulimit -n 100`.
     pub fn shell(mut self, prefix: &str) -> Self {
         self.shell = Some(prefix.to_string());
+        self
+    }
+
+    /// Makes the pipe of the binary's standard output hold only `bytes`
+    /// (at least a page), so a write longer than that waits for the reader
+    /// partway, as on a busy log pipeline.
+    pub fn stdout_pipe(mut self, bytes: usize) -> Self {
+        self.stdout_pipe = Some(bytes);
         self
     }
 
@@ -410,7 +419,11 @@ impl Launch {
             .process_group(0)
             .spawn()
             .expect("spawn stoa");
-        let stdout = Captured::collect(child.stdout.take().expect("piped stdout"));
+        let out = child.stdout.take().expect("piped stdout");
+        if let Some(bytes) = self.stdout_pipe {
+            rustix::pipe::fcntl_setpipe_size(&out, bytes).expect("F_SETPIPE_SZ on stdout's pipe");
+        }
+        let stdout = Captured::collect(out);
         let log = Captured::collect(child.stderr.take().expect("piped stderr"));
         Server {
             child,
@@ -485,6 +498,7 @@ impl Server {
             access_log: false,
             sparse: Vec::new(),
             shell: None,
+            stdout_pipe: None,
             prepare: Vec::new(),
         }
     }

@@ -277,6 +277,74 @@ fn a_plugin_is_probed_once_for_every_worker() {
     assert_eq!(probes(&server), 2, "{}", server.log());
 }
 
+/// Worker processes share the access log's pipe: every line arrives whole
+/// (each write holds whole lines, at most `PIPE_BUF` bytes), none is lost
+/// or cut into another.
+#[test]
+fn worker_processes_write_whole_lines_into_one_pipe() {
+    let server = Server::launch("epoll")
+        .apps(&["article"])
+        .args(&[
+            "--worker-mode",
+            "process",
+            "--workers",
+            "3",
+            "--access-log",
+            "-",
+        ])
+        .stdout_pipe(4096)
+        .start();
+    server.wait_lines(&["supervisor", ") ready"], 3);
+    // Lines of about 2 KiB: two of them in one write would pass PIPE_BUF,
+    // and a pipe of one page takes such a write in two parts.
+    let pad = "x".repeat(1900);
+    let (threads, each) = (6, 100);
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let pad = &pad;
+            let port = server.port;
+            s.spawn(move || {
+                for i in 0..each {
+                    let path = format!("/article?t={t}&i={i}&pad={pad}");
+                    assert_eq!(crate::common::try_get(port, &path), Ok(200));
+                }
+            });
+        }
+    });
+    let total = threads * each;
+    let marker = "\"GET /article?t=";
+    assert!(
+        server
+            .stdout
+            .wait(Duration::from_secs(20), |t| t.matches(marker).count()
+                >= total),
+        "{} access lines of {total}",
+        server.stdout.text().matches(marker).count()
+    );
+    let out = server.stdout.text();
+    let mut seen = std::collections::HashSet::new();
+    for line in out.lines() {
+        if line.starts_with("listening on") {
+            continue;
+        }
+        assert!(
+            line.matches(marker).count() == 1 && line.matches(&*pad).count() == 1,
+            "a line not whole: {line:?}"
+        );
+        let at = line.find(marker).map_or(0, |i| i + marker.len());
+        let key: String = line[at..].split("&pad=").next().unwrap_or("").to_string();
+        assert!(seen.insert(key), "a line twice: {line:?}");
+    }
+    assert_eq!(seen.len(), total);
+    // Every worker wrote some of them.
+    let s = crate::common::status(server.port);
+    let rows = s["per_worker"].as_array().cloned().unwrap_or_default();
+    assert!(
+        rows.len() == 3 && rows.iter().all(|r| r["requests"].as_u64() > Some(0)),
+        "{s}"
+    );
+}
+
 matrix!(metrics_add_up_every_worker_process_and_keep_a_dead_ones_counts);
 
 fn metrics_add_up_every_worker_process_and_keep_a_dead_ones_counts(poller: &str) {
