@@ -4,6 +4,7 @@
 
 mod app_table;
 mod config;
+mod file_map;
 pub mod new_app;
 mod settings;
 mod values;
@@ -103,7 +104,8 @@ pub struct Cli {
 
     /// Readiness backend: auto (epoll, then poll, then select), epoll, poll,
     /// select or io_uring (chosen only by name).
-    #[arg(long, env = "STOA_POLLER", default_value = "auto", help_heading = SERVING)]
+    #[arg(long, env = "STOA_POLLER", default_value = "auto", value_parser = parse_poller,
+          help_heading = SERVING)]
     pub poller: String,
 
     /// Workers: event-loop threads, each with its own poller and
@@ -468,6 +470,42 @@ fn parse_mode(s: &str) -> Result<u32, String> {
             "expected an octal file mode such as 660 or 666, got {s:?}"
         )),
     }
+}
+
+/// Readiness backends of other systems, and the Linux one to use instead.
+const FOREIGN_POLLERS: [(&str, &str); 4] = [
+    ("kqueue", "epoll"),
+    ("iocp", "epoll"),
+    ("devpoll", "poll"),
+    ("evport", "epoll"),
+];
+
+/// `--poller`: `auto` or a backend's name; another name is refused with
+/// the nearest (`uring` is `io_uring`) or the Linux counterpart of another
+/// system's backend (`kqueue` is BSD's: `epoll` here).
+fn parse_poller(s: &str) -> Result<String, String> {
+    let names: Vec<&str> = std::iter::once("auto")
+        .chain(crate::poller::BACKENDS.iter().copied())
+        .collect();
+    if names.contains(&s) {
+        return Ok(s.to_string());
+    }
+    let lower = s.to_ascii_lowercase();
+    let hint = match FOREIGN_POLLERS
+        .iter()
+        .find(|(other, _)| lower.contains(other))
+    {
+        Some((other, ours)) => {
+            format!(" ({other} is not a Linux backend: did you mean {ours:?}?)")
+        }
+        None => nearest(&lower, &names)
+            .map(|n| format!(" (did you mean {n:?}?)"))
+            .unwrap_or_default(),
+    };
+    Err(format!(
+        "unknown poller {s:?}{hint}; valid: {}",
+        names.join(", ")
+    ))
 }
 
 fn parse_level(s: &str) -> Result<log::LevelFilter, String> {
