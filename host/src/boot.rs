@@ -492,6 +492,11 @@ pub fn check(cli: Cli) -> Result<(), BootError> {
     checks::check(&cli)
 }
 
+/// `--print-config`: see `checks::print_config`.
+pub fn print_config(cli: &Cli) -> Result<(), BootError> {
+    checks::print_config(cli)
+}
+
 /// The listeners: the sockets a service manager passed (socket
 /// activation), else every `--bind` address (each TCP one checked free
 /// first unless `--reuse-port`).
