@@ -14,6 +14,7 @@ use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::path::PathBuf;
 
 /// Flags that steer this run rather than configure the server.
 const NOT_KEYS: [&str; 5] = ["help", "version", "config", "check_config", "print_config"];
@@ -94,11 +95,10 @@ pub fn load(args: Vec<OsString>) -> Result<Cli, LoadError> {
             .try_get_matches_from(&args)
             .map_err(LoadError::Args)?,
     };
-    let path = given
-        .try_get_one::<std::path::PathBuf>("config")
-        .ok()
-        .flatten()
-        .cloned();
+    let path = match &first {
+        Ok(m) => m.get_one::<PathBuf>("config").cloned(),
+        Err(_) => config_arg(&args),
+    };
     let Some(path) = path else {
         let first = first.map_err(LoadError::Args)?;
         let mut cli = Cli::from_arg_matches(&first).map_err(LoadError::Args)?;
@@ -141,6 +141,24 @@ pub fn load(args: Vec<OsString>) -> Result<Cli, LoadError> {
     cli.app_sections = sections;
     cli.effective_config = render(&matches, &cli);
     Ok(cli)
+}
+
+/// The `--config` of arguments clap refused (it stops at their first
+/// mistake), else `STOA_CONFIG`.
+fn config_arg(args: &[OsString]) -> Option<PathBuf> {
+    let mut rest = args.iter().skip(1);
+    while let Some(arg) = rest.next() {
+        if arg == "--" {
+            break;
+        }
+        if arg == "--config" {
+            return rest.next().map(PathBuf::from);
+        }
+        if let Some(path) = arg.to_str().and_then(|a| a.strip_prefix("--config=")) {
+            return Some(PathBuf::from(path));
+        }
+    }
+    std::env::var_os("STOA_CONFIG").map(PathBuf::from)
 }
 
 /// A mistake in the flags (not `--help`, `--version` or a bare `stoa`).
