@@ -74,7 +74,7 @@ pub fn who_holds(bind: &Bind, pid_file: Option<&Path>) -> Held {
     let tops = stoas
         .iter()
         .copied()
-        .filter(|pid| parent(*pid).map_or(true, |p| !stoas.contains(&p)))
+        .filter(|pid| !parent(*pid).is_some_and(|p| stoas.contains(&p)))
         .collect();
     Held::Stoa(tops)
 }

@@ -110,7 +110,9 @@ mod tests {
     #[test]
     fn keys_values_and_items_have_their_line_and_column() {
         let text = "poller = \"kqueue\"\nbind = [\"a\", 5]\n\n[apps.demo]\nmout = \"/d\"\n";
-        let located = Located::parse(text).ok().expect("TOML");
+        let Ok(located) = Located::parse(text) else {
+            panic!("not read as TOML");
+        };
         let line = |key: &str, at| {
             located.line(
                 "f.toml",
