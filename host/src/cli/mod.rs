@@ -60,17 +60,22 @@ const LOGGING: &str = "Logging";
 pub struct Cli {
     /// A TOML configuration file: keys are the flags' names with `_`
     /// (`max_body = "1M"`, `apps_dir` for --apps) and `[apps.NAME]` tables
-    /// (`mount`, `optional`); flags and STOA_* win over it.
+    /// (`mount`, `optional`); flags and STOA_* win over it. Every mistake
+    /// is reported at once, at its line and column. Relative paths in it
+    /// are relative to the working directory, not to the file.
     #[arg(long, env = "STOA_CONFIG", value_name = "FILE", help_heading = CONFIGURATION)]
     pub config: Option<PathBuf>,
 
     /// Check the configuration and exit: load every plugin through the real
     /// loader, resolve the mounts, print the effective configuration and the
     /// mount table, one line per problem; exit 0 or 1 (also `stoa check`).
+    /// An address held by a live stoa (the socket among the descriptors of
+    /// a process named stoa, or of the --pid-file's) is not a problem.
     #[arg(long, help_heading = CONFIGURATION)]
     pub check_config: bool,
 
-    /// Print the effective configuration as TOML (loads back unchanged) and exit.
+    /// Print the effective configuration as TOML (loads back unchanged) and
+    /// exit; with a value `stoa check` refuses, print nothing and exit 1.
     #[arg(long, help_heading = CONFIGURATION)]
     pub print_config: bool,
 
@@ -189,7 +194,8 @@ pub struct Cli {
           value_parser = clap::value_parser!(i32).range(1..))]
     pub backlog: Option<i32>,
 
-    /// Directory of app plugins (`*.so`), loaded in name order at start-up.
+    /// Directory of app plugins (`*.so`), loaded in name order at start-up
+    /// (a relative path is relative to the working directory).
     #[arg(long, env = "STOA_APPS", value_name = "DIR", default_value = "apps", help_heading = APPS)]
     pub apps: PathBuf,
 
