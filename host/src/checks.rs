@@ -340,10 +340,6 @@ pub fn print_config(cli: &Cli) -> Result<(), BootError> {
 /// The relative paths of the configuration, each with what it is relative
 /// to: the working directory (not the configuration file's directory).
 fn relative_paths(cli: &Cli) -> Vec<String> {
-    let cwd = std::env::current_dir().map_or_else(
-        |e| format!("(unreadable: {e})"),
-        |d| d.display().to_string(),
-    );
     let mut paths: Vec<(&str, std::path::PathBuf)> = vec![("apps_dir", cli.apps.clone())];
     paths.extend(cli.pid_file.clone().map(|p| ("pid_file", p)));
     paths.extend(
@@ -359,14 +355,7 @@ fn relative_paths(cli: &Cli) -> Vec<String> {
     paths
         .into_iter()
         .filter(|(_, p)| p.is_relative())
-        .map(|(key, p)| {
-            format!(
-                "{key} {:?} is relative to the working directory {cwd}, not to the \
-                 configuration file's: {}",
-                p.display().to_string(),
-                std::path::Path::new(&cwd).join(&p).display()
-            )
-        })
+        .map(|(key, p)| format!("{key}: {}", crate::cli::shown_path(&p)))
         .collect()
 }
 

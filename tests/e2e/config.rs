@@ -320,8 +320,8 @@ fn check_says_what_a_relative_path_is_relative_to() {
     let cwd = cwd.path().display();
     for (key, path) in [("apps_dir", "apps"), ("pid_file", "run/stoa.pid")] {
         let line = format!(
-            "# {key} \"{path}\" is relative to the working directory {cwd}, not to the \
-             configuration file's: {cwd}/{path}"
+            "# {key}: {path} (relative to the working directory {cwd}, not to the \
+             configuration file's: {cwd}/{path})"
         );
         assert!(stdout.contains(&line), "{line:?} not in {stdout}");
     }

@@ -143,6 +143,27 @@ pub fn load(args: Vec<OsString>) -> Result<Cli, LoadError> {
     Ok(cli)
 }
 
+/// A path as messages show it: a relative one (`--apps`, `apps_dir`,
+/// `pid_file`, ...) with what it is relative to, the working directory
+/// (not the configuration file's), and the path it resolves to.
+pub fn shown_path(path: &std::path::Path) -> String {
+    if path.is_absolute() {
+        return path.display().to_string();
+    }
+    match std::env::current_dir() {
+        Ok(cwd) => format!(
+            "{} (relative to the working directory {}, not to the configuration file's: {})",
+            path.display(),
+            cwd.display(),
+            cwd.join(path).display()
+        ),
+        Err(e) => format!(
+            "{} (relative to the working directory, unreadable: {e})",
+            path.display()
+        ),
+    }
+}
+
 /// The `--config` of arguments clap refused (it stops at their first
 /// mistake), else `STOA_CONFIG`.
 fn config_arg(args: &[OsString]) -> Option<PathBuf> {

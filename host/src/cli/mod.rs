@@ -16,7 +16,7 @@ use crate::settings::{Bind, LogFormat, OnGenerationCap, Overload, WorkerMode};
 pub use app_table::AppSection;
 use clap::builder::RangedU64ValueParser;
 use clap::Parser;
-pub use config::{load, LoadError};
+pub use config::{load, shown_path, LoadError};
 use std::path::PathBuf;
 use std::time::Duration;
 pub use values::{
