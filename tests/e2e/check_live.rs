@@ -12,13 +12,17 @@ use std::time::Duration;
 
 /// Runs `stoa check --bind 127.0.0.1:PORT` with an empty apps directory.
 fn check(port: u16) -> Output {
+    check_bind(&format!("127.0.0.1:{port}"))
+}
+
+/// Runs `stoa check --bind BIND` with an empty apps directory.
+fn check_bind(bind: &str) -> Output {
     let dir = TempDir::new("check-live");
     let apps = dir.path().join("apps");
     std::fs::create_dir(&apps).expect("apps dir");
     run_to_exit(
         Command::new(STOA)
-            .args(["check", "--poller", "epoll", "--bind"])
-            .arg(format!("127.0.0.1:{port}"))
+            .args(["check", "--poller", "epoll", "--bind", bind])
             .arg("--apps")
             .arg(&apps)
             .env_remove("STOA_POLLER")
@@ -33,6 +37,11 @@ fn text(bytes: &[u8]) -> String {
 
 /// Passes when the address is held by stoa `pid`, saying so.
 fn passes_held_by(out: &Output, port: u16, pid: u32) {
+    passes_bind_held_by(out, &format!("127.0.0.1:{port}"), pid);
+}
+
+/// Passes when `bind` is held by stoa `pid`, saying so.
+fn passes_bind_held_by(out: &Output, bind: &str, pid: u32) {
     let stdout = text(&out.stdout);
     assert!(
         out.status.success(),
@@ -40,7 +49,7 @@ fn passes_held_by(out: &Output, port: u16, pid: u32) {
         out.status,
         text(&out.stderr)
     );
-    let line = format!("# 127.0.0.1:{port}: in use, held by stoa pid {pid} (a live stoa");
+    let line = format!("# {bind}: in use, held by stoa pid {pid} (a live stoa");
     assert!(stdout.contains(&line), "{line:?} not in {stdout}");
     assert!(
         stdout.contains("stoa check: the configuration is OK"),
@@ -58,6 +67,23 @@ fn check_passes_next_to_a_live_stoa_in_either_mode() {
         // Process mode: the supervisor (the harness's child), not a worker.
         passes_held_by(&out, server.port, server.pid());
     }
+}
+
+/// A Unix socket: stoa binds it in a private directory beside its path
+/// and renames it into place; the socket is still known as the stoa's.
+#[test]
+fn check_passes_next_to_a_live_stoa_on_a_unix_socket() {
+    let dir = TempDir::new("check-unix");
+    let bind = format!("unix:{}", dir.path().join("stoa.sock").display());
+    let server = Server::launch("epoll")
+        .bind(&bind)
+        .args(&["--workers", "1"])
+        .spawned();
+    let serving = server.stdout.wait(Duration::from_secs(20), |t| {
+        t.contains(&format!("listening on {bind}"))
+    });
+    assert!(serving, "{}", server.log());
+    passes_bind_held_by(&check_bind(&bind), &bind, server.pid());
 }
 
 /// A Python program: listens on a port the system picks, prints `port N`,

@@ -130,11 +130,9 @@ fn hex_addr(field: &str) -> Option<SocketAddr> {
     Some(SocketAddr::new(ip, port))
 }
 
-/// The inodes of the Unix sockets listening at `path` (as given, or as
-/// its absolute path).
+/// The inodes of the Unix sockets listening at `path`.
 fn unix_listeners(path: &Path) -> Vec<u64> {
     const ACCEPTING: u32 = 0x0001_0000;
-    let absolute = std::path::absolute(path).ok();
     let Ok(text) = std::fs::read_to_string("/proc/net/unix") else {
         return Vec::new();
     };
@@ -143,13 +141,40 @@ fn unix_listeners(path: &Path) -> Vec<u64> {
         .filter_map(|line| {
             let f: Vec<&str> = line.split_whitespace().collect();
             let flags = u32::from_str_radix(f.get(3)?, 16).ok()?;
-            let shown = Path::new(f.get(7)?);
-            let here = shown == path || absolute.as_deref() == Some(shown);
+            let here = same_socket_path(path, Path::new(f.get(7)?));
             (flags & ACCEPTING != 0 && here)
                 .then(|| f.get(6)?.parse().ok())
                 .flatten()
         })
         .collect()
+}
+
+/// True if a socket /proc/net/unix shows bound at `shown` is the one at
+/// `wanted`: the same path, or (a stoa's) bound in a private directory
+/// beside it and renamed into place (`DIR/.stoa-bind-PID-N/NAME` for
+/// `DIR/NAME`). A relative path is taken from this process's directory.
+fn same_socket_path(wanted: &Path, shown: &Path) -> bool {
+    let plain = |p: &Path| -> Option<std::path::PathBuf> {
+        let p = std::path::absolute(p).ok()?;
+        Some(
+            p.components()
+                .filter(|c| *c != std::path::Component::CurDir)
+                .collect(),
+        )
+    };
+    let (Some(wanted), Some(shown)) = (plain(wanted), plain(shown)) else {
+        return false;
+    };
+    if wanted == shown {
+        return true;
+    }
+    let private = shown.parent().filter(|d| {
+        d.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(crate::listen::PRIVATE_PREFIX))
+    });
+    private
+        .is_some_and(|d| d.parent() == wanted.parent() && shown.file_name() == wanted.file_name())
 }
 
 /// For each inode, the processes with it among their descriptors; and how
@@ -223,6 +248,17 @@ mod tests {
         let field = format!("{:08X}{:08X}{:08X}{one:08X}:0050", 0, 0, 0);
         assert_eq!(hex_addr(&field), Some("[::1]:80".parse().expect("v6")));
         assert_eq!(hex_addr("zz:1"), None);
+    }
+
+    #[test]
+    fn a_unix_socket_bound_beside_its_path_is_the_one_at_it() {
+        let at = |w: &str, s: &str| same_socket_path(Path::new(w), Path::new(s));
+        assert!(at("/run/stoa.sock", "/run/stoa.sock"));
+        assert!(at("/run/stoa.sock", "/run/.stoa-bind-12-0/stoa.sock"));
+        assert!(at("s.sock", "./.stoa-bind-12-0/s.sock"));
+        assert!(!at("/run/stoa.sock", "/run/other/stoa.sock"));
+        assert!(!at("/run/stoa.sock", "/tmp/.stoa-bind-12-0/stoa.sock"));
+        assert!(!at("/run/stoa.sock", "/run/.stoa-bind-12-0/other.sock"));
     }
 
     #[test]
