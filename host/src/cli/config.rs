@@ -301,12 +301,17 @@ impl FlagKey {
         let Err(e) = cmd.try_get_matches_from([flag_form]) else {
             return Ok(());
         };
+        let value = flag_form.split_once('=').map_or("", |(_, v)| v);
         if let Some(why) = std::error::Error::source(&e) {
             let why = why.to_string();
             let own = format!("--{} ", self.long);
-            return Err(why.strip_prefix(&own).unwrap_or(&why).to_string());
+            let why = why.strip_prefix(&own).unwrap_or(&why);
+            // A parser's words that do not show the value get it added.
+            return Err(match why.contains(value) {
+                true => why.to_string(),
+                false => format!("{why}, got {value:?}"),
+            });
         }
-        let value = flag_form.split_once('=').map_or("", |(_, v)| v);
         let valid: Vec<String> = self
             .arg
             .get_possible_values()
