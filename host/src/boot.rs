@@ -466,8 +466,11 @@ pub(crate) fn load_apps(
 ) -> Result<Registry, BootError> {
     let mounts: HashMap<String, String> = cli.mounts.iter().cloned().collect();
     let copies = PluginCopies::from_env(cli.max_plugin_size)?;
-    let mut registry = Registry::new(&cli.apps, mounts, cli.max_generations, copies)
-        .map_err(|e| BootError::file("read the apps directory", &cli.apps, e))?;
+    let mut registry =
+        Registry::new(&cli.apps, mounts, cli.max_generations, copies).map_err(|e| {
+            let shown = crate::cli::shown_path(&cli.apps);
+            BootError::file("read the apps directory", shown, e)
+        })?;
     registry.set_insecure(cli.insecure_apps_dir);
     registry.count_in(stats.clone());
     if let Some(guard) = guard {
@@ -495,6 +498,11 @@ pub(crate) fn load_apps(
 /// `stoa check`: see `checks::check`.
 pub fn check(cli: Cli) -> Result<(), BootError> {
     checks::check(&cli)
+}
+
+/// `--print-config`: see `checks::print_config`.
+pub fn print_config(cli: &Cli) -> Result<(), BootError> {
+    checks::print_config(cli)
 }
 
 /// The listeners: the sockets a service manager passed (socket

@@ -1,7 +1,10 @@
 //! Start-up checks that turn a value the host cannot honour into an error
 //! naming it, instead of a silent change: the connection cap a backend can
 //! hold, an address another process listens on, a mount for an app that is
-//! not there, a refused plugin under `--strict-plugins`.
+//! not there, a refused plugin under `--strict-plugins`. `holders` tells,
+//! for `stoa check`, whether an address in use is held by a live stoa.
+
+mod holders;
 
 use crate::apps::registry::AppState;
 use crate::cli::Cli;
@@ -262,6 +265,100 @@ fn note(problems: &mut Vec<String>, r: Result<(), BootError>) {
     }
 }
 
+/// An address in use is a problem unless a live stoa holds it (the one
+/// this check is run next to, before a reload): then a line says so.
+fn address_problems(problems: &mut Vec<String>, cli: &Cli, bind: &Bind) {
+    let in_use = match address_is_free(bind) {
+        Ok(()) => return,
+        Err(
+            e @ (BootError::AddressInUse { .. }
+            | BootError::UnixBind {
+                why: UnixRefusal::InUse,
+                ..
+            }),
+        ) => e,
+        Err(e) => return note(problems, Err(e)),
+    };
+    match holders::who_holds(bind, cli.pid_file.as_deref()) {
+        holders::Held::Stoa(pids) => {
+            let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
+            let s = if pids.len() == 1 { "" } else { "s" };
+            println!(
+                "# {bind}: in use, held by stoa pid{s} {} (a live stoa: not a problem)",
+                pids.join(", ")
+            );
+        }
+        holders::Held::Other(who) => {
+            problems.push(format!("{in_use}; held by {} (not a stoa)", who.join(", ")))
+        }
+        holders::Held::Unseen(why) => problems.push(format!("{in_use}; {why}")),
+    }
+}
+
+/// The problems of the values themselves, which need no socket, plugin or
+/// file: what `--print-config` refuses as `stoa check` does.
+pub fn value_problems(cli: &Cli) -> Vec<String> {
+    let mut problems = Vec::new();
+    note(&mut problems, watchdog_bounds(cli));
+    match cli.worker_mode {
+        crate::settings::WorkerMode::Thread => note(&mut problems, process_mode_only(cli)),
+        crate::settings::WorkerMode::Process => note(&mut problems, worker_timeout(cli)),
+    }
+    let settings = cli.settings(crate::cli::Measured {
+        workers: 1,
+        max_connections: 1,
+        poller: "check",
+    });
+    note(
+        &mut problems,
+        crate::ops::memory::max_buffered(cli.max_buffered, &settings).map(|_| ()),
+    );
+    problems
+}
+
+/// `--print-config`: the effective configuration on standard output, or
+/// (nothing printed) one `problem:` line per value `stoa check` refuses,
+/// on standard error.
+pub fn print_config(cli: &Cli) -> Result<(), BootError> {
+    let problems = value_problems(cli);
+    if problems.is_empty() {
+        print!("{}", cli.effective_config);
+        return Ok(());
+    }
+    for p in &problems {
+        eprintln!("problem: {p}");
+    }
+    eprintln!(
+        "stoa --print-config: {} problem(s), nothing printed (stoa check reports them with the rest)",
+        problems.len()
+    );
+    Err(BootError::CheckFailed {
+        problems: problems.len(),
+    })
+}
+
+/// The relative paths of the configuration, each with what it is relative
+/// to: the working directory (not the configuration file's directory).
+fn relative_paths(cli: &Cli) -> Vec<String> {
+    let mut paths: Vec<(&str, std::path::PathBuf)> = vec![("apps_dir", cli.apps.clone())];
+    paths.extend(cli.pid_file.clone().map(|p| ("pid_file", p)));
+    paths.extend(
+        cli.access_log
+            .as_ref()
+            .filter(|t| *t != "-")
+            .map(|t| ("access_log", t.into())),
+    );
+    paths.extend(cli.bind.iter().filter_map(|b| match b {
+        Bind::Unix(p) => Some(("bind", p.clone())),
+        Bind::Tcp(_) => None,
+    }));
+    paths
+        .into_iter()
+        .filter(|(_, p)| p.is_relative())
+        .map(|(key, p)| format!("{key}: {}", crate::cli::shown_path(&p)))
+        .collect()
+}
+
 /// `stoa check`: the configuration as the server would take it, every
 /// plugin loaded through the real loader (constructors run, nothing is
 /// served), the mounts resolved; prints the effective configuration, the
@@ -286,19 +383,13 @@ pub fn check(cli: &Cli) -> Result<(), BootError> {
     }
     for bind in &cli.bind {
         if !cli.reuse_port || matches!(bind, Bind::Unix(_)) {
-            note(&mut problems, address_is_free(bind));
+            address_problems(&mut problems, cli, bind);
         }
     }
-    note(&mut problems, watchdog_bounds(cli));
-    let settings = cli.settings(crate::cli::Measured {
-        workers: 1,
-        max_connections: 1,
-        poller: "check",
-    });
-    note(
-        &mut problems,
-        crate::ops::memory::max_buffered(cli.max_buffered, &settings).map(|_| ()),
-    );
+    problems.extend(value_problems(cli));
+    for line in relative_paths(cli) {
+        println!("# {line}");
+    }
     if let Some(target) = &cli.access_log {
         note(
             &mut problems,

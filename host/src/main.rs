@@ -38,8 +38,11 @@ fn main() -> ExitCode {
         }
     };
     if cli.print_config {
-        print!("{}", cli.effective_config);
-        return ExitCode::SUCCESS;
+        // Its problems, if any, are printed (to stderr) by print_config.
+        return match boot::print_config(&cli) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(_) => ExitCode::FAILURE,
+        };
     }
     if let Err(e) = error_log::setup(cli.log_level, cli.log_format) {
         eprintln!("stoa: cannot set up logging: {e}");

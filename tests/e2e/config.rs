@@ -183,7 +183,7 @@ fn unknown_keys_and_bad_values_are_refused_naming_the_key() {
             "max_bdy = \"1M\"\n",
             &["unknown key `max_bdy` (did you mean `max_body`?)"][..],
         ),
-        ("max_body = \"1Q\"\n", &["--max-body", "\"1Q\""][..]),
+        ("max_body = \"1Q\"\n", &["`max_body`", "\"1Q\""][..]),
         (
             "no_watch = \"yes\"\n",
             &["`no_watch`: expected true or false"][..],
@@ -208,6 +208,122 @@ fn unknown_keys_and_bad_values_are_refused_naming_the_key() {
                 "{toml:?}: {needle:?} not in {stderr}"
             );
         }
+    }
+}
+
+/// A file with several mistakes, and a bad flag: every one is reported in
+/// one run, each at the file's line and column, naming the key (not the
+/// flag), with the nearest valid key or value; nothing starts.
+#[test]
+fn every_mistake_is_reported_at_once_at_its_line_and_column() {
+    let setup = Setup::new(
+        "poller = \"kqueue\"\n\
+         max_bdy = \"1M\"\n\
+         worker_mode = \"proces\"\n\
+         no_watch = \"yes\"\n\
+         max_body = \"1Q\"\n\
+         bind = [\"127.0.0.1:0\", \"unix:\"]\n\
+         \n\
+         [apps.article]\n\
+         mout = \"/a\"\n",
+        &[],
+    );
+    let out = setup.run(&["--workers", "0", "--print-config"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+    let file = setup.config().display().to_string();
+    let at = |place: &str, rest: &str| format!("{file}:{place}: {rest}");
+    let lines = [
+        at(
+            "1:10",
+            "`poller`: unknown poller \"kqueue\" (kqueue is not a Linux backend: \
+             did you mean \"epoll\"?); valid: auto, epoll, poll, select, io_uring",
+        ),
+        at("2:1", "unknown key `max_bdy` (did you mean `max_body`?)"),
+        at(
+            "3:15",
+            "`worker_mode`: unknown value \"proces\" (did you mean \"process\"?); \
+             valid: thread, process",
+        ),
+        at("4:12", "`no_watch`: expected true or false, got \"yes\""),
+        at("5:12", "`max_body`: unknown size unit \"Q\" in \"1Q\""),
+        at("6:24", "`bind`: \"unix:\": give the socket's path"),
+        at(
+            "9:1",
+            "unknown key `apps.article.mout` (did you mean `mount`?)",
+        ),
+        "command line or environment: invalid value '0' for '--workers <N>'".to_string(),
+    ];
+    for line in &lines {
+        assert!(
+            stderr.lines().any(|l| l.starts_with(line.as_str())),
+            "{line:?} not in {stderr}"
+        );
+    }
+    assert!(
+        stderr.contains(&format!("--config {file}: 8 problems:")),
+        "{stderr}"
+    );
+}
+
+/// `--print-config` refuses what `stoa check` refuses of the values, and
+/// prints nothing then (a file it writes is one that checks).
+#[test]
+fn print_config_refuses_what_check_refuses() {
+    for (toml, needle) in [
+        ("poller = \"kqueue\"\n", "did you mean \"epoll\"?"),
+        (
+            "unhealthy_after = \"1s\"\n",
+            "problem: --unhealthy-after (1s) must be at least --stuck-after (5s)",
+        ),
+        ("worker_max_requests = 100\n", "--worker-max-requests"),
+    ] {
+        let setup = Setup::new(toml, &[]);
+        let printed = setup.run(&["--print-config"]);
+        let stderr = text(&printed.stderr);
+        assert_eq!(printed.status.code(), Some(1), "{toml:?}: {stderr}");
+        assert!(
+            printed.stdout.is_empty(),
+            "{toml:?}: {}",
+            text(&printed.stdout)
+        );
+        assert!(
+            stderr.contains(needle),
+            "{toml:?}: {needle:?} not in {stderr}"
+        );
+        let checked = setup.run(&["check"]);
+        assert_eq!(checked.status.code(), Some(1), "{toml:?}: check passed it");
+    }
+}
+
+/// A relative path of the file is relative to the working directory, not
+/// to the file's directory, and `stoa check` says so with the path taken.
+#[test]
+fn check_says_what_a_relative_path_is_relative_to() {
+    let setup = Setup::new("apps_dir = \"apps\"\npid_file = \"run/stoa.pid\"\n", &[]);
+    let cwd = TempDir::new("config-cwd");
+    std::fs::create_dir(cwd.path().join("apps")).expect("apps dir in the working directory");
+    let out = run_to_exit(
+        Command::new(STOA)
+            .arg("check")
+            .arg("--config")
+            .arg(setup.config())
+            .args(["--bind", "127.0.0.1:0", "--log-level", "warn"])
+            .current_dir(cwd.path())
+            .env_remove("STOA_POLLER")
+            .env_remove("STOA_APPS")
+            .env_remove("STOA_PID_FILE"),
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let cwd = cwd.path().display();
+    for (key, path) in [("apps_dir", "apps"), ("pid_file", "run/stoa.pid")] {
+        let line = format!(
+            "# {key}: {path} (relative to the working directory {cwd}, not to the \
+             configuration file's: {cwd}/{path})"
+        );
+        assert!(stdout.contains(&line), "{line:?} not in {stdout}");
     }
 }
 

@@ -20,6 +20,7 @@ mod balancer_answers;
 mod balancers;
 mod budget;
 mod capacity;
+mod check_live;
 mod cli;
 mod config;
 pub(crate) mod deploy;

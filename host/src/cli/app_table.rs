@@ -3,7 +3,7 @@
 //! `app_timeout`, `blocking_share`, read by the same parsers as the flags)
 //! and its free-form `settings`, handed to its constructor as JSON.
 
-use super::config::APPS_DIR_KEY;
+use super::config::{Problem, APPS_DIR_KEY};
 use super::{parse_secs, parse_size_usize};
 use crate::settings::AppLimits;
 use std::collections::BTreeMap;
@@ -88,40 +88,52 @@ fn json(value: &toml::Value) -> serde_json::Value {
 /// The `[apps.NAME]` tables.
 pub(super) fn app_sections(
     value: &toml::Value,
-) -> Result<BTreeMap<String, AppSection>, Vec<String>> {
+) -> Result<BTreeMap<String, AppSection>, Vec<Problem>> {
     let Some(apps) = value.as_table() else {
-        return Err(vec![format!(
-            "`apps` must be tables of apps ([apps.NAME]); the apps directory is `{APPS_DIR_KEY}`"
+        return Err(vec![Problem::value(
+            "apps",
+            format!(
+                "`apps` must be tables of apps ([apps.NAME]); the apps directory is `{APPS_DIR_KEY}`"
+            ),
         )]);
     };
     let mut sections = BTreeMap::new();
     let mut problems = Vec::new();
     for (name, table) in apps {
         let Some(table) = table.as_table() else {
-            problems.push(format!("`apps.{name}` must be a table ([apps.{name}])"));
+            problems.push(Problem::value(
+                format!("apps.{name}"),
+                format!("`apps.{name}` must be a table ([apps.{name}])"),
+            ));
             continue;
         };
         let mut section = AppSection::default();
         for (key, v) in table {
+            let at = format!("apps.{name}.{key}");
             match (key.as_str(), v) {
                 ("mount", toml::Value::String(p)) if p.starts_with('/') => {
                     section.mount = Some(p.clone())
                 }
-                ("mount", other) => problems.push(format!(
-                    "`apps.{name}.mount`: expected a prefix starting with /, got {other}"
+                ("mount", other) => problems.push(Problem::value(
+                    at,
+                    format!("`apps.{name}.mount`: expected a prefix starting with /, got {other}"),
                 )),
                 ("optional", toml::Value::Boolean(b)) => section.optional = *b,
-                ("optional", other) => problems.push(format!(
-                    "`apps.{name}.optional`: expected true or false, got {other}"
+                ("optional", other) => problems.push(Problem::value(
+                    at,
+                    format!("`apps.{name}.optional`: expected true or false, got {other}"),
                 )),
                 ("settings", toml::Value::Table(t)) => section.settings = t.clone(),
                 (key @ ("max_body" | "app_timeout" | "blocking_share"), v) => {
                     if let Err(e) = section.set_limit(key, v) {
-                        problems.push(format!("`apps.{name}.{key}`: {e}"));
+                        problems.push(Problem::value(at, format!("`apps.{name}.{key}`: {e}")));
                     }
                 }
-                ("settings", other) => problems.push(format!(
-                    "`apps.{name}.settings`: expected a table ([apps.{name}.settings]), got {other}"
+                ("settings", other) => problems.push(Problem::value(
+                    at,
+                    format!(
+                        "`apps.{name}.settings`: expected a table ([apps.{name}.settings]), got {other}"
+                    ),
                 )),
                 (other, _) => {
                     let keys = [
@@ -135,8 +147,11 @@ pub(super) fn app_sections(
                     let hint = crate::cli::nearest(other, &keys)
                         .map(|n| format!(" (did you mean `{n}`?)"))
                         .unwrap_or_default();
-                    problems.push(format!(
-                        "unknown key `apps.{name}.{other}`{hint}: an app's table takes mount, optional, settings, max_body, app_timeout and blocking_share"
+                    problems.push(Problem::key(
+                        at,
+                        format!(
+                            "unknown key `apps.{name}.{other}`{hint}: an app's table takes mount, optional, settings, max_body, app_timeout and blocking_share"
+                        ),
                     ));
                 }
             }

@@ -8,11 +8,13 @@
 //! configuration back as TOML that loads unchanged.
 
 use super::app_table::{app_sections, AppSection};
+use super::file_map::Located;
 use super::Cli;
 use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::path::PathBuf;
 
 /// Flags that steer this run rather than configure the server.
 const NOT_KEYS: [&str; 5] = ["help", "version", "config", "check_config", "print_config"];
@@ -33,46 +35,183 @@ type FileArgs = (Vec<String>, BTreeMap<String, AppSection>);
 pub enum LoadError {
     /// A clap error (including `--help` and `--version`): clap prints it.
     Args(clap::Error),
-    /// The configuration file: its path, and one line per problem.
+    /// The configuration file: its path, and one line per problem (every
+    /// problem of the file, and the command line's, at once).
     File(String),
 }
 
+/// One mistake in the file: the key's dotted name, where it points, and
+/// what is wrong.
+pub(super) struct Problem {
+    /// `poller`, `apps.demo.mount`.
+    pub key: String,
+    /// The key itself (an unknown key) or its value (a bad value).
+    pub at: At,
+    pub text: String,
+}
+
+/// What a problem's line and column point at.
+#[derive(Clone, Copy)]
+pub(super) enum At {
+    Key,
+    Value,
+    /// The item of an array value.
+    Item(usize),
+}
+
+impl Problem {
+    pub(super) fn key(key: impl Into<String>, text: impl Into<String>) -> Self {
+        Problem {
+            key: key.into(),
+            at: At::Key,
+            text: text.into(),
+        }
+    }
+
+    pub(super) fn value(key: impl Into<String>, text: impl Into<String>) -> Self {
+        Problem {
+            key: key.into(),
+            at: At::Value,
+            text: text.into(),
+        }
+    }
+}
+
 /// Parses the command line, the environment and the configuration file.
+/// Every problem of the file is reported at once, each at its line and
+/// column, with a problem of the command line or the environment.
 pub fn load(args: Vec<OsString>) -> Result<Cli, LoadError> {
-    let first = Cli::command()
-        .try_get_matches_from(&args)
-        .map_err(LoadError::Args)?;
-    let Some(path) = first.get_one::<std::path::PathBuf>("config").cloned() else {
+    let first = match Cli::command().try_get_matches_from(&args) {
+        Ok(m) => Ok(m),
+        Err(e) if !is_mistake(&e) => return Err(LoadError::Args(e)),
+        Err(e) => Err(e),
+    };
+    // A mistake on the command line still lets the file be read, so that
+    // its problems are reported with the flag's.
+    let given = match &first {
+        Ok(m) => m.clone(),
+        Err(_) => Cli::command()
+            .ignore_errors(true)
+            .try_get_matches_from(&args)
+            .map_err(LoadError::Args)?,
+    };
+    let path = match &first {
+        Ok(m) => m.get_one::<PathBuf>("config").cloned(),
+        Err(_) => config_arg(&args),
+    };
+    let Some(path) = path else {
+        let first = first.map_err(LoadError::Args)?;
         let mut cli = Cli::from_arg_matches(&first).map_err(LoadError::Args)?;
         cli.effective_config = render(&first, &cli);
         return Ok(cli);
     };
+    let shown = path.display().to_string();
     let text = std::fs::read_to_string(&path)
-        .map_err(|e| LoadError::File(format!("cannot read --config {}: {e}", path.display())))?;
-    let table: toml::Table = text
-        .parse()
-        .map_err(|e| LoadError::File(format!("--config {}: {e}", path.display())))?;
-    let (extra, sections) = file_args(&table, &first).map_err(|problems| {
-        LoadError::File(format!(
-            "--config {}:\n{}",
-            path.display(),
-            problems.join("\n")
-        ))
-    })?;
+        .map_err(|e| LoadError::File(format!("cannot read --config {shown}: {e}")))?;
+    let mut lines = Vec::new();
+    let mut parsed = None;
+    match Located::parse(&text) {
+        Err(syntax) => lines.extend(syntax.iter().map(|e| format!("{shown}:{e}"))),
+        Ok(located) => match text.parse::<toml::Table>() {
+            Err(e) => lines.push(format!("{shown}: {e}")),
+            Ok(table) => {
+                let (problems, args) = file_args(&table, &given);
+                lines.extend(located.lines(&shown, &problems));
+                parsed = args;
+            }
+        },
+    }
+    if let Err(e) = &first {
+        lines.push(args_problem(e));
+    }
+    let Some((extra, sections)) = parsed.filter(|_| lines.is_empty()) else {
+        let s = if lines.len() == 1 { "" } else { "s" };
+        return Err(LoadError::File(format!(
+            "--config {shown}: {} problem{s}:\n{}",
+            lines.len(),
+            lines.join("\n")
+        )));
+    };
     let mut all = args;
     all.extend(extra.into_iter().map(OsString::from));
     let matches = Cli::command()
         .try_get_matches_from(&all)
-        .map_err(|e| LoadError::File(format!("--config {}: {}", path.display(), e.render())))?;
+        .map_err(|e| LoadError::File(format!("--config {shown}: {}", e.render())))?;
     let mut cli = Cli::from_arg_matches(&matches).map_err(LoadError::Args)?;
     cli.app_sections = sections;
     cli.effective_config = render(&matches, &cli);
     Ok(cli)
 }
 
+/// A path as messages show it: a relative one (`--apps`, `apps_dir`,
+/// `pid_file`, ...) with what it is relative to, the working directory
+/// (not the configuration file's), and the path it resolves to.
+pub fn shown_path(path: &std::path::Path) -> String {
+    if path.is_absolute() {
+        return path.display().to_string();
+    }
+    match std::env::current_dir() {
+        Ok(cwd) => format!(
+            "{} (relative to the working directory {}, not to the configuration file's: {})",
+            path.display(),
+            cwd.display(),
+            cwd.join(path).display()
+        ),
+        Err(e) => format!(
+            "{} (relative to the working directory, unreadable: {e})",
+            path.display()
+        ),
+    }
+}
+
+/// The `--config` of arguments clap refused (it stops at their first
+/// mistake), else `STOA_CONFIG`.
+fn config_arg(args: &[OsString]) -> Option<PathBuf> {
+    let mut rest = args.iter().skip(1);
+    while let Some(arg) = rest.next() {
+        if arg == "--" {
+            break;
+        }
+        if arg == "--config" {
+            return rest.next().map(PathBuf::from);
+        }
+        if let Some(path) = arg.to_str().and_then(|a| a.strip_prefix("--config=")) {
+            return Some(PathBuf::from(path));
+        }
+    }
+    std::env::var_os("STOA_CONFIG").map(PathBuf::from)
+}
+
+/// A mistake in the flags (not `--help`, `--version` or a bare `stoa`).
+fn is_mistake(e: &clap::Error) -> bool {
+    use clap::error::ErrorKind;
+    !matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    )
+}
+
+/// A command-line (or `STOA_*`) mistake as one line among the file's.
+fn args_problem(e: &clap::Error) -> String {
+    format!("command line or environment: {}", clap_words(e))
+}
+
+/// The first line of clap's message, without its `error: `.
+fn clap_words(e: &clap::Error) -> String {
+    let rendered = e.render().to_string();
+    let first = rendered
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or_default();
+    first.strip_prefix("error: ").unwrap_or(first).to_string()
+}
+
 /// The flags each file key stands for (skipping those the command line or
-/// the environment set), and the `[apps.NAME]` tables.
-fn file_args(table: &toml::Table, given: &ArgMatches) -> Result<FileArgs, Vec<String>> {
+/// the environment set, whose file values are still checked), and the
+/// `[apps.NAME]` tables; or every problem.
+fn file_args(table: &toml::Table, given: &ArgMatches) -> (Vec<Problem>, Option<FileArgs>) {
     let keys = flag_keys();
     let mut args = Vec::new();
     let mut sections = BTreeMap::new();
@@ -90,23 +229,34 @@ fn file_args(table: &toml::Table, given: &ArgMatches) -> Result<FileArgs, Vec<St
             let hint = crate::cli::nearest(key, &names)
                 .map(|n| format!(" (did you mean `{n}`?)"))
                 .unwrap_or_default();
-            problems.push(format!("unknown key `{key}`{hint}"));
+            problems.push(Problem::key(key, format!("unknown key `{key}`{hint}")));
             continue;
         };
-        if matches!(
+        let bad = problems.len();
+        let mut values = Vec::new();
+        for (at, v) in flag_values(key, flag, value) {
+            match v.and_then(|v| flag.check(&v).map(|()| v)) {
+                Ok(v) => values.push(v),
+                Err(e) => problems.push(Problem {
+                    key: key.clone(),
+                    at,
+                    text: format!("`{key}`: {e}"),
+                }),
+            }
+        }
+        let overridden = matches!(
             given.value_source(&flag.id),
             Some(ValueSource::CommandLine | ValueSource::EnvVariable)
-        ) {
-            continue;
-        }
-        match flag_values(key, flag, value) {
-            Ok(mut a) => args.append(&mut a),
-            Err(e) => problems.push(format!("`{key}`: {e}")),
+        );
+        if problems.len() == bad && !overridden {
+            args.extend(values);
         }
     }
     // A `[apps.NAME] mount` is a `--mount NAME=PREFIX` unless one was given.
     let given_mounts: Vec<String> = given
-        .get_many::<(String, String)>("mounts")
+        .try_get_many::<(String, String)>("mounts")
+        .ok()
+        .flatten()
         .map(|m| m.map(|(n, _)| n.clone()).collect())
         .unwrap_or_default();
     for (name, section) in &sections {
@@ -119,9 +269,9 @@ fn file_args(table: &toml::Table, given: &ArgMatches) -> Result<FileArgs, Vec<St
         }
     }
     if problems.is_empty() {
-        Ok((args, sections))
+        (problems, Some((args, sections)))
     } else {
-        Err(problems)
+        (problems, None)
     }
 }
 
@@ -137,6 +287,49 @@ struct FlagKey {
     multiple: bool,
     /// Text only (`TEXT_KEYS`).
     text: bool,
+    /// The flag, to read a file value with its own parser.
+    arg: clap::Arg,
+}
+
+impl FlagKey {
+    /// Reads one value in its command-line form (`--long=VALUE`) as the
+    /// flag would, without the environment: the parser's own words, or
+    /// the nearest valid value.
+    fn check(&self, flag_form: &str) -> Result<(), String> {
+        let arg = self.arg.clone().env(None::<&'static str>);
+        let cmd = clap::Command::new("stoa").no_binary_name(true).arg(arg);
+        let Err(e) = cmd.try_get_matches_from([flag_form]) else {
+            return Ok(());
+        };
+        let value = flag_form.split_once('=').map_or("", |(_, v)| v);
+        if let Some(why) = std::error::Error::source(&e) {
+            let why = why.to_string();
+            let own = format!("--{} ", self.long);
+            let why = why.strip_prefix(&own).unwrap_or(&why);
+            // A parser's words that do not show the value get it added.
+            return Err(match why.contains(value) {
+                true => why.to_string(),
+                false => format!("{why}, got {value:?}"),
+            });
+        }
+        let valid: Vec<String> = self
+            .arg
+            .get_possible_values()
+            .iter()
+            .map(|p| p.get_name().to_string())
+            .collect();
+        if valid.is_empty() {
+            return Err(clap_words(&e));
+        }
+        let names: Vec<&str> = valid.iter().map(String::as_str).collect();
+        let hint = crate::cli::nearest(value, &names)
+            .map(|n| format!(" (did you mean {n:?}?)"))
+            .unwrap_or_default();
+        Err(format!(
+            "unknown value {value:?}{hint}; valid: {}",
+            names.join(", ")
+        ))
+    }
 }
 
 /// Key -> the flag it stands for.
@@ -159,21 +352,30 @@ fn flag_keys() -> BTreeMap<String, FlagKey> {
             switch: matches!(arg.get_action(), ArgAction::SetTrue),
             multiple: matches!(arg.get_action(), ArgAction::Append),
             text: TEXT_KEYS.contains(&key.as_str()),
+            arg: arg.clone(),
         };
         keys.insert(key, flag);
     }
     keys
 }
 
-/// The command-line form of one file value.
-fn flag_values(key: &str, flag: &FlagKey, value: &toml::Value) -> Result<Vec<String>, String> {
+/// The command-line form of a file value: one entry per item (an array's
+/// items each at their place), each the flag or why it is refused.
+fn flag_values(
+    key: &str,
+    flag: &FlagKey,
+    value: &toml::Value,
+) -> Vec<(At, Result<String, String>)> {
     use toml::Value;
     let long = &flag.long;
     if flag.switch {
         return match value {
-            Value::Boolean(true) => Ok(vec![format!("--{long}")]),
-            Value::Boolean(false) => Ok(Vec::new()),
-            other => Err(format!("expected true or false, got {other}")),
+            Value::Boolean(true) => vec![(At::Value, Ok(format!("--{long}")))],
+            Value::Boolean(false) => Vec::new(),
+            other => vec![(
+                At::Value,
+                Err(format!("expected true or false, got {other}")),
+            )],
         };
     }
     let one = |v: &Value| match v {
@@ -185,8 +387,16 @@ fn flag_values(key: &str, flag: &FlagKey, value: &toml::Value) -> Result<Vec<Str
         other => Err(format!("expected a string or a number, got {other}")),
     };
     match value {
-        Value::Array(items) => items.iter().map(one).collect(),
-        v => Ok(vec![one(v)?]),
+        Value::Array(_) if !flag.multiple => vec![(
+            At::Value,
+            Err(format!("takes one value, not an array: {value}")),
+        )],
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (At::Item(i), one(v)))
+            .collect(),
+        v => vec![(At::Value, one(v))],
     }
 }
 

@@ -4,6 +4,7 @@
 
 mod app_table;
 mod config;
+mod file_map;
 pub mod new_app;
 mod settings;
 mod values;
@@ -15,7 +16,7 @@ use crate::settings::{Bind, LogFormat, OnGenerationCap, Overload, WorkerMode};
 pub use app_table::AppSection;
 use clap::builder::RangedU64ValueParser;
 use clap::Parser;
-pub use config::{load, LoadError};
+pub use config::{load, shown_path, LoadError};
 use std::path::PathBuf;
 use std::time::Duration;
 pub use values::{
@@ -59,17 +60,22 @@ const LOGGING: &str = "Logging";
 pub struct Cli {
     /// A TOML configuration file: keys are the flags' names with `_`
     /// (`max_body = "1M"`, `apps_dir` for --apps) and `[apps.NAME]` tables
-    /// (`mount`, `optional`); flags and STOA_* win over it.
+    /// (`mount`, `optional`); flags and STOA_* win over it. Every mistake
+    /// is reported at once, at its line and column. Relative paths in it
+    /// are relative to the working directory, not to the file.
     #[arg(long, env = "STOA_CONFIG", value_name = "FILE", help_heading = CONFIGURATION)]
     pub config: Option<PathBuf>,
 
     /// Check the configuration and exit: load every plugin through the real
     /// loader, resolve the mounts, print the effective configuration and the
     /// mount table, one line per problem; exit 0 or 1 (also `stoa check`).
+    /// An address held by a live stoa (the socket among the descriptors of
+    /// a process named stoa, or of the --pid-file's) is not a problem.
     #[arg(long, help_heading = CONFIGURATION)]
     pub check_config: bool,
 
-    /// Print the effective configuration as TOML (loads back unchanged) and exit.
+    /// Print the effective configuration as TOML (loads back unchanged) and
+    /// exit; with a value `stoa check` refuses, print nothing and exit 1.
     #[arg(long, help_heading = CONFIGURATION)]
     pub print_config: bool,
 
@@ -103,7 +109,8 @@ pub struct Cli {
 
     /// Readiness backend: auto (epoll, then poll, then select), epoll, poll,
     /// select or io_uring (chosen only by name).
-    #[arg(long, env = "STOA_POLLER", default_value = "auto", help_heading = SERVING)]
+    #[arg(long, env = "STOA_POLLER", default_value = "auto", value_parser = parse_poller,
+          help_heading = SERVING)]
     pub poller: String,
 
     /// Workers: event-loop threads, each with its own poller and
@@ -189,7 +196,8 @@ pub struct Cli {
           value_parser = clap::value_parser!(i32).range(1..))]
     pub backlog: Option<i32>,
 
-    /// Directory of app plugins (`*.so`), loaded in name order at start-up.
+    /// Directory of app plugins (`*.so`), loaded in name order at start-up
+    /// (a relative path is relative to the working directory).
     #[arg(long, env = "STOA_APPS", value_name = "DIR", default_value = "apps", help_heading = APPS)]
     pub apps: PathBuf,
 
@@ -470,6 +478,42 @@ fn parse_mode(s: &str) -> Result<u32, String> {
             "expected an octal file mode such as 660 or 666, got {s:?}"
         )),
     }
+}
+
+/// Readiness backends of other systems, and the Linux one to use instead.
+const FOREIGN_POLLERS: [(&str, &str); 4] = [
+    ("kqueue", "epoll"),
+    ("iocp", "epoll"),
+    ("devpoll", "poll"),
+    ("evport", "epoll"),
+];
+
+/// `--poller`: `auto` or a backend's name; another name is refused with
+/// the nearest (`uring` is `io_uring`) or the Linux counterpart of another
+/// system's backend (`kqueue` is BSD's: `epoll` here).
+fn parse_poller(s: &str) -> Result<String, String> {
+    let names: Vec<&str> = std::iter::once("auto")
+        .chain(crate::poller::BACKENDS.iter().copied())
+        .collect();
+    if names.contains(&s) {
+        return Ok(s.to_string());
+    }
+    let lower = s.to_ascii_lowercase();
+    let hint = match FOREIGN_POLLERS
+        .iter()
+        .find(|(other, _)| lower.contains(other))
+    {
+        Some((other, ours)) => {
+            format!(" ({other} is not a Linux backend: did you mean {ours:?}?)")
+        }
+        None => nearest(&lower, &names)
+            .map(|n| format!(" (did you mean {n:?}?)"))
+            .unwrap_or_default(),
+    };
+    Err(format!(
+        "unknown poller {s:?}{hint}; valid: {}",
+        names.join(", ")
+    ))
 }
 
 fn parse_level(s: &str) -> Result<log::LevelFilter, String> {
