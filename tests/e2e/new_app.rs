@@ -6,7 +6,9 @@
 //! dependency comes from the local registry cache; the built library is
 //! dropped into an apps directory and both routes answer from the real
 //! binary. A bad name, a git `--app-api` and a non-empty directory are
-//! refused, writing nothing.
+//! refused, writing nothing. Picking the app's name (its mount): `stoa
+//! check` notes a mount that hides another app's paths, and the host logs a
+//! nested one.
 
 use crate::common::{apps_dir_with, run_to_exit};
 use crate::harness::{Server, TempDir, STOA};
@@ -202,16 +204,17 @@ fn check_notes_a_nested_mount_and_the_root_routes_a_mount_hides() {
     );
 }
 
-/// The host logs a nested mount when it mounts it.
+/// The host logs a nested mount when it mounts it (in a worker process
+/// too, where the registry runs).
 #[test]
 fn a_nested_mount_is_logged_naming_both_apps() {
-    let server = Server::launch("epoll")
-        .apps(&["article", "demo"])
-        .args(&["--mount", "demo=/article/x"])
-        .start();
-    assert!(
-        server.wait_log(&["mount app demo at /article/x is nested inside app article at /article"]),
-        "{}",
-        server.log()
-    );
+    let nested = "mount app demo at /article/x is nested inside app article at /article";
+    for mode in [&[][..], &["--worker-mode", "process", "--workers", "1"]] {
+        let server = Server::launch("epoll")
+            .apps(&["article", "demo"])
+            .args(&["--mount", "demo=/article/x"])
+            .args(mode)
+            .start();
+        assert!(server.wait_log(&[nested]), "{mode:?}\n{}", server.log());
+    }
 }

@@ -18,11 +18,18 @@ use std::process::ExitCode;
 pub const SUBCOMMAND: &str = "new-app";
 
 /// Write a new Stoa app plugin crate.
+///
+/// The crate carries this stoa's own app-api (`stoa-app-api/`) and a
+/// Cargo.lock pinning its dependencies to the versions this host was built
+/// with: it needs no checkout, builds with `cargo build --offline` on any
+/// machine that built the host, and its library loads in this host.
 #[derive(Parser, Debug)]
 #[command(name = "stoa new-app")]
 struct NewApp {
     /// The app's name: its crate, its `[apps.NAME]` table and its mount
     /// prefix `/NAME` (letters, digits, `-` and `_`, starting with a letter).
+    /// Pick a prefix no other app uses, nor a route of the app at `/`
+    /// (`stoa check` notes a mount that hides another app's paths).
     name: String,
 
     /// Where to write the crate (default: ./NAME); must not exist or be empty.
