@@ -418,6 +418,9 @@ pub fn check(cli: &Cli) -> Result<(), BootError> {
                     app.file.display()
                 );
             }
+            crate::apps::overlap::notes(state.mounts.apps())
+                .iter()
+                .for_each(|line| println!("note: {line}"));
             problems.extend(refusal_lines(&state));
             note(&mut problems, mounts_name_loaded_apps(cli, &state));
             // The apps were constructed: retire them before exiting.

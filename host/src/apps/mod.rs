@@ -7,7 +7,8 @@
 //! `retire` calls a generation's retire hook once nothing holds it.
 //! `error` says why a plugin is refused (`LoadError`), `abi_report` finds
 //! the first difference in abi_stable's layout report, `fingerprint` what
-//! a file's bytes are (a file back with the same bytes keeps its generation).
+//! a file's bytes are (a file back with the same bytes keeps its generation),
+//! `overlap` which mounts take paths from another app.
 
 pub(crate) mod abi_report;
 pub(crate) mod dir;
@@ -16,6 +17,7 @@ pub(crate) mod error;
 pub(crate) mod fingerprint;
 pub(crate) mod loader;
 pub(crate) mod mounts;
+pub(crate) mod overlap;
 pub mod plugin_copy;
 pub(crate) mod pool;
 pub mod probe;

@@ -1,7 +1,13 @@
-//! `stoa new-app NAME [--dir DIR] [--app-api PATH|URL]`: writes a ready
-//! app plugin crate (Cargo.toml with the crate types and dependencies a
-//! plugin needs, an app with a synchronous and a deferred route, their unit
-//! tests, a README), to be built and dropped into an apps directory.
+//! `stoa new-app NAME [--dir DIR] [--app-api PATH]`: writes a ready app
+//! plugin crate (Cargo.toml with the crate types and dependencies a plugin
+//! needs, an app with a synchronous and a deferred route, their unit tests,
+//! a README), to be built and dropped into an apps directory. The crate
+//! carries this host's own app-api (`stoa-app-api/`, written from the copy
+//! embedded in the binary) and a Cargo.lock pinning its dependencies to the
+//! versions the host was built with: it builds offline wherever the host was
+//! built, and what it builds loads in this host.
+
+mod embedded;
 
 use clap::Parser;
 use std::ffi::OsString;
@@ -11,26 +17,29 @@ use std::process::ExitCode;
 /// The word after `stoa` that selects this subcommand.
 pub const SUBCOMMAND: &str = "new-app";
 
-/// Where this binary was built from: its checkout's app-api, the default
-/// dependency of a new app (a path dependency, absolute).
-const BUILT_APP_API: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../app-api");
-
 /// Write a new Stoa app plugin crate.
+///
+/// The crate carries this stoa's own app-api (`stoa-app-api/`) and a
+/// Cargo.lock pinning its dependencies to the versions this host was built
+/// with: it needs no checkout, builds with `cargo build --offline` on any
+/// machine that built the host, and its library loads in this host.
 #[derive(Parser, Debug)]
 #[command(name = "stoa new-app")]
 struct NewApp {
     /// The app's name: its crate, its `[apps.NAME]` table and its mount
     /// prefix `/NAME` (letters, digits, `-` and `_`, starting with a letter).
+    /// Pick a prefix no other app uses, nor a route of the app at `/`
+    /// (`stoa check` notes a mount that hides another app's paths).
     name: String,
 
     /// Where to write the crate (default: ./NAME); must not exist or be empty.
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
 
-    /// The stoa-app-api to depend on: a path to its folder (a `path`
-    /// dependency) or a git URL (a `git` dependency). Default: the app-api
-    /// of the checkout this stoa was built from.
-    #[arg(long, value_name = "PATH|URL")]
+    /// Depend on the stoa-app-api in this folder (an absolute `path`
+    /// dependency) instead of writing this stoa's own app-api into the new
+    /// crate (`stoa-app-api/`, the default: the exact ABI of this host).
+    #[arg(long, value_name = "PATH")]
     app_api: Option<String>,
 }
 
@@ -59,21 +68,42 @@ fn create(options: &NewApp) -> Result<String, String> {
     check_name(name)?;
     let dir = options.dir.clone().unwrap_or_else(|| PathBuf::from(name));
     check_dir(&dir)?;
-    let (dependency, from) = app_api_dependency(options.app_api.as_deref())?;
+    let app_api = app_api_dependency(options.app_api.as_deref())?;
     let lib = name.replace('-', "_");
+    let abi_stable = embedded::workspace_dependency("abi_stable")?;
     let fill = |template: &str| {
         template
             .replace("{name}", name)
             .replace("{lib}", &lib)
             .replace("{type}", &type_name(name))
-            .replace("{app_api}", &dependency)
+            .replace("{app_api}", &app_api.dependency)
+            .replace("{abi_stable}", &abi_stable)
+            .replace("{app_api_version}", &app_api.version)
     };
-    let files = [
-        ("Cargo.toml", fill(include_str!("new_app/Cargo.toml.tmpl"))),
-        ("src/lib.rs", fill(include_str!("new_app/lib.rs.tmpl"))),
-        ("README.md", fill(include_str!("new_app/README.md.tmpl"))),
-        (".gitignore", fill(include_str!("new_app/gitignore.tmpl"))),
+    let mut files: Vec<(String, String)> = vec![
+        (
+            "Cargo.toml".into(),
+            fill(include_str!("new_app/Cargo.toml.tmpl")),
+        ),
+        ("Cargo.lock".into(), embedded::lock(name)?),
+        (
+            "src/lib.rs".into(),
+            fill(include_str!("new_app/lib.rs.tmpl")),
+        ),
+        (
+            "README.md".into(),
+            fill(include_str!("new_app/README.md.tmpl")),
+        ),
+        (
+            ".gitignore".into(),
+            fill(include_str!("new_app/gitignore.tmpl")),
+        ),
     ];
+    if options.app_api.is_none() {
+        for (path, text) in embedded::files()? {
+            files.push((format!("{}/{path}", embedded::FOLDER), text));
+        }
+    }
     for (file, text) in &files {
         let path = dir.join(file);
         if let Some(parent) = path.parent() {
@@ -84,13 +114,15 @@ fn create(options: &NewApp) -> Result<String, String> {
     }
     let shown = dir.display();
     Ok(format!(
-        "created app {name} in {shown} (stoa-app-api {from})\n\
+        "created app {name} in {shown} (stoa-app-api {}, {})\n\
          next:\n  \
          cd {shown}\n  \
          cargo test\n  \
          cargo build --release\n  \
          cp target/release/lib{lib}.so APPS_DIR/   # served at /{name} and /{name}/later\n  \
-         cargo doc -p stoa-app-api --open         # the plugin author's guide\n"
+         stoa check --apps APPS_DIR               # the mounts, and any route one hides\n  \
+         cargo doc -p stoa-app-api --open         # the plugin author's guide\n",
+        app_api.version, app_api.from
     ))
 }
 
@@ -186,41 +218,61 @@ fn check_dir(dir: &Path) -> Result<(), String> {
     }
 }
 
-/// The `stoa-app-api` dependency's TOML value, and what it names.
-fn app_api_dependency(given: Option<&str>) -> Result<(String, String), String> {
-    let given = given.unwrap_or(BUILT_APP_API);
+/// The new crate's `stoa-app-api` dependency.
+#[derive(Debug)]
+struct AppApi {
+    /// Its TOML value in the manifest.
+    dependency: String,
+    version: String,
+    /// Where it comes from, for the summary.
+    from: String,
+}
+
+/// This host's own app-api, written into the crate; or the one in folder
+/// `given`. A URL is refused: a git dependency follows the repository, not
+/// this host's ABI.
+fn app_api_dependency(given: Option<&str>) -> Result<AppApi, String> {
+    let ours = embedded::version()?;
+    let Some(given) = given else {
+        return Ok(AppApi {
+            dependency: format!("{{ path = \"{}\" }}", embedded::FOLDER),
+            version: ours,
+            from: format!("this stoa's own, written to {}/", embedded::FOLDER),
+        });
+    };
     if given.contains("://") || given.starts_with("git@") {
-        return Ok((
-            format!("{{ git = {} }}", toml_string(given)),
-            format!("from {given}"),
+        return Err(format!(
+            "--app-api {given}: a git dependency is not pinned to this host's ABI \
+             (it would follow the repository); leave --app-api out to get this stoa's \
+             own app-api {ours}, or pass --app-api PATH (a folder)"
         ));
     }
     let manifest = Path::new(given).join("Cargo.toml");
     let text = std::fs::read_to_string(&manifest).map_err(|e| {
         format!(
-            "no stoa-app-api at {given} ({}: {e}); pass --app-api PATH (its folder) \
-             or --app-api URL (a git repository)",
+            "--app-api {given}: no stoa-app-api there ({}: {e}); pass its folder, \
+             or leave --app-api out to get this stoa's own app-api {ours}",
             manifest.display()
         )
     })?;
-    if !text.contains("name = \"stoa-app-api\"") {
+    let parsed = text.parse::<toml::Table>().ok();
+    let package = parsed.as_ref().and_then(|t| t.get("package"));
+    let field = |key: &str| package.and_then(|p| p.get(key)).and_then(|v| v.as_str());
+    if field("name") != Some("stoa-app-api") {
         return Err(format!(
-            "{} is not stoa-app-api's manifest; pass --app-api PATH (its folder) or URL",
+            "--app-api {given}: {} is not stoa-app-api's manifest; pass its folder, \
+             or leave --app-api out to get this stoa's own app-api {ours}",
             manifest.display()
         ));
     }
+    let version = field("version").unwrap_or("(inherited)").to_string();
     let path = std::fs::canonicalize(given).map_err(|e| format!("cannot resolve {given}: {e}"))?;
     let path = path.display().to_string();
-    Ok((
-        format!("{{ path = {} }}", toml_string(&path)),
-        format!("at {path}"),
-    ))
-}
-
-/// A TOML basic string.
-fn toml_string(text: &str) -> String {
-    let escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
-    format!("\"{escaped}\"")
+    Ok(AppApi {
+        dependency: format!("{{ path = {} }}", embedded::toml_string(&path)),
+        version,
+        from: format!("at {path}"),
+    })
 }
 
 /// `my-app` -> `MyApp`: the app's type in the generated code.
@@ -255,17 +307,22 @@ mod tests {
     }
 
     #[test]
-    fn dependencies_are_path_or_git() {
-        let (dep, _) = app_api_dependency(Some("https://example.org/stoa.git")).unwrap();
-        assert_eq!(dep, "{ git = \"https://example.org/stoa.git\" }");
-        let (dep, from) = app_api_dependency(None).unwrap();
-        assert!(
-            dep.starts_with("{ path = \"/") && dep.ends_with("app-api\" }"),
-            "{dep}"
-        );
-        assert!(from.starts_with("at /"), "{from}");
+    fn the_default_app_api_is_our_own_and_a_url_is_refused() {
+        let ours = app_api_dependency(None).unwrap();
+        assert_eq!(ours.dependency, "{ path = \"stoa-app-api\" }");
+        assert_eq!(ours.version, embedded::version().unwrap());
+        let e = app_api_dependency(Some("https://example.org/stoa.git")).unwrap_err();
+        assert!(e.contains("not pinned to this host's ABI"), "{e}");
         let e = app_api_dependency(Some("/nonexistent/app-api")).unwrap_err();
-        assert!(e.contains("pass --app-api PATH"), "{e}");
+        assert!(e.contains("no stoa-app-api there"), "{e}");
+        let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/../app-api");
+        let given = app_api_dependency(Some(folder)).unwrap();
+        assert!(
+            given.dependency.starts_with("{ path = \"/"),
+            "{}",
+            given.dependency
+        );
+        assert_eq!(given.version, ours.version);
     }
 
     #[test]

@@ -226,6 +226,10 @@ impl Registry {
                 path.display()
             ),
         }
+        let others = self.live.iter().filter(|(p, _)| **p != path);
+        for line in crate::apps::overlap::nested(&app, others.map(|(_, l)| &l.app)) {
+            log::warn!("{line}");
+        }
         if let (Some(guard), Some(new), Some(old)) = (
             &self.guard,
             app.digest.as_deref(),
