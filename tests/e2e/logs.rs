@@ -13,6 +13,7 @@ use rustix::process::Signal;
 use serde_json::Value;
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
+use std::path::Path;
 use std::time::Duration;
 
 matrix!(
@@ -400,4 +401,152 @@ fn streams_and_websockets_are_logged_at_their_end_with_the_bytes_sent(poller: &s
         cut[0]["bytes"].as_u64() >= Some(endless.body_len()),
         "{cut:#?}"
     );
+}
+
+/// Waits until the file at `path` holds a line containing every needle;
+/// returns its text.
+fn wait_file(path: &Path, needles: &[&str]) -> String {
+    let read = || std::fs::read_to_string(path).unwrap_or_default();
+    wait_until(WAIT, || {
+        read()
+            .lines()
+            .any(|l| needles.iter().all(|n| l.contains(n)))
+    });
+    read()
+}
+
+#[test]
+fn every_worker_process_appends_to_the_error_log_and_sigusr1_reopens_it() {
+    let dir = TempDir::new("error-log");
+    let path = dir.path().join("error.log");
+    let arg = path.display().to_string();
+    let server = Server::launch("epoll")
+        .apps(SAMPLE_APPS)
+        .args(&[
+            "--worker-mode",
+            "process",
+            "--workers",
+            "2",
+            "--error-log",
+            &arg,
+        ])
+        .spawned();
+    let text = wait_file(&path, &["listening on http://"]);
+    let text = if text.contains("[worker 1 pid") {
+        text
+    } else {
+        wait_file(&path, &["[worker 1 pid", "loaded app"])
+    };
+    for who in ["[worker 0 pid", "[worker 1 pid"] {
+        assert!(text.contains(who), "no line of {who}: {text}");
+    }
+    assert!(text.contains("INFO  stoa::boot: listening on"), "{text}");
+    // Standard error keeps nothing of it.
+    assert!(!server.log().contains("listening on"), "{}", server.log());
+    let moved = path.with_extension("log.1");
+    std::fs::rename(&path, &moved).expect("move the error log");
+    server.signal(Signal::USR1);
+    // The supervisor and each worker open the new file.
+    let reopened = |t: &str| {
+        t.lines()
+            .filter(|l| l.contains("SIGUSR1: reopened the error log"))
+            .count()
+    };
+    let read = || std::fs::read_to_string(&path).unwrap_or_default();
+    wait_until(WAIT, || reopened(&read()) == 3);
+    let new = read();
+    assert_eq!(reopened(&new), 3, "{new}");
+    for who in ["[worker 0 pid", "[worker 1 pid"] {
+        assert!(
+            new.lines()
+                .any(|l| l.contains(who) && l.contains("reopened the error log")),
+            "{who} did not reopen: {new}"
+        );
+    }
+    // Lines logged before the signal stay in the moved file; each is whole.
+    let old = std::fs::read_to_string(&moved).expect("the moved error log");
+    assert!(old.contains("listening on http://"), "{old}");
+    for line in old.lines().chain(new.lines()) {
+        assert!(
+            line.starts_with("20") && line.len() > 24,
+            "a torn line: {line:?}"
+        );
+    }
+}
+
+#[test]
+fn an_error_log_in_a_missing_directory_is_refused_naming_the_flag() {
+    let dir = TempDir::new("error-log-missing");
+    let path = dir.path().join("missing").join("error.log");
+    let arg = path.display().to_string();
+    let (_, log) = Server::launch("epoll")
+        .apps(SAMPLE_APPS)
+        .args(&["--error-log", &arg])
+        .refused();
+    let missing = dir.path().join("missing");
+    let expected = format!(
+        "--error-log {arg}: cannot create {arg}: {} is not a directory",
+        missing.display()
+    );
+    assert!(log.contains(&expected), "{log}");
+    // `stoa check` says the same of the file's `error_log` key.
+    let config = dir.path().join("stoa.toml");
+    std::fs::write(&config, format!("error_log = {arg:?}\n")).expect("write the config");
+    let apps = dir.path().join("apps");
+    std::fs::create_dir(&apps).expect("create the apps dir");
+    let out = crate::common::run_to_exit(
+        std::process::Command::new(crate::harness::STOA)
+            .arg("check")
+            .arg("--config")
+            .arg(&config)
+            .arg("--apps")
+            .arg(&apps)
+            .args(["--bind", "127.0.0.1:0"]),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains(&format!("problem: {expected}")), "{stdout}");
+    assert!(!missing.exists());
+}
+
+#[test]
+fn on_the_journal_lines_carry_priorities_and_no_time() {
+    // What systemd sets for a service whose stderr is the journal: the
+    // device and inode of that stream.
+    let server = Server::launch("epoll")
+        .shell("export JOURNAL_STREAM=$(stat -L -c %d:%i /proc/self/fd/2)")
+        .args(&["--log-level", "debug"])
+        .access_log()
+        .start();
+    // An error: a reopen of the access log that finds a directory there.
+    let path = server.access_log_path().to_path_buf();
+    assert_eq!(server.get("/no/app/").status, 404);
+    assert_eq!(server.access_lines(1).len(), 1);
+    std::fs::rename(&path, path.with_extension("log.1")).expect("move the access log");
+    std::fs::create_dir(&path).expect("a directory at the access log's path");
+    server.signal(Signal::USR1);
+    assert!(
+        server.wait_log(&["<3>ERROR", "cannot reopen the access log"]),
+        "no <3> line (JOURNAL_STREAM is set from stat(1)): {}",
+        server.log()
+    );
+    let log = server.log();
+    for wanted in [
+        "<4>WARN  stoa::boot: no app loaded",
+        "<6>INFO  stoa::boot: listening on http://",
+        "<7>DEBUG ",
+    ] {
+        assert!(log.contains(wanted), "no {wanted:?}: {log}");
+    }
+    for line in log.lines() {
+        let priority = line.get(..3).unwrap_or_default();
+        assert!(
+            ["<3>", "<4>", "<6>", "<7>"].contains(&priority),
+            "no priority: {line:?}"
+        );
+        assert!(
+            !line[3..].starts_with("20"),
+            "a time on the journal: {line:?}"
+        );
+    }
 }

@@ -3,7 +3,7 @@
 //! blocking pool. The answer is queued on the connection's output.
 
 use super::clock::Stamp;
-use super::conn::{Conn, Pending, Tail, Terms};
+use super::conn::{Conn, Due, Pending, Tail, Terms};
 use super::handles::Handles;
 use super::ws::line::Line;
 use super::ws::{Link, LinkWatch};
@@ -328,14 +328,14 @@ impl Dispatcher {
             (Some(log), Some(info)) => Some((log.clone(), info)),
             _ => None,
         };
-        conn.follow(Tail::new(
+        conn.follow(Tail::new(Due {
             log,
-            self.shared.stats.clone(),
-            self.worker,
-            pending.slot,
+            stats: self.shared.stats.clone(),
+            worker: self.worker,
+            slot: pending.slot,
             status,
-            pending.started,
-        ));
+            started: pending.started,
+        }));
     }
 
     /// Queues the app's answer to the request `conn` (reported as

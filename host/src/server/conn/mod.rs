@@ -36,7 +36,7 @@ pub use request::Terms;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use stream::ConnStream;
-pub use tail::Tail;
+pub use tail::{Due, Tail};
 pub use transport::Transport;
 
 use crate::ops::access_log::AccessInfo;

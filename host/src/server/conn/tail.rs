@@ -10,14 +10,22 @@ use crate::stats::{bump, Stats};
 use std::sync::Arc;
 use std::time::Instant;
 
+/// What a streamed answer's or a WebSocket's end writes and counts.
+pub struct Due {
+    /// The access log and the request's line, when the log is on.
+    pub log: Option<(Arc<AccessLog>, Box<AccessInfo>)>,
+    /// Counted in worker `worker`'s counters of app `slot`.
+    pub stats: Arc<Stats>,
+    pub worker: usize,
+    pub slot: Option<usize>,
+    pub status: u16,
+    /// When its request was dispatched.
+    pub started: Instant,
+}
+
 /// A streamed answer's or a WebSocket's line and count, due at its end.
 pub struct Tail {
-    log: Option<(Arc<AccessLog>, Box<AccessInfo>)>,
-    stats: Arc<Stats>,
-    worker: usize,
-    slot: Option<usize>,
-    status: u16,
-    started: Instant,
+    due: Due,
     /// Where its body begins in the output, and where it ends once it
     /// has (both in `Output::queued` terms).
     from: u64,
@@ -27,24 +35,9 @@ pub struct Tail {
 }
 
 impl Tail {
-    /// The tail of an answer with `status` to the request begun at
-    /// `started`, counted in `worker`'s counters of app `slot`; `log`
-    /// when the access log is on.
-    pub fn new(
-        log: Option<(Arc<AccessLog>, Box<AccessInfo>)>,
-        stats: Arc<Stats>,
-        worker: usize,
-        slot: Option<usize>,
-        status: u16,
-        started: Instant,
-    ) -> Self {
+    pub fn new(due: Due) -> Self {
         Tail {
-            log,
-            stats,
-            worker,
-            slot,
-            status,
-            started,
+            due,
             from: 0,
             end: None,
             written: 0,
@@ -79,13 +72,14 @@ impl Tail {
 impl Drop for Tail {
     fn drop(&mut self) {
         let sent = self.sent();
-        bump(&self.stats.worker(self.worker).app(self.slot).bytes, sent);
-        if let Some((log, info)) = &self.log {
-            let took = self.started.elapsed();
+        let due = &self.due;
+        bump(&due.stats.worker(due.worker).app(due.slot).bytes, sent);
+        if let Some((log, info)) = &due.log {
+            let took = due.started.elapsed();
             log.write(
                 info,
                 &Answered {
-                    status: self.status,
+                    status: due.status,
                     bytes: usize::try_from(sent).unwrap_or(usize::MAX),
                     micros: u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
                 },
