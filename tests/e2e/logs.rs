@@ -550,3 +550,38 @@ fn on_the_journal_lines_carry_priorities_and_no_time() {
         );
     }
 }
+
+#[test]
+fn worker_processes_log_streams_at_their_end_and_metrics_add_up_their_bytes() {
+    let server = Server::launch("epoll")
+        .apps(&["demo"])
+        .args(&[
+            "--worker-mode",
+            "process",
+            "--workers",
+            "2",
+            "--log-format",
+            "json",
+        ])
+        .access_log()
+        .start();
+    // Streams on several connections, so both workers are likely to serve.
+    let mut received = 0;
+    for n in [100_000, 70_000, 30_000, 5] {
+        let r = server.get(&format!("/demo/bytes?n={n}"));
+        assert_eq!(r.body.len(), n, "{r:?}");
+        received += n as u64;
+    }
+    let lines: Vec<Value> = server.access_lines(4).iter().map(|l| parse(l)).collect();
+    let logged: u64 = lines.iter().filter_map(|v| v["bytes"].as_u64()).sum();
+    assert_eq!(logged, received, "{lines:#?}");
+    // Each worker publishes its counters a few times a second.
+    let counted = || {
+        metrics(&server)
+            .get("stoa_response_bytes_total{app=\"demo\"}")
+            .copied()
+            .unwrap_or(0.0) as u64
+    };
+    wait_until(WAIT, || counted() == received);
+    assert_eq!(counted(), received);
+}
