@@ -197,23 +197,31 @@ impl<S> Conn<S> {
     }
 
     /// Keeps `tail` for the streamed answer or the WebSocket just begun
-    /// (its body is what the output takes from now on, after the head);
-    /// a previous one still due is done now, with what it sent.
+    /// (its body is what the output takes from now on, after the head),
+    /// behind a previous one whose last bytes are still going out.
     pub fn follow(&mut self, mut tail: Tail) {
         let from = match &self.phase {
             Phase::Streaming { stream, .. } => stream.body_from(),
             _ => self.out.queued(),
         };
         tail.begins_at(from, self.out.written());
-        self.tail = Some(Box::new(tail));
+        let tail = Box::new(tail);
+        match &mut self.tail {
+            Some(earlier) => earlier.queue(tail),
+            None => self.tail = Some(tail),
+        }
     }
 
-    /// Tells the tail what the output has written; done once its body is.
+    /// Tells the tails what the output has written; each is done once
+    /// its body is.
     fn tail_written(&mut self) {
-        if let Some(tail) = &mut self.tail {
-            if tail.written_to(self.out.written()) {
-                self.tail = None;
+        let written = self.out.written();
+        while let Some(tail) = &mut self.tail {
+            if !tail.written_to(written) {
+                return;
             }
+            // The one behind goes first; then this one is done.
+            self.tail = tail.take_behind();
         }
     }
 

@@ -32,6 +32,8 @@ pub struct Tail {
     end: Option<u64>,
     /// The output's `written` when last told.
     written: u64,
+    /// A later one on the same connection (pipelined), due after it.
+    behind: Option<Box<Tail>>,
 }
 
 impl Tail {
@@ -41,6 +43,7 @@ impl Tail {
             from: 0,
             end: None,
             written: 0,
+            behind: None,
         }
     }
 
@@ -50,16 +53,35 @@ impl Tail {
         self.written = written;
     }
 
-    /// Its body has ended at `end`.
-    pub(super) fn ends_at(&mut self, end: u64) {
-        self.end = Some(end);
+    /// Queues `later` behind this one and any already behind it.
+    pub(super) fn queue(&mut self, later: Box<Tail>) {
+        match &mut self.behind {
+            Some(next) => next.queue(later),
+            None => self.behind = Some(later),
+        }
     }
 
-    /// The output has written `written` bytes; true once its body is all
-    /// written (the tail is due).
+    /// The newest body, the one going out now, has ended at `end`.
+    pub(super) fn ends_at(&mut self, end: u64) {
+        match &mut self.behind {
+            Some(next) => next.ends_at(end),
+            None => self.end = Some(end),
+        }
+    }
+
+    /// The output has written `written` bytes; true once this one's body
+    /// is all written (it is due).
     pub(super) fn written_to(&mut self, written: u64) -> bool {
         self.written = written;
+        if let Some(next) = &mut self.behind {
+            next.written_to(written);
+        }
         self.end.is_some_and(|end| written >= end)
+    }
+
+    /// Takes the one behind it (before this one is done).
+    pub(super) fn take_behind(&mut self) -> Option<Box<Tail>> {
+        self.behind.take()
     }
 
     /// The body bytes written so far.
@@ -85,5 +107,48 @@ impl Drop for Tail {
                 },
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering::Relaxed;
+
+    fn tail(stats: &Arc<Stats>) -> Tail {
+        Tail::new(Due {
+            log: None,
+            stats: stats.clone(),
+            worker: 0,
+            slot: Some(0),
+            status: 200,
+            started: Instant::now(),
+        })
+    }
+
+    fn counted(stats: &Stats) -> u64 {
+        stats.worker(0).app(Some(0)).bytes.load(Relaxed)
+    }
+
+    #[test]
+    fn a_pipelined_tail_waits_behind_the_one_before_and_each_counts_what_was_sent() {
+        let stats = Arc::new(Stats::new(1));
+        // The first body is bytes 100..130; the second's head ends at 150.
+        let mut first = Box::new(tail(&stats));
+        first.begins_at(100, 90);
+        first.ends_at(130);
+        let mut second = Box::new(tail(&stats));
+        second.begins_at(150, 120);
+        first.queue(second);
+        // The second's end is the newest body's.
+        first.ends_at(170);
+        assert!(!first.written_to(120));
+        assert!(first.written_to(160), "the first body is all written");
+        let second = first.take_behind().expect("the second waits behind");
+        drop(first);
+        assert_eq!(counted(&stats), 30, "the first body, whole");
+        // The client goes with 10 bytes of the second body written.
+        drop(second);
+        assert_eq!(counted(&stats), 40);
     }
 }
