@@ -390,11 +390,16 @@ pub fn check(cli: &Cli) -> Result<(), BootError> {
     for line in relative_paths(cli) {
         println!("# {line}");
     }
-    if let Some(target) = &cli.access_log {
-        note(
-            &mut problems,
-            crate::ops::log_target::check(target).map_err(|e| e.within("--access-log", target)),
-        );
+    for (flag, target) in [
+        ("--access-log", &cli.access_log),
+        ("--error-log", &cli.error_log),
+    ] {
+        if let Some(target) = target {
+            note(
+                &mut problems,
+                crate::ops::log_target::check(target).map_err(|e| e.within(flag, target)),
+            );
+        }
     }
     match crate::boot::load_apps(
         cli,

@@ -44,7 +44,9 @@ fn main() -> ExitCode {
             Err(_) => ExitCode::FAILURE,
         };
     }
-    if let Err(e) = error_log::setup(cli.log_level, cli.log_format) {
+    // `stoa check` reports on the error log's file without creating it.
+    let error_file = cli.error_log.as_deref().filter(|_| !cli.check_config);
+    if let Err(e) = error_log::setup(cli.log_level, cli.log_format, error_file) {
         eprintln!("stoa: cannot set up logging: {e}");
         return ExitCode::FAILURE;
     }

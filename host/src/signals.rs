@@ -5,7 +5,7 @@
 //! signals itself. SIGTERM and SIGINT drain the workers (a second one exits
 //! at once, and the graceful timeout forces the rest closed; an upgrade's
 //! new process that is not ready yet is stopped first); SIGHUP asks
-//! the apps thread to rescan; SIGUSR1 reopens the access log; SIGUSR2
+//! the apps thread to rescan; SIGUSR1 reopens the log files; SIGUSR2
 //! upgrades the host binary in place (see `ops::upgrade`) and then drains.
 
 use crate::apps::plugin_copy;
@@ -98,10 +98,13 @@ fn act(steered: &Arc<Steered>, upgrading: &Arc<AtomicBool>, request: Request) {
                 log::warn!("SIGHUP ignored: the apps thread has stopped (draining)");
             }
         }
-        Request::ReopenLogs => match &steered.access_log {
-            Some(log) => log.reopen(),
-            None => log::info!("SIGUSR1: no access log file to reopen"),
-        },
+        Request::ReopenLogs => {
+            crate::ops::error_log::reopen();
+            match &steered.access_log {
+                Some(log) => log.reopen(),
+                None => log::info!("SIGUSR1: no access log file to reopen"),
+            }
+        }
         Request::Upgrade { why } => match steered.row {
             Some(_) if why == "SIGUSR2" => {
                 log::warn!("SIGUSR2 ignored by a worker process: send it to the supervisor")

@@ -1,18 +1,26 @@
 //! Logs an operator can ship: `--log-format json` for the error log and
-//! the access log, the access log's app, generation and duration, SIGUSR1
-//! reopening a rotated access log, `--pid-file`, and the loop-block
-//! warning's remedy.
+//! the access log, the access log's app, generation and duration, the
+//! line of a streamed answer, SSE stream or WebSocket written at its end
+//! with the bytes sent (and those bytes in metrics), SIGUSR1 reopening a
+//! rotated access log, `--error-log` (a file every worker process
+//! appends to, reopened on SIGUSR1) and journald's priority prefixes,
+//! `--pid-file`, and the loop-block warning's remedy.
 
 use crate::client::get;
+use crate::common::metrics;
 use crate::harness::{wait_until, Server, TempDir, SAMPLE_APPS, WAIT};
 use rustix::process::Signal;
 use serde_json::Value;
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
 use std::time::Duration;
 
 matrix!(
     json_error_log_lines_carry_time_level_target_message,
     json_access_lines_carry_app_generation_and_micros,
     sigusr1_reopens_a_moved_access_log,
+    streams_and_websockets_are_logged_at_their_end_with_the_bytes_sent,
     pid_file_is_written_and_removed_at_exit,
     live_pid_file_refuses_to_start,
     stale_pid_file_is_replaced,
@@ -215,4 +223,365 @@ fn loop_block_warning_names_app_blocks(poller: &str) {
         "{}",
         server.log()
     );
+}
+
+/// A raw client of a streamed answer: what came after the head.
+struct Raw {
+    stream: TcpStream,
+    got: Vec<u8>,
+}
+
+impl Raw {
+    fn open(server: &Server, request: &[u8]) -> Raw {
+        let mut stream = TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("a read timeout");
+        stream.write_all(request).expect("send the request");
+        Raw {
+            stream,
+            got: Vec::new(),
+        }
+    }
+
+    /// Reads until `needle` has come (or fails naming it).
+    fn read_until(&mut self, needle: &str) {
+        let mut chunk = [0u8; 4096];
+        while !String::from_utf8_lossy(&self.got).contains(needle) {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => panic!("closed before {needle:?}: {:?}", self.text()),
+                Ok(n) => self.got.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => panic!("no {needle:?} ({e}): {:?}", self.text()),
+            }
+        }
+    }
+
+    /// Reads to the end of stream (a reset ends it too).
+    fn read_to_end(&mut self) {
+        let mut rest = Vec::new();
+        let ended = self.stream.read_to_end(&mut rest);
+        self.got.extend_from_slice(&rest);
+        assert!(
+            ended.is_ok() || ended.is_err_and(|e| e.kind() == ErrorKind::ConnectionReset),
+            "{:?}",
+            self.text()
+        );
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.got).into_owned()
+    }
+
+    /// The bytes received after the head.
+    fn body_len(&self) -> u64 {
+        let text = self.text();
+        let head = text.find("\r\n\r\n").expect("a whole head") + 4;
+        (self.got.len() - head) as u64
+    }
+}
+
+/// The JSON access lines (waiting for `n`) whose target is `target`.
+fn lines_for(server: &Server, n: usize, target: &str) -> Vec<Value> {
+    server
+        .access_lines(n)
+        .iter()
+        .map(|l| parse(l))
+        .filter(|v| v["target"] == target)
+        .collect()
+}
+
+fn streams_and_websockets_are_logged_at_their_end_with_the_bytes_sent(poller: &str) {
+    let mut server = Server::launch(poller)
+        .apps(&["demo"])
+        .args(&["--log-format", "json", "--graceful-timeout", "1"])
+        .access_log()
+        .start();
+    // An SSE stream that ends (two events a second apart), one the client
+    // leaves, and a download of a declared length, at once.
+    let mut finished = Raw::open(&server, &get("/demo/clock?count=2"));
+    let mut left = Raw::open(&server, &get("/demo/clock"));
+    let mut download = Raw::open(&server, &get("/demo/bytes?n=100000"));
+    left.read_until("id: 1\n");
+    // Its head went out a second ago: no line until it ends.
+    let early = server.access_lines(0);
+    assert!(
+        !early.iter().any(|l| l.contains("\"/demo/clock\"")),
+        "logged before its end: {early:#?}"
+    );
+    let received = left.body_len();
+    drop(left);
+    // The last chunk (the connection stays open for the next request).
+    finished.read_until("\r\n0\r\n\r\n");
+    download.read_until("\r\n\r\n");
+    let mut chunk = vec![0u8; 65536];
+    while download.body_len() < 100_000 {
+        let n = download.stream.read(&mut chunk).expect("read the download");
+        assert!(n > 0, "the download ended at {}", download.body_len());
+        download.got.extend_from_slice(&chunk[..n]);
+    }
+    let whole = lines_for(&server, 3, "/demo/clock?count=2");
+    assert_eq!(whole.len(), 1, "{whole:#?}");
+    // The bytes on the wire after the head (chunk framing included, as
+    // nginx's $body_bytes_sent), and the whole duration: the second event
+    // comes a second after the first.
+    assert_eq!(
+        whole[0]["bytes"].as_u64(),
+        Some(finished.body_len()),
+        "{whole:#?}"
+    );
+    assert!(
+        whole[0]["us"].as_u64().is_some_and(|us| us >= 1_000_000),
+        "{whole:#?}"
+    );
+    assert_eq!(whole[0]["status"], 200);
+    let bytes = lines_for(&server, 3, "/demo/bytes?n=100000");
+    assert_eq!(bytes.len(), 1, "{bytes:#?}");
+    assert_eq!(bytes[0]["bytes"], 100_000, "{bytes:#?}");
+    let cut = lines_for(&server, 3, "/demo/clock");
+    assert_eq!(
+        cut.len(),
+        1,
+        "the stream the client left is logged: {cut:#?}"
+    );
+    let sent = cut[0]["bytes"].as_u64().unwrap_or(0);
+    assert!(sent >= received, "{sent} sent, {received} received");
+    // A WebSocket: its 101 is logged when the session ends, with the bytes
+    // of the frames sent (the echo, then the close's).
+    let mut ws = crate::client::Client::connect(server.port);
+    let r = ws.request(&crate::client::request(
+        "GET",
+        "/demo/ws",
+        &[
+            "Upgrade: websocket",
+            "Connection: Upgrade",
+            "Sec-WebSocket-Version: 13",
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+        ],
+    ));
+    assert_eq!(r.status, 101, "{r:?}");
+    ws.send(&crate::websocket::masked(0x1, b"hello"));
+    assert_eq!(ws.read_bytes(7), b"\x81\x05hello");
+    ws.send(&crate::websocket::masked(0x8, &[0x03, 0xe8]));
+    assert_eq!(ws.read_bytes(4), b"\x88\x02\x03\xe8", "the close echo");
+    ws.assert_closed();
+    let session = lines_for(&server, 4, "/demo/ws");
+    assert_eq!(session.len(), 1, "{session:#?}");
+    assert_eq!(
+        (&session[0]["status"], &session[0]["bytes"]),
+        (&101.into(), &11.into())
+    );
+    // Metrics count the bytes the lines report.
+    let logged: u64 = server
+        .access_lines(4)
+        .iter()
+        .map(|l| parse(l))
+        .filter(|v| v["app"] == "demo")
+        .filter_map(|v| v["bytes"].as_u64())
+        .sum();
+    let counted = metrics(&server)["stoa_response_bytes_total{app=\"demo\"}"];
+    assert_eq!(counted as u64, logged);
+    // A stream the shutdown cuts (past --graceful-timeout) is logged too.
+    let mut endless = Raw::open(&server, &get("/demo/clock?shutdown"));
+    endless.read_until("id: 0\n");
+    server.signal(Signal::TERM);
+    endless.read_to_end();
+    assert!(
+        server.wait_exit(Duration::from_secs(10)).is_some(),
+        "{}",
+        server.log()
+    );
+    let cut = lines_for(&server, 6, "/demo/clock?shutdown");
+    assert_eq!(
+        cut.len(),
+        1,
+        "the stream a shutdown cut is logged: {cut:#?}"
+    );
+    assert!(
+        cut[0]["bytes"].as_u64() >= Some(endless.body_len()),
+        "{cut:#?}"
+    );
+}
+
+/// Waits until the file at `path` holds a line containing every needle;
+/// returns its text.
+fn wait_file(path: &Path, needles: &[&str]) -> String {
+    let read = || std::fs::read_to_string(path).unwrap_or_default();
+    wait_until(WAIT, || {
+        read()
+            .lines()
+            .any(|l| needles.iter().all(|n| l.contains(n)))
+    });
+    read()
+}
+
+#[test]
+fn every_worker_process_appends_to_the_error_log_and_sigusr1_reopens_it() {
+    let dir = TempDir::new("error-log");
+    let path = dir.path().join("error.log");
+    let arg = path.display().to_string();
+    let server = Server::launch("epoll")
+        .apps(SAMPLE_APPS)
+        .args(&[
+            "--worker-mode",
+            "process",
+            "--workers",
+            "2",
+            "--error-log",
+            &arg,
+        ])
+        .spawned();
+    let text = wait_file(&path, &["listening on http://"]);
+    let text = if text.contains("[worker 1 pid") {
+        text
+    } else {
+        wait_file(&path, &["[worker 1 pid", "loaded app"])
+    };
+    for who in ["[worker 0 pid", "[worker 1 pid"] {
+        assert!(text.contains(who), "no line of {who}: {text}");
+    }
+    assert!(text.contains("INFO  stoa::boot: listening on"), "{text}");
+    // Standard error keeps nothing of it.
+    assert!(!server.log().contains("listening on"), "{}", server.log());
+    let moved = path.with_extension("log.1");
+    std::fs::rename(&path, &moved).expect("move the error log");
+    server.signal(Signal::USR1);
+    // The supervisor and each worker open the new file.
+    let reopened = |t: &str| {
+        t.lines()
+            .filter(|l| l.contains("SIGUSR1: reopened the error log"))
+            .count()
+    };
+    let read = || std::fs::read_to_string(&path).unwrap_or_default();
+    wait_until(WAIT, || reopened(&read()) == 3);
+    let new = read();
+    assert_eq!(reopened(&new), 3, "{new}");
+    for who in ["[worker 0 pid", "[worker 1 pid"] {
+        assert!(
+            new.lines()
+                .any(|l| l.contains(who) && l.contains("reopened the error log")),
+            "{who} did not reopen: {new}"
+        );
+    }
+    // Lines logged before the signal stay in the moved file; each is whole.
+    let old = std::fs::read_to_string(&moved).expect("the moved error log");
+    assert!(old.contains("listening on http://"), "{old}");
+    for line in old.lines().chain(new.lines()) {
+        assert!(
+            line.starts_with("20") && line.len() > 24,
+            "a torn line: {line:?}"
+        );
+    }
+}
+
+#[test]
+fn an_error_log_in_a_missing_directory_is_refused_naming_the_flag() {
+    let dir = TempDir::new("error-log-missing");
+    let path = dir.path().join("missing").join("error.log");
+    let arg = path.display().to_string();
+    let (_, log) = Server::launch("epoll")
+        .apps(SAMPLE_APPS)
+        .args(&["--error-log", &arg])
+        .refused();
+    let missing = dir.path().join("missing");
+    let expected = format!(
+        "--error-log {arg}: cannot create {arg}: {} is not a directory",
+        missing.display()
+    );
+    assert!(log.contains(&expected), "{log}");
+    // `stoa check` says the same of the file's `error_log` key.
+    let config = dir.path().join("stoa.toml");
+    std::fs::write(&config, format!("error_log = {arg:?}\n")).expect("write the config");
+    let apps = dir.path().join("apps");
+    std::fs::create_dir(&apps).expect("create the apps dir");
+    let out = crate::common::run_to_exit(
+        std::process::Command::new(crate::harness::STOA)
+            .arg("check")
+            .arg("--config")
+            .arg(&config)
+            .arg("--apps")
+            .arg(&apps)
+            .args(["--bind", "127.0.0.1:0"]),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains(&format!("problem: {expected}")), "{stdout}");
+    assert!(!missing.exists());
+}
+
+#[test]
+fn on_the_journal_lines_carry_priorities_and_no_time() {
+    // What systemd sets for a service whose stderr is the journal: the
+    // device and inode of that stream.
+    let server = Server::launch("epoll")
+        .shell("export JOURNAL_STREAM=$(stat -L -c %d:%i /proc/self/fd/2)")
+        .args(&["--log-level", "debug"])
+        .access_log()
+        .start();
+    // An error: a reopen of the access log that finds a directory there.
+    let path = server.access_log_path().to_path_buf();
+    assert_eq!(server.get("/no/app/").status, 404);
+    assert_eq!(server.access_lines(1).len(), 1);
+    std::fs::rename(&path, path.with_extension("log.1")).expect("move the access log");
+    std::fs::create_dir(&path).expect("a directory at the access log's path");
+    server.signal(Signal::USR1);
+    assert!(
+        server.wait_log(&["<3>ERROR", "cannot reopen the access log"]),
+        "no <3> line (JOURNAL_STREAM is set from stat(1)): {}",
+        server.log()
+    );
+    let log = server.log();
+    for wanted in [
+        "<4>WARN  stoa::boot: no app loaded",
+        "<6>INFO  stoa::boot: listening on http://",
+        "<7>DEBUG ",
+    ] {
+        assert!(log.contains(wanted), "no {wanted:?}: {log}");
+    }
+    for line in log.lines() {
+        let priority = line.get(..3).unwrap_or_default();
+        assert!(
+            ["<3>", "<4>", "<6>", "<7>"].contains(&priority),
+            "no priority: {line:?}"
+        );
+        assert!(
+            !line[3..].starts_with("20"),
+            "a time on the journal: {line:?}"
+        );
+    }
+}
+
+#[test]
+fn worker_processes_log_streams_at_their_end_and_metrics_add_up_their_bytes() {
+    let server = Server::launch("epoll")
+        .apps(&["demo"])
+        .args(&[
+            "--worker-mode",
+            "process",
+            "--workers",
+            "2",
+            "--log-format",
+            "json",
+        ])
+        .access_log()
+        .start();
+    // Streams on several connections, so both workers are likely to serve.
+    let mut received = 0;
+    for n in [100_000, 70_000, 30_000, 5] {
+        let r = server.get(&format!("/demo/bytes?n={n}"));
+        assert_eq!(r.body.len(), n, "{r:?}");
+        received += n as u64;
+    }
+    let lines: Vec<Value> = server.access_lines(4).iter().map(|l| parse(l)).collect();
+    let logged: u64 = lines.iter().filter_map(|v| v["bytes"].as_u64()).sum();
+    assert_eq!(logged, received, "{lines:#?}");
+    // Each worker publishes its counters a few times a second.
+    let counted = || {
+        metrics(&server)
+            .get("stoa_response_bytes_total{app=\"demo\"}")
+            .copied()
+            .unwrap_or(0.0) as u64
+    };
+    wait_until(WAIT, || counted() == received);
+    assert_eq!(counted(), received);
 }

@@ -458,17 +458,28 @@ pub struct Cli {
           value_parser = parse_level, help_heading = LOGGING)]
     pub log_level: log::LevelFilter,
 
-    /// Format of the error log (stderr) and the access log: text (the
-    /// access log in combined format) or json (one object per line).
+    /// Format of the error log and the access log: text (the access log
+    /// in combined format) or json (one object per line).
     #[arg(long, env = "STOA_LOG_FORMAT", value_name = "FORMAT", default_value = "text",
           value_enum, help_heading = LOGGING)]
     pub log_format: LogFormat,
 
     /// Access log: a regular file (SIGUSR1 reopens it), or `-` for standard
-    /// output (`/dev/stderr` for standard error). Written by a thread of its
-    /// own; lines it cannot take are dropped and counted (status `logs`).
+    /// output (`/dev/stderr` for standard error). One line per request,
+    /// written when its answer is queued; a streamed answer's, SSE
+    /// stream's or WebSocket's when it ends (the body bytes actually sent,
+    /// the whole duration), even if the client or a shutdown cut it short.
+    /// Written by a thread of its own; lines it cannot take are dropped
+    /// and counted (status `logs`).
     #[arg(long, env = "STOA_ACCESS_LOG", value_name = "PATH|-", help_heading = LOGGING)]
     pub access_log: Option<String>,
+
+    /// Error log: a regular file, appended to by every process of the host
+    /// (SIGUSR1 reopens it), instead of standard error. Its directory must
+    /// exist. On standard error under systemd (`JOURNAL_STREAM`), lines
+    /// carry journald priorities (`<3>` error .. `<7>` debug) and no time.
+    #[arg(long, env = "STOA_ERROR_LOG", value_name = "PATH", help_heading = LOGGING)]
+    pub error_log: Option<String>,
 }
 
 fn parse_mode(s: &str) -> Result<u32, String> {

@@ -35,6 +35,9 @@ pub struct Output {
     /// Bytes of `buf` already written; never past the first body's `at`.
     pos: usize,
     bodies: VecDeque<Spliced>,
+    /// Bytes written over the output's life (what a streamed answer's or
+    /// a WebSocket's access-log line counts as sent).
+    written: u64,
 }
 
 impl Output {
@@ -67,7 +70,8 @@ impl Output {
     }
 
     /// Queues the head of a streamed response, announcing its body as
-    /// `plan` says, and the head's own body as the first chunk.
+    /// `plan` says, and the head's own body as the first chunk. Returns
+    /// where the body begins (in `queued` terms).
     pub fn push_stream_head(
         &mut self,
         pool: &mut BufPool,
@@ -75,10 +79,12 @@ impl Output {
         plan: Plan,
         persist: Persist,
         date: &str,
-    ) {
+    ) -> u64 {
         write_head_framed(self.buf_mut(pool), resp, &[], plan.announce, persist, date);
+        let body_from = self.queued();
         let body = std::mem::take(&mut resp.body).into_vec();
         self.push_chunk(pool, plan.framing, body);
+        body_from
     }
 
     /// Queues one chunk of a streamed body, framed; a large chunk is
@@ -138,6 +144,16 @@ impl Output {
                 .sum::<usize>()
     }
 
+    /// Bytes written so far, over the output's life.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Bytes queued so far, over the output's life (written or waiting).
+    pub fn queued(&self) -> u64 {
+        self.written + self.len() as u64
+    }
+
     /// Writes until everything is out or the writer would block; true if
     /// any byte was written.
     pub fn flush(&mut self, pool: &mut BufPool, w: &mut impl Write) -> io::Result<bool> {
@@ -153,6 +169,7 @@ impl Output {
             match result {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
+                    self.written += n as u64;
                     if self.bodies.is_empty() {
                         self.pos += n;
                     } else {

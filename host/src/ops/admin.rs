@@ -379,6 +379,7 @@ fn metrics_text(shared: &Sources<'_>) -> String {
     buffered_metrics(shared.budget, &mut out);
     let names = names(shared);
     request_metrics(&view, &names, &mut out);
+    byte_metrics(&view, &names, &mut out);
     latency_metrics(&view, &names, &mut out);
     if let Some(peers) = shared.peers {
         crash_metrics(&peers.supervisor(), &mut out);
@@ -535,6 +536,20 @@ fn request_metrics(view: &View, names: &[String], out: &mut String) {
                 a.by_class[i]
             );
         }
+    }
+}
+
+/// Response body bytes by app: an answer's as queued, a streamed
+/// answer's or a WebSocket's as sent, added when it ends.
+fn byte_metrics(view: &View, names: &[String], out: &mut String) {
+    let _ = writeln!(out, "# TYPE stoa_response_bytes_total counter");
+    for name in names {
+        let _ = writeln!(
+            out,
+            "stoa_response_bytes_total{{app=\"{}\"}} {}",
+            label(name),
+            view.total.app(name).bytes
+        );
     }
 }
 

@@ -88,7 +88,17 @@ pub fn open_regular(path: &Path) -> Result<File, BootError> {
         .append(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)
-        .map_err(|e| BootError::file("open", path, e))?;
+        .map_err(
+            |e| match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                Some(dir) if e.kind() == ErrorKind::NotFound && !dir.is_dir() => {
+                    BootError::NoDirectory {
+                        path: path.to_path_buf(),
+                        dir: dir.to_path_buf(),
+                    }
+                }
+                _ => BootError::file("open", path, e),
+            },
+        )?;
     // It may have been replaced between the check and the open.
     let meta = file
         .metadata()

@@ -3,7 +3,7 @@
 //! blocking pool. The answer is queued on the connection's output.
 
 use super::clock::Stamp;
-use super::conn::{Conn, Pending, Terms};
+use super::conn::{Conn, Due, Pending, Tail, Terms};
 use super::handles::Handles;
 use super::ws::line::Line;
 use super::ws::{Link, LinkWatch};
@@ -24,7 +24,7 @@ use crate::poller::Token;
 use crate::server::request::{with_view, HeadText, Meta, OwnedRequest};
 use crate::server::responder::{begin_inline, end_inline, responder, ReplyTo};
 use crate::server::route::{Route, Target};
-use crate::stats::Stats;
+use crate::stats::{bump, Stats};
 use std::io::{Read, Write};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -292,8 +292,8 @@ impl Dispatcher {
     }
 
     /// The app started a streamed answer to the request `conn` waits on:
-    /// its head is queued, counted and logged now (the access log's size
-    /// is the declared length, or 0 when the body is framed by the host),
+    /// its head is queued and counted now (its latency is the time to the
+    /// head); its access-log line and its bytes wait for its end (`Tail`),
     /// and `open` (the worker's count of open streams) counts it while it
     /// runs. A head with a status that is not final is answered 500
     /// instead.
@@ -314,7 +314,6 @@ impl Dispatcher {
             return;
         }
         let close = self.shared.control.draining();
-        let declared = line.declared().unwrap_or(0);
         let status = head.status;
         let terms = Terms {
             date: at.date,
@@ -324,8 +323,26 @@ impl Dispatcher {
         let Some(pending) = conn.start_stream(&mut head, line, open, &terms, pool) else {
             return;
         };
-        let declared = usize::try_from(declared).unwrap_or(usize::MAX);
-        self.record(&pending, status, declared, at.now);
+        self.follow(conn, pending, status, at.now);
+    }
+
+    /// Counts the streamed answer or WebSocket `conn` has just begun for
+    /// `pending` (its head given at `now`) and leaves its access-log line
+    /// and bytes to its end.
+    fn follow<S>(&self, conn: &mut Conn<S>, mut pending: Pending, status: u16, now: Instant) {
+        self.count(&pending, status, 0, now);
+        let log = match (&self.shared.access_log, pending.access.take()) {
+            (Some(log), Some(info)) => Some((log.clone(), info)),
+            _ => None,
+        };
+        conn.follow(Tail::new(Due {
+            log,
+            stats: self.shared.stats.clone(),
+            worker: self.worker,
+            slot: pending.slot,
+            status,
+            started: pending.started,
+        }));
     }
 
     /// Queues the app's answer to the request `conn` (reported as
@@ -388,7 +405,7 @@ impl Dispatcher {
         }) else {
             return;
         };
-        self.record(&pending, 101, 0, at.now);
+        self.follow(conn, pending, 101, at.now);
         if let Some(link) = conn.link() {
             log::debug!("WebSocket {id} open for app {}", link.app());
             link.open();
@@ -398,21 +415,29 @@ impl Dispatcher {
     /// Counts an answer to `pending` given at `now` and writes its
     /// access-log line.
     fn record(&self, pending: &Pending, status: u16, body_len: usize, now: Instant) {
-        let took = now.saturating_duration_since(pending.started);
-        self.shared
-            .stats
-            .worker(self.worker)
-            .app(pending.slot)
-            .record(status, took);
+        let bytes = if pending.head_only { 0 } else { body_len };
+        let took = self.count(pending, status, bytes, now);
         if let (Some(log), Some(info)) = (&self.shared.access_log, &pending.access) {
             let answered = Answered {
                 status,
-                bytes: if pending.head_only { 0 } else { body_len },
+                bytes,
                 micros: u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
             };
             log.write(info, &answered);
         }
+    }
+
+    /// Counts an answer to `pending` given at `now` with `bytes` of body;
+    /// returns the time it took.
+    fn count(&self, pending: &Pending, status: u16, bytes: usize, now: Instant) -> Duration {
+        let took = now.saturating_duration_since(pending.started);
+        let app = self.shared.stats.worker(self.worker).app(pending.slot);
+        app.record(status, took);
+        if bytes > 0 {
+            bump(&app.bytes, bytes as u64);
+        }
         log::trace!("request {} answered {status} in {took:?}", pending.id);
+        took
     }
 }
 

@@ -24,6 +24,9 @@ pub struct AppStats {
     /// Cumulative-free bucket counts; index `LATENCY_BUCKETS.len()` is +Inf.
     pub latency: [AtomicU64; LATENCY_BUCKETS.len() + 1],
     pub latency_sum_us: AtomicU64,
+    /// Response body bytes: an answer's as queued, a streamed answer's or
+    /// a WebSocket's as sent, counted when it ends.
+    pub bytes: AtomicU64,
 }
 
 /// The same bounds in nanoseconds, for counting without floating point.

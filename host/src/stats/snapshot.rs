@@ -16,6 +16,9 @@ pub struct AppCounts {
     pub by_class: [u64; 5],
     pub latency: Vec<u64>,
     pub latency_sum_us: u64,
+    /// Response body bytes (`AppStats::bytes`).
+    #[serde(default)]
+    pub bytes: u64,
 }
 
 impl AppCounts {
@@ -24,6 +27,7 @@ impl AppCounts {
             by_class: std::array::from_fn(|i| a.by_class[i].load(Relaxed)),
             latency: a.latency.iter().map(|c| c.load(Relaxed)).collect(),
             latency_sum_us: a.latency_sum_us.load(Relaxed),
+            bytes: a.bytes.load(Relaxed),
         }
     }
 
@@ -42,6 +46,7 @@ impl AppCounts {
             *a += b;
         }
         self.latency_sum_us += other.latency_sum_us;
+        self.bytes += other.bytes;
     }
 
     /// The latency bucket counts, one per bound and +Inf.

@@ -17,7 +17,7 @@
 //! The pid file, `READY=1`, `STATUS=` and `WATCHDOG=1` are its alone.
 //! Signals: SIGTERM and SIGINT drain every worker (a second one kills
 //! them), SIGHUP and SIGUSR1 go on to every worker (rescan the apps,
-//! reopen the access log), SIGUSR2 replaces every worker, one at a time,
+//! reopen the log files), SIGUSR2 replaces every worker, one at a time,
 //! with the binary now at the path it was started from. As PID 1 it reaps
 //! every child, adopted ones too.
 

@@ -266,9 +266,12 @@ impl Supervisor {
                 let what = if signal == SIGHUP {
                     "SIGHUP: every worker rescans the apps directory"
                 } else {
-                    "SIGUSR1: every worker reopens its access log"
+                    "SIGUSR1: every worker reopens its log files"
                 };
                 log::info!("{what}");
+                if signal == SIGUSR1 {
+                    crate::ops::error_log::reopen();
+                }
                 let sig = if signal == SIGHUP {
                     Signal::HUP
                 } else {

@@ -155,6 +155,8 @@ impl<S: Transport> Conn<S> {
             _ => *limits,
         };
         self.phase = Phase::Lingering(Box::new(LingerState::new(now, &limits)));
+        // The answer is out: a WebSocket's session (or a stream) has ended.
+        self.tail = None;
         self.read_ready = true;
         // Bytes buffered past the answer are dropped too (the read buffer
         // goes back to the pool: see `release_buffers`).

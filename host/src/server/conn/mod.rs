@@ -21,6 +21,7 @@ mod deadline;
 mod linger;
 mod request;
 mod stream;
+mod tail;
 mod transport;
 mod ws;
 
@@ -35,6 +36,7 @@ pub use request::Terms;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use stream::ConnStream;
+pub use tail::{Due, Tail};
 pub use transport::Transport;
 
 use crate::ops::access_log::AccessInfo;
@@ -168,6 +170,9 @@ pub struct Conn<S> {
     /// is streamed to its app): when it began, and the bytes read by then
     /// (its minimum rate is counted from there).
     body_began: Option<(Instant, u64)>,
+    /// The access-log line and byte count of the last streamed answer or
+    /// WebSocket, due when its body is all written or the connection goes.
+    tail: Option<Box<Tail>>,
 }
 
 impl<S> Conn<S> {
@@ -187,6 +192,36 @@ impl<S> Conn<S> {
             deadline: None,
             write_progress: false,
             body_began: None,
+            tail: None,
+        }
+    }
+
+    /// Keeps `tail` for the streamed answer or the WebSocket just begun
+    /// (its body is what the output takes from now on, after the head),
+    /// behind a previous one whose last bytes are still going out.
+    pub fn follow(&mut self, mut tail: Tail) {
+        let from = match &self.phase {
+            Phase::Streaming { stream, .. } => stream.body_from(),
+            _ => self.out.queued(),
+        };
+        tail.begins_at(from, self.out.written());
+        let tail = Box::new(tail);
+        match &mut self.tail {
+            Some(earlier) => earlier.queue(tail),
+            None => self.tail = Some(tail),
+        }
+    }
+
+    /// Tells the tails what the output has written; each is done once
+    /// its body is.
+    fn tail_written(&mut self) {
+        let written = self.out.written();
+        while let Some(tail) = &mut self.tail {
+            if !tail.written_to(written) {
+                return;
+            }
+            // The one behind goes first; then this one is done.
+            self.tail = tail.take_behind();
         }
     }
 

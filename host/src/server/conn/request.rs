@@ -321,7 +321,11 @@ impl<S: Transport> Conn<S> {
 
     /// Writes until the output is empty or the transport would block.
     pub fn flush(&mut self, pool: &mut BufPool) -> io::Result<()> {
-        self.write_progress |= self.out.flush(pool, &mut self.stream)?;
+        let wrote = self.out.flush(pool, &mut self.stream);
+        if self.tail.is_some() {
+            self.tail_written();
+        }
+        self.write_progress |= wrote?;
         Ok(())
     }
 }

@@ -21,6 +21,8 @@ pub struct ConnStream {
     persist: Persist,
     /// The worker's count of open streams.
     open: Arc<AtomicU64>,
+    /// Where its body begins in the output (`Output::queued`).
+    body_from: u64,
 }
 
 impl ConnStream {
@@ -30,6 +32,7 @@ impl ConnStream {
         framing: Framing,
         persist: Persist,
         open: Arc<AtomicU64>,
+        body_from: u64,
     ) -> Self {
         open.fetch_add(1, Ordering::Relaxed);
         ConnStream {
@@ -37,7 +40,13 @@ impl ConnStream {
             framing,
             persist,
             open,
+            body_from,
         }
+    }
+
+    /// Where its body begins in the output (`Output::queued`).
+    pub(super) fn body_from(&self) -> u64 {
+        self.body_from
     }
 
     /// The request this stream answers.
@@ -112,10 +121,11 @@ impl<S> Conn<S> {
         } else {
             self.persistence(&pending, terms.params, terms.close || body_left)
         };
-        self.out
+        let body_from = self
+            .out
             .push_stream_head(pool, head, plan, persist, terms.date);
         self.phase = Phase::Streaming {
-            stream: ConnStream::new(line, plan.framing, persist, open),
+            stream: ConnStream::new(line, plan.framing, persist, open, body_from),
             progress: false,
             body_left,
         };
@@ -141,6 +151,10 @@ impl<S> Conn<S> {
             // The stream goes with its phase (closing its line).
             let unread = *body_left;
             self.answered(persist, unread);
+            if let Some(tail) = &mut self.tail {
+                tail.ends_at(self.out.queued());
+                self.tail_written();
+            }
         }
     }
 
