@@ -307,9 +307,21 @@ impl TextCell {
         (self.0[0].load(Relaxed) == before).then(|| String::from_utf8_lossy(&bytes).into_owned())
     }
 
-    /// The text, retrying a few reads that raced a write.
+    /// The text, retrying reads that raced a write: a writer descheduled
+    /// partway holds its cell odd for a while, so the retries yield, then
+    /// sleep (at most about 20 ms in all) before giving up.
     pub fn read_settled(&self) -> String {
-        (0..8).find_map(|_| self.read()).unwrap_or_default()
+        for attempt in 0..48u32 {
+            if let Some(text) = self.read() {
+                return text;
+            }
+            if attempt < 8 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(std::time::Duration::from_micros(500));
+            }
+        }
+        String::new()
     }
 }
 
@@ -333,6 +345,7 @@ pub fn store_bytes(words: &[AtomicU64], bytes: &[u8]) {
 
 /// The first `len` bytes packed in `words`.
 pub fn load_bytes(words: &[AtomicU64], len: usize) -> Vec<u8> {
+    let words = &words[..len.div_ceil(8).min(words.len())];
     let mut bytes = Vec::with_capacity(words.len() * 8);
     for word in words {
         bytes.extend_from_slice(&word.load(Relaxed).to_le_bytes());
