@@ -106,12 +106,23 @@ fn the_mode_is_never_set_through_a_path_swapped_for_a_symlink() {
 
 #[test]
 fn a_socket_file_unlinked_while_serving_is_logged_and_a_new_file_kept_at_exit() {
+    socket_file_unlinked_while_serving(&[]);
+}
+
+/// In process mode the supervisor made the file, and watches it.
+#[test]
+fn a_socket_file_unlinked_under_worker_processes_is_logged_and_kept_at_exit() {
+    socket_file_unlinked_while_serving(&["--worker-mode", "process", "--workers", "2"]);
+}
+
+fn socket_file_unlinked_while_serving(worker_mode: &[&str]) {
     let dir = TempDir::new("unix-gone");
     let sock = dir.path().join("gone.sock");
     let bind = format!("unix:{}", sock.display());
     let mut server = Server::launch("epoll")
         .apps(&["article"])
         .args(&["--bind", &bind])
+        .args(worker_mode)
         .start();
     assert!(
         server

@@ -35,6 +35,8 @@ const START_SLACK: Duration = Duration::from_secs(60);
 
 /// How often resident memory is read (`--worker-max-memory`).
 const MEMORY_EVERY: Duration = Duration::from_secs(1);
+/// How often the Unix socket files it made are looked at.
+const FILES_EVERY: Duration = Duration::from_secs(1);
 
 struct Supervisor {
     /// What workers start from, and the binary SIGUSR2 is trying.
@@ -55,6 +57,8 @@ struct Supervisor {
     announced: bool,
     draining: Option<Instant>,
     memory_checked: Instant,
+    /// When the Unix socket files were last looked at.
+    files_checked: Instant,
     /// `WATCHDOG=1` to the service manager: how often, and when last.
     keepalive: Option<(Duration, Instant)>,
     /// Crashes and the counters of ended workers, for status and metrics.
@@ -124,6 +128,7 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
         announced: false,
         draining: None,
         memory_checked: Instant::now(),
+        files_checked: Instant::now(),
         keepalive: notify::watchdog_every().map(|every| (every, Instant::now())),
         tally,
         deaths: Deaths::new(cli.quarantine_after, cli.quarantine_window),
@@ -475,6 +480,11 @@ impl Supervisor {
         }
         for i in 0..self.places.len() {
             self.watch_place(i, now, check_memory);
+        }
+        // The socket files are the supervisor's: it made them.
+        if now.duration_since(self.files_checked) >= FILES_EVERY {
+            self.files_checked = now;
+            crate::listen::watch_unix_sockets();
         }
     }
 
