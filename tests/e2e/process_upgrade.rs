@@ -53,6 +53,89 @@ fn a_broken_new_binary_leaves_the_running_one_serving() {
     assert_eq!(server.get("/article").status, 200);
 }
 
+/// An upgrade abandoned after its first worker served (the second died
+/// while it started): that worker gives its place back to one of the
+/// running binary, so no mix of binaries is left serving.
+#[test]
+fn an_abandoned_upgrade_leaves_no_worker_of_the_new_binary() {
+    let dir = TempDir::new("half-upgrade");
+    let copy = dir.path().join("stoa");
+    std::fs::copy(STOA, &copy).expect("copy the binary");
+    // Every worker's start-up takes a second and a half (the slow-init
+    // app's constructor): time to kill the second new worker as it starts.
+    let server = Server::launch("epoll")
+        .apps(&["article", "slow-init"])
+        .env("STOA_TEST_SLOW_INIT_MS", "1500")
+        .shell(&format!("exec {} \"$@\"", copy.display()))
+        .args(&["--worker-mode", "process", "--workers", "2"])
+        .start();
+    server.wait_lines(&["supervisor", ") ready"], 2);
+    let new = dir.path().join("stoa.new");
+    std::fs::copy(STOA, &new).expect("copy the new binary");
+    std::fs::rename(&new, &copy).expect("install the new binary");
+    let load = Load::start(server.port, 2);
+    server.signal(Signal::USR2);
+    assert!(
+        server.wait_log(&["worker 1: replacement started (pid "]),
+        "{}",
+        server.log()
+    );
+    let starting: u32 = server
+        .log_lines(&["worker 1: replacement started (pid "])
+        .first()
+        .and_then(|l| l.split("(pid ").nth(1)?.split(')').next()?.parse().ok())
+        .expect("the second new worker's pid");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(starting as i32).expect("pid"),
+        Signal::KILL,
+    )
+    .expect("kill the second new worker");
+    assert!(
+        server.wait_log(&[
+            "upgrade failed: a worker started from it was killed by signal 9",
+            "the 1 worker(s) already started from it are replaced"
+        ]),
+        "{}",
+        server.log()
+    );
+    assert!(
+        server.wait_log(&[
+            "worker 0 ",
+            "is replaced: the upgrade it came from was abandoned"
+        ]),
+        "{}",
+        server.log()
+    );
+    // Every worker serving is the running binary's (its file was renamed
+    // over, so it shows `(deleted)`), none the new one's.
+    let exes = || -> Vec<String> {
+        let s = crate::common::status(server.port);
+        s["per_worker"]
+            .as_array()
+            .map(|rows| {
+                rows.iter()
+                    .filter_map(|r| r["pid"].as_u64())
+                    .filter_map(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).ok())
+                    .map(|p| p.display().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let ok = crate::harness::wait_until(Duration::from_secs(20), || {
+        let e = exes();
+        e.len() == 2 && e.iter().all(|p| p.ends_with(" (deleted)"))
+    });
+    let (answered, failed) = load.finish();
+    assert!(
+        ok,
+        "workers of the new binary serve: {:?}\n{}",
+        exes(),
+        server.log()
+    );
+    assert_eq!(failed, 0, "{answered} answered");
+    assert!(!server.log_contains("re-executing"), "{}", server.log());
+}
+
 #[test]
 fn sigusr2_keeps_the_service_managers_pid_and_watchdog() {
     let dir = TempDir::new("notify-upgrade");

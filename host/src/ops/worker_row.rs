@@ -111,6 +111,9 @@ pub enum Recycle {
     /// Every blocking-pool thread has run a job past its deadline for
     /// `--worker-timeout`.
     PoolHung = 4,
+    /// An upgrade was abandoned: a worker of the new binary gives its
+    /// place back to one of the running binary.
+    Abandoned = 5,
 }
 
 impl Recycle {
@@ -123,6 +126,7 @@ impl Recycle {
                 "every thread of its blocking pool has run a job past its deadline for \
                  --worker-timeout"
             }
+            Recycle::Abandoned => "the upgrade it came from was abandoned",
         }
     }
 }
@@ -220,6 +224,7 @@ impl Row {
             2 => Some(Recycle::MaxRequests),
             3 => Some(Recycle::Upgrade),
             4 => Some(Recycle::PoolHung),
+            5 => Some(Recycle::Abandoned),
             _ => None,
         }
     }

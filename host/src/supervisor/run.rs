@@ -626,14 +626,29 @@ impl Supervisor {
         let Some(candidate) = self.candidate.take() else {
             return;
         };
+        let mixed = self
+            .places
+            .iter()
+            .filter(|p| p.serving.as_ref().is_some_and(|s| s.from_candidate))
+            .count();
         log::error!(
             "upgrade failed: {why}; the workers of the running binary keep serving \
-             ({} is not used)",
-            candidate.binary.path.display()
+             ({} is not used{})",
+            candidate.binary.path.display(),
+            if mixed > 0 {
+                format!(
+                    "; the {mixed} worker(s) already started from it are replaced, one at a time"
+                )
+            } else {
+                String::new()
+            }
         );
         for place in &mut self.places {
             if let Some(p) = &place.serving {
-                p.row.clear_recycle();
+                match p.from_candidate {
+                    true => p.row.ask_recycle(Recycle::Abandoned),
+                    false => p.row.clear_recycle(),
+                }
             }
             place.start_at = None;
             place.failed_starts = 0;
