@@ -153,7 +153,7 @@ pub trait RawResponder: Send {
 
 /// How a streamed request body ended (`RawBodySink::end`).
 pub const BODY_COMPLETE: u8 = 0;
-/// Past the app's body limit (`max_body`): its answer closes the connection.
+/// Past the app's streamed-body limit (`max_stream_body`): its answer closes the connection.
 pub const BODY_TOO_LARGE: u8 = 1;
 /// Cut short: the client left, stalled past `--body-timeout`, or broke the
 /// chunked framing. An answer is sent if the client is still there, and

@@ -58,8 +58,9 @@ pub trait App: Send + Sync + 'static {
     /// upload of any size, processed piece by piece) instead of whole: the
     /// host then calls `handle` once the head is read (with an empty
     /// `body`), and the app takes the body with
-    /// [`Responder::read_body`]. Its limit is the app's `max_body`
-    /// (`[apps.NAME]`, else `--max-body`). An app that answers without
+    /// [`Responder::read_body`]. Its limit is the app's `max_stream_body`
+    /// (`[apps.NAME]`, else `--max-stream-body`, 4 GiB by default), not
+    /// `max_body`: the host holds only a window of it. An app that answers without
     /// reading the body has its connection closed after the answer. Asked
     /// with the head only; the default is false.
     fn reads_body(&self, _request: &Request<'_>) -> bool {

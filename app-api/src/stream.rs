@@ -130,7 +130,7 @@ impl std::fmt::Debug for Stream {
 pub enum BodyEnd {
     /// Whole: every byte was handed to `data`.
     Complete,
-    /// Past the app's body limit (`max_body`); answer 413, say.
+    /// Past the app's streamed-body limit (`max_stream_body`); answer 413, say.
     TooLarge,
     /// Cut short (the client left or stalled, or broke the chunked
     /// framing); an answer reaches the client only if it is still there.
