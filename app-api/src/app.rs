@@ -144,6 +144,21 @@ impl Responder {
         }
     }
 
+    /// Like [`read_body`](Responder::read_body), with `sink` called on a
+    /// thread of the host's blocking pool instead of the event loop: for a
+    /// sink whose work on a piece is CPU-heavy (hashing, decompressing,
+    /// parsing) or blocks (a file write), which on the loop would stall
+    /// every other connection of that worker, as a handler that
+    /// [`App::blocks`] runs on the pool. The pieces come one at a time, in
+    /// order, and the host reads no further ahead of the sink than for a
+    /// sink on the loop. A host run with `--blocking-on-loop` (no pool)
+    /// calls it on the loop.
+    pub fn read_body_on_pool(mut self, sink: impl BodySink) {
+        if let Some(inner) = self.inner.take() {
+            inner.read_body_on_pool(crate::stream::sink_box(sink));
+        }
+    }
+
     fn start(mut self, head: Response, length: ROption<u64>) -> Stream {
         match self.inner.take() {
             Some(inner) => Stream::from_raw(inner.start_stream(head, length)),

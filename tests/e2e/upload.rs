@@ -4,7 +4,7 @@
 //! routes that take a body whole keep `--max-body`; and a streamed body
 //! past its limit gets a 413 naming `max_stream_body`.
 
-use crate::harness::{Server, TempDir};
+use crate::harness::{wait_until, Server, TempDir};
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -13,7 +13,8 @@ matrix!(
     a_gib_upload_passes_by_default_while_whole_bodies_keep_max_body,
     a_large_chunked_upload_is_hashed_with_bounded_memory,
     a_content_length_upload_is_hashed_and_the_connection_goes_on,
-    a_streamed_body_past_the_limit_gets_413
+    a_streamed_body_past_the_limit_gets_413,
+    a_pool_sink_holding_a_piece_stalls_neither_its_worker_nor_the_window
 );
 
 /// An app's own `max_stream_body`, read from its table, holds in every
@@ -288,4 +289,86 @@ fn a_streamed_body_past_the_limit_gets_413(poller: &str) {
     let size: u64 = 1 << 20;
     let (_, answer) = upload(&server, size, false);
     assert!(answer.contains(&format!("  {size} bytes\n")), "{answer}");
+}
+
+/// `GET path` on a new connection, answered (Content-Length framed).
+fn get_text(server: &Server, path: &str) -> String {
+    let mut stream = connect(server);
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    stream.write_all(request.as_bytes()).expect("send");
+    read_answer(&mut stream)
+}
+
+fn a_pool_sink_holding_a_piece_stalls_neither_its_worker_nor_the_window(poller: &str) {
+    // One worker: a sink on its loop would stall every other request.
+    let server = Server::start(poller, &["misbehave"], &["--workers", "1"]);
+    let idle = peak_kib(&server);
+    let size: u64 = 64 << 20;
+    let mut upload = connect(&server);
+    let head = format!(
+        "POST /_test/pool-sink HTTP/1.1\r\nHost: localhost\r\nContent-Length: {size}\r\n\r\n"
+    );
+    upload.write_all(head.as_bytes()).expect("send the head");
+    upload
+        .write_all(&pattern()[..4096])
+        .expect("send the first piece");
+    // The sink holds its first piece on a pool thread; the worker's loop
+    // answers meanwhile (the state request itself is one).
+    let in_data = || get_text(&server, "/_test/pool-sink/state").contains("in data");
+    assert!(
+        wait_until(Duration::from_secs(30), in_data),
+        "the sink never got its first piece"
+    );
+    assert!(get_text(&server, "/_test/ok").ends_with("ok"));
+    // While the piece is held the host reads no more of the body: the
+    // client's writes stop at full socket buffers, well before 64 MiB, and
+    // the host holds none of it.
+    upload.set_nonblocking(true).expect("nonblocking");
+    let piece = &pattern()[..256 << 10];
+    let mut sent: u64 = 4096;
+    let mut blocked = false;
+    while sent < size {
+        let len = (size - sent).min(piece.len() as u64) as usize;
+        match upload.write(&piece[..len]) {
+            Ok(n) => sent += n as u64,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                blocked = true;
+                break;
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => panic!("send the body: {e}"),
+        }
+    }
+    assert!(
+        blocked,
+        "the host took all {size} bytes while its sink held a piece"
+    );
+    let state = get_text(&server, "/_test/pool-sink/state");
+    assert!(state.contains("in data, 4096 bytes"), "{state}");
+    let peak = peak_kib(&server);
+    assert!(
+        peak <= idle + GROWTH_KIB,
+        "the host's peak RSS rose from {idle} KiB to {peak} KiB with {sent} bytes sent"
+    );
+    assert!(get_text(&server, "/_test/pool-sink/release").ends_with("released"));
+    // The rest of the body goes, piece by piece, and is counted whole.
+    upload.set_nonblocking(false).expect("blocking");
+    let at = sent;
+    let mut left = size - at;
+    while left > 0 {
+        let len = left.min(piece.len() as u64) as usize;
+        upload.write_all(&piece[..len]).expect("send the rest");
+        left -= len as u64;
+    }
+    let answer = read_answer(&mut upload);
+    assert!(
+        answer.contains(&format!("Complete: {size} bytes")),
+        "{answer}"
+    );
+    let largest: usize = answer
+        .rsplit("largest piece ")
+        .next()
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no largest piece in {answer}"));
+    assert!(largest <= 128 << 10, "a piece of {largest} bytes: {answer}");
 }

@@ -1,7 +1,9 @@
 //! `/demo/upload`: hashes a request body of any size as it arrives
 //! (SHA-256) and answers the hex digest and the byte count. The app reads
 //! the body piece by piece (`App::reads_body`), so it never holds more
-//! than one piece; its limit is the app's `max_stream_body`.
+//! than one piece, and hashes each on a blocking-pool thread
+//! (`Responder::read_body_on_pool`); its limit is the app's
+//! `max_stream_body`.
 
 use sha2::{Digest, Sha256};
 use stoa_app_api::{BodyEnd, BodySink, Responder, Response};
