@@ -1,16 +1,21 @@
-//! `wsgi.input`, a file-like object over the request body (the host has
-//! read and de-chunked it already), and `wsgi.errors`, a text stream whose
+//! `wsgi.input`, a file-like object over the request body (read whole and
+//! de-chunked by the host, or streamed to it piece by piece: `body.rs`), and `wsgi.errors`, a text stream whose
 //! lines go to the host's log.
 
+use crate::body::Pipe;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-/// `wsgi.input`: `read`, `readline`, `readlines` and iteration.
+/// `wsgi.input`: `read`, `readline`, `readlines` and iteration. Over the
+/// body the host read whole, or over a body streamed to it (`pipe`): then
+/// `body` holds what has come and not been read, at most a piece more than
+/// asked for, and a read waits for pieces with the interpreter released.
 #[pyclass(module = "stoa_wsgi")]
 pub struct Input {
     body: Vec<u8>,
     at: usize,
+    pipe: Option<Arc<Pipe>>,
 }
 
 impl Input {
@@ -18,7 +23,58 @@ impl Input {
         Input {
             body: body.to_vec(),
             at: 0,
+            pipe: None,
         }
+    }
+
+    /// `wsgi.input` over a body streamed through `pipe`.
+    pub fn streamed(pipe: Arc<Pipe>) -> Self {
+        Input {
+            body: Vec::new(),
+            at: 0,
+            pipe: Some(pipe),
+        }
+    }
+
+    /// Takes the next piece of a streamed body (dropping what was read);
+    /// false once the body has ended.
+    fn pull(&mut self, py: Python<'_>) -> bool {
+        let Some(pipe) = self.pipe.clone() else {
+            return false;
+        };
+        match py.allow_threads(move || pipe.next()) {
+            Some(piece) => {
+                self.body.drain(..self.at);
+                self.at = 0;
+                self.body.extend_from_slice(&piece);
+                true
+            }
+            None => {
+                self.pipe = None;
+                false
+            }
+        }
+    }
+
+    /// Pulls until `n` unread bytes are here (all, for `None`) or the body
+    /// has ended.
+    fn fill(&mut self, py: Python<'_>, n: Option<usize>) {
+        while n.map_or(true, |n| self.body.len() - self.at < n) && self.pull(py) {}
+    }
+
+    /// Pulls until a whole line (or `size` bytes) is here, or the end.
+    fn fill_line(&mut self, py: Python<'_>, size: Option<isize>) {
+        let cap = size.filter(|s| *s >= 0).map(isize::unsigned_abs);
+        while !self.body[self.at..].contains(&b'\n')
+            && cap.map_or(true, |c| self.body.len() - self.at < c)
+            && self.pull(py)
+        {}
+    }
+
+    /// True if an unread byte is here, pulling for one if need be.
+    fn more(&mut self, py: Python<'_>) -> bool {
+        self.fill(py, Some(1));
+        self.at < self.body.len()
     }
 
     /// The rest of the body, at most `size` bytes (all for `None` or a
@@ -53,11 +109,14 @@ impl Input {
 impl Input {
     #[pyo3(signature = (size = None))]
     fn read<'py>(&mut self, py: Python<'py>, size: Option<isize>) -> Bound<'py, PyBytes> {
+        let want = size.filter(|s| *s >= 0).map(isize::unsigned_abs);
+        self.fill(py, want);
         PyBytes::new(py, self.take(size))
     }
 
     #[pyo3(signature = (size = None))]
     fn readline<'py>(&mut self, py: Python<'py>, size: Option<isize>) -> Bound<'py, PyBytes> {
+        self.fill_line(py, size);
         PyBytes::new(py, self.line(size))
     }
 
@@ -71,7 +130,8 @@ impl Input {
         let lines = PyList::empty(py);
         let limit = hint.filter(|h| *h > 0).map(isize::unsigned_abs);
         let mut total = 0;
-        while self.at < self.body.len() && !limit.is_some_and(|l| total >= l) {
+        while !limit.is_some_and(|l| total >= l) && self.more(py) {
+            self.fill_line(py, None);
             let line = self.line(None);
             total += line.len();
             lines.append(PyBytes::new(py, line))?;
@@ -84,7 +144,11 @@ impl Input {
     }
 
     fn __next__<'py>(&mut self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
-        (self.at < self.body.len()).then(|| PyBytes::new(py, self.line(None)))
+        if !self.more(py) {
+            return None;
+        }
+        self.fill_line(py, None);
+        Some(PyBytes::new(py, self.line(None)))
     }
 }
 
