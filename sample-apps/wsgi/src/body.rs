@@ -11,11 +11,22 @@ use crate::sink::{Head, Sink};
 use crate::stream::Streaming;
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 use stoa_app_api::{BodyEnd, BodySink, Request, Responder};
 
 /// Bytes queued for the application at most: past it the host's sink
 /// waits, and the host reads no more from the client.
 pub const WINDOW: usize = 256 << 10;
+
+/// Longest wait for the body's next piece (or its end): past it a read
+/// raises, and an answer waiting for the responder gives up (the host
+/// answers 500 once the body ends). It frees the request's pool thread if
+/// the pool is so busy that the body's own pool jobs cannot start.
+pub const STALL: Duration = Duration::from_secs(30);
+
+/// The body's next piece did not come within [`STALL`].
+#[derive(Debug)]
+pub struct Stalled;
 
 /// The declared length of a body that streams: a Content-Length above 0
 /// and no Transfer-Encoding.
@@ -83,20 +94,38 @@ impl Pipe {
         self.moved.notify_all();
     }
 
-    /// The application's side: the next piece, waiting for it; `None`
-    /// once the body has ended (or broke: the application sees it short).
-    pub fn next(&self) -> Option<Vec<u8>> {
+    /// Waits, at most until `deadline`, for `state` to move.
+    fn wait_until<'a>(
+        &self,
+        state: MutexGuard<'a, PipeState>,
+        deadline: Instant,
+    ) -> Result<MutexGuard<'a, PipeState>, Stalled> {
+        let left = deadline
+            .checked_duration_since(Instant::now())
+            .ok_or(Stalled)?;
+        let (state, _) = self
+            .moved
+            .wait_timeout(state, left)
+            .unwrap_or_else(|p| p.into_inner());
+        Ok(state)
+    }
+
+    /// The application's side: the next piece, waiting for it (at most
+    /// [`STALL`]); `None` once the body has ended (or broke: the
+    /// application sees it short).
+    pub fn next(&self) -> Result<Option<Vec<u8>>, Stalled> {
+        let deadline = Instant::now() + STALL;
         let mut state = self.lock();
         loop {
             if let Some(piece) = state.pieces.pop_front() {
                 state.queued -= piece.len();
                 self.moved.notify_all();
-                return Some(piece);
+                return Ok(Some(piece));
             }
             if state.ended {
-                return None;
+                return Ok(None);
             }
-            state = self.wait(state);
+            state = self.wait_until(state, deadline)?;
         }
     }
 
@@ -108,8 +137,19 @@ impl Pipe {
         state.pieces.clear();
         state.queued = 0;
         self.moved.notify_all();
+        let deadline = Instant::now() + STALL;
         while !state.ended {
-            state = self.wait(state);
+            state = match self.wait_until(state, deadline) {
+                Ok(state) => state,
+                Err(Stalled) => {
+                    stoa_app_api::log::warn!(
+                        "a streamed request body did not end within {}s of the answer; \
+                         the answer is dropped",
+                        STALL.as_secs()
+                    );
+                    return None;
+                }
+            };
         }
         state.end.take().map(|(_, responder)| responder)
     }
@@ -208,7 +248,7 @@ mod tests {
             })
         };
         let mut got = Vec::new();
-        while let Some(piece) = pipe.next() {
+        while let Some(piece) = pipe.next().expect("no stall") {
             assert!(pipe.lock().queued <= WINDOW);
             got.push(piece[0]);
         }
