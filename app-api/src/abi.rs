@@ -149,11 +149,26 @@ pub trait RawResponder: Send {
     /// answered `426 Upgrade Required` instead, and `session` is dropped
     /// unopened.
     fn accept_websocket(self, session: WsSessionBox);
+
+    /// Appended in 0.2.6: `read_body`, with `sink` called on a thread of
+    /// the host's blocking pool instead of the event loop (for a sink
+    /// whose work on each piece is CPU-heavy or blocks, as a handler that
+    /// declares it blocks runs there). Pieces still come one at a time,
+    /// in order; the host reads no further ahead of the sink than it does
+    /// for a sink on the loop (the pieces waiting for the pool count in
+    /// that window). The default (a host without the method) calls the
+    /// sink on the loop.
+    fn read_body_on_pool(self, sink: BodySinkBox)
+    where
+        Self: Sized,
+    {
+        self.read_body(sink);
+    }
 }
 
 /// How a streamed request body ended (`RawBodySink::end`).
 pub const BODY_COMPLETE: u8 = 0;
-/// Past the app's body limit (`max_body`): its answer closes the connection.
+/// Past the app's streamed-body limit (`max_stream_body`): its answer closes the connection.
 pub const BODY_TOO_LARGE: u8 = 1;
 /// Cut short: the client left, stalled past `--body-timeout`, or broke the
 /// chunked framing. An answer is sent if the client is still there, and

@@ -58,8 +58,9 @@ pub trait App: Send + Sync + 'static {
     /// upload of any size, processed piece by piece) instead of whole: the
     /// host then calls `handle` once the head is read (with an empty
     /// `body`), and the app takes the body with
-    /// [`Responder::read_body`]. Its limit is the app's `max_body`
-    /// (`[apps.NAME]`, else `--max-body`). An app that answers without
+    /// [`Responder::read_body`]. Its limit is the app's `max_stream_body`
+    /// (`[apps.NAME]`, else `--max-stream-body`, 4 GiB by default), not
+    /// `max_body`: the host holds only a window of it. An app that answers without
     /// reading the body has its connection closed after the answer. Asked
     /// with the head only; the default is false.
     fn reads_body(&self, _request: &Request<'_>) -> bool {
@@ -140,6 +141,21 @@ impl Responder {
     pub fn read_body(mut self, sink: impl BodySink) {
         if let Some(inner) = self.inner.take() {
             inner.read_body(crate::stream::sink_box(sink));
+        }
+    }
+
+    /// Like [`read_body`](Responder::read_body), with `sink` called on a
+    /// thread of the host's blocking pool instead of the event loop: for a
+    /// sink whose work on a piece is CPU-heavy (hashing, decompressing,
+    /// parsing) or blocks (a file write), which on the loop would stall
+    /// every other connection of that worker, as a handler that
+    /// [`App::blocks`] runs on the pool. The pieces come one at a time, in
+    /// order, and the host reads no further ahead of the sink than for a
+    /// sink on the loop. A host run with `--blocking-on-loop` (no pool)
+    /// calls it on the loop.
+    pub fn read_body_on_pool(mut self, sink: impl BodySink) {
+        if let Some(inner) = self.inner.take() {
+            inner.read_body_on_pool(crate::stream::sink_box(sink));
         }
     }
 

@@ -339,7 +339,9 @@
 //! [`BodyEnd`] and the responder back. The host reads no further from the
 //! client than a small window while the sink works, so an upload of any
 //! size costs the host a bounded amount of memory; the limit is the app's
-//! `max_body` (`[apps.NAME]`, else `--max-body`), past which the end is
+//! `max_stream_body` (`[apps.NAME]`, else `--max-stream-body`, 4 GiB by
+//! default; `max_body` bounds only the bodies the host buffers whole),
+//! past which the end is
 //! [`BodyEnd::TooLarge`].
 //!
 //! ```

@@ -130,7 +130,7 @@ impl std::fmt::Debug for Stream {
 pub enum BodyEnd {
     /// Whole: every byte was handed to `data`.
     Complete,
-    /// Past the app's body limit (`max_body`); answer 413, say.
+    /// Past the app's streamed-body limit (`max_stream_body`); answer 413, say.
     TooLarge,
     /// Cut short (the client left or stalled, or broke the chunked
     /// framing); an answer reaches the client only if it is still there.
@@ -140,7 +140,11 @@ pub enum BodyEnd {
 /// Takes a request body as it arrives (see [`App::reads_body`](crate::App::reads_body)
 /// and [`Responder::read_body`](crate::Responder::read_body)). Called on
 /// the connection's event loop: `data` must not block; while it runs the
-/// host reads nothing more from the client (the backpressure).
+/// host reads nothing more from the client (the backpressure). A sink
+/// whose `data` is heavy goes through
+/// [`Responder::read_body_on_pool`](crate::Responder::read_body_on_pool)
+/// instead, and is called on a blocking-pool thread, with the same
+/// backpressure.
 pub trait BodySink: Send + 'static {
     /// The next piece of the body, de-chunked, in order.
     fn data(&mut self, chunk: &[u8]);

@@ -63,6 +63,8 @@ pub struct BodyAttach {
     pub id: u64,
     pub sink: BodySinkBox,
     pub responder: ResponderBox,
+    /// The sink is called on the blocking pool (`read_body_on_pool`).
+    pub on_pool: bool,
 }
 
 /// What other threads (and app callbacks) hand to one event loop.
@@ -76,6 +78,9 @@ pub struct InboxItems {
     pub timers: Vec<(Instant, Option<usize>, TaskBox)>,
     /// WebSockets whose app queued messages: (connection, WebSocket id).
     pub ws_notices: Vec<(Token, u64)>,
+    /// Streamed bodies whose pool sink took its pieces: (connection,
+    /// request id); the connection reads on.
+    pub body_notices: Vec<(Token, u64)>,
 }
 
 impl InboxItems {
@@ -85,6 +90,7 @@ impl InboxItems {
             && self.streams.is_empty()
             && self.bodies.is_empty()
             && self.ws_notices.is_empty()
+            && self.body_notices.is_empty()
     }
 }
 
@@ -182,6 +188,11 @@ impl Inbox {
     /// Queues an app's sink for its request's streamed body.
     pub fn push_body(self: &Arc<Self>, attach: BodyAttach) {
         self.push(|items| items.bodies.push(attach));
+    }
+
+    /// Tells the loop a pool sink took the pieces queued for it.
+    pub fn push_body_notice(self: &Arc<Self>, token: Token, id: u64) {
+        self.push(|items| items.body_notices.push((token, id)));
     }
 
     /// Queues a timer.

@@ -1,21 +1,57 @@
 //! Request bodies read as they arrive: `/demo/upload` hashes an upload of
 //! any size (chunked or by Content-Length) with the host's memory bounded,
-//! and a streamed body past the app's limit gets the app's 413.
+//! under its own limit (`--max-stream-body`, 4 GiB by default) while the
+//! routes that take a body whole keep `--max-body`; and a streamed body
+//! past its limit gets a 413 naming `max_stream_body`.
 
-use crate::harness::Server;
+use crate::harness::{wait_until, Server, TempDir};
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
 matrix!(
+    a_gib_upload_passes_by_default_while_whole_bodies_keep_max_body,
     a_large_chunked_upload_is_hashed_with_bounded_memory,
     a_content_length_upload_is_hashed_and_the_connection_goes_on,
-    a_streamed_body_past_the_limit_gets_413
+    a_streamed_body_past_the_limit_gets_413,
+    a_pool_sink_holding_a_piece_stalls_neither_its_worker_nor_the_window
 );
 
-/// The upload size on epoll: the 1 GiB; 64 MiB on the others.
-const BIG_ON_EPOLL: u64 = 1 << 30;
-const BIG_ELSEWHERE: u64 = 64 << 20;
+/// An app's own `max_stream_body`, read from its table, holds in every
+/// worker process too (backend-free, process mode).
+#[test]
+fn an_apps_own_max_stream_body_holds_in_process_mode() {
+    let dir = TempDir::new("stream-limit");
+    let config = dir.path().join("stoa.toml");
+    let text = "max_body = \"4K\"\n[apps.demo]\nmount = \"/demo\"\nmax_stream_body = \"16K\"\n";
+    std::fs::write(&config, text).expect("write the config");
+    let config = config.to_str().expect("a UTF-8 temp path");
+    let args = [
+        "--worker-mode",
+        "process",
+        "--workers",
+        "2",
+        "--config",
+        config,
+    ];
+    let server = Server::launch("epoll").apps(&["demo"]).args(&args).start();
+    // Above the server-wide max_body, within the app's own streamed limit.
+    for _ in 0..4 {
+        let size: u64 = 12_000;
+        let (_, answer) = upload(&server, size, false);
+        assert!(answer.contains(&format!("  {size} bytes\n")), "{answer}");
+    }
+    let mut stream = connect(&server);
+    let head = "POST /demo/upload HTTP/1.1\r\nHost: localhost\r\nContent-Length: 20000\r\n\r\n";
+    stream.write_all(head.as_bytes()).expect("send the head");
+    let answer = read_answer(&mut stream);
+    assert!(answer.starts_with("HTTP/1.1 413 "), "{answer}");
+    assert!(answer.contains("larger than max_stream_body"), "{answer}");
+}
+
+/// The size of the chunked upload (1 GiB goes by Content-Length on every
+/// backend).
+const BIG_CHUNKED: u64 = 64 << 20;
 
 /// SHA-256 of `n` bytes of the alphabet repeated (`pattern`), by Python's
 /// hashlib.
@@ -119,31 +155,43 @@ fn connect(server: &Server) -> TcpStream {
     stream
 }
 
-fn a_large_chunked_upload_is_hashed_with_bounded_memory(poller: &str) {
-    let server = Server::start(poller, &["demo"], &["--max-body", "2G"]);
-    let size = if poller == "epoll" {
-        BIG_ON_EPOLL
-    } else {
-        BIG_ELSEWHERE
-    };
-    // Warm up: the idle peak includes the route's first use.
-    let mut warm = connect(&server);
+/// Warms the route up (the idle peak then includes its first use) and
+/// returns the host's peak RSS.
+fn warm_peak(server: &Server) -> u64 {
+    let mut warm = connect(server);
     warm.write_all(
         b"POST /demo/upload HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\n\r\nabc",
     )
     .expect("send");
     assert!(read_answer(&mut warm).contains("  3 bytes"));
-    let idle = peak_kib(&server);
-    let mut stream = connect(&server);
-    stream
-        .write_all(
-            b"POST /demo/upload HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n",
-        )
-        .expect("send the head");
-    send_body(&mut stream, size, true);
+    peak_kib(server)
+}
+
+/// Uploads `size` bytes (chunked or by Content-Length) on a new
+/// connection and returns the answer.
+fn upload(server: &Server, size: u64, chunked: bool) -> (TcpStream, String) {
+    let mut stream = connect(server);
+    let framing = if chunked {
+        "Transfer-Encoding: chunked".to_string()
+    } else {
+        format!("Content-Length: {size}")
+    };
+    let head = format!("POST /demo/upload HTTP/1.1\r\nHost: localhost\r\n{framing}\r\n\r\n");
+    stream.write_all(head.as_bytes()).expect("send the head");
+    send_body(&mut stream, size, chunked);
     let answer = read_answer(&mut stream);
-    let peak = peak_kib(&server);
-    eprintln!("{poller}: {size}-byte chunked upload; host peak RSS {idle} -> {peak} KiB");
+    (stream, answer)
+}
+
+/// An upload of `size` bytes is hashed right while the host's peak RSS
+/// stays within `GROWTH_KIB` of its idle peak.
+fn hashed_in_bounded_memory(server: &Server, poller: &str, size: u64, chunked: bool) {
+    let idle = warm_peak(server);
+    let (_, answer) = upload(server, size, chunked);
+    let peak = peak_kib(server);
+    eprintln!(
+        "{poller}: {size}-byte upload (chunked: {chunked}); host peak RSS {idle} -> {peak} KiB"
+    );
     assert!(
         answer.starts_with("HTTP/1.1 200 OK")
             && answer.contains(&format!("{}  {size} bytes\n", digest_of(size))),
@@ -155,15 +203,30 @@ fn a_large_chunked_upload_is_hashed_with_bounded_memory(poller: &str) {
     );
 }
 
-fn a_content_length_upload_is_hashed_and_the_connection_goes_on(poller: &str) {
-    let server = Server::start(poller, &["demo"], &["--max-body", "8M"]);
-    let size: u64 = 5 << 20;
+fn a_gib_upload_passes_by_default_while_whole_bodies_keep_max_body(poller: &str) {
+    // Default limits: --max-body 8M, --max-stream-body 4G.
+    let server = Server::start(poller, &["demo", "article"], &[]);
+    hashed_in_bounded_memory(&server, poller, 1 << 30, false);
+    // A route that takes its body whole still stops at --max-body.
     let mut stream = connect(&server);
+    let over = (8 << 20) + 1;
     let head =
-        format!("POST /demo/upload HTTP/1.1\r\nHost: localhost\r\nContent-Length: {size}\r\n\r\n");
+        format!("POST /article HTTP/1.1\r\nHost: localhost\r\nContent-Length: {over}\r\n\r\n");
     stream.write_all(head.as_bytes()).expect("send the head");
-    send_body(&mut stream, size, false);
     let answer = read_answer(&mut stream);
+    assert!(answer.starts_with("HTTP/1.1 413 "), "{answer}");
+    assert!(answer.contains("body larger than max_body"), "{answer}");
+}
+
+fn a_large_chunked_upload_is_hashed_with_bounded_memory(poller: &str) {
+    let server = Server::start(poller, &["demo"], &[]);
+    hashed_in_bounded_memory(&server, poller, BIG_CHUNKED, true);
+}
+
+fn a_content_length_upload_is_hashed_and_the_connection_goes_on(poller: &str) {
+    let server = Server::start(poller, &["demo"], &[]);
+    let size: u64 = 5 << 20;
+    let (mut stream, answer) = upload(&server, size, false);
     assert!(
         answer.contains(&format!("{}  {size} bytes\n", digest_of(size))),
         "{answer}"
@@ -177,25 +240,135 @@ fn a_content_length_upload_is_hashed_and_the_connection_goes_on(poller: &str) {
     assert!(next.ends_with(crate::common::JUSTNOW_BODY), "{next}");
 }
 
+/// Sends `chunk` `times` times; every write must go through: the host,
+/// having answered, reads and drops the rest (a lingering close), so the
+/// client meets no reset before it reads the answer.
+fn send_all(stream: &mut TcpStream, chunk: &[u8], times: usize) {
+    for i in 0..times {
+        if let Err(e) = stream.write_all(chunk) {
+            panic!("write {i} of {times} failed ({e}): the host reset the connection");
+        }
+    }
+}
+
 fn a_streamed_body_past_the_limit_gets_413(poller: &str) {
-    let server = Server::start(poller, &["demo"], &["--max-body", "1M"]);
+    // --max-body below the 1M streamed limit: a streamed body's own limit
+    // is the one it meets.
+    let flags = ["--max-stream-body", "1M", "--max-body", "64K"];
+    let server = Server::start(poller, &["demo"], &flags);
+    let piece = &pattern()[..256 << 10];
+    // Chunked: the app hears its body is too large, and answers 413.
     let mut stream = connect(&server);
     stream
         .write_all(
             b"POST /demo/upload HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n",
         )
         .expect("send the head");
-    // The host may answer and close before the whole body is sent.
-    let pattern = pattern();
-    for _ in 0..8 {
-        let piece = &pattern[..256 << 10];
-        let chunk = [format!("{:x}\r\n", piece.len()).as_bytes(), piece, b"\r\n"].concat();
-        if stream.write_all(&chunk).is_err() {
-            break;
-        }
-    }
+    let chunk = [format!("{:x}\r\n", piece.len()).as_bytes(), piece, b"\r\n"].concat();
+    send_all(&mut stream, &chunk, 8);
     let answer = read_answer(&mut stream);
     assert!(answer.starts_with("HTTP/1.1 413 "), "{answer}");
     assert!(answer.contains("Connection: close"), "{answer}");
-    assert!(answer.contains("upload larger than max_body"), "{answer}");
+    assert!(
+        answer.contains("upload larger than max_stream_body"),
+        "{answer}"
+    );
+    // By Content-Length: the host answers 413 at the head, naming the limit.
+    let mut stream = connect(&server);
+    let head = format!(
+        "POST /demo/upload HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n",
+        2 << 20
+    );
+    stream.write_all(head.as_bytes()).expect("send the head");
+    send_all(&mut stream, piece, 8);
+    let answer = read_answer(&mut stream);
+    assert!(answer.starts_with("HTTP/1.1 413 "), "{answer}");
+    assert!(answer.contains("Connection: close"), "{answer}");
+    assert!(answer.contains("larger than max_stream_body"), "{answer}");
+    // Up to the limit, above --max-body, the upload passes.
+    let size: u64 = 1 << 20;
+    let (_, answer) = upload(&server, size, false);
+    assert!(answer.contains(&format!("  {size} bytes\n")), "{answer}");
+}
+
+/// `GET path` on a new connection, answered (Content-Length framed).
+fn get_text(server: &Server, path: &str) -> String {
+    let mut stream = connect(server);
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    stream.write_all(request.as_bytes()).expect("send");
+    read_answer(&mut stream)
+}
+
+fn a_pool_sink_holding_a_piece_stalls_neither_its_worker_nor_the_window(poller: &str) {
+    // One worker: a sink on its loop would stall every other request.
+    let server = Server::start(poller, &["misbehave"], &["--workers", "1"]);
+    let idle = peak_kib(&server);
+    let size: u64 = 64 << 20;
+    let mut upload = connect(&server);
+    let head = format!(
+        "POST /_test/pool-sink HTTP/1.1\r\nHost: localhost\r\nContent-Length: {size}\r\n\r\n"
+    );
+    upload.write_all(head.as_bytes()).expect("send the head");
+    upload
+        .write_all(&pattern()[..4096])
+        .expect("send the first piece");
+    // The sink holds its first piece on a pool thread; the worker's loop
+    // answers meanwhile (the state request itself is one).
+    let in_data = || get_text(&server, "/_test/pool-sink/state").contains("in data");
+    assert!(
+        wait_until(Duration::from_secs(30), in_data),
+        "the sink never got its first piece"
+    );
+    assert!(get_text(&server, "/_test/ok").ends_with("ok"));
+    // While the piece is held the host reads no more of the body: the
+    // client's writes stop at full socket buffers, well before 64 MiB, and
+    // the host holds none of it.
+    upload.set_nonblocking(true).expect("nonblocking");
+    let piece = &pattern()[..256 << 10];
+    let mut sent: u64 = 4096;
+    let mut blocked = false;
+    while sent < size {
+        let len = (size - sent).min(piece.len() as u64) as usize;
+        match upload.write(&piece[..len]) {
+            Ok(n) => sent += n as u64,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                blocked = true;
+                break;
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => panic!("send the body: {e}"),
+        }
+    }
+    assert!(
+        blocked,
+        "the host took all {size} bytes while its sink held a piece"
+    );
+    let state = get_text(&server, "/_test/pool-sink/state");
+    assert!(state.contains("in data, 4096 bytes"), "{state}");
+    let peak = peak_kib(&server);
+    assert!(
+        peak <= idle + GROWTH_KIB,
+        "the host's peak RSS rose from {idle} KiB to {peak} KiB with {sent} bytes sent"
+    );
+    assert!(get_text(&server, "/_test/pool-sink/release").ends_with("released"));
+    // The rest of the body goes, piece by piece, and is counted whole.
+    upload.set_nonblocking(false).expect("blocking");
+    let at = sent;
+    let mut left = size - at;
+    while left > 0 {
+        let len = left.min(piece.len() as u64) as usize;
+        upload.write_all(&piece[..len]).expect("send the rest");
+        left -= len as u64;
+    }
+    let answer = read_answer(&mut upload);
+    assert!(
+        answer.contains(&format!("Complete: {size} bytes")),
+        "{answer}"
+    );
+    let largest: usize = answer
+        .rsplit("largest piece ")
+        .next()
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no largest piece in {answer}"));
+    assert!(largest <= 128 << 10, "a piece of {largest} bytes: {answer}");
 }

@@ -1,6 +1,6 @@
 //! The `[apps.NAME]` tables of the configuration file: where to mount the
 //! app, whether it may be absent, its own limits (`max_body`,
-//! `app_timeout`, `blocking_share`, read by the same parsers as the flags)
+//! `max_stream_body`, `app_timeout`, `blocking_share`, read by the same parsers as the flags)
 //! and its free-form `settings`, handed to its constructor as JSON.
 
 use super::config::{Problem, APPS_DIR_KEY};
@@ -18,7 +18,8 @@ pub struct AppSection {
     /// The app's own settings (`[apps.NAME.settings]`), free-form: handed
     /// to its constructor as JSON.
     pub settings: toml::Table,
-    /// Its own limits (`max_body`, `app_timeout`, `blocking_share`), in
+    /// Its own limits (`max_body`, `max_stream_body`, `app_timeout`,
+    /// `blocking_share`), in
     /// place of the server-wide ones.
     pub limits: AppLimits,
     /// The limits as written, for `--print-config`.
@@ -36,6 +37,7 @@ impl AppSection {
         };
         match key {
             "max_body" => self.limits.max_body = Some(parse_size_usize(&text)?),
+            "max_stream_body" => self.limits.max_stream_body = Some(parse_size_usize(&text)?),
             "app_timeout" => self.limits.app_timeout = Some(parse_secs(&text)?),
             _ => {
                 let share = text
@@ -124,7 +126,7 @@ pub(super) fn app_sections(
                     format!("`apps.{name}.optional`: expected true or false, got {other}"),
                 )),
                 ("settings", toml::Value::Table(t)) => section.settings = t.clone(),
-                (key @ ("max_body" | "app_timeout" | "blocking_share"), v) => {
+                (key @ ("max_body" | "max_stream_body" | "app_timeout" | "blocking_share"), v) => {
                     if let Err(e) = section.set_limit(key, v) {
                         problems.push(Problem::value(at, format!("`apps.{name}.{key}`: {e}")));
                     }
@@ -141,6 +143,7 @@ pub(super) fn app_sections(
                         "optional",
                         "settings",
                         "max_body",
+                        "max_stream_body",
                         "app_timeout",
                         "blocking_share",
                     ];
@@ -150,7 +153,7 @@ pub(super) fn app_sections(
                     problems.push(Problem::key(
                         at,
                         format!(
-                            "unknown key `apps.{name}.{other}`{hint}: an app's table takes mount, optional, settings, max_body, app_timeout and blocking_share"
+                            "unknown key `apps.{name}.{other}`{hint}: an app's table takes mount, optional, settings, max_body, max_stream_body, app_timeout and blocking_share"
                         ),
                     ));
                 }

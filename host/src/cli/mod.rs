@@ -294,10 +294,19 @@ pub struct Cli {
           value_parser = parse_size_usize, help_heading = LIMITS)]
     pub max_head: usize,
 
-    /// Largest request body (413).
+    /// Largest request body an app takes whole (413); the host buffers it,
+    /// so this much per connection.
     #[arg(long, env = "STOA_MAX_BODY", value_name = "SIZE", default_value = "8M",
           value_parser = parse_size_usize, help_heading = LIMITS)]
     pub max_body: usize,
+
+    /// Largest request body an app reads as it arrives (an upload route,
+    /// App::reads_body; 413 past it): the host holds only a small window of
+    /// it at a time, so it costs no more memory than a small body and may be
+    /// far above --max-body.
+    #[arg(long, env = "STOA_MAX_STREAM_BODY", value_name = "SIZE", default_value = "4G",
+          value_parser = parse_size_usize, help_heading = LIMITS)]
+    pub max_stream_body: usize,
 
     /// Bytes of a streamed response (or of a WebSocket's messages) queued
     /// per connection (from 4K to 64M): past it the app's sends answer

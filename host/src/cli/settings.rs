@@ -28,6 +28,9 @@ impl Cli {
             max_body: sections()
                 .filter_map(|l| l.max_body)
                 .fold(self.max_body, usize::max),
+            max_stream_body: sections()
+                .filter_map(|l| l.max_stream_body)
+                .fold(self.max_stream_body, usize::max),
             ..flags
         };
         Settings {
@@ -36,6 +39,9 @@ impl Cli {
             app_body_limits: sections()
                 .any(|l| l.max_body.is_some())
                 .then_some(self.max_body),
+            app_stream_limits: sections()
+                .any(|l| l.max_stream_body.is_some())
+                .then_some(self.max_stream_body),
             shortest_app_timeout: sections()
                 .filter_map(|l| l.app_timeout)
                 .fold(self.app_timeout, std::time::Duration::min),
@@ -70,6 +76,7 @@ impl Cli {
             max_headers: usize::from(self.max_headers),
             max_head: self.max_head,
             max_body: self.max_body,
+            max_stream_body: self.max_stream_body,
             max_requests_per_conn: self.max_requests_per_conn,
             head_timeout: self.head_timeout,
             body_timeout: self.body_timeout,

@@ -30,6 +30,9 @@ pub enum HttpError {
     HeadTooLarge,
     #[error("body larger than max_body")]
     BodyTooLarge,
+    /// A body its app reads as it arrives, larger than its limit.
+    #[error("streamed body larger than max_stream_body")]
+    StreamBodyTooLarge,
     #[error("transfer coding not implemented")]
     UnsupportedCoding,
     #[error("unsupported expectation")]
@@ -62,7 +65,7 @@ impl HttpError {
             HttpError::HeaderFieldTooLarge
             | HttpError::TooManyHeaders
             | HttpError::HeadTooLarge => 431,
-            HttpError::BodyTooLarge => 413,
+            HttpError::BodyTooLarge | HttpError::StreamBodyTooLarge => 413,
             HttpError::UnsupportedCoding => 501,
             HttpError::ExpectationFailed => 417,
             HttpError::VersionNotSupported => 505,

@@ -184,7 +184,8 @@ impl Dispatcher {
 
     /// Routes a request with a body once its head is parsed (the reader
     /// asks for no other), and decides from its route the body limit (its
-    /// app's own `max_body`, when some app has one) and whether its app
+    /// app's own `max_body` or `max_stream_body`, when some app has one)
+    /// and whether its app
     /// reads the body as it arrives (asked with the head only). The route
     /// is kept with the request for its dispatch.
     pub(super) fn body_plan(
@@ -198,7 +199,6 @@ impl Dispatcher {
         let parts = HeadText::new(head, buf);
         let apps = shared.apps.load();
         let route = Route::decide(&shared.settings, &apps.mounts, &parts, peer);
-        let limit = route.body_limit(&shared.settings);
         let stream = match route.app() {
             Some((app, split)) if app.may_read_bodies() => {
                 let meta = self.meta(listener, route.client.clone(), route.scheme);
@@ -206,6 +206,7 @@ impl Dispatcher {
             }
             _ => false,
         };
+        let limit = route.body_limit(&shared.settings, stream);
         (BodyPlan { limit, stream }, route.kept())
     }
 

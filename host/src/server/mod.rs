@@ -41,7 +41,7 @@ use crate::poller::{Event, Poller, Token, WAKER};
 use crate::settings::{ConnParams, Overload};
 use crate::stats::bump;
 use acceptor::{listener_of, Acceptor};
-use body_feed::BodyLink;
+use body_feed::{BodyLink, LoopAddr};
 use clock::{Clock, Stamp};
 use conn::{Conn, Deadline, Flow};
 use dispatch::{warn_if_blocked, Dispatcher};
@@ -444,7 +444,18 @@ impl Server {
             self.on_stream(notice);
         }
         for attach in inbox.bodies.drain(..) {
-            let link = BodyLink::new(attach.sink, attach.responder);
+            let link = match (&self.shared.pool, attach.on_pool) {
+                (Some(pool), true) => {
+                    let addr = LoopAddr {
+                        inbox: self.queue.clone(),
+                        token: attach.token,
+                        id: attach.id,
+                    };
+                    BodyLink::on_pool(attach.sink, attach.responder, pool.clone(), addr)
+                }
+                // No pool (`--blocking-on-loop`): on the loop.
+                _ => BodyLink::new(attach.sink, attach.responder),
+            };
             match self.conns.get_mut(attach.token.0) {
                 Some(conn) if conn.waits_for(attach.id) => {
                     conn.attach_body(link);
@@ -452,6 +463,13 @@ impl Server {
                 }
                 // The connection went: the sink hears the body broke.
                 _ => drop(link),
+            }
+        }
+        for (token, id) in inbox.body_notices.drain(..) {
+            // A pool sink finished its piece: the body is read on.
+            if let Some(conn) = self.conns.get_mut(token.0).filter(|c| c.waits_for(id)) {
+                conn.note_ready(true, false);
+                self.pump(token);
             }
         }
         for (token, id) in inbox.ws_notices.drain(..) {

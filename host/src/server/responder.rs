@@ -210,15 +210,12 @@ impl RawResponder for HostResponder {
         RawStream_TO::from_value(HostStream::new(line), TD_Opaque)
     }
 
-    fn read_body(mut self, sink: BodySinkBox) {
-        self.answered = true;
-        let responder = self.again();
-        self.reply.queue.push_body(BodyAttach {
-            token: self.reply.token,
-            id: self.reply.id,
-            sink,
-            responder,
-        });
+    fn read_body(self, sink: BodySinkBox) {
+        self.attach_sink(sink, false);
+    }
+
+    fn read_body_on_pool(self, sink: BodySinkBox) {
+        self.attach_sink(sink, true);
     }
 
     fn accept_websocket(mut self, session: WsSessionBox) {
@@ -237,6 +234,19 @@ impl RawResponder for HostResponder {
 }
 
 impl HostResponder {
+    /// Hands `sink` to the loop for the request's streamed body.
+    fn attach_sink(mut self, sink: BodySinkBox, on_pool: bool) {
+        self.answered = true;
+        let responder = self.again();
+        self.reply.queue.push_body(BodyAttach {
+            token: self.reply.token,
+            id: self.reply.id,
+            sink,
+            responder,
+            on_pool,
+        });
+    }
+
     /// The same request's responder, handed back to the app with the end
     /// of its streamed body.
     fn again(&self) -> ResponderBox {

@@ -80,12 +80,18 @@ impl<'a> Route<'a> {
         }
     }
 
-    /// The request's body limit, when it is not `max_body`: its app's own
-    /// `max_body` (or `--max-body`), once some app has one.
-    pub fn body_limit(&self, settings: &Settings) -> Option<usize> {
-        settings.app_body_limits.map(|default| {
+    /// The request's body limit, when it is not `max_body` (or, for a body
+    /// its app reads as it arrives, `max_stream_body`): its app's own (or
+    /// the flag's), once some app has one.
+    pub fn body_limit(&self, settings: &Settings, stream: bool) -> Option<usize> {
+        let (flag, own): (_, fn(&crate::settings::AppLimits) -> Option<usize>) = if stream {
+            (settings.app_stream_limits, |l| l.max_stream_body)
+        } else {
+            (settings.app_body_limits, |l| l.max_body)
+        };
+        flag.map(|default| {
             self.app()
-                .and_then(|(app, _)| app.limits.max_body)
+                .and_then(|(app, _)| own(&app.limits))
                 .unwrap_or(default)
         })
     }

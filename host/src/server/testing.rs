@@ -40,6 +40,7 @@ pub fn settings(max_connections: usize, overload: Overload) -> Settings {
         conn: ConnParams::default(),
         ws: WsParams::default(),
         app_body_limits: None,
+        app_stream_limits: None,
         shortest_app_timeout: second,
         max_connections,
         overload,

@@ -2,6 +2,13 @@
 
 use std::time::Duration;
 
+/// `--max-stream-body`'s default: 4 GiB (where a `usize` holds it).
+pub const DEFAULT_MAX_STREAM_BODY: usize = if usize::BITS >= 64 {
+    (4u64 << 30) as usize
+} else {
+    usize::MAX
+};
+
 /// Every per-connection limit and timeout, with its default.
 #[derive(Clone, Debug)]
 pub struct ConnParams {
@@ -13,8 +20,12 @@ pub struct ConnParams {
     pub max_headers: usize,
     /// Largest whole head (431).
     pub max_head: usize,
-    /// Largest body, decoded (413).
+    /// Largest body, decoded (413), of a request whose app takes it whole.
     pub max_body: usize,
+    /// Largest body, decoded (413), of a request whose app reads it as it
+    /// arrives (`App::reads_body`): the host holds only a window of it, so
+    /// this may be far above `max_body`.
+    pub max_stream_body: usize,
     /// Requests served on one connection before it is closed.
     pub max_requests_per_conn: u32,
     /// Whole request head, from its first byte (408 past it; slowloris).
@@ -80,6 +91,7 @@ impl Default for ConnParams {
             max_headers: 100,
             max_head: 64 * 1024,
             max_body: 8 * 1024 * 1024,
+            max_stream_body: DEFAULT_MAX_STREAM_BODY,
             max_requests_per_conn: 1000,
             head_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(30),
@@ -126,6 +138,8 @@ impl Default for WsParams {
 pub struct AppLimits {
     /// Largest request body (413), checked when the head arrives.
     pub max_body: Option<usize>,
+    /// Largest body of a request it reads as it arrives (413).
+    pub max_stream_body: Option<usize>,
     /// Time to answer before the client gets 504.
     pub app_timeout: Option<std::time::Duration>,
     /// Percent of the blocking pool's threads and queue it may hold.

@@ -20,13 +20,18 @@ use std::time::Duration;
 #[derive(Clone, Debug)]
 pub struct Settings {
     /// Limits and timeouts of a connection; `conn.max_body` is the largest
-    /// body any app may take (the flag, or an app's larger own `max_body`).
+    /// body any app may take whole (the flag, or an app's larger own
+    /// `max_body`), `conn.max_stream_body` the largest it may read as it
+    /// arrives.
     pub conn: ConnParams,
     /// Limits and timing of open WebSockets.
     pub ws: WsParams,
     /// `--max-body`, when some app has its own `max_body`: each request's
     /// limit is then its app's, or this.
     pub app_body_limits: Option<usize>,
+    /// `--max-stream-body`, when some app has its own `max_stream_body`:
+    /// each streamed body's limit is then its app's, or this.
+    pub app_stream_limits: Option<usize>,
     /// The shortest `app_timeout` of any app (its own, or the flag's):
     /// deadlines are checked often enough for it.
     pub shortest_app_timeout: Duration,

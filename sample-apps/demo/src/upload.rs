@@ -1,7 +1,9 @@
 //! `/demo/upload`: hashes a request body of any size as it arrives
 //! (SHA-256) and answers the hex digest and the byte count. The app reads
 //! the body piece by piece (`App::reads_body`), so it never holds more
-//! than one piece; its limit is the app's `max_body`.
+//! than one piece, and hashes each on a blocking-pool thread
+//! (`Responder::read_body_on_pool`); its limit is the app's
+//! `max_stream_body`.
 
 use sha2::{Digest, Sha256};
 use stoa_app_api::{BodyEnd, BodySink, Responder, Response};
@@ -43,7 +45,7 @@ impl BodySink for Hasher {
                 let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
                 Response::text(200, &format!("{hex}  {} bytes\n", self.bytes))
             }
-            BodyEnd::TooLarge => Response::text(413, "upload larger than max_body\n"),
+            BodyEnd::TooLarge => Response::text(413, "upload larger than max_stream_body\n"),
             BodyEnd::Broken => Response::text(400, "upload cut short\n"),
         };
         responder.respond(response);

@@ -1,9 +1,11 @@
 //! The PEP 3333 environ of one request.
 
+use crate::body::{streamed_length, Pipe};
 use crate::io::{Errors, Input};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
+use std::sync::Arc;
 use stoa_app_api::Request;
 
 /// The keys every request shares, built once: a request's environ starts
@@ -33,6 +35,7 @@ pub fn environ<'py>(
     base: &Py<PyDict>,
     request: &Request<'_>,
     errors: Bound<'py, Errors>,
+    pipe: Option<Arc<Pipe>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let env = base.bind(py).copy()?;
     env.set_item(intern!(py, "REQUEST_METHOD"), request.method.as_str())?;
@@ -67,7 +70,11 @@ pub fn environ<'py>(
             _ => env.set_item(PyString::new(py, &name), value)?,
         }
     }
-    if content_length {
+    let streamed = pipe.as_ref().and(streamed_length(request));
+    if let Some(length) = streamed {
+        // The declared length: what wsgi.input will give.
+        env.set_item(intern!(py, "CONTENT_LENGTH"), length.to_string())?;
+    } else if content_length {
         // The body as read (de-chunked): what wsgi.input holds.
         env.set_item(
             intern!(py, "CONTENT_LENGTH"),
@@ -78,7 +85,10 @@ pub fn environ<'py>(
     env.set_item(intern!(py, "wsgi.url_scheme"), request.scheme.as_str())?;
     env.set_item(
         intern!(py, "wsgi.input"),
-        Bound::new(py, Input::new(request.body.as_slice()))?,
+        match pipe {
+            Some(pipe) => Bound::new(py, Input::streamed(pipe))?,
+            None => Bound::new(py, Input::new(request.body.as_slice()))?,
+        },
     )?;
     env.set_item(intern!(py, "wsgi.errors"), errors)?;
     Ok(env)

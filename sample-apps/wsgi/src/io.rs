@@ -1,16 +1,22 @@
-//! `wsgi.input`, a file-like object over the request body (the host has
-//! read and de-chunked it already), and `wsgi.errors`, a text stream whose
+//! `wsgi.input`, a file-like object over the request body (read whole and
+//! de-chunked by the host, or streamed to it piece by piece: `body.rs`), and `wsgi.errors`, a text stream whose
 //! lines go to the host's log.
 
+use crate::body::{Pipe, Stalled, STALL};
+use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-/// `wsgi.input`: `read`, `readline`, `readlines` and iteration.
+/// `wsgi.input`: `read`, `readline`, `readlines` and iteration. Over the
+/// body the host read whole, or over a body streamed to it (`pipe`): then
+/// `body` holds what has come and not been read, at most a piece more than
+/// asked for, and a read waits for pieces with the interpreter released.
 #[pyclass(module = "stoa_wsgi")]
 pub struct Input {
     body: Vec<u8>,
     at: usize,
+    pipe: Option<Arc<Pipe>>,
 }
 
 impl Input {
@@ -18,7 +24,65 @@ impl Input {
         Input {
             body: body.to_vec(),
             at: 0,
+            pipe: None,
         }
+    }
+
+    /// `wsgi.input` over a body streamed through `pipe`.
+    pub fn streamed(pipe: Arc<Pipe>) -> Self {
+        Input {
+            body: Vec::new(),
+            at: 0,
+            pipe: Some(pipe),
+        }
+    }
+
+    /// Takes the next piece of a streamed body (dropping what was read);
+    /// false once the body has ended. A body stalled past `body::STALL`
+    /// raises `OSError`.
+    fn pull(&mut self, py: Python<'_>) -> PyResult<bool> {
+        let Some(pipe) = self.pipe.clone() else {
+            return Ok(false);
+        };
+        match py.allow_threads(move || pipe.next()) {
+            Ok(Some(piece)) => {
+                self.body.drain(..self.at);
+                self.at = 0;
+                self.body.extend_from_slice(&piece);
+                Ok(true)
+            }
+            Ok(None) => {
+                self.pipe = None;
+                Ok(false)
+            }
+            Err(Stalled) => Err(PyOSError::new_err(format!(
+                "the request body stalled: no piece for {}s",
+                STALL.as_secs()
+            ))),
+        }
+    }
+
+    /// Pulls until `n` unread bytes are here (all, for `None`) or the body
+    /// has ended.
+    fn fill(&mut self, py: Python<'_>, n: Option<usize>) -> PyResult<()> {
+        while n.map_or(true, |n| self.body.len() - self.at < n) && self.pull(py)? {}
+        Ok(())
+    }
+
+    /// Pulls until a whole line (or `size` bytes) is here, or the end.
+    fn fill_line(&mut self, py: Python<'_>, size: Option<isize>) -> PyResult<()> {
+        let cap = size.filter(|s| *s >= 0).map(isize::unsigned_abs);
+        while !self.body[self.at..].contains(&b'\n')
+            && cap.map_or(true, |c| self.body.len() - self.at < c)
+            && self.pull(py)?
+        {}
+        Ok(())
+    }
+
+    /// True if an unread byte is here, pulling for one if need be.
+    fn more(&mut self, py: Python<'_>) -> PyResult<bool> {
+        self.fill(py, Some(1))?;
+        Ok(self.at < self.body.len())
     }
 
     /// The rest of the body, at most `size` bytes (all for `None` or a
@@ -52,13 +116,20 @@ impl Input {
 #[pymethods]
 impl Input {
     #[pyo3(signature = (size = None))]
-    fn read<'py>(&mut self, py: Python<'py>, size: Option<isize>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, self.take(size))
+    fn read<'py>(&mut self, py: Python<'py>, size: Option<isize>) -> PyResult<Bound<'py, PyBytes>> {
+        let want = size.filter(|s| *s >= 0).map(isize::unsigned_abs);
+        self.fill(py, want)?;
+        Ok(PyBytes::new(py, self.take(size)))
     }
 
     #[pyo3(signature = (size = None))]
-    fn readline<'py>(&mut self, py: Python<'py>, size: Option<isize>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, self.line(size))
+    fn readline<'py>(
+        &mut self,
+        py: Python<'py>,
+        size: Option<isize>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        self.fill_line(py, size)?;
+        Ok(PyBytes::new(py, self.line(size)))
     }
 
     /// Lines until the body ends, or until they total `hint` bytes.
@@ -71,7 +142,8 @@ impl Input {
         let lines = PyList::empty(py);
         let limit = hint.filter(|h| *h > 0).map(isize::unsigned_abs);
         let mut total = 0;
-        while self.at < self.body.len() && !limit.is_some_and(|l| total >= l) {
+        while !limit.is_some_and(|l| total >= l) && self.more(py)? {
+            self.fill_line(py, None)?;
             let line = self.line(None);
             total += line.len();
             lines.append(PyBytes::new(py, line))?;
@@ -83,8 +155,12 @@ impl Input {
         slf
     }
 
-    fn __next__<'py>(&mut self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
-        (self.at < self.body.len()).then(|| PyBytes::new(py, self.line(None)))
+    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        if !self.more(py)? {
+            return Ok(None);
+        }
+        self.fill_line(py, None)?;
+        Ok(Some(PyBytes::new(py, self.line(None))))
     }
 }
 

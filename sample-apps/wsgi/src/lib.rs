@@ -14,7 +14,11 @@
 //! (the host resolves `X-Forwarded-Proto`/`-For` from trusted peers only).
 //!
 //! Every request runs on the host's blocking pool (the app says it
-//! blocks), holding the interpreter's lock only while in Python. Response
+//! blocks), holding the interpreter's lock only while in Python. A body
+//! with a Content-Length is streamed into `wsgi.input` (a bounded window,
+//! reads that wait on the pool thread; see `body.rs`), so an upload is not
+//! held whole in memory, and its limit is the host's `max_stream_body`;
+//! a chunked body is read whole, under `max_body`. Response
 //! iterables are streamed chunk by chunk (`stream.rs` says when a body is
 //! collected instead). The
 //! interpreter is one per process, shared by every generation of this
@@ -24,6 +28,7 @@
 
 #![deny(unsafe_code)]
 
+mod body;
 mod declared;
 mod environ;
 mod io;
@@ -59,11 +64,23 @@ impl App for WsgiApp {
         true
     }
 
+    /// A body with a Content-Length streams into `wsgi.input`.
+    fn reads_body(&self, request: &Request<'_>) -> bool {
+        body::streamed_length(request).is_some()
+    }
+
     fn handle(&self, request: &Request<'_>, responder: Responder) {
         let head_only = request.method.as_str() == "HEAD";
+        if body::streamed_length(request).is_some() && request.body.is_empty() {
+            let pipe = body::Pipe::new();
+            responder.read_body_on_pool(body::PipeSink(pipe.clone()));
+            let sink = body::AfterBody::new(pipe.clone(), head_only);
+            return self.wsgi.serve(request, Box::new(sink), Some(pipe));
+        }
         self.wsgi.serve(
             request,
             Box::new(stream::Streaming::new(responder, head_only)),
+            None,
         );
     }
 }

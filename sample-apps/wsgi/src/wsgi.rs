@@ -2,6 +2,7 @@
 //! what its iterable yields, closes it, and turns an exception into a 500
 //! with the traceback in the host's log.
 
+use crate::body::Pipe;
 use crate::environ;
 use crate::io::Errors;
 use crate::python::traceback;
@@ -12,6 +13,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
+use std::sync::Arc;
 use stoa_app_api::{log, Request};
 
 /// A loaded WSGI application.
@@ -49,11 +51,12 @@ impl Wsgi {
         })
     }
 
-    /// Answers `request` through `sink`.
-    pub fn serve(&self, request: &Request<'_>, sink: Box<dyn Sink>) {
+    /// Answers `request` through `sink`; its body comes through `pipe`
+    /// when it streams.
+    pub fn serve(&self, request: &Request<'_>, sink: Box<dyn Sink>, pipe: Option<Arc<Pipe>>) {
         let exchange = respond::shared(sink);
         let outcome = Python::with_gil(|py| {
-            let called = self.call(py, request, &exchange);
+            let called = self.call(py, request, &exchange, pipe);
             let errors = self.errors.bind(py);
             errors.borrow().flush(py);
             called.map_err(|e| traceback(py, &e))
@@ -75,9 +78,15 @@ impl Wsgi {
         }
     }
 
-    fn call(&self, py: Python<'_>, request: &Request<'_>, exchange: &Shared) -> PyResult<()> {
+    fn call(
+        &self,
+        py: Python<'_>,
+        request: &Request<'_>,
+        exchange: &Shared,
+        pipe: Option<Arc<Pipe>>,
+    ) -> PyResult<()> {
         let errors = self.errors.bind(py).clone();
-        let environ = environ::environ(py, &self.base, request, errors)?;
+        let environ = environ::environ(py, &self.base, request, errors, pipe)?;
         let start = Bound::new(
             py,
             StartResponse {

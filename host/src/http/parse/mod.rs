@@ -136,7 +136,7 @@ pub fn parse_head_reusing(
     if let Some(authority) = absolute_authority(path) {
         take_authority(&mut head, buf, authority, fields.host_field)?;
     }
-    head.body = fields.body_kind(version, params)?;
+    head.body = fields.body_kind(version)?;
     check_target(&buf[head.method.clone()], path)?;
     Ok(Some(head))
 }
@@ -280,7 +280,7 @@ impl<'b> Fields<'b> {
     /// How the body is delimited (RFC 9112 §6), from Content-Length and
     /// Transfer-Encoding together.
     #[inline(always)]
-    fn body_kind(&self, version: u8, params: &ConnParams) -> Result<BodyKind, HttpError> {
+    fn body_kind(&self, version: u8) -> Result<BodyKind, HttpError> {
         let chunked = !self.codings.is_empty() && transfer_coding(&self.codings)?;
         // RFC 9112 §6.1: Transfer-Encoding in HTTP/1.0 means faulty framing.
         if chunked && version == 0 {
@@ -296,7 +296,6 @@ impl<'b> Fields<'b> {
             }
             (true, None) => BodyKind::Chunked,
             (false, Some(0)) | (false, None) => BodyKind::None,
-            (false, Some(n)) if n > params.max_body => return Err(HttpError::BodyTooLarge),
             (false, Some(n)) => BodyKind::Length(n),
         })
     }

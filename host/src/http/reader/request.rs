@@ -14,7 +14,8 @@ use crate::settings::ConnParams;
 /// What the caller decides for a request once its head is parsed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BodyPlan {
-    /// The body limit, if not `max_body` (an app's own).
+    /// The body limit, if not `max_body` (or `max_stream_body` for a
+    /// streamed body): an app's own.
     pub limit: Option<usize>,
     /// The app reads the body as it arrives: the request is ready with its
     /// head, and the body comes through `body_piece`.
@@ -31,8 +32,8 @@ impl RequestReader {
     }
 
     /// `next_request`, with `body_plan` deciding, once a head is parsed, a
-    /// body limit for this request in place of `params.max_body` (which
-    /// the parse itself holds as the ceiling): an app's own `max_body`;
+    /// body limit for this request in place of `params.max_body` (or
+    /// `params.max_stream_body`): an app's own `max_body` (or `max_stream_body`);
     /// and whether the body is streamed to the app (the request is then
     /// ready with its head; see `body_piece`). A body the `budget` has no
     /// room for is refused (`OverBudget`).
@@ -61,11 +62,20 @@ impl RequestReader {
                     };
                     self.body_limit = plan.limit;
                     self.stream_body = plan.stream;
-                    self.stream_limit = plan.limit.unwrap_or(params.max_body);
-                    if let (Some(limit), BodyKind::Length(n)) = (self.body_limit, head.body) {
+                    let (limit, too_large) = if plan.stream {
+                        let limit = plan.limit.unwrap_or(params.max_stream_body);
+                        (limit, HttpError::StreamBodyTooLarge)
+                    } else {
+                        (
+                            plan.limit.unwrap_or(params.max_body),
+                            HttpError::BodyTooLarge,
+                        )
+                    };
+                    self.stream_limit = limit;
+                    if let BodyKind::Length(n) = head.body {
                         if n > limit {
                             self.spare_headers = head.into_spare();
-                            return Err(HttpError::BodyTooLarge);
+                            return Err(too_large);
                         }
                     }
                     self.decoder = (head.body == BodyKind::Chunked).then(ChunkedDecoder::default);

@@ -35,7 +35,10 @@ impl<S> Conn<S> {
             Deadline::Send
         } else {
             match self.phase {
-                Phase::Dispatched(_) if self.reader.in_body() => Deadline::Body,
+                // A piece with the app's sink on the pool: the app's time.
+                Phase::Dispatched(_) if self.reader.in_body() && !self.body_waits() => {
+                    Deadline::Body
+                }
                 Phase::Dispatched(_) => Deadline::App,
                 Phase::Streaming { .. } => Deadline::StreamIdle,
                 Phase::Closing { .. } => Deadline::Send,

@@ -262,7 +262,22 @@ impl<S> Conn<S> {
     /// receiving one, bytes may be waiting, and its output is not over the
     /// bound.
     pub fn read_due(&self) -> bool {
-        self.read_ready && !self.read_closed && (self.may_take_requests() || self.feeds_body())
+        self.read_ready && !self.read_closed && (self.may_take_requests() || self.reads_body_now())
+    }
+
+    /// True while the streamed body is read now: its app's sink on the
+    /// pool is not busy with a piece (its pieces count in the window).
+    fn reads_body_now(&self) -> bool {
+        self.feeds_body() && !self.body_waits()
+    }
+
+    /// True while the app's sink on the pool has a piece it has not
+    /// finished: the body's bytes are with the app.
+    pub(super) fn body_waits(&self) -> bool {
+        match &self.phase {
+            Phase::Dispatched(d) => d.body.as_ref().is_some_and(|b| b.waits()),
+            _ => false,
+        }
     }
 
     /// True while the request with the app has its body streamed to it
@@ -326,7 +341,8 @@ impl<S> Conn<S> {
             Phase::Lingering(_) => true,
             _ => false,
         };
-        let read = (self.may_take_requests() || self.feeds_body() || other) && !self.read_closed;
+        let read =
+            (self.may_take_requests() || self.reads_body_now() || other) && !self.read_closed;
         match (read, self.has_output()) {
             (true, true) => Interest::BOTH,
             (true, false) => Interest::READABLE,

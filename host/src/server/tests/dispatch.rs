@@ -202,8 +202,10 @@ fn a_streamed_head_that_is_not_final_becomes_a_500_and_closes_its_line() {
 fn a_body_is_planned_by_its_request_s_route() {
     let mut with_limits = settings(16, Overload::Queue);
     with_limits.app_body_limits = Some(1 << 20);
+    with_limits.app_stream_limits = Some(1 << 20);
     let own = AppLimits {
         max_body: Some(4),
+        max_stream_body: Some(8),
         ..AppLimits::default()
     };
     let mut r = rig(with_limits, own);
@@ -218,9 +220,13 @@ fn a_body_is_planned_by_its_request_s_route() {
         let (_, ready) = r.read(&post(path));
         assert_eq!(ready, Ok(true), "{path}");
     }
-    // An app reading its body as it comes: ready with the head alone.
-    let (_, ready) = r.read("POST /app/stream HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\n");
+    // An app reading its body as it comes: ready with the head alone, up
+    // to its own streamed-body limit (past its max_body), and refused
+    // past that limit, by its name.
+    let (_, ready) = r.read("POST /app/stream HTTP/1.1\r\nHost: x\r\nContent-Length: 8\r\n\r\n");
     assert_eq!(ready, Ok(true));
+    let (_, ready) = r.read("POST /app/stream HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n\r\n");
+    assert_eq!(ready, Err(HttpError::StreamBodyTooLarge));
     let (_, ready) = r.read("POST /app/x HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\n");
     assert_eq!(ready, Ok(false));
 }

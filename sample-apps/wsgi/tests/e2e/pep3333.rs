@@ -252,8 +252,68 @@ matrix!(
     responses,
     iterables_stream_chunk_by_chunk,
     failures_are_500_with_a_traceback,
-    url_scheme_from_trusted_proxies_only
+    url_scheme_from_trusted_proxies_only,
+    a_large_upload_is_read_piecewise_with_bounded_memory
 );
+
+/// The server's peak RSS (VmHWM), KiB.
+fn peak_kib(wsgi: &Wsgi) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{}/status", wsgi.server.pid()))
+        .expect("read the server's /proc status");
+    text.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmHWM in {text}"))
+}
+
+/// A body of 64 MiB, past the host's --max-body (8 MiB: read whole it
+/// would be refused), streams into wsgi.input: the application reads it
+/// 64 KiB at a time, and the process holds a window of it, not the body.
+fn a_large_upload_is_read_piecewise_with_bounded_memory(poller: &str) {
+    let wsgi = start(poller, &[]);
+    // Warm up: the idle peak includes the route's first use.
+    let r = wsgi.server.connect().request(&with_body(
+        "POST",
+        "/pep/upload",
+        &["Content-Length: 3"],
+        b"abc",
+    ));
+    assert_eq!(json(&ok(&r).body)["bytes"], 3);
+    let idle = peak_kib(&wsgi);
+    let size: usize = 64 << 20;
+    let mut stream = TcpStream::connect(("127.0.0.1", wsgi.server.port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("a read timeout");
+    let head = format!("POST /pep/upload HTTP/1.1\r\nHost: localhost\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n");
+    stream.write_all(head.as_bytes()).expect("send the head");
+    let piece = vec![b'u'; 256 << 10];
+    for _ in 0..size / piece.len() {
+        stream.write_all(&piece).expect("send the body");
+    }
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).expect("read the answer");
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let peak = peak_kib(&wsgi);
+    assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+    // The one JSON chunk of the (chunked) body.
+    let body = match (answer.find('{'), answer.rfind('}')) {
+        (Some(a), Some(b)) if a < b => &answer[a..=b],
+        _ => panic!("no JSON in {answer}"),
+    };
+    let report = json(body.as_bytes());
+    assert_eq!(report["bytes"], size, "{report}");
+    assert_eq!(report["content_length"], size.to_string(), "{report}");
+    assert!(
+        report["largest"].as_u64().is_some_and(|n| n <= 65536),
+        "{report}"
+    );
+    // Read whole, the body (and its copies) would be in the host's memory.
+    assert!(
+        peak <= idle + (16 << 10),
+        "the peak RSS rose from {idle} KiB to {peak} KiB during a {size}-byte upload"
+    );
+}
 
 /// Process mode: each worker process has an interpreter of its own, so
 /// two requests run at once in two of them (two pids, overlapping in

@@ -167,6 +167,23 @@ def process_view(environ, start_response):
     return [json.dumps(report).encode()]
 
 
+def upload_view(environ, start_response):
+    """Reads the body 64 KiB at a time; reports the bytes, the largest read
+    and the Content-Length it was given."""
+    stream = environ["wsgi.input"]
+    total = largest = 0
+    while True:
+        chunk = stream.read(65536)
+        if not chunk:
+            break
+        total += len(chunk)
+        largest = max(largest, len(chunk))
+    report = {"bytes": total, "largest": largest,
+              "content_length": environ.get("CONTENT_LENGTH")}
+    start_response("200 OK", [("Content-Type", "application/json")])
+    return [json.dumps(report).encode()]
+
+
 def headers_view(environ, start_response):
     return text(start_response, "headers", extra=[
         ("Set-Cookie", "a=1"), ("Set-Cookie", "b=2"), ("X-Latin", "caf\u00e9")])
@@ -175,6 +192,7 @@ def headers_view(environ, start_response):
 ROUTES = {
     "/environ": environ_view,
     "/input": input_view,
+    "/upload": upload_view,
     "/errors": errors_view,
     "/write": write_view,
     "/chunks": chunks_view,

@@ -17,9 +17,55 @@
 //! - `/64m` answers a 64 MiB body of `x` (every page written, so it counts
 //!   in the host's RSS), to see how many copies of a large body the host
 //!   holds.
+//! - `POST /pool-sink` reads its body on a blocking-pool thread
+//!   (`read_body_on_pool`); its sink holds its first piece until
+//!   `/pool-sink/release`, and answers the byte count and the largest
+//!   piece; `/pool-sink/state` says `in data` while the sink holds that
+//!   piece (`idle` before), with the bytes it has been given so far.
 
+use std::sync::{Condvar, Mutex};
 use std::time::Duration;
-use stoa_app_api::{App, Request, Responder, Response};
+use stoa_app_api::{App, BodyEnd, BodySink, Request, Responder, Response};
+
+/// The pool sink's gate: (holding its first piece, released, bytes given).
+static GATE: Mutex<(bool, bool, u64)> = Mutex::new((false, false, 0));
+static GATE_MOVED: Condvar = Condvar::new();
+
+fn gate() -> std::sync::MutexGuard<'static, (bool, bool, u64)> {
+    GATE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Counts the body; holds its first piece until released.
+#[derive(Default)]
+struct GateSink {
+    bytes: u64,
+    largest: usize,
+}
+
+impl BodySink for GateSink {
+    fn data(&mut self, chunk: &[u8]) {
+        let first = self.bytes == 0;
+        self.bytes += chunk.len() as u64;
+        self.largest = self.largest.max(chunk.len());
+        let mut g = gate();
+        g.2 = self.bytes;
+        if first {
+            g.0 = true;
+            while !g.1 {
+                g = GATE_MOVED.wait(g).unwrap_or_else(|p| p.into_inner());
+            }
+            g.0 = false;
+        }
+    }
+
+    fn end(self, end: BodyEnd, responder: Responder) {
+        let text = format!(
+            "{:?}: {} bytes, largest piece {}",
+            end, self.bytes, self.largest
+        );
+        responder.respond(Response::text(200, &text));
+    }
+}
 
 /// Size of the `/big` body.
 pub const BIG: usize = 4 << 20;
@@ -33,6 +79,10 @@ pub const HUGE: usize = 64 << 20;
 struct Misbehave;
 
 impl App for Misbehave {
+    fn reads_body(&self, request: &Request<'_>) -> bool {
+        request.path_info.as_str() == "/pool-sink"
+    }
+
     fn handle(&self, request: &Request<'_>, responder: Responder) {
         match request.path_info.as_str() {
             "/panic" => panic!("misbehave: asked to panic"),
@@ -72,6 +122,17 @@ impl App for Misbehave {
             }
             "/64m" => responder.respond(Response::new(200).with_body(vec![b'x'; HUGE])),
             "/ok" => responder.respond(Response::text(200, "ok")),
+            "/pool-sink" => responder.read_body_on_pool(GateSink::default()),
+            "/pool-sink/state" => {
+                let g = gate();
+                let state = if g.0 { "in data" } else { "idle" };
+                responder.respond(Response::text(200, &format!("{state}, {} bytes", g.2)));
+            }
+            "/pool-sink/release" => {
+                gate().1 = true;
+                GATE_MOVED.notify_all();
+                responder.respond(Response::text(200, "released"));
+            }
             "/status" => {
                 let code = request.query.as_str().parse().unwrap_or(0);
                 responder.respond(Response::text(code, &format!("status {code}")));
