@@ -23,6 +23,7 @@ mod capacity;
 mod cli;
 mod config;
 pub(crate) mod deploy;
+mod deploy_files;
 mod environ;
 mod forwarded;
 mod hardening;
