@@ -99,7 +99,7 @@ pub fn fd_budget(cli: &Cli, fd_limit: Option<usize>, workers: usize) -> FdBudget
             .ok()
             .map(|(soft, _)| soft),
         workers,
-        listeners: cli.bind.len(),
+        listeners: cli.bind.iter().map(Bind::listeners).sum(),
         plugin_fds: 2.min(cli.max_generations as usize)
             * crate::apps::plugin_copy::plugin_files(&cli.apps),
     }

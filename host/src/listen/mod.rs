@@ -203,13 +203,7 @@ pub fn bind_all(
     backlog: i32,
     unix_mode: u32,
 ) -> Result<Bound, BootError> {
-    let given: usize = binds
-        .iter()
-        .map(|b| match b {
-            Bind::Name { addrs, .. } => addrs.len(),
-            _ => 1,
-        })
-        .sum();
+    let given: usize = binds.iter().map(Bind::listeners).sum();
     if given > MAX_LISTENERS {
         return Err(BootError::TooManyBinds {
             given,

@@ -63,6 +63,16 @@ pub enum Bind {
     Unix(PathBuf),
 }
 
+impl Bind {
+    /// How many listening sockets it may take: a host name one per address.
+    pub fn listeners(&self) -> usize {
+        match self {
+            Bind::Name { addrs, .. } => addrs.len(),
+            _ => 1,
+        }
+    }
+}
+
 impl std::fmt::Display for Bind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
