@@ -144,7 +144,8 @@ fn quick_compare_is_complete_and_error_free() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
-/// Both worker modes: the rows say which, and process mode's CPU per
+/// Both worker modes: the rows (the table, the CSV, the plot's title) say
+/// which, and process mode's CPU per
 /// request counts its worker process (the supervisor alone, which only
 /// wakes a few times a second, shows about a hundredth of thread mode's).
 #[test]
@@ -175,7 +176,23 @@ fn process_mode_rows_count_the_workers_cpu() {
         "process",
     ];
     let stdout = compare(&dir, &args, &out);
+    // The CSV and the plot's title say which mode each result ran in.
+    let csv = std::fs::read_to_string(out.join("process.csv")).unwrap_or_default();
+    let svg = std::fs::read_to_string(out.join("process.svg")).unwrap_or_default();
     let _ = std::fs::remove_dir_all(&out);
+    let header: Vec<&str> = csv.lines().next().unwrap_or("").split(',').collect();
+    let column = header.iter().position(|h| *h == "worker_mode");
+    let column = column.unwrap_or_else(|| panic!("no worker_mode column: {csv}"));
+    let csv_modes: Vec<&str> = csv
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split(',').nth(column))
+        .collect();
+    assert_eq!(csv_modes, ["thread", "process"], "{csv}");
+    assert!(
+        svg.contains("stoa-bench compare: stoa in worker modes thread, process"),
+        "the plot's title names both modes"
+    );
     let rows = table_rows(&stdout);
     let modes: Vec<(&str, &str)> = rows.iter().map(|r| (r[0], r[1])).collect();
     assert_eq!(

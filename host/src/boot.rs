@@ -518,7 +518,7 @@ fn listeners(cli: &Cli, workers: usize, backlog: i32) -> Result<listen::Bound, B
         return listen::adopt_all(sockets, workers);
     }
     if !cli.reuse_port {
-        for b in cli.bind.iter().filter(|b| matches!(b, Bind::Tcp(_))) {
+        for b in cli.bind.iter().filter(|b| !matches!(b, Bind::Unix(_))) {
             checks::address_is_free(b)?;
         }
     }

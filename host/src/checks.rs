@@ -102,7 +102,7 @@ pub fn fd_budget(cli: &Cli, fd_limit: Option<usize>, workers: usize) -> FdBudget
             .ok()
             .map(|(soft, _)| soft),
         workers,
-        listeners: cli.bind.len(),
+        listeners: cli.bind.iter().map(Bind::listeners).sum(),
         plugin_fds: 2.min(cli.max_generations as usize)
             * crate::apps::plugin_copy::plugin_files(&cli.apps),
     }
@@ -114,7 +114,7 @@ pub fn fd_budget(cli: &Cli, fd_limit: Option<usize>, workers: usize) -> FdBudget
 /// port; for a Unix socket, a server answers a connect. Port 0 has
 /// nothing to check.
 pub fn address_is_free(bind: &Bind) -> Result<(), BootError> {
-    let addr = match bind {
+    let addrs = match bind {
         Bind::Unix(path) => {
             return match std::os::unix::net::UnixStream::connect(path) {
                 Ok(_) => Err(BootError::UnixBind {
@@ -124,19 +124,26 @@ pub fn address_is_free(bind: &Bind) -> Result<(), BootError> {
                 Err(_) => Ok(()),
             }
         }
-        Bind::Tcp(addr) if addr.port() == 0 => return Ok(()),
-        Bind::Tcp(addr) => *addr,
+        Bind::Tcp(addr) => std::slice::from_ref(addr),
+        // An address the machine lacks is skipped when binding.
+        Bind::Name { addrs, .. } => addrs,
     };
-    let probe = || -> io::Result<()> {
-        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-        socket.set_reuse_address(true)?;
-        socket.bind(&addr.into())
-    };
-    match probe() {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::AddrInUse => Err(BootError::AddressInUse { addr }),
-        Err(e) => Err(BootError::socket("bind", addr, e)),
+    for &addr in addrs.iter().filter(|a| a.port() != 0) {
+        let probe = || -> io::Result<()> {
+            let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+            socket.set_reuse_address(true)?;
+            socket.bind(&addr.into())
+        };
+        match probe() {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+                return Err(BootError::AddressInUse { addr })
+            }
+            Err(e) if matches!(bind, Bind::Name { .. }) && crate::listen::unavailable(&e) => {}
+            Err(e) => return Err(BootError::socket("bind", addr, e)),
+        }
     }
+    Ok(())
 }
 
 /// Every `--mount NAME=PREFIX` and `[apps.NAME]` table must name an app

@@ -526,7 +526,7 @@ fn replaces_past_the_generation_cap_re_execute_the_host(poller: &str) {
 
 /// Runs `tool args` (installed by `.ci/run`); fails the test, naming the
 /// tool, if it is missing or finds a problem.
-fn validates(tool: &str, install: &str, args: &[&Path]) {
+pub(crate) fn validates(tool: &str, install: &str, args: &[&Path]) {
     let out = Command::new(tool)
         .args(args)
         .output()

@@ -24,6 +24,7 @@ mod check_live;
 mod cli;
 mod config;
 pub(crate) mod deploy;
+mod deploy_files;
 mod environ;
 mod forwarded;
 mod hardening;

@@ -132,7 +132,51 @@ fn bind_takes_a_host_name(poller: &str) {
         .apps(&["article"])
         .bind("localhost:0")
         .start();
+    both_loopbacks_answer(&server);
+}
+
+/// Process mode: the supervisor binds both and its workers serve them.
+#[test]
+fn bind_localhost_serves_both_loopbacks_in_process_mode() {
+    let server = Server::launch("epoll")
+        .apps(&["article"])
+        .bind("localhost:0")
+        .args(&["--worker-mode", "process", "--workers", "2"])
+        .start();
+    both_loopbacks_answer(&server);
+}
+
+/// `--bind localhost:0` listens on 127.0.0.1 and ::1 on one port, a line
+/// each, and a client on either gets answers; on a machine without an
+/// IPv6 loopback, ::1 is skipped with a log line.
+fn both_loopbacks_answer(server: &Server) {
+    use crate::client::{get, Client};
+    let port = server.port;
     assert_eq!(server.get("/article").status, 200);
+    if std::net::TcpListener::bind("[::1]:0").is_err() {
+        assert!(
+            server.wait_log(&[
+                "--bind localhost:0: [::1]:",
+                "is not available on this machine"
+            ]),
+            "{}",
+            server.log()
+        );
+        return;
+    }
+    let line = format!("listening on http://[::1]:{port}\n");
+    assert!(
+        server
+            .stdout
+            .wait(std::time::Duration::from_secs(10), |t| t.contains(&line)),
+        "{:?}",
+        server.stdout.text()
+    );
+    for _ in 0..2 {
+        let v6 = std::net::TcpStream::connect(("::1", port)).expect("connect to [::1]");
+        let answer = Client::from_stream(v6).request(&get("/article"));
+        assert_eq!(answer.status, 200, "{}", server.log());
+    }
 }
 
 /// Runs `stoa ARGS` with no apps, expecting a refusal before it serves;

@@ -154,7 +154,7 @@ pub struct Report {
 }
 
 impl Report {
-    fn empty(requested: u64) -> Report {
+    pub(crate) fn empty(requested: u64) -> Report {
         Report {
             completed: 0,
             failed: 0,

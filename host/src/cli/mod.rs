@@ -87,7 +87,9 @@ pub struct Cli {
     #[arg(skip)]
     pub effective_config: String,
 
-    /// Address to listen on (repeatable: listens on all): HOST:PORT,
+    /// Address to listen on (repeatable: listens on all): HOST:PORT (every
+    /// address the name resolves to, on one port; localhost is 127.0.0.1
+    /// and ::1, and one the machine lacks is skipped with a log line),
     /// [IPv6]:PORT, :PORT or PORT (all IPv4 addresses), or unix:PATH (a
     /// Unix-domain socket); port 0 picks a free port. Not used when sockets
     /// are passed (socket activation: LISTEN_FDS for the pid in LISTEN_PID,

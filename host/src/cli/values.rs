@@ -114,25 +114,30 @@ pub fn parse_bind(s: &str) -> Result<Bind, String> {
             "--bind {s:?}: give the socket's path, e.g. unix:/run/stoa.sock"
         )),
         Some(path) => Ok(Bind::Unix(PathBuf::from(path))),
-        None => parse_tcp(s).map(Bind::Tcp),
+        None => parse_tcp(s),
     }
 }
 
 /// A TCP listen address: `HOST:PORT`, `IP:PORT`, `[IPv6]:PORT`, `:PORT`
 /// (every IPv4 address, as gunicorn reads it) or a bare `PORT` (the same,
-/// as nginx's `listen 8000`). A host name is resolved and its first
-/// address, IPv4 first, is used (`localhost:8000` is 127.0.0.1:8000).
-pub fn parse_tcp(s: &str) -> Result<SocketAddr, String> {
+/// as nginx's `listen 8000`). A host name stands for every address it
+/// resolves to, IPv4 first, as in nginx (each is bound); `localhost` for
+/// the loopback addresses 127.0.0.1 and ::1 whatever the resolver says
+/// (RFC 6761: an /etc/hosts often lists 127.0.0.1 alone).
+pub fn parse_tcp(s: &str) -> Result<Bind, String> {
     let t = s.trim();
     if let Ok(addr) = t.parse::<SocketAddr>() {
-        return Ok(addr);
+        return Ok(Bind::Tcp(addr));
     }
     let port_only = t.strip_prefix(':').unwrap_or(t);
     if !port_only.is_empty() && port_only.bytes().all(|b| b.is_ascii_digit()) {
         let port = port_only
             .parse::<u16>()
             .map_err(|_| format!("--bind {s:?}: the port must be 0-65535"))?;
-        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port));
+        return Ok(Bind::Tcp(SocketAddr::new(
+            IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            port,
+        )));
     }
     let Some((host, port)) = t.rsplit_once(':') else {
         return Err(format!(
@@ -142,16 +147,36 @@ pub fn parse_tcp(s: &str) -> Result<SocketAddr, String> {
     let port = port
         .parse::<u16>()
         .map_err(|_| format!("--bind {s:?}: the port {port:?} must be a number 0-65535"))?;
-    let addrs: Vec<SocketAddr> = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("--bind {s:?}: cannot resolve {host:?}: {e}"))?
-        .collect();
-    addrs
+    let resolved: Vec<SocketAddr> = if host.eq_ignore_ascii_case("localhost") {
+        vec![
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port),
+            SocketAddr::new(IpAddr::V6(std::net::Ipv6Addr::LOCALHOST), port),
+        ]
+    } else {
+        (host, port)
+            .to_socket_addrs()
+            .map_err(|e| format!("--bind {s:?}: cannot resolve {host:?}: {e}"))?
+            .collect()
+    };
+    // IPv4 first (the first line printed, the port of `:0` chosen on it),
+    // each address once.
+    let mut addrs: Vec<SocketAddr> = Vec::with_capacity(resolved.len());
+    for a in resolved
         .iter()
-        .find(|a| a.is_ipv4())
-        .or_else(|| addrs.first())
-        .copied()
-        .ok_or_else(|| format!("--bind {s:?}: {host:?} has no address"))
+        .filter(|a| a.is_ipv4())
+        .chain(resolved.iter().filter(|a| a.is_ipv6()))
+    {
+        if !addrs.contains(a) {
+            addrs.push(*a);
+        }
+    }
+    if addrs.is_empty() {
+        return Err(format!("--bind {s:?}: {host:?} has no address"));
+    }
+    Ok(Bind::Name {
+        name: host.to_string(),
+        addrs,
+    })
 }
 
 /// The known name closest to `name`, if it is close enough to be a typo.
@@ -223,7 +248,20 @@ mod tests {
         assert_eq!(parse_bind("127.0.0.1:8000"), Ok(v4([127, 0, 0, 1], 8000)));
         assert_eq!(parse_bind(":8000"), Ok(v4([0, 0, 0, 0], 8000)));
         assert_eq!(parse_bind("8000"), Ok(v4([0, 0, 0, 0], 8000)));
-        assert_eq!(parse_bind("localhost:8000"), Ok(v4([127, 0, 0, 1], 8000)));
+        assert_eq!(
+            parse_bind("localhost:8000"),
+            Ok(Bind::Name {
+                name: "localhost".into(),
+                addrs: vec![
+                    "127.0.0.1:8000".parse().expect("v4"),
+                    "[::1]:8000".parse().expect("v6")
+                ],
+            })
+        );
+        assert_eq!(
+            parse_bind("localhost:8000").map(|b| b.to_string()),
+            Ok("localhost:8000".into())
+        );
         assert_eq!(
             parse_bind("[::1]:8000"),
             Ok(Bind::Tcp("[::1]:8000".parse().expect("v6")))

@@ -117,6 +117,33 @@ impl Bound {
             .collect()
     }
 
+    /// A TCP listener for each worker on `first`'s address (`first` is
+    /// worker 0's); the address bound.
+    fn add_tcp(
+        &mut self,
+        first: mio::net::TcpListener,
+        workers: usize,
+        backlog: i32,
+    ) -> Result<SocketAddr, BootError> {
+        let local = first
+            .local_addr()
+            .map_err(|e| BootError::system("read a bound socket's address", e))?;
+        // Each worker's own SO_REUSEPORT socket is a socket of its own:
+        // every one is handed over.
+        self.per_worker[0].push(Listener::Tcp(first));
+        self.hand(0, true);
+        for w in 1..workers {
+            let l = bind(local, backlog).map_err(|e| BootError::socket("bind", local, e))?;
+            self.per_worker[w].push(Listener::Tcp(l));
+            self.hand(w, true);
+        }
+        self.locals
+            .push((local.ip().to_string().into(), local.port()));
+        self.tcp_addrs.push(Some(local));
+        self.shown.push(format!("http://{local}"));
+        Ok(local)
+    }
+
     /// Records `per_worker[worker]`'s newest listener as one to hand over.
     fn hand(&mut self, worker: usize, own: bool) {
         let index = self.per_worker[worker].len() - 1;
@@ -129,6 +156,48 @@ impl Bound {
     }
 }
 
+/// Whether a bind failed because the machine lacks the address (no IPv6
+/// loopback, IPv6 turned off), not because of anything the user can fix.
+pub fn unavailable(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::AddrNotAvailable
+        || e.raw_os_error() == Some(rustix::io::Errno::AFNOSUPPORT.raw_os_error())
+}
+
+/// Binds each of a host name's addresses on one port (the first bound's,
+/// for port 0), a listener each; one the machine lacks is skipped with a
+/// log line, and the name fails only when it has none.
+fn bind_name(
+    bound: &mut Bound,
+    given: &Bind,
+    addrs: &[SocketAddr],
+    workers: usize,
+    backlog: i32,
+) -> Result<(), BootError> {
+    let mut port = None;
+    let mut lacking = None;
+    for &addr in addrs {
+        let addr = SocketAddr::new(addr.ip(), port.unwrap_or(addr.port()));
+        match bind(addr, backlog) {
+            Ok(first) => {
+                let local = bound.add_tcp(first, workers, backlog)?;
+                port.get_or_insert(local.port());
+            }
+            Err(e) if unavailable(&e) => {
+                log::info!(
+                    "--bind {given}: {addr} is not available on this machine ({e}); \
+                     listening on its other addresses"
+                );
+                lacking.get_or_insert(BootError::socket("bind", addr, e));
+            }
+            Err(e) => return Err(BootError::socket("bind", addr, e)),
+        }
+    }
+    match (port, lacking) {
+        (None, Some(e)) => Err(e),
+        _ => Ok(()),
+    }
+}
+
 /// Binds every `--bind` address for `workers` workers.
 pub fn bind_all(
     binds: &[Bind],
@@ -136,9 +205,10 @@ pub fn bind_all(
     backlog: i32,
     unix_mode: u32,
 ) -> Result<Bound, BootError> {
-    if binds.len() > MAX_LISTENERS {
+    let given: usize = binds.iter().map(Bind::listeners).sum();
+    if given > MAX_LISTENERS {
         return Err(BootError::TooManyBinds {
-            given: binds.len(),
+            given,
             most: MAX_LISTENERS,
         });
     }
@@ -147,25 +217,9 @@ pub fn bind_all(
         match b {
             Bind::Tcp(addr) => {
                 let first = bind(*addr, backlog).map_err(|e| BootError::socket("bind", addr, e))?;
-                let local = first
-                    .local_addr()
-                    .map_err(|e| BootError::socket("read the bound address of", addr, e))?;
-                // Each worker's own SO_REUSEPORT socket is a socket of its
-                // own: every one is handed over.
-                bound.per_worker[0].push(Listener::Tcp(first));
-                bound.hand(0, true);
-                for w in 1..workers {
-                    let l =
-                        bind(local, backlog).map_err(|e| BootError::socket("bind", local, e))?;
-                    bound.per_worker[w].push(Listener::Tcp(l));
-                    bound.hand(w, true);
-                }
-                bound
-                    .locals
-                    .push((local.ip().to_string().into(), local.port()));
-                bound.tcp_addrs.push(Some(local));
-                bound.shown.push(format!("http://{local}"));
+                bound.add_tcp(first, workers, backlog)?;
             }
+            Bind::Name { addrs, .. } => bind_name(&mut bound, b, addrs, workers, backlog)?,
             Bind::Unix(path) => {
                 let l = bind_unix(path, backlog, unix_mode)?;
                 for listeners in &mut bound.per_worker {
@@ -341,6 +395,33 @@ mod tests {
     /// The socket a listener is (duplicates share it).
     fn inode(l: &Listener) -> u64 {
         rustix::fs::fstat(l).expect("fstat").st_ino
+    }
+
+    fn name(addrs: &[&str]) -> Bind {
+        Bind::Name {
+            name: "test".into(),
+            addrs: addrs.iter().map(|a| a.parse().expect("addr")).collect(),
+        }
+    }
+
+    #[test]
+    fn a_names_addresses_share_the_first_ones_port() {
+        // 192.0.2.1 (TEST-NET-1) is on no interface: skipped, not an error.
+        let bound = bind_all(&[name(&["127.0.0.1:0", "192.0.2.1:0"])], 2, 16, 0o660)
+            .expect("bound on the address the machine has");
+        assert_eq!(bound.shown.len(), 1, "{:?}", bound.shown);
+        let port = bound.locals[0].1;
+        assert!(port != 0);
+        assert!(bound.per_worker.iter().all(|l| l.len() == 1));
+        if std::net::TcpListener::bind("[::1]:0").is_ok() {
+            let both = bind_all(&[name(&["127.0.0.1:0", "[::1]:0"])], 2, 16, 0o660).expect("bound");
+            let ports: Vec<u16> = both.locals.iter().map(|l| l.1).collect();
+            assert_eq!(ports.len(), 2);
+            assert_eq!(ports[0], ports[1], "one port for both: {:?}", both.shown);
+            assert_eq!(both.shown[1], format!("http://[::1]:{}", ports[0]));
+        }
+        let none = bind_all(&[name(&["192.0.2.1:0"])], 1, 16, 0o660);
+        assert!(none.is_err(), "a name with no address here is an error");
     }
 
     #[test]

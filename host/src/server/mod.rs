@@ -77,6 +77,10 @@ pub struct Server {
     /// When connection deadlines are next checked.
     next_sweep: Instant,
     sweep_every: Duration,
+    /// The earliest deadline sooner than the sweep's period that a sweep
+    /// must not be rescheduled past (the drain's grace for idle keep-alive
+    /// connections, a lingering close's end).
+    sweep_due: Option<Instant>,
     /// Connections shed at the cap, and the spare descriptor.
     shedder: Shedder,
     /// The connections lingering after their answer, in order.
@@ -134,6 +138,7 @@ impl Server {
             bufs: BufPool::with_budget(budget),
             date: DateCache::new(),
             next_sweep: Instant::now(),
+            sweep_due: None,
             shedder,
             lingerers: Lingerers::default(),
             paused_since: None,
@@ -206,7 +211,7 @@ impl Server {
         for token in websockets {
             self.pump_ws(token);
         }
-        self.next_sweep = self.next_sweep.min(by);
+        self.sweep_by(by);
     }
 
     /// One turn of the loop: completions, due timers, then wait for
@@ -272,9 +277,18 @@ impl Server {
         self.after_accepts(now);
         if now >= self.next_sweep {
             self.sweep(now);
-            self.next_sweep = now + self.sweep_every;
+            self.sweep_due = self.sweep_due.filter(|&at| at > now);
+            let every = now + self.sweep_every;
+            self.next_sweep = self.sweep_due.map_or(every, |at| at.min(every));
         }
         Ok(())
+    }
+
+    /// Makes a sweep come by `at`, however the sweeps before it are
+    /// rescheduled (each one to a period later).
+    fn sweep_by(&mut self, at: Instant) {
+        self.next_sweep = self.next_sweep.min(at);
+        self.sweep_due = Some(self.sweep_due.map_or(at, |due| due.min(at)));
     }
 
     /// Runs the timers due; the loop's clock is read once first and again

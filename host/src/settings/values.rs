@@ -48,17 +48,38 @@ impl Overload {
     }
 }
 
-/// Where to listen: a TCP address or a Unix-domain socket's path.
+/// Where to listen: a TCP address, a host name and every address it
+/// stands for, or a Unix-domain socket's path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Bind {
     Tcp(SocketAddr),
+    /// `name:port` and its addresses, IPv4 first (`localhost`: 127.0.0.1
+    /// and ::1), all on one port: each is bound, as nginx does, and one
+    /// the machine lacks (no IPv6 loopback) is skipped with a log line.
+    Name {
+        name: String,
+        addrs: Vec<SocketAddr>,
+    },
     Unix(PathBuf),
+}
+
+impl Bind {
+    /// How many listening sockets it may take: a host name one per address.
+    pub fn listeners(&self) -> usize {
+        match self {
+            Bind::Name { addrs, .. } => addrs.len(),
+            _ => 1,
+        }
+    }
 }
 
 impl std::fmt::Display for Bind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Bind::Tcp(a) => write!(f, "{a}"),
+            Bind::Name { name, addrs } => {
+                write!(f, "{name}:{}", addrs.first().map_or(0, |a| a.port()))
+            }
             Bind::Unix(p) => write!(f, "unix:{}", p.display()),
         }
     }

@@ -808,7 +808,7 @@ fn listeners(cli: &Cli, backlog: i32) -> Result<listen::Bound, BootError> {
         return listen::adopt_all(sockets, 1);
     }
     if !cli.reuse_port {
-        for b in cli.bind.iter().filter(|b| matches!(b, Bind::Tcp(_))) {
+        for b in cli.bind.iter().filter(|b| !matches!(b, Bind::Unix(_))) {
             checks::address_is_free(b)?;
         }
     }
