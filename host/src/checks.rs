@@ -357,7 +357,7 @@ fn relative_paths(cli: &Cli) -> Vec<String> {
     );
     paths.extend(cli.bind.iter().filter_map(|b| match b {
         Bind::Unix(p) => Some(("bind", p.clone())),
-        Bind::Tcp(_) => None,
+        Bind::Tcp(_) | Bind::Name { .. } => None,
     }));
     paths
         .into_iter()
