@@ -1,6 +1,6 @@
 //! An error answer from one instance behind a balancer stays one answer:
-//! POSTs with bodies over `--max-body` (and under the balancer's own body
-//! limit) get their 413 through a real nginx running `deploy/nginx.conf`
+//! POSTs with bodies over `--max-body` or `--max-stream-body` (and under
+//! the balancer's own body limit) get their 413 through a real nginx running `deploy/nginx.conf`
 //! and a real HAProxy running `deploy/haproxy.cfg`, and the site still
 //! serves right after (no instance marked down, no reset turned into a
 //! 502). A missing tool fails the test, naming it.
@@ -13,14 +13,23 @@ use std::net::{Shutdown, TcpListener, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// Bodies over the instances' `--max-body 64K`, under nginx's default
+/// Bodies over the instances' `--max-body 64K` (and `--max-stream-body
+/// 64K`, `/demo/upload`'s), under nginx's default
 /// `client_max_body_size` (1M) and HAProxy's lack of one.
 const BODY: usize = 200 * 1024;
 
-/// Two instances serving `/article` and `/demo/upload` with
-/// `--max-body 64K`.
+/// Two instances serving `/article` (a whole body) and `/demo/upload` (a
+/// streamed one) with `--max-body 64K` and `--max-stream-body 64K`.
 fn instances() -> [Server; 2] {
-    let args = ["--max-body", "64K", "--workers", "1", "--no-watch"];
+    let args = [
+        "--max-body",
+        "64K",
+        "--max-stream-body",
+        "64K",
+        "--workers",
+        "1",
+        "--no-watch",
+    ];
     [0, 1].map(|_| {
         Server::launch("epoll")
             .apps(&["article", "demo"])
