@@ -379,9 +379,12 @@ fn streamed_answers_to_clients_that_do_not_read_hold_the_budget(poller: &str) {
         })
         .collect();
     // The streams fill the kernel's buffers, then their queues, until
-    // the budget is held.
+    // the budget is held: within one chunk of it (a chunk past the limit
+    // waits while its queue holds another), at least enough that the
+    // 60 KiB body below does not fit.
+    const POST: usize = 60 << 10;
     let held = wait_until(Duration::from_secs(10), || {
-        status(&server)["buffered"]["bytes"].as_u64().unwrap_or(0) as usize >= MIB
+        status(&server)["buffered"]["bytes"].as_u64().unwrap_or(0) as usize + POST > MIB
     });
     let buffered = status(&server)["buffered"].clone();
     assert!(held, "the streams never held the budget: {buffered}");
@@ -391,7 +394,7 @@ fn streamed_answers_to_clients_that_do_not_read_hold_the_budget(poller: &str) {
     let bytes = buffered["bytes"].as_u64().unwrap_or(0) as usize;
     assert!(bytes <= MIB + READERS * (CHUNK + FRAMING), "{buffered}");
     let post = || {
-        let body = vec![b'p'; 60 << 10];
+        let body = vec![b'p'; POST];
         let mut c = Client::connect(server.port);
         let head = format!(
             "POST /_environ HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n",
