@@ -8,6 +8,21 @@ use crate::harness::{Server, TempDir, STOA};
 use rustix::process::Signal;
 use std::time::{Duration, Instant};
 
+/// SIGKILLs the worker the first log line holding `line` names, as
+/// `(pid N)`.
+fn kill_the_pid_of(server: &Server, line: &str) {
+    let pid: u32 = server
+        .log_lines(&[line])
+        .first()
+        .and_then(|l| l.split("(pid ").nth(1)?.split(')').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in a line with {line:?}"));
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid as i32).expect("a pid"),
+        Signal::KILL,
+    )
+    .expect("kill the worker");
+}
+
 #[test]
 fn a_broken_new_binary_leaves_the_running_one_serving() {
     let dir = TempDir::new("broken-binary");
@@ -37,16 +52,7 @@ fn a_broken_new_binary_leaves_the_running_one_serving() {
     assert_eq!(failed, 0, "{ok} answered");
     // A worker that dies now is started from the binary that runs, not
     // from the broken file at the path.
-    let pid: u32 = server
-        .log_lines(&["worker 0 started (pid "])
-        .first()
-        .and_then(|l| l.split("(pid ").nth(1)?.split(')').next()?.parse().ok())
-        .expect("worker 0's pid");
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(pid as i32).expect("pid"),
-        Signal::KILL,
-    )
-    .expect("kill");
+    kill_the_pid_of(&server, "worker 0 started (pid ");
     assert!(server.wait_log(&["worker 0 replaced by pid"]));
     let replaced = server.wait_lines(&[") ready"], 3);
     assert!(replaced.len() >= 3, "{}", server.log());
@@ -80,16 +86,7 @@ fn an_abandoned_upgrade_leaves_no_worker_of_the_new_binary() {
         "{}",
         server.log()
     );
-    let starting: u32 = server
-        .log_lines(&["worker 1: replacement started (pid "])
-        .first()
-        .and_then(|l| l.split("(pid ").nth(1)?.split(')').next()?.parse().ok())
-        .expect("the second new worker's pid");
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(starting as i32).expect("pid"),
-        Signal::KILL,
-    )
-    .expect("kill the second new worker");
+    kill_the_pid_of(&server, "worker 1: replacement started (pid ");
     assert!(
         server.wait_log(&[
             "upgrade failed: a worker started from it was killed by signal 9",
