@@ -2,8 +2,9 @@
 //! copy of the binary, away from this checkout, writes the crate into an
 //! empty directory; nothing in it points into the checkout; it is tested and
 //! built there offline (`--locked`: its Cargo.lock, pinned to the host's
-//! versions, needs no change) with a target dir of its own, so every
-//! dependency comes from the local registry cache; the built library is
+//! versions, needs no change), so every dependency comes from the local
+//! registry cache (built in the checkout's target dir, where the
+//! workspace's own build of the same versions is reused); the library is
 //! dropped into an apps directory and both routes answer from the real
 //! binary. A bad name, a git `--app-api` and a non-empty directory are
 //! refused, writing nothing. Picking the app's name (its mount): `stoa
@@ -92,18 +93,30 @@ fn an_installed_stoa_scaffolds_an_app_that_builds_offline_and_is_served() {
     ] {
         assert!(manifest.contains(needed), "{needed} missing:\n{manifest}");
     }
-    let target = tmp.path().join("target");
+    // The build's target dir is the checkout's own (the binary lies in
+    // TARGET/PROFILE/): the app-api's dependencies, built there for the
+    // workspace at the same pinned versions, are reused, and only the new
+    // crate and its embedded app-api compile. Nothing in the project
+    // names it; the registry cache is the only source (--offline).
+    let target = Path::new(STOA)
+        .parent()
+        .and_then(Path::parent)
+        .expect("the binary lies in TARGET/PROFILE/")
+        .to_path_buf();
     let tested = cargo(&dir, "test", &target);
     let report = String::from_utf8_lossy(&tested.stdout);
     assert!(report.contains("test result: ok. 3 passed"), "{report}");
     cargo(&dir, "build", &target);
     let so = target.join("debug/libgreet.so");
     assert!(so.is_file(), "no {}", so.display());
+    let built = so.clone();
     let server = Server::launch("epoll")
         .prepare(move |apps| {
             std::fs::copy(&so, apps.join("libgreet.so")).expect("install libgreet.so");
         })
         .start();
+    // Not left beside the workspace's own plugins.
+    let _ = std::fs::remove_file(&built);
     for (path, body) in [
         ("/greet", "hello from greet\n"),
         ("/greet/", "hello from greet\n"),
