@@ -385,8 +385,7 @@ fn streamed_answers_to_clients_that_do_not_read_hold_the_budget(poller: &str) {
     // body below leaves room for.
     const POST: usize = 200 << 10;
     let held = wait_until(Duration::from_secs(10), || {
-        status(&server)["buffered"]["bytes"].as_u64().unwrap_or(0) as usize
-            >= MIB - CHUNK - FRAMING
+        status(&server)["buffered"]["bytes"].as_u64().unwrap_or(0) as usize >= MIB - CHUNK - FRAMING
     });
     let buffered = status(&server)["buffered"].clone();
     assert!(held, "the streams never held the budget: {buffered}");
