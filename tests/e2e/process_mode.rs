@@ -385,13 +385,19 @@ fn metrics_add_up_every_worker_process_and_keep_a_dead_ones_counts(poller: &str)
             && r["crashes"] == 0),
         "{s}"
     );
-    // The error log's lines are the host's: every worker's, summed.
+    // The error log's lines are the host's: every worker's, summed (one
+    // answer holding both workers' published counts: wait for it).
     let written = |v: &serde_json::Value| v["logs"]["error"]["written"].as_u64().unwrap_or(0);
-    let by_worker: Vec<u64> = rows.iter().map(written).collect();
-    assert!(
-        by_worker.iter().all(|&n| n > 0) && written(&s) >= by_worker.iter().sum::<u64>(),
-        "{s}"
-    );
+    let mut last = s.clone();
+    let summed = wait_until(Duration::from_secs(5), || {
+        last = status(server.port);
+        let rows = last["per_worker"].as_array().cloned().unwrap_or_default();
+        let by_worker: Vec<u64> = rows.iter().map(written).collect();
+        by_worker.len() == 2
+            && by_worker.iter().all(|&n| n > 0)
+            && written(&last) >= by_worker.iter().sum::<u64>()
+    });
+    assert!(summed, "{last}");
     // Kill one: its counters stay in the totals, its death is counted (its
     // last published ones: a second of quiet lets it publish them all; a
     // crash loses what came in its last tenth of a second).
