@@ -628,16 +628,8 @@ fn a_constructor_that_kills_every_worker_at_start_up_is_quarantined() {
     let server = Server::launch("epoll")
         .apps(&["crashy", "article"])
         .shell("ulimit -c 0")
-        .args(&[
-            "--worker-mode",
-            "process",
-            "--workers",
-            "2",
-            "--quarantine-after",
-            "3",
-            "--config",
-            config.to_str().expect("utf-8"),
-        ])
+        .args(&QUARANTINE_AFTER_3)
+        .args(&["--config", config.to_str().expect("utf-8")])
         .start();
     assert!(server.log_contains("quarantined: app crashy (plugin bytes"));
     assert!(server.log_contains("refused plugin"), "{}", server.log());

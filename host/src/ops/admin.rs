@@ -18,8 +18,6 @@ use crate::stats::Stats;
 use crate::stats::{AppCounts, Counts, APP_SLOTS, HOST, LATENCY_BUCKETS};
 use serde_json::{json, Value};
 use std::fmt::Write;
-use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::Relaxed;
 use stoa_app_api::Response;
 
 /// The prefix of the host's endpoints.
@@ -166,15 +164,10 @@ fn logs(shared: &Sources<'_>, view: &View) -> Vec<(&'static str, LineCounts)> {
         .chain(access)
         .map(|(name, own)| {
             let numbers = match shared.peers {
-                None => [&own.written, &own.dropped, &own.write_errors].map(|n| n.load(Relaxed)),
+                None => own.numbers(),
                 Some(_) => view.total.logs.get(name).copied().unwrap_or_default(),
             };
-            let [written, dropped, write_errors] = numbers.map(AtomicU64::new);
-            let counts = LineCounts {
-                written,
-                dropped,
-                write_errors,
-            };
+            let counts = LineCounts::of_numbers(numbers);
             (name, counts)
         })
         .collect()

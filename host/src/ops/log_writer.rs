@@ -52,6 +52,21 @@ pub struct LineCounts {
 }
 
 impl LineCounts {
+    /// Written, dropped and write errors, now (as a worker process
+    /// publishes them).
+    pub fn numbers(&self) -> [u64; 3] {
+        [&self.written, &self.dropped, &self.write_errors].map(|n| n.load(Relaxed))
+    }
+
+    /// Counts holding `numbers` (a sum over worker processes).
+    pub fn of_numbers([written, dropped, write_errors]: [u64; 3]) -> Self {
+        LineCounts {
+            written: AtomicU64::new(written),
+            dropped: AtomicU64::new(dropped),
+            write_errors: AtomicU64::new(write_errors),
+        }
+    }
+
     pub fn json(&self) -> serde_json::Value {
         serde_json::json!({
             "written": self.written.load(Relaxed),

@@ -15,7 +15,6 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::Relaxed;
 
 /// What the supervisor writes for the workers to show.
 #[derive(Serialize, Deserialize, Default, Debug, PartialEq)]
@@ -307,8 +306,7 @@ pub fn process_counts(
     let error = crate::ops::error_log::counts().map(|c| ("error", c));
     let access = access_log.map(|l| ("access", l.counts()));
     for (name, c) in error.into_iter().chain(access) {
-        let lines = [&c.written, &c.dropped, &c.write_errors].map(|n| n.load(Relaxed));
-        counts.logs.insert(name.to_string(), lines);
+        counts.logs.insert(name.to_string(), c.numbers());
     }
     counts.pool = pool.map(crate::ops::survival::pool_json);
     counts
