@@ -27,8 +27,9 @@ use crate::ops::watchdog::{self, Board, Watched};
 use crate::ops::worker_row::{buffered_word, open_words, Phase, Row};
 use crate::poller::{self, Poller};
 use crate::server::handles::Handles;
+use crate::server::spares::Spares;
 use crate::server::Server;
-use crate::settings::{Bind, OnGenerationCap, Settings};
+use crate::settings::{Bind, OnGenerationCap, Overload, Settings};
 use crate::signals::{self, Steered};
 use crate::stats::Stats;
 use crossbeam_channel::{Receiver, Sender};
@@ -111,6 +112,11 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
         _ => None,
     };
     let registry = load_apps(&cli, &stats, Some(&requests), guard)?;
+    // One spare descriptor per loop of this process (`server::spares`).
+    let spares = Spares::new(match settings.overload {
+        Overload::Shed => workers,
+        Overload::Queue => 0,
+    });
     let handles = Arc::new(Handles {
         open: match &role {
             Some(r) => {
@@ -128,6 +134,7 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
         stats,
         budget,
         peers,
+        spares,
     });
     log::info!(
         "{} app(s) mounted, {} plugin file(s) refused",

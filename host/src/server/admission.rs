@@ -7,12 +7,14 @@
 //! worker: the one that closes it wakes the workers paused at the cap);
 //! `shed`
 //! keeps accepting and answers each at once with 503 (`shed`). An
-//! EMFILE/ENFILE from `accept` is met the same way: with `shed`, the spare
-//! descriptor is given up for one accept, that client answered 503 and
-//! closed, the spare reopened; otherwise (no spare: another worker took
-//! its slot) accepts pause until a connection closes or `RETRY_ACCEPT`
-//! passes, and the spare is opened again then. Pauses and sheds are counted, and the
-//! first of each a minute is logged with the cap.
+//! EMFILE/ENFILE from `accept` is met the same way: with `shed`, a spare
+//! descriptor of the process's pool (`spares`) is given up for one accept,
+//! that client answered 503 and closed, the spare reopened; otherwise (no
+//! spare left: another loop's accept took its slot) accepts pause until
+//! `RETRY_ACCEPT` passes, and the pool is filled again as soon as it can
+//! be, every loop shedding and closing what it accepts meanwhile. Pauses
+//! and sheds are counted, and the first of each a minute is logged with
+//! the cap.
 
 use super::conn::Conn;
 use super::Server;
@@ -52,6 +54,11 @@ fn out_of_descriptors(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
 }
 
+/// Why a client accepted while the spares are short is shed.
+fn descriptors_short() -> io::Error {
+    io::Error::from_raw_os_error(libc::EMFILE)
+}
+
 impl Server {
     /// Accepts what waits on listener `i`: up to the cap, then as
     /// `--overload` says.
@@ -75,8 +82,14 @@ impl Server {
                 return;
             };
             match accepted {
+                // The process is out of descriptors and this client took
+                // the one a spare left: it is answered 503 and closed, so
+                // the descriptor goes back to the pool.
+                Ok((stream, peer)) if !queue && self.shared.spares.short() => {
+                    self.shed(stream, peer, false, Some(&descriptors_short()))
+                }
                 Ok((stream, peer)) if !queue && !self.shared.open.try_open() => {
-                    self.shed(stream, peer, true)
+                    self.shed(stream, peer, true, None)
                 }
                 Ok((stream, peer)) => self.admit(stream, peer, i),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -85,7 +98,7 @@ impl Server {
                         e.kind(),
                         io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
                     ) => {}
-                Err(e) if out_of_descriptors(&e) => match self.shed_with_spare(i) {
+                Err(e) if out_of_descriptors(&e) => match self.shed_with_spare(i, &e) {
                     Spare::Shed => {}
                     Spare::NoneWaits => return,
                     Spare::Missing => {
@@ -101,18 +114,22 @@ impl Server {
         }
     }
 
-    /// Out of descriptors under `--overload shed`: closes the spare,
+    /// Out of descriptors under `--overload shed`: closes a spare,
     /// accepts one client, answers it 503, closes it and reopens the
     /// spare. `accept` fails for want of a descriptor before it looks at
     /// the backlog, so an empty backlog shows only here (`NoneWaits`:
     /// without it, a full table would keep the loop accepting forever).
-    fn shed_with_spare(&mut self, i: usize) -> Spare {
-        if self.shared.settings.overload != Overload::Shed || !self.shedder.release_spare() {
+    fn shed_with_spare(&mut self, i: usize, why: &io::Error) -> Spare {
+        if self.shared.settings.overload != Overload::Shed {
             return Spare::Missing;
         }
+        let Some(spare) = self.shared.spares.take() else {
+            return Spare::Missing;
+        };
+        drop(spare);
         let outcome = match self.acceptor.accept(i) {
             Some(Ok((stream, peer))) => {
-                self.shed(stream, peer, false);
+                self.shed(stream, peer, false, Some(why));
                 Spare::Shed
             }
             Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => Spare::NoneWaits,
@@ -124,24 +141,24 @@ impl Server {
             {
                 Spare::Shed
             }
-            // Out of descriptors still: another worker took the slot.
+            // Out of descriptors still: another loop took the slot.
             _ => Spare::Missing,
         };
-        match self.shedder.reopen_spare() {
+        match self.shared.spares.refill() {
             true => outcome,
             false => Spare::Missing,
         }
     }
 
-    /// Answers a client past the cap 503 and lets it linger (`keep_fd`)
-    /// or closes it.
-    fn shed(&mut self, stream: Stream, peer: Arc<str>, keep_fd: bool) {
+    /// Answers a client past the cap (`why` None) or past the descriptor
+    /// limit 503 and lets it linger (`keep_fd`) or closes it.
+    fn shed(&mut self, stream: Stream, peer: Arc<str>, keep_fd: bool, why: Option<&io::Error>) {
         let now = self.clock.now();
         let date = self.date.get();
         self.shedder
             .shed(stream, peer, date, now, keep_fd, &mut self.bufs);
         bump(&self.shared.stats.worker(self.worker).shed, 1);
-        self.log_overload("answering new clients 503 with Retry-After: 1", None);
+        self.log_overload("answering new clients 503 with Retry-After: 1", why);
     }
 
     /// Gives back a connection's slot in the host-wide count and wakes the
@@ -236,10 +253,14 @@ impl Server {
         if self.paused_at_cap {
             self.wait_for_room();
         }
+        if self.shared.spares.short() && !self.shared.spares.refill() {
+            // Until the pool is whole the process's loops shed what they
+            // accept: look again every turn, and at least every
+            // `RETRY_ACCEPT`.
+            self.retry_accept_at.get_or_insert(now + RETRY_ACCEPT);
+        }
         if self.retry_accept_at.is_some_and(|at| at <= now) {
             self.retry_accept_at = None;
-            // Descriptors may have freed up in another worker meanwhile.
-            self.shedder.keep_spare();
             if self.shared.open.has_room() {
                 self.resume_accepts();
             }

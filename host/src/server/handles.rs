@@ -1,6 +1,7 @@
 //! What one worker's loop is given besides its poller and listeners: the
 //! fixed settings and the live handles it reads and writes.
 
+use super::spares::Spares;
 use crate::apps::pool::Pool;
 use crate::apps::registry::AppTable;
 use crate::budget::Budget;
@@ -36,6 +37,9 @@ pub struct Handles {
     /// The host-wide count of open connections, against
     /// `settings.max_connections`.
     pub open: OpenCount,
+    /// The process's spare descriptors, one per loop under `--overload
+    /// shed` (`spares`).
+    pub spares: Spares,
 }
 
 impl Handles {

@@ -21,6 +21,7 @@ pub(crate) mod request;
 pub(crate) mod responder;
 pub(crate) mod route;
 mod shed;
+pub(crate) mod spares;
 pub(crate) mod timers;
 pub(crate) mod ws;
 
@@ -38,7 +39,7 @@ use crate::inbox::{Inbox, InboxItems, StreamNotice};
 use crate::listen::{Listener, Stream};
 use crate::ops::watchdog::{Beat, Finished};
 use crate::poller::{Event, Poller, Token, WAKER};
-use crate::settings::{ConnParams, Overload};
+use crate::settings::ConnParams;
 use crate::stats::bump;
 use acceptor::{listener_of, Acceptor};
 use body_feed::{BodyLink, LoopAddr};
@@ -81,7 +82,7 @@ pub struct Server {
     /// must not be rescheduled past (the drain's grace for idle keep-alive
     /// connections, a lingering close's end).
     sweep_due: Option<Instant>,
-    /// Connections shed at the cap, and the spare descriptor.
+    /// Connections shed at the cap.
     shedder: Shedder,
     /// The connections lingering after their answer, in order.
     lingerers: Lingerers,
@@ -110,11 +111,7 @@ impl Server {
     ) -> io::Result<Self> {
         let budget = shared.budget.clone();
         let acceptor = Acceptor::new(listeners, &mut *poller)?;
-        let linger = &shared.settings.conn.linger;
-        let shedder = match shared.settings.overload {
-            Overload::Shed => Shedder::with_spare(linger),
-            Overload::Queue => Shedder::new(linger),
-        };
+        let shedder = Shedder::new(&shared.settings.conn.linger);
         shared
             .board
             .beat(worker)
@@ -580,9 +577,9 @@ impl Server {
             log::debug!("closed {} ({} open)", conn.peer(), self.conns.len());
             drop(conn);
             self.give_back_slot();
-            // Its descriptor is free: a spare lost to another worker is
-            // had back first.
-            self.shedder.keep_spare();
+            // Its descriptor is free: a spare lost to another loop's
+            // accept is had back first.
+            self.shared.spares.refill();
         }
         if self.shared.open.has_room() && !self.acceptor.is_accepting() {
             self.resume_accepts();

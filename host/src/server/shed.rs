@@ -9,15 +9,8 @@
 //! connections are past the cap, so their descriptors are counted apart)
 //! and looked at once per loop turn, never blocking.
 //!
-//! The spare descriptor: a worker that sheds keeps `/dev/null` open, so
-//! that when `accept` fails with EMFILE/ENFILE it can close the spare,
-//! accept the waiting client, answer it 503, close it and reopen the
-//! spare, instead of leaving clients waiting in silence (the technique
-//! libev and nginx document). The workers share one descriptor table, so
-//! another worker can take the slot the spare left before it is reopened;
-//! a spare lost so is opened again as soon as descriptors free up (`keep_spare`:
-//! when this worker closes a connection, and each time its paused accepts
-//! are retried).
+//! A client accepted with a spare descriptor (`spares`) is closed after
+//! one read instead.
 
 use super::conn::{Conn, Flow};
 use crate::http::answer::HostAnswer;
@@ -25,7 +18,6 @@ use crate::http::reader::BufPool;
 use crate::listen::Stream;
 use crate::settings::LingerLimits;
 use std::collections::VecDeque;
-use std::fs::File;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,18 +29,14 @@ pub const MAX_LINGERING: usize = 8;
 /// How often the loop looks at lingering connections while any are left.
 pub const LINGER_TICK: Duration = Duration::from_millis(20);
 
-/// The shed connections of one worker, and its spare descriptor.
+/// The shed connections of one worker.
 pub struct Shedder {
     lingering: VecDeque<Conn<Stream>>,
     limits: LingerLimits,
-    spare: Option<File>,
-    /// A spare is kept (`--overload shed`).
-    wants_spare: bool,
 }
 
 impl Shedder {
-    /// A shedder without a spare descriptor; its connections linger within
-    /// `limits` and `LINGER`.
+    /// A shedder whose connections linger within `limits` and `LINGER`.
     pub fn new(limits: &LingerLimits) -> Self {
         Shedder {
             lingering: VecDeque::new(),
@@ -58,23 +46,7 @@ impl Shedder {
                 most: MAX_LINGERING,
                 ..*limits
             },
-            spare: None,
-            wants_spare: false,
         }
-    }
-
-    /// A shedder with its spare descriptor open (if it cannot be opened,
-    /// EMFILE pauses accepts until `keep_spare` has it back).
-    pub fn with_spare(limits: &LingerLimits) -> Self {
-        let mut s = Shedder::new(limits);
-        s.wants_spare = true;
-        if !s.reopen_spare() {
-            log::warn!(
-                "cannot open the spare descriptor (/dev/null): clients past the descriptor \
-                 limit wait in the backlog until it can be"
-            );
-        }
-        s
     }
 
     /// Answers `stream` 503; it lingers until `sweep` closes it. With
@@ -125,32 +97,6 @@ impl Shedder {
     pub fn lingering(&self) -> usize {
         self.lingering.len()
     }
-
-    /// Closes the spare descriptor so that one `accept` can succeed;
-    /// false if there is none.
-    pub fn release_spare(&mut self) -> bool {
-        self.spare.take().is_some()
-    }
-
-    /// Opens the spare descriptor again; false if it cannot be.
-    pub fn reopen_spare(&mut self) -> bool {
-        if self.spare.is_none() {
-            match File::open("/dev/null") {
-                Ok(f) => self.spare = Some(f),
-                Err(e) => log::debug!("cannot open the spare descriptor (/dev/null): {e}"),
-            }
-        }
-        self.spare.is_some()
-    }
-
-    /// Opens the spare again if it was lost (nothing to do, no system
-    /// call, while it is open or when none is kept): called when a
-    /// descriptor may have freed up.
-    pub fn keep_spare(&mut self) {
-        if self.wants_spare && self.spare.is_none() && self.reopen_spare() {
-            log::debug!("the spare descriptor is open again");
-        }
-    }
 }
 
 #[cfg(test)]
@@ -173,7 +119,7 @@ mod tests {
 
     #[test]
     fn shed_answers_503_then_closes_at_eof_or_expiry() {
-        let mut s = Shedder::with_spare(&LingerLimits::default());
+        let mut s = Shedder::new(&LingerLimits::default());
         let now = Instant::now();
         let (a, mut client) = pair();
         let (b, _quiet) = pair();
@@ -193,8 +139,8 @@ mod tests {
     }
 
     #[test]
-    fn the_list_is_bounded_and_the_spare_comes_back() {
-        let mut s = Shedder::with_spare(&LingerLimits::default());
+    fn the_list_is_bounded_and_a_spare_accepted_one_is_not_kept() {
+        let mut s = Shedder::new(&LingerLimits::default());
         let now = Instant::now();
         let peers: Vec<UnixStream> = (0..MAX_LINGERING + 5)
             .map(|_| {
@@ -204,23 +150,9 @@ mod tests {
             })
             .collect();
         assert_eq!(s.lingering(), MAX_LINGERING);
-        assert!(s.release_spare());
-        assert!(!s.release_spare());
         let (a, _b) = pair();
         shed(&mut s, a, now, false);
         assert_eq!(s.lingering(), MAX_LINGERING);
-        assert!(s.reopen_spare());
         drop(peers);
-    }
-
-    #[test]
-    fn a_lost_spare_is_kept_only_where_one_is_wanted() {
-        let mut s = Shedder::with_spare(&LingerLimits::default());
-        assert!(s.release_spare());
-        s.keep_spare();
-        assert!(s.release_spare(), "reopened");
-        let mut queue = Shedder::new(&LingerLimits::default());
-        queue.keep_spare();
-        assert!(!queue.release_spare(), "--overload queue keeps none");
     }
 }

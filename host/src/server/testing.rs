@@ -3,6 +3,7 @@
 //! and a capture of the log lines a test's own thread writes.
 
 use super::handles::Handles;
+use super::spares::Spares;
 use crate::apps::loader::{in_process, LoadedApp};
 use crate::apps::mounts::MountTable;
 use crate::apps::registry::{AppState, AppTable};
@@ -85,6 +86,7 @@ pub fn handles_for(workers: usize, settings: Settings, apps: Vec<Arc<LoadedApp>>
         budget: Budget::unlimited(),
         peers: None,
         open,
+        spares: Spares::new(workers),
     })
 }
 
