@@ -119,18 +119,7 @@ fn socket_file_unlinked_while_serving(worker_mode: &[&str]) {
     let dir = TempDir::new("unix-gone");
     let sock = dir.path().join("gone.sock");
     let bind = format!("unix:{}", sock.display());
-    let mut server = Server::launch("epoll")
-        .apps(&["article"])
-        .args(&["--bind", &bind])
-        .args(worker_mode)
-        .start();
-    assert!(
-        server
-            .stdout
-            .wait(WAIT, |t| t.contains(&format!("listening on {bind}"))),
-        "{}",
-        server.log()
-    );
+    let mut server = listening_on(&bind, worker_mode);
     assert_eq!(mode(&sock), 0o660);
     // No private directory is left beside it.
     let names: Vec<_> = std::fs::read_dir(dir.path())
@@ -158,4 +147,61 @@ fn socket_file_unlinked_while_serving(worker_mode: &[&str]) {
         "logged once\n{}",
         server.log()
     );
+}
+
+/// A supervisor that re-executed itself in place (SIGUSR2) still knows the
+/// socket file it made: it removes the file at exit.
+#[test]
+fn a_supervisor_re_executed_by_sigusr2_removes_its_socket_file_at_exit() {
+    let (dir, sock, mut server) = upgraded_on_a_unix_socket("unix-upgraded");
+    server.signal(Signal::TERM);
+    assert!(server.wait_exit(Duration::from_secs(20)).is_some());
+    assert!(
+        !sock.exists(),
+        "the socket file outlived the server\n{}",
+        server.log()
+    );
+    drop(dir);
+}
+
+/// ... and still watches it: an unlink after the re-execution is logged.
+#[test]
+fn a_supervisor_re_executed_by_sigusr2_still_watches_its_socket_file() {
+    let (_dir, sock, server) = upgraded_on_a_unix_socket("unix-upgraded-watch");
+    std::fs::remove_file(&sock).expect("unlink the socket");
+    let said = format!("unix:{} was removed while serving", sock.display());
+    assert!(server.wait_log(&[&said]), "{}", server.log());
+}
+
+/// A process-mode server on a Unix socket, upgraded in place once.
+fn upgraded_on_a_unix_socket(name: &str) -> (TempDir, std::path::PathBuf, Server) {
+    let dir = TempDir::new(name);
+    let sock = dir.path().join("up.sock");
+    let bind = format!("unix:{}", sock.display());
+    let server = listening_on(&bind, &["--worker-mode", "process", "--workers", "1"]);
+    server.signal(Signal::USR2);
+    assert!(
+        server.wait_log(&["supervisor re-executed in place from"]),
+        "{}",
+        server.log()
+    );
+    assert!(sock.exists(), "{}", server.log());
+    (dir, sock, server)
+}
+
+/// A server with the article app on `bind`, once it says it listens there.
+fn listening_on(bind: &str, args: &[&str]) -> Server {
+    let server = Server::launch("epoll")
+        .apps(&["article"])
+        .args(&["--bind", bind])
+        .args(args)
+        .start();
+    assert!(
+        server
+            .stdout
+            .wait(WAIT, |t| t.contains(&format!("listening on {bind}"))),
+        "{}",
+        server.log()
+    );
+    server
 }

@@ -19,7 +19,8 @@ pub const MAX_LISTENERS: usize = 64;
 pub use activation::{inherited, Passed, OWN_SOCKETS_ENV, UPGRADED_FROM_ENV};
 pub use socket::{Listener, Stream, UNIX_PEER};
 pub use unix::{
-    bind_unix, keep_unix_sockets, remove_unix_sockets, watch_unix_sockets, PRIVATE_PREFIX,
+    adopt_created, bind_unix, created_files, keep_unix_sockets, remove_unix_sockets,
+    watch_unix_sockets, PRIVATE_PREFIX,
 };
 
 /// The kernel's cap on listen backlogs; the default `--backlog`.

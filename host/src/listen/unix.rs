@@ -270,6 +270,25 @@ pub fn watch_unix_sockets() {
     }
 }
 
+/// The socket files this process created, `(path, device, inode)`, for
+/// an image that takes them over (the supervisor re-executed in place).
+pub fn created_files() -> Vec<(PathBuf, u64, u64)> {
+    created()
+        .iter()
+        .map(|c| (c.path.clone(), c.id.0, c.id.1))
+        .collect()
+}
+
+/// Takes over socket files a previous image of this process created: they
+/// are watched while serving and removed at exit as if bound here.
+pub fn adopt_created(files: Vec<(PathBuf, u64, u64)>) {
+    created().extend(files.into_iter().map(|(path, dev, ino)| Created {
+        path,
+        id: (dev, ino),
+        said: false,
+    }));
+}
+
 /// Leaves the Unix socket files in place at exit: an upgraded process
 /// serves them now.
 pub fn keep_unix_sockets() {
@@ -304,6 +323,26 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir(&dir).expect("a temp dir");
         dir
+    }
+
+    #[test]
+    fn created_files_survive_a_hand_over() {
+        let dir = temp_dir("handover");
+        let sock = dir.join("h.sock");
+        let listener = bind_unix(&sock, 16, 0o600).expect("bound");
+        let files = created_files();
+        let ours: Vec<_> = files.iter().filter(|f| f.0 == sock).cloned().collect();
+        assert_eq!(ours.len(), 1, "{files:?}");
+        // A new image starts with an empty list and takes the old one's.
+        created().retain(|c| c.path != sock);
+        adopt_created(ours);
+        drop(listener);
+        remove_unix_sockets();
+        assert!(
+            !sock.exists(),
+            "removed at exit by the image that took it over"
+        );
+        std::fs::remove_dir_all(&dir).expect("clean up");
     }
 
     #[test]

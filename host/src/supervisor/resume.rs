@@ -26,6 +26,10 @@ pub struct Resumed {
     pub workers: Vec<(usize, i32, usize)>,
     /// Crashes counted so far, by place.
     pub crashes: Vec<u64>,
+    /// The Unix socket files the supervisor created, `(path, device,
+    /// inode)`: still watched and removed at exit after the re-execution.
+    #[serde(default)]
+    pub unix_files: Vec<(std::path::PathBuf, u64, u64)>,
 }
 
 /// Replaces this process's image with `exe`; returns only on failure.

@@ -85,9 +85,12 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
     let backlog = cli.backlog.unwrap_or_else(listen::somaxconn);
-    let resumed = resume::take();
-    let bound = match &resumed {
-        Some(_) => listen::adopt_all(listen::inherited()?.unwrap_or_default(), 1)?,
+    let mut resumed = resume::take();
+    let bound = match &mut resumed {
+        Some(r) => {
+            listen::adopt_created(std::mem::take(&mut r.unix_files));
+            listen::adopt_all(listen::inherited()?.unwrap_or_default(), 1)?
+        }
         None => listeners(&cli, backlog)?,
     };
     let sockets: Vec<OwnedFd> = bound.duplicates()?.into_iter().map(|h| h.fd).collect();
@@ -563,8 +566,9 @@ impl Supervisor {
     }
 
     /// Sends the service manager's `WATCHDOG=1` every half period while
-    /// every place has a worker serving whose loop turns; withheld while
-    /// one is stuck (it is killed at --worker-timeout and replaced).
+    /// at least one worker serves with a loop that turns; withheld only
+    /// when none does (a dead or stuck worker is replaced here, at
+    /// `--worker-timeout` for a stuck one).
     fn keep_alive(&mut self) {
         let Some((every, last)) = self.keepalive else {
             return;
@@ -637,7 +641,8 @@ impl Supervisor {
             candidate.binary.path.display(),
             if mixed > 0 {
                 format!(
-                    "; the {mixed} worker(s) already started from it are replaced, one at a time"
+                    "; the {mixed} worker(s) already started from it are replaced by workers of \
+                     the running binary, each serving before its old one drains"
                 )
             } else {
                 String::new()
@@ -710,6 +715,7 @@ impl Supervisor {
                 .filter_map(|(i, p)| p.serving.as_ref().map(|s| (i, s.pid(), s.row_index)))
                 .collect(),
             crashes: self.places.iter().map(|p| p.crashes).collect(),
+            unix_files: listen::created_files(),
         };
         log::info!(
             "upgrade: every worker runs {}; the supervisor re-executes itself from it (pid {} \
