@@ -34,14 +34,14 @@ for arg in "$@"; do
     esac
 done
 
-# name:check:how-to-install. A check is a command that succeeds when the
-# tool is there; nginx and haproxy live in /usr/sbin, which a non-root PATH
-# may lack.
+# name|check|how-to-install, split on '|' (so a check holds no '|'). A
+# check is a command that succeeds when the tool is there; nginx and
+# haproxy live in /usr/sbin, which a non-root PATH may lack.
 TOOLS=(
     "rustfmt|cargo fmt --version|rustup:rustfmt"
     "clippy|cargo clippy --version|rustup:clippy"
-    "nginx|command -v nginx || test -x /usr/sbin/nginx|apt:nginx"
-    "haproxy|command -v haproxy || test -x /usr/sbin/haproxy|apt:haproxy"
+    'nginx|PATH=$PATH:/usr/sbin command -v nginx|apt:nginx'
+    'haproxy|PATH=$PATH:/usr/sbin command -v haproxy|apt:haproxy'
     "curl|command -v curl|apt:curl"
     "systemd-socket-activate|command -v systemd-socket-activate|apt:systemd"
     "systemd-analyze|command -v systemd-analyze|apt:systemd"
@@ -84,6 +84,13 @@ install_one() {
 missing=()
 for entry in "${TOOLS[@]}"; do
     IFS='|' read -r name check how <<<"$entry"
+    case $how in
+        rustup:* | apt:* | pip:*) ;;
+        *)
+            echo "tests/run.sh: a TOOLS entry is not name|check|how: '$entry'" >&2
+            exit 2
+            ;;
+    esac
     present "$check" && continue
     kind=package
     [ "${how%%:*}" = rustup ] && kind=component
