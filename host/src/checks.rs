@@ -204,12 +204,26 @@ pub fn mounts_name_loaded_apps(cli: &Cli, state: &AppState) -> Result<(), BootEr
 /// unhealthy only after it is stuck).
 pub fn watchdog_bounds(cli: &Cli) -> Result<(), BootError> {
     if cli.unhealthy_after < cli.stuck_after {
-        return Err(BootError::WatchdogBounds {
-            unhealthy_after: cli.unhealthy_after,
-            stuck_after: cli.stuck_after,
-        });
+        return placed(
+            cli,
+            BootError::WatchdogBounds {
+                unhealthy_after: cli.unhealthy_after,
+                stuck_after: cli.stuck_after,
+            },
+        );
     }
     Ok(())
+}
+
+/// `e`, a check of values against each other, with the key and place of
+/// each of its values that the configuration file gave.
+fn placed(cli: &Cli, e: BootError) -> Result<(), BootError> {
+    let text = e.to_string();
+    let shown = crate::cli::with_file_places(text.clone(), &cli.file_origins);
+    Err(match shown == text {
+        true => e,
+        false => BootError::Placed(shown),
+    })
 }
 
 /// Thread mode: the flags only worker processes have are refused when
@@ -229,19 +243,25 @@ pub fn process_mode_only(cli: &Cli) -> Result<(), BootError> {
     if given.is_empty() {
         return Ok(());
     }
-    Err(BootError::ProcessModeOnly {
-        flags: given.join(", "),
-    })
+    placed(
+        cli,
+        BootError::ProcessModeOnly {
+            flags: given.join(", "),
+        },
+    )
 }
 
 /// Process mode: `--worker-timeout` must exceed `--stuck-after` (a stuck
 /// worker first stops getting connections, then is killed).
 pub fn worker_timeout(cli: &Cli) -> Result<(), BootError> {
     if cli.worker_timeout <= cli.stuck_after {
-        return Err(BootError::WorkerTimeout {
-            worker_timeout: cli.worker_timeout,
-            stuck_after: cli.stuck_after,
-        });
+        return placed(
+            cli,
+            BootError::WorkerTimeout {
+                worker_timeout: cli.worker_timeout,
+                stuck_after: cli.stuck_after,
+            },
+        );
     }
     Ok(())
 }
@@ -318,7 +338,9 @@ pub fn value_problems(cli: &Cli) -> Vec<String> {
     });
     note(
         &mut problems,
-        crate::ops::memory::max_buffered(cli.max_buffered, &settings).map(|_| ()),
+        crate::ops::memory::max_buffered(cli.max_buffered, &settings)
+            .map(|_| ())
+            .or_else(|e| placed(cli, e)),
     );
     problems
 }

@@ -89,6 +89,10 @@ pub enum BootError {
         given: String,
         expected: &'static str,
     },
+    /// A check of values against each other that the configuration file
+    /// gave some of: its words with each such value's key and place.
+    #[error("{0}")]
+    Placed(String),
     /// A failure that belongs to one flag's value (`--access-log PATH:
     /// ...`).
     #[error("{setting} {value}: {source}")]

@@ -277,9 +277,14 @@ fn print_config_refuses_what_check_refuses() {
             "unhealthy_after = \"1s\"\n",
             "problem: --unhealthy-after (1s) must be at least --stuck-after (5s)",
         ),
+        (
+            "stuck_after = \"2s\"\nworker_mode = \"process\"\nworker_timeout = \"2s\"\n",
+            "(stuck_after at CONFIG:1:15; worker_timeout at CONFIG:3:18)",
+        ),
         ("worker_max_requests = 100\n", "--worker-max-requests"),
     ] {
         let setup = Setup::new(toml, &[]);
+        let needle = needle.replace("CONFIG", &setup.config().display().to_string());
         let printed = setup.run(&["--print-config"]);
         let stderr = text(&printed.stderr);
         assert_eq!(printed.status.code(), Some(1), "{toml:?}: {stderr}");
@@ -289,11 +294,13 @@ fn print_config_refuses_what_check_refuses() {
             text(&printed.stdout)
         );
         assert!(
-            stderr.contains(needle),
+            stderr.contains(&needle),
             "{toml:?}: {needle:?} not in {stderr}"
         );
         let checked = setup.run(&["check"]);
         assert_eq!(checked.status.code(), Some(1), "{toml:?}: check passed it");
+        let said = text(&checked.stdout) + &text(&checked.stderr);
+        assert!(said.contains(&needle), "check: {needle:?} not in {said}");
     }
 }
 

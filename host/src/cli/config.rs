@@ -29,7 +29,11 @@ const TEXT_KEYS: [&str; 2] = ["bind", "unix_mode"];
 pub(super) const APPS_DIR_KEY: &str = "apps_dir";
 
 /// The flags a file stands for, and its app tables.
-type FileArgs = (Vec<String>, BTreeMap<String, AppSection>);
+type FileArgs = (
+    Vec<String>,
+    BTreeMap<String, AppSection>,
+    Vec<(String, String)>,
+);
 
 /// Why the command line or the file could not be taken.
 pub enum LoadError {
@@ -110,6 +114,7 @@ pub fn load(args: Vec<OsString>) -> Result<Cli, LoadError> {
         .map_err(|e| LoadError::File(format!("cannot read --config {shown}: {e}")))?;
     let mut lines = Vec::new();
     let mut parsed = None;
+    let mut origins = Vec::new();
     match Located::parse(&text) {
         Err(syntax) => lines.extend(syntax.iter().map(|e| format!("{shown}:{e}"))),
         Ok(located) => match text.parse::<toml::Table>() {
@@ -117,6 +122,16 @@ pub fn load(args: Vec<OsString>) -> Result<Cli, LoadError> {
             Ok(table) => {
                 let (problems, args) = file_args(&table, &given);
                 lines.extend(located.lines(&shown, &problems));
+                if let Some((_, _, taken)) = &args {
+                    origins = taken
+                        .iter()
+                        .map(|(flag, key)| FileOrigin {
+                            flag: flag.clone(),
+                            key: key.clone(),
+                            place: located.place(&shown, key),
+                        })
+                        .collect();
+                }
                 parsed = args;
             }
         },
@@ -124,7 +139,7 @@ pub fn load(args: Vec<OsString>) -> Result<Cli, LoadError> {
     if let Err(e) = &first {
         lines.push(args_problem(e));
     }
-    let Some((extra, sections)) = parsed.filter(|_| lines.is_empty()) else {
+    let Some((extra, sections, _)) = parsed.filter(|_| lines.is_empty()) else {
         let s = if lines.len() == 1 { "" } else { "s" };
         return Err(LoadError::File(format!(
             "--config {shown}: {} problem{s}:\n{}",
@@ -139,8 +154,44 @@ pub fn load(args: Vec<OsString>) -> Result<Cli, LoadError> {
         .map_err(|e| LoadError::File(format!("--config {shown}: {}", e.render())))?;
     let mut cli = Cli::from_arg_matches(&matches).map_err(LoadError::Args)?;
     cli.app_sections = sections;
+    cli.file_origins = origins;
     cli.effective_config = render(&matches, &cli);
     Ok(cli)
+}
+
+/// A value the configuration file gave: its flag, its key and where the
+/// value is (`FILE:LINE:COL`).
+#[derive(Clone, Debug, Default)]
+pub struct FileOrigin {
+    pub flag: String,
+    pub key: String,
+    pub place: String,
+}
+
+/// `problem` (a check of values against each other, worded with their
+/// flags) with the key and place of each value in it that the file gave:
+/// `... (unhealthy_after at stoa.toml:3:19)`.
+pub fn with_file_places(problem: String, origins: &[FileOrigin]) -> String {
+    let places: Vec<String> = origins
+        .iter()
+        .filter(|o| mentions(&problem, &o.flag))
+        .map(|o| format!("{} at {}", o.key, o.place))
+        .collect();
+    match places.is_empty() {
+        true => problem,
+        false => format!("{problem} ({})", places.join("; ")),
+    }
+}
+
+/// True if `text` names `flag` as a whole (`--workers` is not in
+/// `--worker-timeout`, nor `--max-body` in `--max-body-rate`).
+fn mentions(text: &str, flag: &str) -> bool {
+    text.match_indices(flag).any(|(i, _)| {
+        !text[i + flag.len()..]
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '-')
+    })
 }
 
 /// A path as messages show it: a relative one (`--apps`, `apps_dir`,
@@ -216,6 +267,8 @@ fn file_args(table: &toml::Table, given: &ArgMatches) -> (Vec<Problem>, Option<F
     let mut args = Vec::new();
     let mut sections = BTreeMap::new();
     let mut problems = Vec::new();
+    // (`--flag`, key) of each value the file gives.
+    let mut taken = Vec::new();
     for (key, value) in table {
         if key == "apps" {
             match app_sections(value) {
@@ -250,6 +303,7 @@ fn file_args(table: &toml::Table, given: &ArgMatches) -> (Vec<Problem>, Option<F
         );
         if problems.len() == bad && !overridden {
             args.extend(values);
+            taken.push((format!("--{}", flag.long), key.clone()));
         }
     }
     // A `[apps.NAME] mount` is a `--mount NAME=PREFIX` unless one was given.
@@ -269,7 +323,7 @@ fn file_args(table: &toml::Table, given: &ArgMatches) -> (Vec<Problem>, Option<F
         }
     }
     if problems.is_empty() {
-        (problems, Some((args, sections)))
+        (problems, Some((args, sections, taken)))
     } else {
         (problems, None)
     }

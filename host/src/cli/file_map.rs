@@ -58,6 +58,18 @@ impl<'t> Located<'t> {
         })
     }
 
+    /// Where `key`'s value is: `FILE:LINE:COL` (the file alone when the
+    /// key cannot be found).
+    pub(super) fn place(&self, file: &str, key: &str) -> String {
+        match self.places.get(key) {
+            Some(p) => {
+                let (line, col) = line_col(self.text, p.value);
+                format!("{file}:{line}:{col}")
+            }
+            None => file.to_string(),
+        }
+    }
+
     /// `problem` as one line: `FILE:LINE:COL: text` (the file alone when
     /// the key cannot be found).
     pub(super) fn line(&self, file: &str, problem: &Problem) -> String {

@@ -16,7 +16,7 @@ use crate::settings::{Bind, LogFormat, OnGenerationCap, Overload, WorkerMode};
 pub use app_table::AppSection;
 use clap::builder::RangedU64ValueParser;
 use clap::Parser;
-pub use config::{load, shown_path, LoadError};
+pub use config::{load, shown_path, with_file_places, FileOrigin, LoadError};
 use std::path::PathBuf;
 use std::time::Duration;
 pub use values::{
@@ -86,6 +86,10 @@ pub struct Cli {
     /// The effective configuration as TOML (for --print-config and check).
     #[arg(skip)]
     pub effective_config: String,
+
+    /// The values the configuration file gave, with their keys and places.
+    #[arg(skip)]
+    pub file_origins: Vec<config::FileOrigin>,
 
     /// Address to listen on (repeatable: listens on all): HOST:PORT (every
     /// address the name resolves to, on one port; localhost is 127.0.0.1
