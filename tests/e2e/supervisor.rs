@@ -432,7 +432,14 @@ fn ends_and_is_replaced(path: &str, how: &str) {
 }
 
 fn a_stuck_worker_is_killed_while_others_answer(poller: &str) {
-    let args = ["--stuck-after", "1s", "--worker-timeout", "4s"];
+    let args = [
+        "--stuck-after",
+        "1s",
+        "--unhealthy-after",
+        "2s",
+        "--worker-timeout",
+        "6s",
+    ];
     let server = start(poller, &["crashy"], &args);
     let before = worker_pids(&server, 2);
     assert_eq!(before.len(), 2, "two workers never answered: {before:?}");
@@ -467,6 +474,15 @@ fn a_stuck_worker_is_killed_while_others_answer(poller: &str) {
                 .is_some_and(|w| w.contains("/crashy/spin")),
         "{s}"
     );
+    // Past --unhealthy-after the host is unhealthy, whichever worker
+    // answers, until the stuck one is replaced.
+    let health = || crate::common::fetch(&server, "/.well-known/stoa/health");
+    assert!(
+        wait_until(Duration::from_secs(4), || health().0 == 503),
+        "/health never said 503 with a worker stuck past --unhealthy-after 2s: {:?}\n{}",
+        health(),
+        server.log()
+    );
     let stop = AtomicBool::new(false);
     let port = server.port;
     let answers = std::thread::scope(|s| {
@@ -483,7 +499,7 @@ fn a_stuck_worker_is_killed_while_others_answer(poller: &str) {
         let killed = [
             "has been stuck for",
             "in crashy GET /crashy/spin",
-            "killing it (--worker-timeout 4s)",
+            "killing it (--worker-timeout 6s)",
         ];
         let found = server.log_reader().wait(Duration::from_secs(20), |t| {
             t.lines().any(|l| killed.iter().all(|n| l.contains(n)))
@@ -509,6 +525,11 @@ fn a_stuck_worker_is_killed_while_others_answer(poller: &str) {
     assert!(
         ok > 0 && other.is_empty(),
         "new connections while a worker was stuck: {ok} answered 200, others: {other:?}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || health().0 == 200),
+        "/health still {:?} once the stuck worker was replaced",
+        health()
     );
 }
 
