@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 mod activation;
 mod socket;
+pub mod tls;
 mod unix;
 
 /// Most distinct `--bind` values. A loop itself takes any number of

@@ -1,0 +1,369 @@
+//! TLS over an accepted TCP connection, with rustls (ring as its crypto
+//! provider): the server's certificate chain and key, loaded once into a
+//! configuration, and a non-blocking session that reads and writes
+//! plaintext as a bare socket does, ending in `WouldBlock` when it can go
+//! no further now, so that a connection over it is driven as one over a
+//! socket (`server::conn::Transport`):
+//! - `read` takes ciphertext from the socket only when no plaintext is left
+//!   to hand out, and sends the handshake's answers (and session tickets)
+//!   as soon as they are made;
+//! - `write` takes plaintext while the session holds under `SEND_LIMIT` of
+//!   ciphertext for the socket, and sends what it can;
+//! - `has_buffered_output` tells of ciphertext still held for the socket
+//!   (the connection keeps waiting to write until it is gone), and
+//!   `has_buffered_input` of plaintext decrypted but not yet handed out;
+//! - `shutdown_write` sends `close_notify`, then the FIN.
+//!
+//! Not yet used by the listeners: `tls://` binds come next.
+
+use mio::net::TcpStream;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::{ServerConfig, ServerConnection};
+use std::io::{self, IoSlice, Read, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Most ciphertext a session holds for the socket before `write` takes no
+/// more plaintext (the bound a connection keeps on its own output).
+pub const SEND_LIMIT: usize = 64 << 10;
+
+/// A server configuration from `cert` (a PEM chain, the server's
+/// certificate first) and `key` (its PEM private key: PKCS#8, PKCS#1 or
+/// SEC1; an encrypted key is refused), offering TLS 1.3 and 1.2 and ALPN
+/// `http/1.1` only (a client that offers only `h2` is refused with
+/// `no_application_protocol`). The error names the file and the reason.
+pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, String> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect())
+        .map_err(|e| format!("{}: {e}", cert.display()))?;
+    if chain.is_empty() {
+        return Err(format!("{}: no PEM certificate in it", cert.display()));
+    }
+    let private = PrivateKeyDer::from_pem_file(key).map_err(|e| {
+        format!(
+            "{}: {e} (a PEM private key, PKCS#8, PKCS#1 or SEC1, unencrypted)",
+            key.display()
+        )
+    })?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(chain, private)
+        .map_err(|e| {
+            format!(
+                "{} and {}: {e} (is the key the certificate's?)",
+                cert.display(),
+                key.display()
+            )
+        })?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// A TLS session over one accepted connection.
+pub struct TlsStream {
+    sock: TcpStream,
+    tls: ServerConnection,
+    /// Plaintext decrypted and not yet handed out.
+    plain: usize,
+}
+
+impl TlsStream {
+    /// A server session over `sock`, its handshake still to come.
+    pub fn new(sock: TcpStream, config: Arc<ServerConfig>) -> io::Result<Self> {
+        let mut tls = ServerConnection::new(config).map_err(io::Error::other)?;
+        tls.set_buffer_limit(Some(SEND_LIMIT));
+        Ok(TlsStream {
+            sock,
+            tls,
+            plain: 0,
+        })
+    }
+
+    /// The socket under the session.
+    pub fn socket(&self) -> &TcpStream {
+        &self.sock
+    }
+
+    /// True while ciphertext waits for the socket.
+    pub fn has_buffered_output(&self) -> bool {
+        self.tls.wants_write()
+    }
+
+    /// True while decrypted plaintext waits for a read.
+    pub fn has_buffered_input(&self) -> bool {
+        self.plain > 0
+    }
+
+    /// True until the handshake is done.
+    pub fn is_handshaking(&self) -> bool {
+        self.tls.is_handshaking()
+    }
+
+    /// Ends the sending half: `close_notify`, sent as far as the socket
+    /// takes it now, then the FIN.
+    pub fn shutdown_write(&mut self) -> io::Result<()> {
+        self.tls.send_close_notify();
+        let _ = self.send();
+        self.sock.shutdown(std::net::Shutdown::Write)
+    }
+
+    /// Sends the ciphertext the session holds until the socket would
+    /// block (what is left waits: `has_buffered_output`).
+    fn send(&mut self) -> io::Result<()> {
+        while self.tls.wants_write() {
+            match self.tls.write_tls(&mut self.sock) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Read for TlsStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            if self.plain > 0 {
+                let n = self.tls.reader().read(buf)?;
+                self.plain = self.plain.saturating_sub(n);
+                return Ok(n);
+            }
+            match self.tls.read_tls(&mut self.sock) {
+                // The peer's FIN, or its close_notify before.
+                Ok(0) => return Ok(0),
+                Ok(_) => {}
+                Err(e) => return Err(e),
+            }
+            let state = match self.tls.process_new_packets() {
+                Ok(state) => state,
+                Err(e) => {
+                    // The alert rustls queued for the peer goes out.
+                    let _ = self.send();
+                    return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+                }
+            };
+            self.plain = state.plaintext_bytes_to_read();
+            self.send()?;
+            if self.plain == 0 && state.peer_has_closed() {
+                return Ok(0);
+            }
+        }
+    }
+}
+
+impl Write for TlsStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_vectored(&[IoSlice::new(buf)])
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.send()?;
+        let n = self.tls.writer().write_vectored(bufs)?;
+        self.send()?;
+        if n == 0 && bufs.iter().any(|b| !b.is_empty()) {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        Ok(n)
+    }
+
+    /// Sends what the socket takes now; the rest waits for it to be
+    /// writable (`has_buffered_output`), never an error.
+    fn flush(&mut self) -> io::Result<()> {
+        self.send()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustls::pki_types::ServerName;
+    use rustls::{ClientConfig, ClientConnection, RootCertStore};
+    use std::path::PathBuf;
+
+    fn fixture(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/tls")
+            .join(name)
+    }
+
+    fn client(alpn: &[&[u8]]) -> ClientConnection {
+        let mut roots = RootCertStore::empty();
+        for ca in CertificateDer::pem_file_iter(fixture("ca.pem")).expect("ca.pem") {
+            roots
+                .add(ca.expect("a CA certificate"))
+                .expect("add the CA");
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        let name = ServerName::try_from("localhost").expect("a name");
+        ClientConnection::new(Arc::new(config), name).expect("a client session")
+    }
+
+    /// A server session over a loopback connection, and the client's
+    /// blocking socket.
+    fn pair() -> (TlsStream, std::net::TcpStream) {
+        let config = server_config(&fixture("cert.pem"), &fixture("key.pem")).expect("loads");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let client =
+            std::net::TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+        let (server, _) = listener.accept().expect("accept");
+        server.set_nonblocking(true).expect("non-blocking");
+        let stream = TlsStream::new(TcpStream::from_std(server), config).expect("a session");
+        (stream, client)
+    }
+
+    /// Drives both ends until `done`, the server side by non-blocking
+    /// reads (as the loop does) and the client's by rustls's own I/O.
+    fn drive(
+        server: &mut TlsStream,
+        client: &mut ClientConnection,
+        sock: &mut std::net::TcpStream,
+        mut done: impl FnMut(&mut TlsStream, &mut ClientConnection) -> bool,
+    ) {
+        sock.set_read_timeout(Some(std::time::Duration::from_millis(20)))
+            .expect("timeout");
+        for _ in 0..500 {
+            if done(server, client) {
+                return;
+            }
+            while client.wants_write() {
+                client.write_tls(sock).expect("client writes");
+            }
+            let _ = server.flush();
+            match client.read_tls(sock) {
+                Ok(_) => {
+                    client.process_new_packets().expect("client reads");
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("client read: {e}"),
+            }
+        }
+        panic!("never done");
+    }
+
+    #[test]
+    fn a_request_and_its_answer_go_through_the_session() {
+        let (mut server, mut sock) = pair();
+        let mut client = client(&[b"h2", b"http/1.1"]);
+        client
+            .writer()
+            .write_all(b"GET / HTTP/1.1\r\n\r\n")
+            .expect("client queues");
+        let mut got = Vec::new();
+        drive(&mut server, &mut client, &mut sock, |s, _| {
+            let mut buf = [0u8; 64];
+            match s.read(&mut buf) {
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("server read: {e}"),
+            }
+            got.ends_with(b"\r\n\r\n")
+        });
+        assert_eq!(got, b"GET / HTTP/1.1\r\n\r\n");
+        assert!(!server.is_handshaking());
+        assert_eq!(client.alpn_protocol(), Some(&b"http/1.1"[..]));
+        let answer = vec![b'a'; 200 << 10];
+        let mut sent = 0;
+        let mut heard = Vec::new();
+        drive(&mut server, &mut client, &mut sock, |s, c| {
+            match s.write(&answer[sent..]) {
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("server write: {e}"),
+            }
+            let mut buf = vec![0u8; 64 << 10];
+            while let Ok(n) = c.reader().read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                heard.extend_from_slice(&buf[..n]);
+            }
+            heard.len() == answer.len()
+        });
+        assert_eq!(heard, answer);
+        assert!(!server.has_buffered_output());
+        server.shutdown_write().expect("close_notify and FIN");
+        let mut closed = false;
+        drive(&mut server, &mut client, &mut sock, |_, c| {
+            let mut buf = [0u8; 16];
+            closed |= matches!(c.reader().read(&mut buf), Ok(0));
+            closed
+        });
+    }
+
+    #[test]
+    fn a_client_offering_only_h2_is_refused() {
+        let (mut server, mut sock) = pair();
+        let mut client = client(&[b"h2"]);
+        while client.wants_write() {
+            client.write_tls(&mut sock).expect("client hello");
+        }
+        let mut refused = None;
+        for _ in 0..500 {
+            let mut buf = [0u8; 16];
+            match server.read(&mut buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                other => {
+                    refused = Some(other);
+                    break;
+                }
+            }
+        }
+        let e = refused.expect("an answer").expect_err("refused");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(
+            e.to_string()
+                .contains("peer doesn't support any known protocol"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn plain_http_on_the_session_is_an_error_not_a_hang() {
+        let (mut server, mut sock) = pair();
+        sock.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .expect("plain bytes");
+        let mut outcome = None;
+        for _ in 0..500 {
+            let mut buf = [0u8; 16];
+            match server.read(&mut buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                other => {
+                    outcome = Some(other);
+                    break;
+                }
+            }
+        }
+        let e = outcome.expect("an outcome").expect_err("not TLS");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+    }
+
+    #[test]
+    fn a_key_that_is_not_the_certificates_is_refused_naming_both_files() {
+        let other = std::env::temp_dir().join(format!("stoa-tls-other-{}.pem", std::process::id()));
+        // The CA's certificate as the chain, with the leaf's key.
+        let e = server_config(&fixture("ca.pem"), &fixture("key.pem")).expect_err("mismatch");
+        assert!(e.contains("ca.pem") && e.contains("key.pem"), "{e}");
+        std::fs::write(&other, "not a key").expect("write");
+        let e = server_config(&fixture("cert.pem"), &other).expect_err("no key");
+        assert!(e.contains(&other.display().to_string()), "{e}");
+        let _ = std::fs::remove_file(&other);
+        let e = server_config(&fixture("missing.pem"), &fixture("key.pem")).expect_err("missing");
+        assert!(e.contains("missing.pem"), "{e}");
+    }
+}
