@@ -306,6 +306,18 @@ mod tests {
         });
     }
 
+    /// The first read on `server` that does not block.
+    fn first_read(server: &mut TlsStream) -> io::Result<usize> {
+        for _ in 0..5000 {
+            let mut buf = [0u8; 16];
+            match server.read(&mut buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                other => return other,
+            }
+        }
+        panic!("every read would block");
+    }
+
     #[test]
     fn a_client_offering_only_h2_is_refused() {
         let (mut server, mut sock) = pair();
@@ -313,18 +325,7 @@ mod tests {
         while client.wants_write() {
             client.write_tls(&mut sock).expect("client hello");
         }
-        let mut refused = None;
-        for _ in 0..500 {
-            let mut buf = [0u8; 16];
-            match server.read(&mut buf) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
-                other => {
-                    refused = Some(other);
-                    break;
-                }
-            }
-        }
-        let e = refused.expect("an answer").expect_err("refused");
+        let e = first_read(&mut server).expect_err("refused");
         assert_eq!(e.kind(), io::ErrorKind::InvalidData);
         assert!(
             e.to_string()
@@ -338,18 +339,7 @@ mod tests {
         let (mut server, mut sock) = pair();
         sock.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
             .expect("plain bytes");
-        let mut outcome = None;
-        for _ in 0..500 {
-            let mut buf = [0u8; 16];
-            match server.read(&mut buf) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
-                other => {
-                    outcome = Some(other);
-                    break;
-                }
-            }
-        }
-        let e = outcome.expect("an outcome").expect_err("not TLS");
+        let e = first_read(&mut server).expect_err("not TLS");
         assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
     }
 
