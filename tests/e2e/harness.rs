@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 pub const STOA: &str = env!("CARGO_BIN_EXE_stoa");
 
 /// How long the host may take to load its apps and print its port.
-const START_TIMEOUT: Duration = Duration::from_secs(20);
+pub const START_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// How long to wait for a log line or an access-log line.
 pub const WAIT: Duration = Duration::from_secs(5);

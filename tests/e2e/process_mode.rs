@@ -4,7 +4,7 @@
 //! backend-free (epoll).
 
 use crate::deploy::Load;
-use crate::harness::{wait_until, Server};
+use crate::harness::{wait_until, Server, WAIT};
 use rustix::process::Signal;
 use std::time::Duration;
 
@@ -259,6 +259,8 @@ fn a_plugin_is_probed_once_for_every_worker() {
             .filter(|l| l.contains(HOT))
             .count()
     };
+    // The workers' lines may reach the log after the supervisor's.
+    wait_until(WAIT, || probes(&server) >= 1 && shared(&server) >= 2);
     assert_eq!(
         (probes(&server), shared(&server)),
         (1, 2),
@@ -274,6 +276,7 @@ fn a_plugin_is_probed_once_for_every_worker() {
     assert!(wait_until(crate::common::HOT_WAIT, || (0..12).all(|_| {
         crate::common::fetch(&server, "/hot") == (200, "v2".to_string())
     })));
+    wait_until(WAIT, || probes(&server) >= 2);
     assert_eq!(probes(&server), 2, "{}", server.log());
 }
 
@@ -336,12 +339,17 @@ fn worker_processes_write_whole_lines_into_one_pipe() {
         assert!(seen.insert(key), "a line twice: {line:?}");
     }
     assert_eq!(seen.len(), total);
-    // Every worker wrote some of them.
-    let s = crate::common::status(server.port);
-    let rows = s["per_worker"].as_array().cloned().unwrap_or_default();
+    // Every worker wrote some of them (the others' counts in status are
+    // published snapshots, up to a tenth of a second old).
+    let every = || {
+        let s = crate::common::status(server.port);
+        let rows = s["per_worker"].as_array().cloned().unwrap_or_default();
+        rows.len() == 3 && rows.iter().all(|r| r["requests"].as_u64() > Some(0))
+    };
     assert!(
-        rows.len() == 3 && rows.iter().all(|r| r["requests"].as_u64() > Some(0)),
-        "{s}"
+        wait_until(Duration::from_secs(10), every),
+        "{}",
+        crate::common::status(server.port)
     );
 }
 

@@ -67,11 +67,12 @@ fn an_abandoned_upgrade_leaves_no_worker_of_the_new_binary() {
     let dir = TempDir::new("half-upgrade");
     let copy = dir.path().join("stoa");
     std::fs::copy(STOA, &copy).expect("copy the binary");
-    // Every worker's start-up takes a second and a half (the slow-init
-    // app's constructor): time to kill the second new worker as it starts.
+    // Every worker's start-up takes four seconds (the slow-init app's
+    // constructor): time, on a loaded machine too, to kill the second new
+    // worker as it starts.
     let server = Server::launch("epoll")
         .apps(&["article", "slow-init"])
-        .env("STOA_TEST_SLOW_INIT_MS", "1500")
+        .env("STOA_TEST_SLOW_INIT_MS", "4000")
         .shell(&format!("exec {} \"$@\"", copy.display()))
         .args(&["--worker-mode", "process", "--workers", "2"])
         .start();
@@ -81,8 +82,11 @@ fn an_abandoned_upgrade_leaves_no_worker_of_the_new_binary() {
     std::fs::rename(&new, &copy).expect("install the new binary");
     let load = Load::start(server.port, 2);
     server.signal(Signal::USR2);
+    // The first new worker serves (after its four seconds) before the
+    // second starts.
     assert!(
-        server.wait_log(&["worker 1: replacement started (pid "]),
+        server.log_reader().wait(Duration::from_secs(30), |t| t
+            .contains("worker 1: replacement started (pid ")),
         "{}",
         server.log()
     );
