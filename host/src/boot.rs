@@ -78,6 +78,7 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
         Some(role) => listen::adopt_all(std::mem::take(&mut role.sockets), 1)?,
         None => listeners(&cli, workers, backlog)?,
     };
+    let tls = checks::tls_config(&cli, bound.tls.contains(&true))?;
     let upgrade = Arc::new(Upgrade::new(bound.duplicates()?));
     log::info!("workers={workers} backlog={backlog}");
     let mut pid_file = match role {
@@ -153,7 +154,8 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
         let locals = bound.locals.clone();
         servers.push(
             Server::new(i, poller, listeners, locals, handles.clone(), inbox)
-                .map_err(|e| BootError::system(format!("start worker {i}"), e))?,
+                .map_err(|e| BootError::system(format!("start worker {i}"), e))?
+                .with_tls(&bound.tls, tls.as_ref()),
         );
     }
     let stop_apps = registry.events();

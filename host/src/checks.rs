@@ -124,7 +124,7 @@ pub fn address_is_free(bind: &Bind) -> Result<(), BootError> {
                 Err(_) => Ok(()),
             }
         }
-        Bind::Tcp(addr) => std::slice::from_ref(addr),
+        Bind::Tcp(addr) | Bind::Tls(addr) => std::slice::from_ref(addr),
         // An address the machine lacks is skipped when binding.
         Bind::Name { addrs, .. } => addrs,
     };
@@ -322,10 +322,38 @@ fn address_problems(problems: &mut Vec<String>, cli: &Cli, bind: &Bind) {
     }
 }
 
-/// The problems of the values themselves, which need no socket, plugin or
-/// file: what `--print-config` refuses as `stoa check` does.
+/// The TLS configuration `tls://` binds serve (`tls`: some listener is
+/// one), from `--tls-cert` and `--tls-key`; `None` without TLS binds.
+/// A TLS bind without both files, or files without a TLS bind, are
+/// refused naming the flags; a file that does not load names itself.
+pub fn tls_config(
+    cli: &Cli,
+    tls: bool,
+) -> Result<Option<std::sync::Arc<rustls::ServerConfig>>, BootError> {
+    match (tls, &cli.tls_cert, &cli.tls_key) {
+        (true, Some(cert), Some(key)) => crate::listen::tls::server_config(cert, key)
+            .map(Some)
+            .map_err(|e| BootError::Tls(format!("--tls-cert/--tls-key: {e}"))),
+        (true, _, _) => Err(BootError::Tls(
+            "a tls:// bind (or a passed socket named tls) needs --tls-cert FILE and --tls-key \
+             FILE (tls_cert and tls_key in the configuration file)"
+                .into(),
+        )),
+        (false, None, None) => Ok(None),
+        (false, _, _) => Err(BootError::Tls(
+            "--tls-cert and --tls-key serve tls:// binds, and no --bind is one: add \
+             --bind tls://IP:PORT, or leave them out"
+                .into(),
+        )),
+    }
+}
+
+/// The problems of the values themselves, which need no socket or plugin:
+/// what `--print-config` refuses as `stoa check` does.
 pub fn value_problems(cli: &Cli) -> Vec<String> {
     let mut problems = Vec::new();
+    let tls_binds = cli.bind.iter().any(|b| matches!(b, Bind::Tls(_)));
+    note(&mut problems, tls_config(cli, tls_binds).map(|_| ()));
     note(&mut problems, watchdog_bounds(cli));
     match cli.worker_mode {
         crate::settings::WorkerMode::Thread => note(&mut problems, process_mode_only(cli)),
@@ -379,7 +407,7 @@ fn relative_paths(cli: &Cli) -> Vec<String> {
     );
     paths.extend(cli.bind.iter().filter_map(|b| match b {
         Bind::Unix(p) => Some(("bind", p.clone())),
-        Bind::Tcp(_) | Bind::Name { .. } => None,
+        Bind::Tcp(_) | Bind::Name { .. } | Bind::Tls(_) => None,
     }));
     paths
         .into_iter()

@@ -93,6 +93,10 @@ pub enum BootError {
     /// gave some of: its words with each such value's key and place.
     #[error("{0}")]
     Placed(String),
+    /// TLS settings that cannot serve: a missing or unreadable file, a key
+    /// that is not the certificate's, a TLS bind without them.
+    #[error("{0}")]
+    Tls(String),
     /// A failure that belongs to one flag's value (`--access-log PATH:
     /// ...`).
     #[error("{setting} {value}: {source}")]

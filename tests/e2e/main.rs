@@ -51,6 +51,7 @@ mod streaming;
 mod supervisor;
 mod survival;
 mod test_command;
+mod tls;
 mod unix_socket;
 mod unix_socket_file;
 mod upload;

@@ -36,7 +36,7 @@ struct Holder {
 /// configuration's `--pid-file`, whose pid counts as a stoa.
 pub fn who_holds(bind: &Bind, pid_file: Option<&Path>) -> Held {
     let inodes = match bind {
-        Bind::Tcp(addr) => tcp_listeners(*addr),
+        Bind::Tcp(addr) | Bind::Tls(addr) => tcp_listeners(*addr),
         Bind::Name { addrs, .. } => addrs.iter().flat_map(|a| tcp_listeners(*a)).collect(),
         Bind::Unix(path) => unix_listeners(path),
     };

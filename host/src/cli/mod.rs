@@ -95,13 +95,25 @@ pub struct Cli {
     /// address the name resolves to, on one port; localhost is 127.0.0.1
     /// and ::1, and one the machine lacks is skipped with a log line),
     /// [IPv6]:PORT, :PORT or PORT (all IPv4 addresses), or unix:PATH (a
-    /// Unix-domain socket); port 0 picks a free port. Not used when sockets
-    /// are passed (socket activation: LISTEN_FDS for the pid in LISTEN_PID,
-    /// names from LISTEN_FDNAMES shown on the "listening on" lines; or an
-    /// upgrade on SIGUSR2).
+    /// Unix-domain socket), or tls://IP:PORT (HTTPS with --tls-cert and
+    /// --tls-key); port 0 picks a free port. Not used when sockets are
+    /// passed (socket activation: LISTEN_FDS for the pid in LISTEN_PID,
+    /// names from LISTEN_FDNAMES shown on the "listening on" lines, a
+    /// socket named tls or tls-... serving HTTPS; or an upgrade on
+    /// SIGUSR2).
     #[arg(long, env = "STOA_BIND", value_name = "ADDR", default_value = "127.0.0.1:8000",
           value_parser = parse_bind, value_delimiter = ',', help_heading = SERVING)]
     pub bind: Vec<Bind>,
+
+    /// The certificate chain (PEM, the server's certificate first) that
+    /// every tls:// bind serves.
+    #[arg(long, env = "STOA_TLS_CERT", value_name = "FILE", help_heading = SERVING)]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The private key (PEM: PKCS#8, PKCS#1 or SEC1, not encrypted) of
+    /// --tls-cert.
+    #[arg(long, env = "STOA_TLS_KEY", value_name = "FILE", help_heading = SERVING)]
+    pub tls_key: Option<PathBuf>,
 
     /// File mode of a Unix socket (octal): who may connect.
     #[arg(long, env = "STOA_UNIX_MODE", value_name = "OCTAL", default_value = "660",

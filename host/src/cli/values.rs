@@ -109,6 +109,15 @@ pub fn parse_millis(s: &str) -> Result<Duration, String> {
 /// A listen address: `unix:PATH` (a Unix-domain socket), or a TCP address
 /// (see `parse_tcp`).
 pub fn parse_bind(s: &str) -> Result<Bind, String> {
+    if let Some(rest) = s.trim().strip_prefix("tls://") {
+        return match parse_tcp(rest)? {
+            Bind::Tcp(addr) => Ok(Bind::Tls(addr)),
+            _ => Err(format!(
+                "--bind {s:?}: a tls:// bind takes an IP address and port, e.g. \
+                 tls://127.0.0.1:8443 or tls://:8443"
+            )),
+        };
+    }
     match s.trim().strip_prefix("unix:") {
         Some("") => Err(format!(
             "--bind {s:?}: give the socket's path, e.g. unix:/run/stoa.sock"

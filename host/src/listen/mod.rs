@@ -62,6 +62,9 @@ pub struct Bound {
     pub tcp_addrs: Vec<Option<SocketAddr>>,
     /// Each listener as the start-up line shows it.
     pub shown: Vec<String>,
+    /// Each listener serves TLS (a `tls://` bind, or a passed socket named
+    /// `tls`).
+    pub tls: Vec<bool>,
     /// The sockets an upgrade hands over, each once: where it is
     /// (worker, listener index) and its name, as socket activation gave it
     /// (`LISTEN_FDNAMES`). No extra descriptor is kept: a draining process
@@ -95,6 +98,7 @@ impl Bound {
             locals: Vec::new(),
             tcp_addrs: Vec::new(),
             shown: Vec::new(),
+            tls: Vec::new(),
             handed: Vec::new(),
         }
     }
@@ -126,6 +130,7 @@ impl Bound {
         first: mio::net::TcpListener,
         workers: usize,
         backlog: i32,
+        tls: bool,
     ) -> Result<SocketAddr, BootError> {
         let local = first
             .local_addr()
@@ -133,26 +138,29 @@ impl Bound {
         // Each worker's own SO_REUSEPORT socket is a socket of its own:
         // every one is handed over.
         self.per_worker[0].push(Listener::Tcp(first));
-        self.hand(0, true);
+        self.hand(0, true, tls);
         for w in 1..workers {
             let l = bind(local, backlog).map_err(|e| BootError::socket("bind", local, e))?;
             self.per_worker[w].push(Listener::Tcp(l));
-            self.hand(w, true);
+            self.hand(w, true, tls);
         }
         self.locals
             .push((local.ip().to_string().into(), local.port()));
         self.tcp_addrs.push(Some(local));
-        self.shown.push(format!("http://{local}"));
+        self.shown.push(format!("{}://{local}", scheme(tls)));
+        self.tls.push(tls);
         Ok(local)
     }
 
-    /// Records `per_worker[worker]`'s newest listener as one to hand over.
-    fn hand(&mut self, worker: usize, own: bool) {
+    /// Records `per_worker[worker]`'s newest listener as one to hand over
+    /// (a TLS one named `tls`, so that the process it goes to serves TLS
+    /// on it).
+    fn hand(&mut self, worker: usize, own: bool, tls: bool) {
         let index = self.per_worker[worker].len() - 1;
         self.handed.push(Handed {
             worker,
             index,
-            name: None,
+            name: tls.then(|| Arc::from(TLS_NAME)),
             own,
         });
     }
@@ -181,7 +189,7 @@ fn bind_name(
         let addr = SocketAddr::new(addr.ip(), port.unwrap_or(addr.port()));
         match bind(addr, backlog) {
             Ok(first) => {
-                let local = bound.add_tcp(first, workers, backlog)?;
+                let local = bound.add_tcp(first, workers, backlog, false)?;
                 port.get_or_insert(local.port());
             }
             Err(e) if unavailable(&e) => {
@@ -197,6 +205,35 @@ fn bind_name(
     match (port, lacking) {
         (None, Some(e)) => Err(e),
         _ => Ok(()),
+    }
+}
+
+/// The name a TLS listener is handed over with (`LISTEN_FDNAMES`); a
+/// service manager's socket named `tls` or `tls-...` serves TLS too.
+pub const TLS_NAME: &str = "tls";
+
+/// True for a passed socket's name that asks for TLS.
+pub fn is_tls_name(name: &str) -> bool {
+    name == TLS_NAME || name.starts_with("tls-")
+}
+
+/// `LISTEN_FDNAMES` for sockets with these names: empty when none has
+/// one, else each name (`unknown` for one without, as systemd says it)
+/// joined by `:`.
+pub fn fd_names<'a>(names: impl Iterator<Item = Option<&'a str>> + Clone) -> String {
+    if !names.clone().any(|n| n.is_some()) {
+        return String::new();
+    }
+    names
+        .map(|n| n.unwrap_or("unknown"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+fn scheme(tls: bool) -> &'static str {
+    match tls {
+        true => "https",
+        false => "http",
     }
 }
 
@@ -217,9 +254,9 @@ pub fn bind_all(
     let mut bound = Bound::new(workers);
     for b in binds {
         match b {
-            Bind::Tcp(addr) => {
+            Bind::Tcp(addr) | Bind::Tls(addr) => {
                 let first = bind(*addr, backlog).map_err(|e| BootError::socket("bind", addr, e))?;
-                bound.add_tcp(first, workers, backlog)?;
+                bound.add_tcp(first, workers, backlog, matches!(b, Bind::Tls(_)))?;
             }
             Bind::Name { addrs, .. } => bind_name(&mut bound, b, addrs, workers, backlog)?,
             Bind::Unix(path) => {
@@ -231,10 +268,11 @@ pub fn bind_all(
                     listeners.push(Listener::Unix(mio::net::UnixListener::from_std(dup)));
                 }
                 // One socket shared by the workers: handed over once.
-                bound.hand(0, false);
+                bound.hand(0, false, false);
                 bound.locals.push(("localhost".into(), 0));
                 bound.tcp_addrs.push(None);
                 bound.shown.push(format!("unix:{}", path.display()));
+                bound.tls.push(false);
             }
         }
     }
@@ -282,9 +320,15 @@ pub fn adopt_all(sockets: Vec<Passed>, workers: usize) -> Result<Bound, BootErro
     let mut handed = Vec::new();
     let mut all_orders = Vec::new();
     for group in groups {
+        let tls = group.name.as_deref().is_some_and(is_tls_name) && group.addr.is_some();
+        let plain = group.shown.clone();
+        let plain = match tls {
+            true => plain.replacen("http://", "https://", 1),
+            false => plain,
+        };
         let shown = match &group.name {
-            Some(name) => format!("{} (socket {name})", group.shown),
-            None => group.shown.clone(),
+            Some(name) => format!("{plain} (socket {name})"),
+            None => plain,
         };
         let g = group.sockets.len();
         let per_worker = g.div_ceil(workers).max(1);
@@ -326,6 +370,7 @@ pub fn adopt_all(sockets: Vec<Passed>, workers: usize) -> Result<Bound, BootErro
         for _ in 0..per_worker {
             bound.locals.push(group.local.clone());
             bound.tcp_addrs.push(own_addr);
+            bound.tls.push(tls);
         }
         bound.shown.push(shown);
         all_orders.extend(orders);

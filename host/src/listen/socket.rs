@@ -2,6 +2,7 @@
 //! its own, `SO_REUSEPORT`) or a Unix-domain one (one socket, shared by
 //! the workers), and the connection streams they give.
 
+use super::tls::TlsStream;
 use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use std::io::{self, IoSlice, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
@@ -20,6 +21,8 @@ pub enum Listener {
 pub enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    /// A TLS session over a TCP connection (a `tls://` bind).
+    Tls(Box<TlsStream>),
 }
 
 impl Listener {
@@ -72,11 +75,21 @@ impl AsRawFd for Listener {
 }
 
 impl Stream {
+    /// The same connection under a TLS session (a TCP one; any other is
+    /// given back as it is).
+    pub fn into_tls(self, config: Arc<rustls::ServerConfig>) -> io::Result<Stream> {
+        match self {
+            Stream::Tcp(s) => Ok(Stream::Tls(Box::new(TlsStream::new(s, config)?))),
+            other => Ok(other),
+        }
+    }
+
     /// A pending socket error (a reset), if any.
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
         match self {
             Stream::Tcp(s) => s.take_error(),
             Stream::Unix(s) => s.take_error(),
+            Stream::Tls(s) => s.socket().take_error(),
         }
     }
 
@@ -85,6 +98,7 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.set_nodelay(true),
             Stream::Unix(_) => Ok(()),
+            Stream::Tls(s) => s.socket().set_nodelay(true),
         }
     }
 }
@@ -95,6 +109,7 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Write),
             Stream::Unix(s) => s.shutdown(std::net::Shutdown::Write),
+            Stream::Tls(s) => s.shutdown_write(),
         }
     }
 }
@@ -104,6 +119,7 @@ impl AsRawFd for Stream {
         match self {
             Stream::Tcp(s) => s.as_raw_fd(),
             Stream::Unix(s) => s.as_raw_fd(),
+            Stream::Tls(s) => s.socket().as_raw_fd(),
         }
     }
 }
@@ -113,6 +129,7 @@ impl Read for Stream {
         match self {
             Stream::Tcp(s) => s.read(buf),
             Stream::Unix(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
         }
     }
 }
@@ -122,6 +139,7 @@ impl Write for Stream {
         match self {
             Stream::Tcp(s) => s.write(buf),
             Stream::Unix(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
         }
     }
 
@@ -129,11 +147,17 @@ impl Write for Stream {
         match self {
             Stream::Tcp(s) => s.write_vectored(bufs),
             Stream::Unix(s) => s.write_vectored(bufs),
+            Stream::Tls(s) => s.write_vectored(bufs),
         }
     }
 
+    /// Sends what a TLS session holds for the socket, as far as it takes
+    /// it now (nothing to do on a bare socket).
     fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+        match self {
+            Stream::Tls(s) => s.flush(),
+            _ => Ok(()),
+        }
     }
 }
 

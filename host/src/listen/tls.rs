@@ -14,7 +14,7 @@
 //!   `has_buffered_input` of plaintext decrypted but not yet handed out;
 //! - `shutdown_write` sends `close_notify`, then the FIN.
 //!
-//! Not yet used by the listeners: `tls://` binds come next.
+//! Used on the connections of `tls://` binds.
 
 use mio::net::TcpStream;
 use rustls::pki_types::pem::PemObject;

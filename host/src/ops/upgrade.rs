@@ -233,14 +233,7 @@ impl Upgrade {
 
     fn spawn(&self, fds: Vec<HandOver>, notify: &std::path::Path) -> Result<Child, BootError> {
         let count = fds.len();
-        // Names only when some socket has one ("unknown" for the others,
-        // as systemd says it).
-        let names = fds.iter().any(|s| s.name.is_some()).then(|| {
-            fds.iter()
-                .map(|s| s.name.as_deref().unwrap_or("unknown"))
-                .collect::<Vec<_>>()
-                .join(":")
-        });
+        let names = crate::listen::fd_names(fds.iter().map(|s| s.name.as_deref()));
         // The ones a stoa bound (not a service manager's).
         let own = fds
             .iter()
@@ -273,7 +266,7 @@ impl Upgrade {
             cmd.env("WATCHDOG_USEC", usec.to_string());
         }
         cmd.env(crate::listen::OWN_SOCKETS_ENV, own);
-        if let Some(names) = names {
+        if !names.is_empty() {
             cmd.env("LISTEN_FDNAMES", names);
         }
         cmd.env("NOTIFY_SOCKET", notify)

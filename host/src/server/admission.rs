@@ -86,10 +86,10 @@ impl Server {
                 // the one a spare left: it is answered 503 and closed, so
                 // the descriptor goes back to the pool.
                 Ok((stream, peer)) if !queue && self.shared.spares.short() => {
-                    self.shed(stream, peer, false, Some(&descriptors_short()))
+                    self.shed(i, stream, peer, false, Some(&descriptors_short()))
                 }
                 Ok((stream, peer)) if !queue && !self.shared.open.try_open() => {
-                    self.shed(stream, peer, true, None)
+                    self.shed(i, stream, peer, true, None)
                 }
                 Ok((stream, peer)) => self.admit(stream, peer, i),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -129,7 +129,7 @@ impl Server {
         drop(spare);
         let outcome = match self.acceptor.accept(i) {
             Some(Ok((stream, peer))) => {
-                self.shed(stream, peer, false, Some(why));
+                self.shed(i, stream, peer, false, Some(why));
                 Spare::Shed
             }
             Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => Spare::NoneWaits,
@@ -150,13 +150,26 @@ impl Server {
         }
     }
 
-    /// Answers a client past the cap (`why` None) or past the descriptor
-    /// limit 503 and lets it linger (`keep_fd`) or closes it.
-    fn shed(&mut self, stream: Stream, peer: Arc<str>, keep_fd: bool, why: Option<&io::Error>) {
+    /// Answers a client of listener `via` past the cap (`why` None) or
+    /// past the descriptor limit 503 and lets it linger (`keep_fd`) or
+    /// closes it. A TLS listener's client is closed unanswered: a 503 in
+    /// plaintext is no answer a TLS client can read.
+    fn shed(
+        &mut self,
+        via: usize,
+        stream: Stream,
+        peer: Arc<str>,
+        keep_fd: bool,
+        why: Option<&io::Error>,
+    ) {
         let now = self.clock.now();
         let date = self.date.get();
-        self.shedder
-            .shed(stream, peer, date, now, keep_fd, &mut self.bufs);
+        match self.tls_of(via) {
+            Some(_) => drop(stream),
+            None => self
+                .shedder
+                .shed(stream, peer, date, now, keep_fd, &mut self.bufs),
+        }
         bump(&self.shared.stats.worker(self.worker).shed, 1);
         self.log_overload("answering new clients 503 with Retry-After: 1", why);
     }
@@ -301,6 +314,7 @@ impl Server {
         if let Err(e) = stream.set_nodelay() {
             log::debug!("TCP_NODELAY on {addr}: {e}");
         }
+        let tls = self.tls_of(via);
         let entry = self.conns.vacant_entry();
         let token = Token(entry.key());
         if let Err(e) = self
@@ -308,10 +322,29 @@ impl Server {
             .register(stream.as_raw_fd(), token, Interest::READABLE)
         {
             log::warn!("cannot watch connection from {addr}: {e}; answering 503");
-            refuse(stream, &self.date);
+            if tls.is_none() {
+                refuse(stream, &self.date);
+            }
             self.give_back_slot();
             return;
         }
+        // A TLS listener's connection is read and written through its
+        // session from the first byte (the handshake).
+        let stream = match tls {
+            Some(config) => {
+                let fd = stream.as_raw_fd();
+                match stream.into_tls(config) {
+                    Ok(tls) => tls,
+                    Err(e) => {
+                        log::warn!("cannot start a TLS session for {addr}: {e}; closing it");
+                        let _ = self.poller.deregister(fd);
+                        self.give_back_slot();
+                        return;
+                    }
+                }
+            }
+            None => stream,
+        };
         let conn = entry.insert(Conn::new(stream, addr.clone()).via(via));
         // A client that never sends a byte is still timed out.
         conn.update_deadline(&self.shared.settings.conn, self.clock.now());

@@ -43,6 +43,8 @@ pub(super) struct Dispatcher {
     next_id: u64,
     /// The server name and port apps see, per listener.
     locals: Vec<(Arc<str>, u16)>,
+    /// The listeners that serve TLS: their requests' scheme is `https`.
+    tls: Vec<bool>,
 }
 
 impl Dispatcher {
@@ -58,7 +60,13 @@ impl Dispatcher {
             queue,
             next_id: 1,
             locals,
+            tls: Vec::new(),
         }
+    }
+
+    /// Marks the listeners that serve TLS (by index).
+    pub(super) fn set_tls(&mut self, tls: &[bool]) {
+        self.tls = tls.to_vec();
     }
 
     /// Hands the request ready on `conn` (reported as `token`), which
@@ -217,6 +225,12 @@ impl Dispatcher {
             .get(listener)
             .cloned()
             .unwrap_or_else(|| ("localhost".into(), 0));
+        // On a TLS listener the scheme is https whatever a proxy's header
+        // says.
+        let scheme = match self.tls.get(listener) {
+            Some(true) => "https",
+            _ => scheme,
+        };
         Meta {
             server_name,
             server_port,

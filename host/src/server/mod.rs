@@ -95,6 +95,8 @@ pub struct Server {
     retry_accept_at: Option<Instant>,
     /// When an overload was last logged (once a minute at most).
     overload_logged: Option<Instant>,
+    /// Each listener's TLS configuration (`None`: plain HTTP).
+    tls: Vec<Option<Arc<rustls::ServerConfig>>>,
 }
 
 impl Server {
@@ -142,7 +144,21 @@ impl Server {
             paused_at_cap: false,
             retry_accept_at: None,
             overload_logged: None,
+            tls: Vec::new(),
         })
+    }
+
+    /// Serves TLS with `config` on the listeners `tls` marks (by index, as
+    /// the listeners were given), and says so to apps (`https`).
+    pub fn with_tls(mut self, tls: &[bool], config: Option<&Arc<rustls::ServerConfig>>) -> Self {
+        self.tls = tls.iter().map(|&t| config.filter(|_| t).cloned()).collect();
+        self.dispatcher.set_tls(tls);
+        self
+    }
+
+    /// Listener `via`'s TLS configuration, if it serves TLS.
+    fn tls_of(&self, via: usize) -> Option<Arc<rustls::ServerConfig>> {
+        self.tls.get(via).cloned().flatten()
     }
 
     /// This worker's heartbeat for the watchdog.

@@ -61,6 +61,8 @@ pub enum Bind {
         addrs: Vec<SocketAddr>,
     },
     Unix(PathBuf),
+    /// `tls://IP:PORT`: HTTPS on a TCP address (`--tls-cert`, `--tls-key`).
+    Tls(SocketAddr),
 }
 
 impl Bind {
@@ -81,6 +83,7 @@ impl std::fmt::Display for Bind {
                 write!(f, "{name}:{}", addrs.first().map_or(0, |a| a.port()))
             }
             Bind::Unix(p) => write!(f, "unix:{}", p.display()),
+            Bind::Tls(a) => write!(f, "tls://{a}"),
         }
     }
 }

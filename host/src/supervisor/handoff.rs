@@ -32,6 +32,8 @@ pub struct Handoff<'a> {
     pub exe: std::path::PathBuf,
     pub args: &'a [OsString],
     pub sockets: &'a [OwnedFd],
+    /// The sockets' `LISTEN_FDNAMES` (empty: none has a name).
+    pub names: &'a str,
     pub area: &'a Area,
     pub rows: usize,
 }
@@ -72,10 +74,13 @@ impl Handoff<'_> {
             .env_remove("WATCHDOG_PID")
             .env_remove("LISTEN_FDS")
             .env_remove("LISTEN_PID")
-            .env_remove("LISTEN_FDNAMES")
             .env_remove(listen::OWN_SOCKETS_ENV)
             .env_remove(listen::UPGRADED_FROM_ENV)
             .env_remove("STOA_SERVICE_NOTIFY_SOCKET");
+        match self.names.is_empty() {
+            true => cmd.env_remove("LISTEN_FDNAMES"),
+            false => cmd.env("LISTEN_FDNAMES", self.names),
+        };
         cmd.fd_mappings(mappings)?;
         Ok(cmd)
     }

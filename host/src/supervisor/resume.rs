@@ -37,6 +37,7 @@ pub fn exec(
     exe: &Path,
     args: &[OsString],
     sockets: &[OwnedFd],
+    names: &str,
     area: &Area,
     resumed: &Resumed,
 ) -> BootError {
@@ -60,6 +61,9 @@ pub fn exec(
         .env("LISTEN_FDS", sockets.len().to_string())
         .env("LISTEN_PID", std::process::id().to_string())
         .env_remove("LISTEN_FDNAMES");
+    if !names.is_empty() {
+        cmd.env("LISTEN_FDNAMES", names);
+    }
     if let Err(e) = cmd.fd_mappings(mappings) {
         return e.into();
     }

@@ -44,6 +44,9 @@ struct Supervisor {
     candidate: Option<Candidate>,
     args: Vec<OsString>,
     sockets: Vec<OwnedFd>,
+    /// The sockets' names (`LISTEN_FDNAMES`: a TLS one's is `tls`), handed
+    /// on with them.
+    names: String,
     area: Area,
     rows: Rows,
     row_count: usize,
@@ -93,7 +96,11 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
         }
         None => listeners(&cli, backlog)?,
     };
-    let sockets: Vec<OwnedFd> = bound.duplicates()?.into_iter().map(|h| h.fd).collect();
+    // Checked here once, so a bad file fails the start, not each worker.
+    checks::tls_config(&cli, bound.tls.contains(&true))?;
+    let handed = bound.duplicates()?;
+    let names = listen::fd_names(handed.iter().map(|h| h.name.as_deref()));
+    let sockets: Vec<OwnedFd> = handed.into_iter().map(|h| h.fd).collect();
     let shown = bound.shown.clone();
     drop(bound);
     let mut pid_file = cli.pid_file.as_deref().map(PidFile::claim).transpose()?;
@@ -120,6 +127,7 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
         candidate: None,
         args: std::env::args_os().skip(1).collect(),
         sockets,
+        names,
         area,
         rows,
         row_count,
@@ -197,6 +205,7 @@ impl Supervisor {
             exe: binary.exec_path(),
             args: &self.args,
             sockets: &self.sockets,
+            names: &self.names,
             area: &self.area,
             rows: self.row_count,
         }
@@ -728,6 +737,7 @@ impl Supervisor {
             &candidate.binary.exec_path(),
             &self.args,
             &self.sockets,
+            &self.names,
             &self.area,
             &resumed,
         );

@@ -173,6 +173,9 @@ pub struct Conn<S> {
     /// The access-log line and byte count of the last streamed answer or
     /// WebSocket, due when its body is all written or the connection goes.
     tail: Option<Box<Tail>>,
+    /// The transport holds output of its own for the socket (TLS records
+    /// the socket did not take yet), as of its last read or write.
+    held: bool,
 }
 
 impl<S> Conn<S> {
@@ -193,6 +196,7 @@ impl<S> Conn<S> {
             write_progress: false,
             body_began: None,
             tail: None,
+            held: false,
         }
     }
 
@@ -323,9 +327,10 @@ impl<S> Conn<S> {
         }
     }
 
-    /// True while output is waiting for the stream.
+    /// True while output is waiting for the stream (or inside it, for the
+    /// socket).
     pub fn has_output(&self) -> bool {
-        !self.out.is_empty()
+        !self.out.is_empty() || self.held
     }
 
     /// True while the output waiting is at or over `OUTPUT_BOUND`: no

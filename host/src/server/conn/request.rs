@@ -262,6 +262,7 @@ impl<S: Transport> Conn<S> {
             .fill(&mut self.stream, params, self.peer_hup, pool);
         self.read_closed = matches!(state, ReadState::Closed | ReadState::Failed);
         self.read_ready = state == ReadState::Full || self.stream.has_buffered_input();
+        self.held = self.stream.has_buffered_output();
         state
     }
 
@@ -326,6 +327,10 @@ impl<S: Transport> Conn<S> {
             self.tail_written();
         }
         self.write_progress |= wrote?;
+        // What the transport holds for the socket goes too (nothing to do
+        // on a bare socket).
+        self.stream.flush()?;
+        self.held = self.stream.has_buffered_output();
         Ok(())
     }
 }

@@ -26,11 +26,32 @@ pub trait Transport: Read + Write {
     fn has_buffered_input(&self) -> bool {
         false
     }
+
+    /// True while output is buffered inside the transport for the socket
+    /// (TLS records it did not take yet; none in a socket): the
+    /// connection waits to write until it is gone.
+    fn has_buffered_output(&self) -> bool {
+        false
+    }
 }
 
 impl Transport for Stream {
-    /// Sends a FIN.
+    /// Sends a FIN (after `close_notify` on TLS).
     fn shutdown_write(&mut self) -> io::Result<()> {
         Stream::shutdown_write(self)
+    }
+
+    fn has_buffered_input(&self) -> bool {
+        match self {
+            Stream::Tls(s) => s.has_buffered_input(),
+            _ => false,
+        }
+    }
+
+    fn has_buffered_output(&self) -> bool {
+        match self {
+            Stream::Tls(s) => s.has_buffered_output(),
+            _ => false,
+        }
     }
 }

@@ -150,6 +150,7 @@ impl<S: Transport> Conn<S> {
                 link.heard(now);
             }
             let room = link.count_read(src.n, matches!(step, Step::Message(_)), now);
+            self.held = self.stream.has_buffered_output();
             match step {
                 Step::Idle => self.read_ready = self.stream.has_buffered_input(),
                 Step::Gone { .. } => self.read_closed = true,

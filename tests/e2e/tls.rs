@@ -1,0 +1,207 @@
+//! HTTPS on `tls://` binds beside plain ones: curl and Python's `ssl`
+//! against the test certificate (tests/fixtures/tls), keep-alive,
+//! pipelining and a chunked upload, the scheme apps see, TLS files
+//! refused naming the flag, and worker processes serving TLS across an
+//! upgrade.
+
+use crate::harness::{Server, START_TIMEOUT};
+use rustix::process::Signal;
+use std::process::Command;
+
+matrix!(
+    https_beside_http_with_keep_alive,
+    pipelined_requests_and_a_chunked_upload_over_tls,
+    a_plain_http_request_on_the_tls_port_gets_no_plaintext_answer,
+);
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/tls");
+
+fn fixture(name: &str) -> String {
+    format!("{FIXTURES}/{name}")
+}
+
+/// A server with the sample apps on a plain and a TLS bind; its TLS port.
+fn with_tls(poller: &str, extra: &[&str]) -> (Server, u16) {
+    let (cert, key) = (fixture("cert.pem"), fixture("key.pem"));
+    let server = Server::launch(poller)
+        .apps(&["article", "environ", "demo"])
+        .args(&[
+            "--bind",
+            "tls://127.0.0.1:0",
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+        ])
+        .args(extra)
+        .start();
+    let port = tls_port(&server);
+    (server, port)
+}
+
+/// The port of the `listening on https://` line.
+fn tls_port(server: &Server) -> u16 {
+    let said = server
+        .stdout
+        .wait(START_TIMEOUT, |t| t.contains("listening on https://"));
+    let text = server.stdout.text();
+    let port = text
+        .lines()
+        .find_map(|l| l.strip_prefix("listening on https://127.0.0.1:"))
+        .and_then(|p| p.split_whitespace().next()?.parse().ok());
+    match (said, port) {
+        (true, Some(port)) => port,
+        _ => panic!("no https line: {text}\n{}", server.log()),
+    }
+}
+
+/// curl against `urls` (in one run, so one connection when it can keep
+/// it), trusting the test CA; each URL's `code connects scheme-line`.
+fn curl(urls: &[String], extra: &[&str]) -> (bool, String) {
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "20", "--cacert", &fixture("ca.pem")])
+        .args(["-w", "\n%{http_code} %{num_connects}\n"])
+        .args(extra)
+        .args(urls)
+        .output()
+        .unwrap_or_else(|e| panic!("curl is needed: `apt-get install -y curl` ({e})"));
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+fn https_beside_http_with_keep_alive(poller: &str) {
+    let (server, port) = with_tls(poller, &[]);
+    let urls = [
+        format!("https://localhost:{port}/article"),
+        format!("https://localhost:{port}/_environ"),
+    ];
+    let (ok, text) = curl(&urls, &[]);
+    assert!(ok, "{text}\n{}", server.log());
+    // Two answers over one connection: the second made none.
+    assert!(
+        text.contains("\n200 1\n") && text.contains("\n200 0\n"),
+        "{text}"
+    );
+    assert!(text.contains("\"scheme\": \"https\""), "{text}");
+    // A proxy's header does not make a TLS request plain, nor a plain
+    // one TLS (the peer is no trusted proxy).
+    let plain = server.get("/_environ");
+    assert_eq!(plain.status, 200);
+    assert!(plain.text().contains("\"scheme\": \"http\""), "{plain:?}");
+    let (ok, text) = curl(
+        &[format!("https://localhost:{port}/_environ")],
+        &["-H", "X-Forwarded-Proto: http"],
+    );
+    assert!(ok && text.contains("\"scheme\": \"https\""), "{text}");
+}
+
+/// Python's `ssl` client: three pipelined GETs in one write, then a
+/// chunked POST of 300 KiB, each answer read in order.
+const PIPELINE: &str = r#"
+import socket, ssl, sys
+ctx = ssl.create_default_context(cafile=sys.argv[1])
+ctx.set_alpn_protocols(["http/1.1"])
+with socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=20) as raw:
+    with ctx.wrap_socket(raw, server_hostname="localhost") as s:
+        assert s.selected_alpn_protocol() == "http/1.1", s.selected_alpn_protocol()
+        one = b"GET /article HTTP/1.1\r\nHost: localhost\r\n\r\n"
+        s.sendall(one * 3)
+        body = b"x" * (300 * 1024)
+        chunks = b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 7000]), body[i:i + 7000])
+                          for i in range(0, len(body), 7000))
+        s.sendall(b"POST /_environ HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n"
+                  b"Connection: close\r\n\r\n" + chunks + b"0\r\n\r\n")
+        got = b""
+        while True:
+            piece = s.recv(65536)
+            if not piece:
+                break
+            got += piece
+print(got.count(b"HTTP/1.1 200 OK"), b'"body_length": 307200' in got)
+"#;
+
+fn pipelined_requests_and_a_chunked_upload_over_tls(poller: &str) {
+    let (server, port) = with_tls(poller, &[]);
+    let out = Command::new("python3")
+        .args(["-c", PIPELINE, &fixture("ca.pem"), &port.to_string()])
+        .output()
+        .unwrap_or_else(|e| panic!("python3 is needed ({e})"));
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        said.trim(),
+        "4 True",
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        server.log()
+    );
+}
+
+/// Plain HTTP sent to the TLS port is no TLS: the host answers no
+/// plaintext (at most a TLS alert) and closes, and serves on.
+fn a_plain_http_request_on_the_tls_port_gets_no_plaintext_answer(poller: &str) {
+    use std::io::{Read, Write};
+    let (server, port) = with_tls(poller, &[]);
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .expect("timeout");
+    s.write_all(b"GET /article HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .expect("send");
+    let mut got = Vec::new();
+    let read = s.read_to_end(&mut got);
+    assert!(read.is_ok(), "not closed: {read:?}\n{}", server.log());
+    assert!(!got.starts_with(b"HTTP/"), "{got:?}");
+    let (ok, text) = curl(&[format!("https://localhost:{port}/article")], &[]);
+    assert!(ok && text.contains("\n200 1\n"), "{text}");
+}
+
+#[test]
+fn a_tls_bind_without_its_files_or_with_a_wrong_key_is_refused() {
+    let (_, log) = Server::launch("epoll")
+        .apps(&["article"])
+        .args(&["--bind", "tls://127.0.0.1:0"])
+        .refused();
+    assert!(
+        log.contains("needs --tls-cert FILE and --tls-key FILE"),
+        "{log}"
+    );
+    let (ca, key) = (fixture("ca.pem"), fixture("key.pem"));
+    let (_, log) = Server::launch("epoll")
+        .apps(&["article"])
+        .args(&[
+            "--bind",
+            "tls://127.0.0.1:0",
+            "--tls-cert",
+            &ca,
+            "--tls-key",
+            &key,
+        ])
+        .refused();
+    assert!(log.contains("ca.pem") && log.contains("key.pem"), "{log}");
+    let (cert, key) = (fixture("cert.pem"), fixture("key.pem"));
+    let (_, log) = Server::launch("epoll")
+        .apps(&["article"])
+        .args(&["--tls-cert", &cert, "--tls-key", &key])
+        .refused();
+    assert!(log.contains("no --bind is one"), "{log}");
+}
+
+/// Worker processes serve TLS on the supervisor's socket (its name goes
+/// with it), also after SIGUSR2 replaced them and the supervisor.
+#[test]
+fn worker_processes_serve_tls_across_an_upgrade() {
+    let (server, port) = with_tls("epoll", &["--worker-mode", "process", "--workers", "2"]);
+    let url = [format!("https://localhost:{port}/article")];
+    let (ok, text) = curl(&url, &[]);
+    assert!(ok && text.contains("\n200 1\n"), "{text}\n{}", server.log());
+    server.signal(Signal::USR2);
+    assert!(
+        server.wait_log(&["supervisor re-executed in place from"]),
+        "{}",
+        server.log()
+    );
+    for _ in 0..4 {
+        let (ok, text) = curl(&url, &[]);
+        assert!(ok && text.contains("\n200 1\n"), "{text}\n{}", server.log());
+    }
+}
