@@ -330,6 +330,7 @@ pub fn tls_config(
     cli: &Cli,
     tls: bool,
 ) -> Result<Option<std::sync::Arc<rustls::ServerConfig>>, BootError> {
+    tls_binds_apart(&cli.bind)?;
     match (tls, &cli.tls_cert, &cli.tls_key) {
         (true, Some(cert), Some(key)) => crate::listen::tls::server_config(cert, key)
             .map(Some)
@@ -346,6 +347,34 @@ pub fn tls_config(
                 .into(),
         )),
     }
+}
+
+/// A `tls://` bind on an address a plain bind also has is refused: both
+/// would listen (each worker's socket shares its port), and clients would
+/// get TLS or plain HTTP by chance.
+fn tls_binds_apart(binds: &[Bind]) -> Result<(), BootError> {
+    let overlap = |a: &std::net::SocketAddr, b: &std::net::SocketAddr| {
+        a.port() == b.port()
+            && a.port() != 0
+            && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
+    };
+    for tls in binds.iter().filter_map(|b| match b {
+        Bind::Tls(a) => Some(a),
+        _ => None,
+    }) {
+        let plain = binds.iter().find(|b| match b {
+            Bind::Tcp(a) => overlap(tls, a),
+            Bind::Name { addrs, .. } => addrs.iter().any(|a| overlap(tls, a)),
+            _ => false,
+        });
+        if let Some(plain) = plain {
+            return Err(BootError::Tls(format!(
+                "--bind tls://{tls} and --bind {plain} take the same port: a client would get \
+                 TLS or plain HTTP by chance; give the TLS bind a port of its own"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The problems of the values themselves, which need no socket or plugin:

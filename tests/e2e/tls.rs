@@ -12,6 +12,7 @@ matrix!(
     https_beside_http_with_keep_alive,
     pipelined_requests_and_a_chunked_upload_over_tls,
     a_plain_http_request_on_the_tls_port_gets_no_plaintext_answer,
+    a_head_and_its_body_in_records_of_their_own_are_answered,
 );
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/tls");
@@ -122,15 +123,47 @@ print(got.count(b"HTTP/1.1 200 OK"), b'"body_length": 307200' in got)
 "#;
 
 fn pipelined_requests_and_a_chunked_upload_over_tls(poller: &str) {
+    python_over_tls(poller, PIPELINE, "4 True");
+}
+
+/// Python's `ssl` client sending a head and then its body in writes (so
+/// TLS records) of their own, as `http.client` does with a file body,
+/// twice on one connection; then reading both answers.
+const SPLIT: &str = r#"
+import socket, ssl, sys
+ctx = ssl.create_default_context(cafile=sys.argv[1])
+with socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=20) as raw:
+    with ctx.wrap_socket(raw, server_hostname="localhost") as s:
+        for last in (False, True):
+            close = b"Connection: close\r\n" if last else b""
+            s.sendall(b"POST /_environ HTTP/1.1\r\nHost: localhost\r\nContent-Length: 8000\r\n"
+                      + close + b"\r\n")
+            s.sendall(b"b" * 8000)
+        got = b""
+        while True:
+            piece = s.recv(65536)
+            if not piece:
+                break
+            got += piece
+print(got.count(b"HTTP/1.1 200 OK"), got.count(b'"body_length": 8000'))
+"#;
+
+fn a_head_and_its_body_in_records_of_their_own_are_answered(poller: &str) {
+    python_over_tls(poller, SPLIT, "2 2");
+}
+
+/// Runs `script` (Python, given the CA file and the TLS port) against a
+/// host on `poller`; it must print `expect`.
+fn python_over_tls(poller: &str, script: &str, expect: &str) {
     let (server, port) = with_tls(poller, &[]);
     let out = Command::new("python3")
-        .args(["-c", PIPELINE, &fixture("ca.pem"), &port.to_string()])
+        .args(["-c", script, &fixture("ca.pem"), &port.to_string()])
         .output()
         .unwrap_or_else(|e| panic!("python3 is needed ({e})"));
     let said = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(
         said.trim(),
-        "4 True",
+        expect,
         "{}\n{}",
         String::from_utf8_lossy(&out.stderr),
         server.log()
@@ -184,6 +217,20 @@ fn a_tls_bind_without_its_files_or_with_a_wrong_key_is_refused() {
         .args(&["--tls-cert", &cert, "--tls-key", &key])
         .refused();
     assert!(log.contains("no --bind is one"), "{log}");
+    // The harness binds 127.0.0.1:18443 plainly here.
+    let (_, log) = Server::launch("epoll")
+        .apps(&["article"])
+        .port(18443)
+        .args(&[
+            "--bind",
+            "tls://0.0.0.0:18443",
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+        ])
+        .refused();
+    assert!(log.contains("take the same port"), "{log}");
 }
 
 /// Worker processes serve TLS on the supervisor's socket (its name goes

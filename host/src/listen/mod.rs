@@ -296,10 +296,11 @@ pub fn adopt_all(sockets: Vec<Passed>, workers: usize) -> Result<Bound, BootErro
     for (order, passed) in sockets.into_iter().enumerate() {
         let (local, shown) = describe(&passed.listener)?;
         let unnamed_unix = shown == UNNAMED_UNIX;
-        match groups
-            .iter_mut()
-            .find(|g| g.shown == shown && !unnamed_unix)
-        {
+        // A TLS socket never joins a plain one on the same address.
+        let tls = passed.name.as_deref().is_some_and(is_tls_name);
+        match groups.iter_mut().find(|g| {
+            g.shown == shown && !unnamed_unix && g.name.as_deref().is_some_and(is_tls_name) == tls
+        }) {
             Some(group) => {
                 group.name = group.name.take().or(passed.name.clone());
                 group.sockets.push((order, passed));

@@ -4,15 +4,19 @@
 //! plaintext as a bare socket does, ending in `WouldBlock` when it can go
 //! no further now, so that a connection over it is driven as one over a
 //! socket (`server::conn::Transport`):
-//! - `read` takes ciphertext from the socket only when no plaintext is left
-//!   to hand out, and sends the handshake's answers (and session tickets)
-//!   as soon as they are made;
+//! - `read` fills the buffer from the plaintext decrypted and then from
+//!   the socket's ciphertext, until the buffer is full or the socket
+//!   would block (so a read that comes back short has drained the socket,
+//!   as on a bare socket: a connection under edge-triggered readiness
+//!   relies on it), and sends the handshake's answers (and session
+//!   tickets) as soon as they are made;
 //! - `write` takes plaintext while the session holds under `SEND_LIMIT` of
 //!   ciphertext for the socket, and sends what it can;
 //! - `has_buffered_output` tells of ciphertext still held for the socket
 //!   (the connection keeps waiting to write until it is gone), and
 //!   `has_buffered_input` of plaintext decrypted but not yet handed out;
-//! - `shutdown_write` sends `close_notify`, then the FIN.
+//! - `shutdown_write` sends `close_notify`, then the FIN; a session dropped
+//!   without it sends `close_notify` as far as the socket takes it then.
 //!
 //! Used on the connections of `tls://` binds.
 
@@ -69,6 +73,8 @@ pub struct TlsStream {
     tls: ServerConnection,
     /// Plaintext decrypted and not yet handed out.
     plain: usize,
+    /// The FIN waits for the records before it (`close_notify` last).
+    fin_pending: bool,
 }
 
 impl TlsStream {
@@ -80,6 +86,7 @@ impl TlsStream {
             sock,
             tls,
             plain: 0,
+            fin_pending: false,
         })
     }
 
@@ -103,16 +110,18 @@ impl TlsStream {
         self.tls.is_handshaking()
     }
 
-    /// Ends the sending half: `close_notify`, sent as far as the socket
-    /// takes it now, then the FIN.
+    /// Ends the sending half: `close_notify`, then the FIN once every
+    /// record before it is out (now, or when the socket takes the rest:
+    /// `has_buffered_output` is true until then).
     pub fn shutdown_write(&mut self) -> io::Result<()> {
         self.tls.send_close_notify();
-        let _ = self.send();
-        self.sock.shutdown(std::net::Shutdown::Write)
+        self.fin_pending = true;
+        self.send()
     }
 
     /// Sends the ciphertext the session holds until the socket would
-    /// block (what is left waits: `has_buffered_output`).
+    /// block (what is left waits: `has_buffered_output`), then a pending
+    /// FIN.
     fn send(&mut self) -> io::Result<()> {
         while self.tls.wants_write() {
             match self.tls.write_tls(&mut self.sock) {
@@ -123,25 +132,31 @@ impl TlsStream {
                 Err(e) => return Err(e),
             }
         }
+        if std::mem::take(&mut self.fin_pending) {
+            self.sock.shutdown(std::net::Shutdown::Write)?;
+        }
         Ok(())
     }
 }
 
 impl Read for TlsStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if buf.is_empty() {
-            return Ok(0);
-        }
+        let mut n = 0;
         loop {
             if self.plain > 0 {
-                let n = self.tls.reader().read(buf)?;
-                self.plain = self.plain.saturating_sub(n);
+                let k = self.tls.reader().read(&mut buf[n..])?;
+                self.plain = self.plain.saturating_sub(k);
+                n += k;
+            }
+            if n == buf.len() {
                 return Ok(n);
             }
             match self.tls.read_tls(&mut self.sock) {
-                // The peer's FIN, or its close_notify before.
-                Ok(0) => return Ok(0),
+                // The peer's FIN, or its close_notify before: the end
+                // once what came before it is handed out.
+                Ok(0) => return Ok(n),
                 Ok(_) => {}
+                Err(e) if n > 0 && e.kind() == io::ErrorKind::WouldBlock => return Ok(n),
                 Err(e) => return Err(e),
             }
             let state = match self.tls.process_new_packets() {
@@ -155,9 +170,19 @@ impl Read for TlsStream {
             self.plain = state.plaintext_bytes_to_read();
             self.send()?;
             if self.plain == 0 && state.peer_has_closed() {
-                return Ok(0);
+                return Ok(n);
             }
         }
+    }
+}
+
+impl Drop for TlsStream {
+    /// A session closed without `shutdown_write` (a connection closed at
+    /// once, its answer done) still tells the peer it ended: without
+    /// `close_notify` a body that ends at the close could be a cut one.
+    fn drop(&mut self) {
+        self.tls.send_close_notify();
+        let _ = self.send();
     }
 }
 
@@ -316,6 +341,35 @@ mod tests {
             }
         }
         panic!("every read would block");
+    }
+
+    /// A head and a body sent as two records back to back are read in one
+    /// read: a read that comes back short has drained the socket (the
+    /// connection's reader, under edge-triggered readiness, relies on it).
+    #[test]
+    fn records_waiting_in_the_socket_are_read_in_one_read() {
+        let (mut server, mut sock) = pair();
+        let mut client = client(&[b"http/1.1"]);
+        client.writer().write_all(b"x").expect("client queues");
+        let mut first = [0u8; 1];
+        drive(&mut server, &mut client, &mut sock, |s, _| {
+            matches!(s.read(&mut first), Ok(1))
+        });
+        let head = b"POST / HTTP/1.1\r\nContent-Length: 8000\r\n\r\n";
+        client.writer().write_all(head).expect("the head");
+        while client.wants_write() {
+            client.write_tls(&mut sock).expect("the head's record");
+        }
+        client.writer().write_all(&[b'b'; 8000]).expect("the body");
+        while client.wants_write() {
+            client.write_tls(&mut sock).expect("the body's record");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let mut buf = vec![0u8; 64 << 10];
+        let n = server.read(&mut buf).expect("what waits");
+        assert_eq!(n, head.len() + 8000);
+        let again = server.read(&mut buf).map_err(|e| e.kind());
+        assert_eq!(again, Err(io::ErrorKind::WouldBlock));
     }
 
     #[test]

@@ -155,6 +155,8 @@ impl<S: Transport> Conn<S> {
             _ => *limits,
         };
         self.phase = Phase::Lingering(Box::new(LingerState::new(now, &limits)));
+        // A TLS session's close_notify may still wait for the socket.
+        self.held = self.stream.has_buffered_output();
         // The answer is out: a WebSocket's session (or a stream) has ended.
         self.tail = None;
         self.read_ready = true;
