@@ -164,7 +164,11 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
         registry,
         started: started_tx,
     };
-    let steering = Steering { requests, incoming };
+    let steering = Steering {
+        requests,
+        incoming,
+        tls: tls.clone(),
+    };
     let apps_thread = start_threads(&cli, apps, &handles, upgrade, row, steering)?;
     let threads = match row {
         Some(row) => {
@@ -329,7 +333,11 @@ fn start_threads(
     steering: Steering,
 ) -> Result<JoinHandle<()>, BootError> {
     let AppsThread { registry, started } = apps;
-    let Steering { requests, incoming } = steering;
+    let Steering {
+        requests,
+        incoming,
+        tls,
+    } = steering;
     if cli.no_watch {
         log::info!(
             "not watching {} (--no-watch); SIGHUP rescans it",
@@ -362,6 +370,7 @@ fn start_threads(
         upgrade,
         graceful: cli.graceful_timeout,
         row,
+        tls,
     };
     signals::watch(steered, requests, incoming)?;
     Ok(apps_thread)
@@ -379,6 +388,8 @@ struct AppsThread {
 struct Steering {
     requests: Requests,
     incoming: Receiver<Request>,
+    /// The TLS binds' files, read again on SIGHUP.
+    tls: Option<Arc<crate::listen::tls::TlsFiles>>,
 }
 
 /// One thread per worker's loop.

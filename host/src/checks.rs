@@ -329,11 +329,11 @@ fn address_problems(problems: &mut Vec<String>, cli: &Cli, bind: &Bind) {
 pub fn tls_config(
     cli: &Cli,
     tls: bool,
-) -> Result<Option<std::sync::Arc<rustls::ServerConfig>>, BootError> {
+) -> Result<Option<std::sync::Arc<crate::listen::tls::TlsFiles>>, BootError> {
     tls_binds_apart(&cli.bind)?;
     match (tls, &cli.tls_cert, &cli.tls_key) {
-        (true, Some(cert), Some(key)) => crate::listen::tls::server_config(cert, key)
-            .map(Some)
+        (true, Some(cert), Some(key)) => crate::listen::tls::TlsFiles::load(cert, key)
+            .map(|files| Some(std::sync::Arc::new(files)))
             .map_err(|e| BootError::Tls(format!("--tls-cert/--tls-key: {e}"))),
         (true, _, _) => Err(BootError::Tls(
             "a tls:// bind (or a passed socket named tls) needs --tls-cert FILE and --tls-key \

@@ -35,6 +35,8 @@ pub struct Steered {
     /// A worker process's row: an upgrade asks the supervisor for a fresh
     /// worker instead (`None` in thread mode).
     pub row: Option<Row>,
+    /// The TLS binds' certificate and key, read again on SIGHUP.
+    pub tls: Option<Arc<crate::listen::tls::TlsFiles>>,
 }
 
 /// The channel of control requests: its sender goes to whoever may ask
@@ -96,6 +98,19 @@ fn act(steered: &Arc<Steered>, upgrading: &Arc<AtomicBool>, request: Request) {
             log::info!("SIGHUP: rescanning the apps directory");
             if steered.apps.send(Event::Rescan).is_err() {
                 log::warn!("SIGHUP ignored: the apps thread has stopped (draining)");
+            }
+            if let Some(tls) = &steered.tls {
+                match tls.reload() {
+                    Ok(()) => log::info!(
+                        "SIGHUP: reloaded the TLS certificate {} and its key: new handshakes \
+                         use them",
+                        tls.cert_path().display()
+                    ),
+                    Err(e) => log::error!(
+                        "SIGHUP: cannot reload the TLS certificate: {e}; the certificate \
+                         loaded before keeps serving"
+                    ),
+                }
             }
         }
         Request::ReopenLogs => {

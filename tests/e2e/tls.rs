@@ -4,7 +4,7 @@
 //! refused naming the flag, and worker processes serving TLS across an
 //! upgrade.
 
-use crate::harness::{Server, START_TIMEOUT};
+use crate::harness::{Server, TempDir, START_TIMEOUT};
 use rustix::process::Signal;
 use std::process::Command;
 
@@ -13,6 +13,7 @@ matrix!(
     pipelined_requests_and_a_chunked_upload_over_tls,
     a_plain_http_request_on_the_tls_port_gets_no_plaintext_answer,
     a_head_and_its_body_in_records_of_their_own_are_answered,
+    sighup_reloads_the_certificate_and_a_bad_file_keeps_the_old,
 );
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/tls");
@@ -23,16 +24,21 @@ fn fixture(name: &str) -> String {
 
 /// A server with the sample apps on a plain and a TLS bind; its TLS port.
 fn with_tls(poller: &str, extra: &[&str]) -> (Server, u16) {
-    let (cert, key) = (fixture("cert.pem"), fixture("key.pem"));
+    tls_host(poller, &fixture("cert.pem"), &fixture("key.pem"), extra)
+}
+
+/// A server with the sample apps on a plain and a TLS bind serving `cert`
+/// and `key`; its TLS port.
+fn tls_host(poller: &str, cert: &str, key: &str, extra: &[&str]) -> (Server, u16) {
     let server = Server::launch(poller)
         .apps(&["article", "environ", "demo"])
         .args(&[
             "--bind",
             "tls://127.0.0.1:0",
             "--tls-cert",
-            &cert,
+            cert,
             "--tls-key",
-            &key,
+            key,
         ])
         .args(extra)
         .start();
@@ -250,5 +256,90 @@ fn worker_processes_serve_tls_across_an_upgrade() {
     for _ in 0..4 {
         let (ok, text) = curl(&url, &[]);
         assert!(ok && text.contains("\n200 1\n"), "{text}\n{}", server.log());
+    }
+}
+
+/// Prints 1 if the certificate the host at the port serves is the one in
+/// the file given, else 0 (no verification: the bytes are compared).
+const SERVED: &str = r#"
+import socket, ssl, sys
+want = ssl.PEM_cert_to_DER_cert(open(sys.argv[1]).read())
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+with socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=20) as raw:
+    with ctx.wrap_socket(raw, server_hostname="localhost") as s:
+        print(1 if s.getpeercert(binary_form=True) == want else 0)
+"#;
+
+/// True if the host on `port` serves the certificate in `file`.
+fn serves(file: &str, port: u16) -> bool {
+    let out = Command::new("python3")
+        .args(["-c", SERVED, file, &port.to_string()])
+        .output()
+        .unwrap_or_else(|e| panic!("python3 is needed ({e})"));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    said.trim() == "1"
+}
+
+/// A host whose certificate and key are copies in a directory of its own
+/// (`cert.pem`, `key.pem`), on a TLS bind; its TLS port.
+fn with_copied_files(poller: &str, extra: &[&str]) -> (TempDir, Server, u16) {
+    let dir = TempDir::new("tls-reload");
+    for (from, to) in [("cert.pem", "cert.pem"), ("key.pem", "key.pem")] {
+        std::fs::copy(fixture(from), dir.path().join(to)).expect("copy a fixture");
+    }
+    let cert = dir.path().join("cert.pem").display().to_string();
+    let key = dir.path().join("key.pem").display().to_string();
+    let (server, port) = tls_host(poller, &cert, &key, extra);
+    (dir, server, port)
+}
+
+/// The second certificate and its key over the host's copies.
+fn swap_in_the_second(dir: &TempDir) {
+    std::fs::copy(fixture("key2.pem"), dir.path().join("key.pem")).expect("key2");
+    std::fs::copy(fixture("cert2.pem"), dir.path().join("cert.pem")).expect("cert2");
+}
+
+fn sighup_reloads_the_certificate_and_a_bad_file_keeps_the_old(poller: &str) {
+    let (dir, server, port) = with_copied_files(poller, &[]);
+    assert!(serves(&fixture("cert.pem"), port), "{}", server.log());
+    swap_in_the_second(&dir);
+    server.signal(Signal::HUP);
+    assert!(
+        server.wait_log(&["SIGHUP: reloaded the TLS certificate"]),
+        "{}",
+        server.log()
+    );
+    assert!(serves(&fixture("cert2.pem"), port), "{}", server.log());
+    std::fs::write(dir.path().join("cert.pem"), "not a certificate").expect("spoil it");
+    server.signal(Signal::HUP);
+    assert!(
+        server.wait_log(&["SIGHUP: cannot reload the TLS certificate", "cert.pem"]),
+        "{}",
+        server.log()
+    );
+    assert!(serves(&fixture("cert2.pem"), port), "{}", server.log());
+    let (ok, text) = curl(&[format!("https://localhost:{port}/article")], &["-k"]);
+    assert!(ok && text.contains("\n200 1\n"), "{text}");
+}
+
+/// In process mode SIGHUP reaches every worker, and each reloads.
+#[test]
+fn every_worker_process_reloads_the_certificate_on_sighup() {
+    let (dir, server, port) =
+        with_copied_files("epoll", &["--worker-mode", "process", "--workers", "2"]);
+    server.wait_lines(&["supervisor", ") ready"], 2);
+    swap_in_the_second(&dir);
+    server.signal(Signal::HUP);
+    let reloaded = server.wait_lines(&["SIGHUP: reloaded the TLS certificate"], 2);
+    assert_eq!(reloaded.len(), 2, "{}", server.log());
+    for _ in 0..6 {
+        assert!(serves(&fixture("cert2.pem"), port), "{}", server.log());
     }
 }

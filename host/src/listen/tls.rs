@@ -20,12 +20,13 @@
 //!
 //! Used on the connections of `tls://` binds.
 
+use arc_swap::ArcSwap;
 use mio::net::TcpStream;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{ServerConfig, ServerConnection};
 use std::io::{self, IoSlice, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Most ciphertext a session holds for the socket before `write` takes no
@@ -65,6 +66,44 @@ pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, Strin
         })?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
+}
+
+/// The certificate and key files every TLS bind serves, and the
+/// configuration loaded from them, which `reload` replaces (SIGHUP): new
+/// handshakes use the new one, sessions already made keep theirs, and a
+/// file that does not load leaves the loaded one serving.
+pub struct TlsFiles {
+    cert: PathBuf,
+    key: PathBuf,
+    config: ArcSwap<ServerConfig>,
+}
+
+impl TlsFiles {
+    /// Loads `cert` and `key` (see `server_config`).
+    pub fn load(cert: &Path, key: &Path) -> Result<Self, String> {
+        Ok(TlsFiles {
+            cert: cert.to_path_buf(),
+            key: key.to_path_buf(),
+            config: ArcSwap::new(server_config(cert, key)?),
+        })
+    }
+
+    /// The configuration new sessions start with.
+    pub fn config(&self) -> Arc<ServerConfig> {
+        self.config.load_full()
+    }
+
+    /// Reads the files again; on success new handshakes use them, else
+    /// the error names the file and the loaded configuration stays.
+    pub fn reload(&self) -> Result<(), String> {
+        self.config.store(server_config(&self.cert, &self.key)?);
+        Ok(())
+    }
+
+    /// The certificate file, as logs name it.
+    pub fn cert_path(&self) -> &Path {
+        &self.cert
+    }
 }
 
 /// A TLS session over one accepted connection.

@@ -95,8 +95,9 @@ pub struct Server {
     retry_accept_at: Option<Instant>,
     /// When an overload was last logged (once a minute at most).
     overload_logged: Option<Instant>,
-    /// Each listener's TLS configuration (`None`: plain HTTP).
-    tls: Vec<Option<Arc<rustls::ServerConfig>>>,
+    /// The listeners that serve TLS (by index), and the files they serve.
+    tls: Vec<bool>,
+    tls_files: Option<Arc<crate::listen::tls::TlsFiles>>,
 }
 
 impl Server {
@@ -145,20 +146,30 @@ impl Server {
             retry_accept_at: None,
             overload_logged: None,
             tls: Vec::new(),
+            tls_files: None,
         })
     }
 
-    /// Serves TLS with `config` on the listeners `tls` marks (by index, as
+    /// Serves TLS from `files` on the listeners `tls` marks (by index, as
     /// the listeners were given), and says so to apps (`https`).
-    pub fn with_tls(mut self, tls: &[bool], config: Option<&Arc<rustls::ServerConfig>>) -> Self {
-        self.tls = tls.iter().map(|&t| config.filter(|_| t).cloned()).collect();
+    pub fn with_tls(
+        mut self,
+        tls: &[bool],
+        files: Option<&Arc<crate::listen::tls::TlsFiles>>,
+    ) -> Self {
+        self.tls = tls.to_vec();
+        self.tls_files = files.cloned();
         self.dispatcher.set_tls(tls);
         self
     }
 
-    /// Listener `via`'s TLS configuration, if it serves TLS.
+    /// The configuration a new session on listener `via` starts with, if
+    /// it serves TLS (the files' latest load).
     fn tls_of(&self, via: usize) -> Option<Arc<rustls::ServerConfig>> {
-        self.tls.get(via).cloned().flatten()
+        match self.tls.get(via) {
+            Some(true) => self.tls_files.as_ref().map(|f| f.config()),
+            _ => None,
+        }
     }
 
     /// This worker's heartbeat for the watchdog.
