@@ -343,3 +343,25 @@ fn every_worker_process_reloads_the_certificate_on_sighup() {
         assert!(serves(&fixture("cert2.pem"), port), "{}", server.log());
     }
 }
+
+/// A thread-mode upgrade hands the TLS socket on by its name: the new
+/// process serves TLS on it.
+#[test]
+fn a_thread_mode_upgrade_keeps_serving_tls() {
+    let (server, port) = with_tls("epoll", &["--workers", "2"]);
+    server.signal(Signal::USR2);
+    assert!(
+        server.wait_log(&["upgrade: the new stoa (pid", "is ready and serves"]),
+        "{}",
+        server.log()
+    );
+    assert!(
+        server.wait_log(&["listening on https://", "(socket tls)"]),
+        "{}",
+        server.log()
+    );
+    for _ in 0..4 {
+        let (ok, text) = curl(&[format!("https://localhost:{port}/article")], &[]);
+        assert!(ok && text.contains("\n200 1\n"), "{text}\n{}", server.log());
+    }
+}
