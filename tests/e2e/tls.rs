@@ -103,28 +103,38 @@ fn https_beside_http_with_keep_alive(poller: &str) {
     assert!(ok && text.contains("\"scheme\": \"https\""), "{text}");
 }
 
-/// Python's `ssl` client: three pipelined GETs in one write, then a
-/// chunked POST of 300 KiB, each answer read in order.
-const PIPELINE: &str = r#"
+/// What the Python clients below share: `session(send)` opens a TLS
+/// connection trusting the test CA (argv 1) to the port (argv 2), offering
+/// ALPN http/1.1, lets `send` write on it, and returns every byte the host
+/// sends until it closes.
+const SESSION: &str = r#"
 import socket, ssl, sys
-ctx = ssl.create_default_context(cafile=sys.argv[1])
-ctx.set_alpn_protocols(["http/1.1"])
-with socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=20) as raw:
-    with ctx.wrap_socket(raw, server_hostname="localhost") as s:
-        assert s.selected_alpn_protocol() == "http/1.1", s.selected_alpn_protocol()
-        one = b"GET /article HTTP/1.1\r\nHost: localhost\r\n\r\n"
-        s.sendall(one * 3)
-        body = b"x" * (300 * 1024)
-        chunks = b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 7000]), body[i:i + 7000])
-                          for i in range(0, len(body), 7000))
-        s.sendall(b"POST /_environ HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n"
-                  b"Connection: close\r\n\r\n" + chunks + b"0\r\n\r\n")
-        got = b""
-        while True:
-            piece = s.recv(65536)
-            if not piece:
-                break
-            got += piece
+def session(send):
+    ctx = ssl.create_default_context(cafile=sys.argv[1])
+    ctx.set_alpn_protocols(["http/1.1"])
+    with socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=20) as raw:
+        with ctx.wrap_socket(raw, server_hostname="localhost") as s:
+            assert s.selected_alpn_protocol() == "http/1.1", s.selected_alpn_protocol()
+            send(s)
+            got = b""
+            while True:
+                piece = s.recv(65536)
+                if not piece:
+                    return got
+                got += piece
+"#;
+
+/// Three pipelined GETs in one write, then a chunked POST of 300 KiB,
+/// each answer read in order.
+const PIPELINE: &str = r#"
+def send(s):
+    s.sendall(b"GET /article HTTP/1.1\r\nHost: localhost\r\n\r\n" * 3)
+    body = b"x" * (300 * 1024)
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 7000]), body[i:i + 7000])
+                      for i in range(0, len(body), 7000))
+    s.sendall(b"POST /_environ HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n"
+              b"Connection: close\r\n\r\n" + chunks + b"0\r\n\r\n")
+got = session(send)
 print(got.count(b"HTTP/1.1 200 OK"), b'"body_length": 307200' in got)
 "#;
 
@@ -132,25 +142,17 @@ fn pipelined_requests_and_a_chunked_upload_over_tls(poller: &str) {
     python_over_tls(poller, PIPELINE, "4 True");
 }
 
-/// Python's `ssl` client sending a head and then its body in writes (so
-/// TLS records) of their own, as `http.client` does with a file body,
-/// twice on one connection; then reading both answers.
+/// A head and then its body in writes (so TLS records) of their own, as
+/// `http.client` sends a file body, twice on one connection; then both
+/// answers.
 const SPLIT: &str = r#"
-import socket, ssl, sys
-ctx = ssl.create_default_context(cafile=sys.argv[1])
-with socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=20) as raw:
-    with ctx.wrap_socket(raw, server_hostname="localhost") as s:
-        for last in (False, True):
-            close = b"Connection: close\r\n" if last else b""
-            s.sendall(b"POST /_environ HTTP/1.1\r\nHost: localhost\r\nContent-Length: 8000\r\n"
-                      + close + b"\r\n")
-            s.sendall(b"b" * 8000)
-        got = b""
-        while True:
-            piece = s.recv(65536)
-            if not piece:
-                break
-            got += piece
+def send(s):
+    for last in (False, True):
+        close = b"Connection: close\r\n" if last else b""
+        s.sendall(b"POST /_environ HTTP/1.1\r\nHost: localhost\r\nContent-Length: 8000\r\n"
+                  + close + b"\r\n")
+        s.sendall(b"b" * 8000)
+got = session(send)
 print(got.count(b"HTTP/1.1 200 OK"), got.count(b'"body_length": 8000'))
 "#;
 
@@ -158,12 +160,13 @@ fn a_head_and_its_body_in_records_of_their_own_are_answered(poller: &str) {
     python_over_tls(poller, SPLIT, "2 2");
 }
 
-/// Runs `script` (Python, given the CA file and the TLS port) against a
-/// host on `poller`; it must print `expect`.
+/// Runs `script` (Python, after `SESSION`) against a host on `poller`;
+/// it must print `expect`.
 fn python_over_tls(poller: &str, script: &str, expect: &str) {
     let (server, port) = with_tls(poller, &[]);
+    let program = format!("{SESSION}{script}");
     let out = Command::new("python3")
-        .args(["-c", script, &fixture("ca.pem"), &port.to_string()])
+        .args(["-c", &program, &fixture("ca.pem"), &port.to_string()])
         .output()
         .unwrap_or_else(|e| panic!("python3 is needed ({e})"));
     let said = String::from_utf8_lossy(&out.stdout).into_owned();
