@@ -294,13 +294,15 @@ pub fn bind_all(
 pub fn adopt_all(sockets: Vec<Passed>, workers: usize) -> Result<Bound, BootError> {
     let mut groups: Vec<PassedGroup> = Vec::new();
     for (order, passed) in sockets.into_iter().enumerate() {
-        let (local, shown) = describe(&passed.listener)?;
-        let unnamed_unix = shown == UNNAMED_UNIX;
-        // A TLS socket never joins a plain one on the same address.
+        // A TLS socket never joins a plain one on the same address: their
+        // shown schemes differ.
         let tls = passed.name.as_deref().is_some_and(is_tls_name);
-        match groups.iter_mut().find(|g| {
-            g.shown == shown && !unnamed_unix && g.name.as_deref().is_some_and(is_tls_name) == tls
-        }) {
+        let (local, shown) = describe(&passed.listener, tls)?;
+        let unnamed_unix = shown == UNNAMED_UNIX;
+        match groups
+            .iter_mut()
+            .find(|g| g.shown == shown && !unnamed_unix)
+        {
             Some(group) => {
                 group.name = group.name.take().or(passed.name.clone());
                 group.sockets.push((order, passed));
@@ -322,14 +324,9 @@ pub fn adopt_all(sockets: Vec<Passed>, workers: usize) -> Result<Bound, BootErro
     let mut all_orders = Vec::new();
     for group in groups {
         let tls = group.name.as_deref().is_some_and(is_tls_name) && group.addr.is_some();
-        let plain = group.shown.clone();
-        let plain = match tls {
-            true => plain.replacen("http://", "https://", 1),
-            false => plain,
-        };
         let shown = match &group.name {
-            Some(name) => format!("{plain} (socket {name})"),
-            None => plain,
+            Some(name) => format!("{} (socket {name})", group.shown),
+            None => group.shown.clone(),
         };
         let g = group.sockets.len();
         let per_worker = g.div_ceil(workers).max(1);
@@ -400,14 +397,17 @@ struct PassedGroup {
 const UNNAMED_UNIX: &str = "unix:(unnamed)";
 
 /// A passed socket's server name and port (as apps see them), and its
-/// address as the start-up line shows it.
-fn describe(socket: &Listener) -> Result<((Arc<str>, u16), String), BootError> {
+/// address as the start-up line shows it (`https://` for a TLS one).
+fn describe(socket: &Listener, tls: bool) -> Result<((Arc<str>, u16), String), BootError> {
     Ok(match socket {
         Listener::Tcp(l) => {
             let a = l
                 .local_addr()
                 .map_err(|e| BootError::system("read a passed socket's address", e))?;
-            ((a.ip().to_string().into(), a.port()), format!("http://{a}"))
+            (
+                (a.ip().to_string().into(), a.port()),
+                format!("{}://{a}", scheme(tls)),
+            )
         }
         Listener::Unix(l) => {
             let path = l

@@ -164,9 +164,9 @@ impl Server {
     ) {
         let now = self.clock.now();
         let date = self.date.get();
-        match self.tls_of(via) {
-            Some(_) => drop(stream),
-            None => self
+        match self.dispatcher.serves_tls(via) {
+            true => drop(stream),
+            false => self
                 .shedder
                 .shed(stream, peer, date, now, keep_fd, &mut self.bufs),
         }

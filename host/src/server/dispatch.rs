@@ -69,6 +69,11 @@ impl Dispatcher {
         self.tls = tls.to_vec();
     }
 
+    /// True if listener `via` serves TLS.
+    pub(super) fn serves_tls(&self, via: usize) -> bool {
+        self.tls.get(via) == Some(&true)
+    }
+
     /// Hands the request ready on `conn` (reported as `token`), which
     /// starts at `now`, to the host's endpoints or its app, by its route
     /// (kept from its head, or decided now). Returns the answer if it was
@@ -227,9 +232,9 @@ impl Dispatcher {
             .unwrap_or_else(|| ("localhost".into(), 0));
         // On a TLS listener the scheme is https whatever a proxy's header
         // says.
-        let scheme = match self.tls.get(listener) {
-            Some(true) => "https",
-            _ => scheme,
+        let scheme = match self.serves_tls(listener) {
+            true => "https",
+            false => scheme,
         };
         Meta {
             server_name,

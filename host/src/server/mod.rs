@@ -95,8 +95,8 @@ pub struct Server {
     retry_accept_at: Option<Instant>,
     /// When an overload was last logged (once a minute at most).
     overload_logged: Option<Instant>,
-    /// The listeners that serve TLS (by index), and the files they serve.
-    tls: Vec<bool>,
+    /// The files the TLS listeners serve (which listeners: the
+    /// dispatcher's `serves_tls`).
     tls_files: Option<Arc<crate::listen::tls::TlsFiles>>,
 }
 
@@ -145,7 +145,6 @@ impl Server {
             paused_at_cap: false,
             retry_accept_at: None,
             overload_logged: None,
-            tls: Vec::new(),
             tls_files: None,
         })
     }
@@ -157,7 +156,6 @@ impl Server {
         tls: &[bool],
         files: Option<&Arc<crate::listen::tls::TlsFiles>>,
     ) -> Self {
-        self.tls = tls.to_vec();
         self.tls_files = files.cloned();
         self.dispatcher.set_tls(tls);
         self
@@ -166,9 +164,9 @@ impl Server {
     /// The configuration a new session on listener `via` starts with, if
     /// it serves TLS (the files' latest load).
     fn tls_of(&self, via: usize) -> Option<Arc<rustls::ServerConfig>> {
-        match self.tls.get(via) {
-            Some(true) => self.tls_files.as_ref().map(|f| f.config()),
-            _ => None,
+        match self.dispatcher.serves_tls(via) {
+            true => self.tls_files.as_ref().map(|f| f.config()),
+            false => None,
         }
     }
 
