@@ -164,6 +164,35 @@ pub trait RawResponder: Send {
     {
         self.read_body(sink);
     }
+
+    /// Appended in 0.2.7: the TLS session the request came over (a
+    /// `tls://` bind), `None` over plain HTTP. The default (a host without
+    /// the method) answers `None`.
+    fn tls(&self) -> ROption<TlsSession> {
+        ROption::RNone
+    }
+}
+
+/// What an app sees of the TLS session its request came over (appended in
+/// 0.2.7, through `RawResponder::tls`): what nginx gives as `$ssl_protocol`,
+/// `$ssl_cipher`, `$ssl_server_name`, `$ssl_client_s_dn` and
+/// `$ssl_client_verify`.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq, Eq)]
+pub struct TlsSession {
+    /// `TLSv1.3` or `TLSv1.2`.
+    pub version: RString,
+    /// The cipher suite's IANA name (`TLS_AES_128_GCM_SHA256`).
+    pub cipher: RString,
+    /// The host name the client asked for (SNI), if it named one.
+    pub server_name: ROption<RString>,
+    /// Under mutual TLS, the subject of the client's certificate as an
+    /// RFC 4514 distinguished name (`CN=client,O=Example`), if it sent one.
+    pub client_subject: ROption<RString>,
+    /// True when the client sent a certificate and it verified against the
+    /// bind's client CAs (a certificate that does not verify fails the
+    /// handshake, so a request never sees one).
+    pub client_verified: bool,
 }
 
 /// How a streamed request body ended (`RawBodySink::end`).

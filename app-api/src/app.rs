@@ -159,6 +159,14 @@ impl Responder {
         }
     }
 
+    /// The TLS session the request came over (its version, cipher, the
+    /// host name the client asked for and, under mutual TLS, the client
+    /// certificate's subject), or `None` over plain HTTP or in a host
+    /// older than app-api 0.2.7.
+    pub fn tls(&self) -> Option<crate::abi::TlsSession> {
+        self.inner.as_ref().and_then(|i| i.tls().into_option())
+    }
+
     fn start(mut self, head: Response, length: ROption<u64>) -> Stream {
         match self.inner.take() {
             Some(inner) => Stream::from_raw(inner.start_stream(head, length)),

@@ -78,7 +78,7 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
         Some(role) => listen::adopt_all(std::mem::take(&mut role.sockets), 1)?,
         None => listeners(&cli, workers, backlog)?,
     };
-    let tls = checks::tls_config(&cli, bound.tls.contains(&true))?;
+    let tls = checks::tls_config(&cli, &bound.tls_addrs())?;
     let upgrade = Arc::new(Upgrade::new(bound.duplicates()?));
     log::info!("workers={workers} backlog={backlog}");
     let mut pid_file = match role {
@@ -389,7 +389,7 @@ struct Steering {
     requests: Requests,
     incoming: Receiver<Request>,
     /// The TLS binds' files, read again on SIGHUP.
-    tls: Option<Arc<crate::listen::tls::TlsFiles>>,
+    tls: Option<Arc<crate::listen::tls::TlsSites>>,
 }
 
 /// One thread per worker's loop.

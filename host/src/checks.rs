@@ -322,31 +322,53 @@ fn address_problems(problems: &mut Vec<String>, cli: &Cli, bind: &Bind) {
     }
 }
 
-/// The TLS configuration `tls://` binds serve (`tls`: some listener is
-/// one), from `--tls-cert` and `--tls-key`; `None` without TLS binds.
-/// A TLS bind without both files, or files without a TLS bind, are
-/// refused naming the flags; a file that does not load names itself.
+/// The TLS sites the TLS listeners (on `tls_addrs`) serve: each
+/// `[tls."ADDR"]` table's, and the flags' (`--tls-cert`, `--tls-key`,
+/// `--tls-client-ca`, ...) for one without a table; `None` without TLS
+/// listeners. A TLS listener with no certificate, or TLS values without
+/// a TLS bind, are refused naming the flags and tables; a file that does
+/// not load names itself.
 pub fn tls_config(
     cli: &Cli,
-    tls: bool,
-) -> Result<Option<std::sync::Arc<crate::listen::tls::TlsFiles>>, BootError> {
+    tls_addrs: &[Option<std::net::SocketAddr>],
+) -> Result<Option<std::sync::Arc<crate::listen::tls::TlsSites>>, BootError> {
+    use crate::listen::tls::{tickets, Resumption, TlsSites};
     tls_binds_apart(&cli.bind)?;
-    match (tls, &cli.tls_cert, &cli.tls_key) {
-        (true, Some(cert), Some(key)) => crate::listen::tls::TlsFiles::load(cert, key)
-            .map(|files| Some(std::sync::Arc::new(files)))
-            .map_err(|e| BootError::Tls(format!("--tls-cert/--tls-key: {e}"))),
-        (true, _, _) => Err(BootError::Tls(
-            "a tls:// bind (or a passed socket named tls) needs --tls-cert FILE and --tls-key \
-             FILE (tls_cert and tls_key in the configuration file)"
+    if cli.tls_cert.is_some() != cli.tls_key.is_some() {
+        return Err(BootError::Tls(
+            "--tls-cert and --tls-key go together (tls_cert and tls_key in the configuration \
+             file): give both"
                 .into(),
-        )),
-        (false, None, None) => Ok(None),
-        (false, _, _) => Err(BootError::Tls(
-            "--tls-cert and --tls-key serve tls:// binds, and no --bind is one: add \
-             --bind tls://IP:PORT, or leave them out"
-                .into(),
-        )),
+        ));
     }
+    let sites = cli.tls_sites().map_err(BootError::Tls)?;
+    if tls_addrs.is_empty() {
+        let given = [
+            (cli.tls_cert.is_some(), "--tls-cert and --tls-key"),
+            (cli.tls_client_ca.is_some(), "--tls-client-ca"),
+            (!cli.tls_sections.is_empty(), "[tls.\"ADDR\"] tables"),
+        ];
+        return match given.iter().find(|(yes, _)| *yes) {
+            Some((_, what)) => Err(BootError::Tls(format!(
+                "{what} serve tls:// binds, and no --bind is one: add --bind tls://IP:PORT, \
+                 or leave them out"
+            ))),
+            None => Ok(None),
+        };
+    }
+    let default_used = tls_addrs.iter().any(|a| sites.table_of(*a).is_none());
+    if default_used && sites.default.certs.is_empty() {
+        return Err(BootError::Tls(
+            "a tls:// bind (or a passed socket named tls) needs --tls-cert FILE and --tls-key \
+             FILE (tls_cert and tls_key in the configuration file), or a [tls.\"ADDR\"] table \
+             with its certificates"
+                .into(),
+        ));
+    }
+    let resumption = Resumption::new(tickets().map_err(BootError::Tls)?);
+    TlsSites::load(&sites, default_used, resumption)
+        .map(|s| Some(std::sync::Arc::new(s)))
+        .map_err(BootError::Tls)
 }
 
 /// A `tls://` bind on an address a plain bind also has is refused: both
@@ -381,8 +403,15 @@ fn tls_binds_apart(binds: &[Bind]) -> Result<(), BootError> {
 /// what `--print-config` refuses as `stoa check` does.
 pub fn value_problems(cli: &Cli) -> Vec<String> {
     let mut problems = Vec::new();
-    let tls_binds = cli.bind.iter().any(|b| matches!(b, Bind::Tls(_)));
-    note(&mut problems, tls_config(cli, tls_binds).map(|_| ()));
+    let tls_binds: Vec<_> = cli
+        .bind
+        .iter()
+        .filter_map(|b| match b {
+            Bind::Tls(a) => Some(Some(*a)),
+            _ => None,
+        })
+        .collect();
+    note(&mut problems, tls_config(cli, &tls_binds).map(|_| ()));
     note(&mut problems, watchdog_bounds(cli));
     match cli.worker_mode {
         crate::settings::WorkerMode::Thread => note(&mut problems, process_mode_only(cli)),

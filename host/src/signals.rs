@@ -36,7 +36,7 @@ pub struct Steered {
     /// worker instead (`None` in thread mode).
     pub row: Option<Row>,
     /// The TLS binds' certificate and key, read again on SIGHUP.
-    pub tls: Option<Arc<crate::listen::tls::TlsFiles>>,
+    pub tls: Option<Arc<crate::listen::tls::TlsSites>>,
 }
 
 /// The channel of control requests: its sender goes to whoever may ask
@@ -100,17 +100,7 @@ fn act(steered: &Arc<Steered>, upgrading: &Arc<AtomicBool>, request: Request) {
                 log::warn!("SIGHUP ignored: the apps thread has stopped (draining)");
             }
             if let Some(tls) = &steered.tls {
-                match tls.reload() {
-                    Ok(()) => log::info!(
-                        "SIGHUP: reloaded the TLS certificate {} and its key: new handshakes \
-                         use them",
-                        tls.cert_path().display()
-                    ),
-                    Err(e) => log::error!(
-                        "SIGHUP: cannot reload the TLS certificate: {e}; the certificate \
-                         loaded before keeps serving"
-                    ),
-                }
+                crate::listen::tls::log_reload("SIGHUP", tls);
             }
         }
         Request::ReopenLogs => {

@@ -52,6 +52,7 @@ mod supervisor;
 mod survival;
 mod test_command;
 mod tls;
+mod tls_sites;
 mod unix_socket;
 mod unix_socket_file;
 mod upload;

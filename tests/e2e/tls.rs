@@ -18,7 +18,7 @@ matrix!(
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/tls");
 
-fn fixture(name: &str) -> String {
+pub(crate) fn fixture(name: &str) -> String {
     format!("{FIXTURES}/{name}")
 }
 
@@ -47,7 +47,7 @@ fn tls_host(poller: &str, cert: &str, key: &str, extra: &[&str]) -> (Server, u16
 }
 
 /// The port of the `listening on https://` line.
-fn tls_port(server: &Server) -> u16 {
+pub(crate) fn tls_port(server: &Server) -> u16 {
     let said = server
         .stdout
         .wait(START_TIMEOUT, |t| t.contains("listening on https://"));

@@ -9,6 +9,7 @@
 
 use super::app_table::{app_sections, AppSection};
 use super::file_map::Located;
+use super::tls_table::{tls_sections, TlsSection};
 use super::Cli;
 use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches};
@@ -28,11 +29,13 @@ const TEXT_KEYS: [&str; 2] = ["bind", "unix_mode"];
 /// The key for `--apps`: `[apps.NAME]` tables take the name `apps`.
 pub(super) const APPS_DIR_KEY: &str = "apps_dir";
 
-/// The flags a file stands for, and its app tables.
+/// The flags a file stands for, its app tables, the (`--flag`, key) of
+/// each value it gave, and its TLS tables.
 type FileArgs = (
     Vec<String>,
     BTreeMap<String, AppSection>,
     Vec<(String, String)>,
+    BTreeMap<String, TlsSection>,
 );
 
 /// Why the command line or the file could not be taken.
@@ -122,7 +125,7 @@ pub fn load(args: Vec<OsString>) -> Result<Cli, LoadError> {
             Ok(table) => {
                 let (problems, args) = file_args(&table, &given);
                 lines.extend(located.lines(&shown, &problems));
-                if let Some((_, _, taken)) = &args {
+                if let Some((_, _, taken, _)) = &args {
                     origins = taken
                         .iter()
                         .map(|(flag, key)| FileOrigin {
@@ -139,7 +142,7 @@ pub fn load(args: Vec<OsString>) -> Result<Cli, LoadError> {
     if let Err(e) = &first {
         lines.push(args_problem(e));
     }
-    let Some((extra, sections, _)) = parsed.filter(|_| lines.is_empty()) else {
+    let Some((extra, sections, _, tls)) = parsed.filter(|_| lines.is_empty()) else {
         let s = if lines.len() == 1 { "" } else { "s" };
         return Err(LoadError::File(format!(
             "--config {shown}: {} problem{s}:\n{}",
@@ -154,6 +157,7 @@ pub fn load(args: Vec<OsString>) -> Result<Cli, LoadError> {
         .map_err(|e| LoadError::File(format!("--config {shown}: {}", e.render())))?;
     let mut cli = Cli::from_arg_matches(&matches).map_err(LoadError::Args)?;
     cli.app_sections = sections;
+    cli.tls_sections = tls;
     cli.file_origins = origins;
     cli.effective_config = render(&matches, &cli);
     Ok(cli)
@@ -266,6 +270,7 @@ fn file_args(table: &toml::Table, given: &ArgMatches) -> (Vec<Problem>, Option<F
     let keys = flag_keys();
     let mut args = Vec::new();
     let mut sections = BTreeMap::new();
+    let mut tls = BTreeMap::new();
     let mut problems = Vec::new();
     // (`--flag`, key) of each value the file gives.
     let mut taken = Vec::new();
@@ -277,8 +282,19 @@ fn file_args(table: &toml::Table, given: &ArgMatches) -> (Vec<Problem>, Option<F
             }
             continue;
         }
+        if key == "tls" {
+            match tls_sections(value) {
+                Ok(t) => tls = t,
+                Err(mut p) => problems.append(&mut p),
+            }
+            continue;
+        }
         let Some(flag) = keys.get(key.as_str()) else {
-            let names: Vec<&str> = keys.keys().map(String::as_str).chain(["apps"]).collect();
+            let names: Vec<&str> = keys
+                .keys()
+                .map(String::as_str)
+                .chain(["apps", "tls"])
+                .collect();
             let hint = crate::cli::nearest(key, &names)
                 .map(|n| format!(" (did you mean `{n}`?)"))
                 .unwrap_or_default();
@@ -323,7 +339,7 @@ fn file_args(table: &toml::Table, given: &ArgMatches) -> (Vec<Problem>, Option<F
         }
     }
     if problems.is_empty() {
-        (problems, Some((args, sections, taken)))
+        (problems, Some((args, sections, taken, tls)))
     } else {
         (problems, None)
     }
@@ -512,6 +528,14 @@ fn render(matches: &ArgMatches, cli: &Cli) -> String {
         .collect();
     if !apps.is_empty() {
         table.insert("apps".into(), toml::Value::Table(apps));
+    }
+    let tls: toml::Table = cli
+        .tls_sections
+        .iter()
+        .map(|(addr, section)| (addr.clone(), toml::Value::Table(section.to_toml())))
+        .collect();
+    if !tls.is_empty() {
+        table.insert("tls".into(), toml::Value::Table(tls));
     }
     toml::to_string(&table).unwrap_or_else(|e| format!("# cannot print the configuration: {e}\n"))
 }

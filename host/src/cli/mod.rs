@@ -7,6 +7,7 @@ mod config;
 mod file_map;
 pub mod new_app;
 mod settings;
+mod tls_table;
 mod values;
 
 pub use settings::Measured;
@@ -19,8 +20,10 @@ use clap::Parser;
 pub use config::{load, shown_path, with_file_places, FileOrigin, LoadError};
 use std::path::PathBuf;
 use std::time::Duration;
+pub use tls_table::TlsSection;
 pub use values::{
-    nearest, parse_bind, parse_init_timeout, parse_millis, parse_secs, parse_size, parse_size_usize,
+    nearest, parse_bind, parse_client_auth, parse_init_timeout, parse_millis, parse_min_version,
+    parse_secs, parse_size, parse_size_usize,
 };
 
 /// The app ABI this host accepts: the `stoa-app-api` version plugins are
@@ -83,6 +86,10 @@ pub struct Cli {
     #[arg(skip)]
     pub app_sections: std::collections::BTreeMap<String, AppSection>,
 
+    /// The `[tls."ADDR"]` tables of the configuration file.
+    #[arg(skip)]
+    pub tls_sections: std::collections::BTreeMap<String, tls_table::TlsSection>,
+
     /// The effective configuration as TOML (for --print-config and check).
     #[arg(skip)]
     pub effective_config: String,
@@ -114,6 +121,23 @@ pub struct Cli {
     /// --tls-cert.
     #[arg(long, env = "STOA_TLS_KEY", value_name = "FILE", help_heading = SERVING)]
     pub tls_key: Option<PathBuf>,
+
+    /// Mutual TLS: the CA certificates (PEM) client certificates must
+    /// chain to on every tls:// bind; apps see the client's subject.
+    #[arg(long, env = "STOA_TLS_CLIENT_CA", value_name = "FILE", help_heading = SERVING)]
+    pub tls_client_ca: Option<PathBuf>,
+
+    /// With --tls-client-ca: required (a client without a valid
+    /// certificate fails the handshake) or optional (it may send none;
+    /// one it sends must verify).
+    #[arg(long, env = "STOA_TLS_CLIENT_AUTH", value_name = "MODE", default_value = "required",
+          value_parser = parse_client_auth, help_heading = SERVING)]
+    pub tls_client_auth: crate::settings::ClientAuth,
+
+    /// The oldest TLS version offered: 1.2 or 1.3.
+    #[arg(long, env = "STOA_TLS_MIN_VERSION", value_name = "VERSION", default_value = "1.2",
+          value_parser = parse_min_version, help_heading = SERVING)]
+    pub tls_min_version: crate::settings::MinVersion,
 
     /// File mode of a Unix socket (octal): who may connect.
     #[arg(long, env = "STOA_UNIX_MODE", value_name = "OCTAL", default_value = "660",

@@ -198,6 +198,16 @@ pub fn nearest<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
         .map(|(_, k)| k)
 }
 
+/// `--tls-client-auth`: required or optional.
+pub fn parse_client_auth(s: &str) -> Result<crate::settings::ClientAuth, String> {
+    crate::settings::ClientAuth::parse(s)
+}
+
+/// `--tls-min-version`: 1.2 or 1.3.
+pub fn parse_min_version(s: &str) -> Result<crate::settings::MinVersion, String> {
+    crate::settings::MinVersion::parse(s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

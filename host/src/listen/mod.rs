@@ -103,6 +103,20 @@ impl Bound {
         }
     }
 
+    /// The address of each TLS listener (`None` where it cannot be read).
+    pub fn tls_addrs(&self) -> Vec<Option<SocketAddr>> {
+        let first = self.per_worker.first().map(Vec::as_slice).unwrap_or(&[]);
+        first
+            .iter()
+            .zip(&self.tls)
+            .filter(|(_, tls)| **tls)
+            .map(|(l, _)| match l {
+                Listener::Tcp(l) => l.local_addr().ok(),
+                Listener::Unix(_) => None,
+            })
+            .collect()
+    }
+
     /// A duplicate of every listening socket (every worker's), for an
     /// upgrade to hand over, with its name.
     pub fn duplicates(&self) -> Result<Vec<HandOver>, BootError> {

@@ -20,90 +20,43 @@
 //!
 //! Used on the connections of `tls://` binds.
 
-use arc_swap::ArcSwap;
 use mio::net::TcpStream;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{ServerConfig, ServerConnection};
 use std::io::{self, IoSlice, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 /// Most ciphertext a session holds for the socket before `write` takes no
 /// more plaintext (the bound a connection keeps on its own output).
 pub const SEND_LIMIT: usize = 64 << 10;
 
-/// A server configuration from `cert` (a PEM chain, the server's
-/// certificate first) and `key` (its PEM private key: PKCS#8, PKCS#1 or
-/// SEC1; an encrypted key is refused), offering TLS 1.3 and 1.2 and ALPN
-/// `http/1.1` only (a client that offers only `h2` is refused with
+mod config;
+mod session;
+mod sites;
+
+pub use config::{CertFacts, Resumption};
+pub use sites::{log_reload, TlsSites};
+
+/// A server configuration serving `cert` (a PEM chain, the server's
+/// certificate first) with `key` (its PEM private key: PKCS#8, PKCS#1 or
+/// SEC1; an encrypted key is refused), TLS 1.3 and 1.2, ALPN `http/1.1`
+/// only (a client that offers only `h2` is refused with
 /// `no_application_protocol`). The error names the file and the reason.
 pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, String> {
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-        .and_then(|certs| certs.collect())
-        .map_err(|e| format!("{}: {e}", cert.display()))?;
-    if chain.is_empty() {
-        return Err(format!("{}: no PEM certificate in it", cert.display()));
-    }
-    let private = PrivateKeyDer::from_pem_file(key).map_err(|e| {
-        format!(
-            "{}: {e} (a PEM private key, PKCS#8, PKCS#1 or SEC1, unencrypted)",
-            key.display()
-        )
-    })?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_no_client_auth()
-        .with_single_cert(chain, private)
-        .map_err(|e| {
-            format!(
-                "{} and {}: {e} (is the key the certificate's?)",
-                cert.display(),
-                key.display()
-            )
-        })?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
-}
-
-/// The certificate and key files every TLS bind serves, and the
-/// configuration loaded from them, which `reload` replaces (SIGHUP): new
-/// handshakes use the new one, sessions already made keep theirs, and a
-/// file that does not load leaves the loaded one serving.
-pub struct TlsFiles {
-    cert: PathBuf,
-    key: PathBuf,
-    config: ArcSwap<ServerConfig>,
-}
-
-impl TlsFiles {
-    /// Loads `cert` and `key` (see `server_config`).
-    pub fn load(cert: &Path, key: &Path) -> Result<Self, String> {
-        Ok(TlsFiles {
+    let site = crate::settings::Site {
+        certs: vec![crate::settings::CertPair {
             cert: cert.to_path_buf(),
             key: key.to_path_buf(),
-            config: ArcSwap::new(server_config(cert, key)?),
-        })
-    }
+        }],
+        ..Default::default()
+    };
+    let resumption = Resumption::new(tickets()?);
+    config::load(&site, &resumption).map(|l| l.config)
+}
 
-    /// The configuration new sessions start with.
-    pub fn config(&self) -> Arc<ServerConfig> {
-        self.config.load_full()
-    }
-
-    /// Reads the files again; on success new handshakes use them, else
-    /// the error names the file and the loaded configuration stays.
-    pub fn reload(&self) -> Result<(), String> {
-        self.config.store(server_config(&self.cert, &self.key)?);
-        Ok(())
-    }
-
-    /// The certificate file, as logs name it.
-    pub fn cert_path(&self) -> &Path {
-        &self.cert
-    }
+/// Ticket keys of this process alone (rotated every six hours).
+pub fn tickets() -> Result<Arc<dyn rustls::server::ProducesTickets>, String> {
+    rustls::crypto::ring::Ticketer::new().map_err(|e| format!("ticket keys: {e}"))
 }
 
 /// A TLS session over one accepted connection.
@@ -114,6 +67,8 @@ pub struct TlsStream {
     plain: usize,
     /// The FIN waits for the records before it (`close_notify` last).
     fin_pending: bool,
+    /// What apps see of the session, read once after the handshake.
+    session: Option<Arc<stoa_app_api::abi::TlsSession>>,
 }
 
 impl TlsStream {
@@ -126,6 +81,7 @@ impl TlsStream {
             tls,
             plain: 0,
             fin_pending: false,
+            session: None,
         })
     }
 
@@ -142,6 +98,14 @@ impl TlsStream {
     /// True while decrypted plaintext waits for a read.
     pub fn has_buffered_input(&self) -> bool {
         self.plain > 0
+    }
+
+    /// What apps see of the session (`None` until the handshake is done).
+    pub fn session(&mut self) -> Option<Arc<stoa_app_api::abi::TlsSession>> {
+        if self.session.is_none() {
+            self.session = session::of(&self.tls).map(Arc::new);
+        }
+        self.session.clone()
     }
 
     /// True until the handshake is done.
@@ -250,7 +214,8 @@ impl Write for TlsStream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rustls::pki_types::ServerName;
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, ServerName};
     use rustls::{ClientConfig, ClientConnection, RootCertStore};
     use std::path::PathBuf;
 

@@ -29,6 +29,7 @@ use std::io::{Read, Write};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use stoa_app_api::abi::TlsSession;
 use stoa_app_api::Response;
 
 /// Hands parsed requests to the host's endpoints or to their apps, and
@@ -80,7 +81,7 @@ impl Dispatcher {
     /// given at once, and the loop's time after (read again only after a
     /// handler that ran on the loop). Either way the connection then waits
     /// for the answer.
-    pub(super) fn dispatch<S: Read + Write>(
+    pub(super) fn dispatch<S: super::conn::Transport>(
         &mut self,
         conn: &mut Conn<S>,
         token: Token,
@@ -90,6 +91,7 @@ impl Dispatcher {
         self.next_id += 1;
         let shared = &*self.shared;
         let kept = conn.take_route();
+        let tls = conn.tls_session();
         let Some((head, buf, body)) = conn.request_parts() else {
             return (None, now);
         };
@@ -163,7 +165,8 @@ impl Dispatcher {
                                 .limits
                                 .app_timeout
                                 .unwrap_or(shared.settings.conn.app_timeout);
-                            let responder = responder(reply, app, &shared.settings.conn, accept);
+                            let responder =
+                                responder(reply, app, &shared.settings.conn, accept, tls);
                             let job = BlockingJob {
                                 app,
                                 path,
@@ -179,7 +182,7 @@ impl Dispatcher {
                                 request,
                                 started: now,
                             };
-                            let (inline, read) = self.run_inline(call, reply, accept);
+                            let (inline, read) = self.run_inline(call, reply, accept, tls);
                             after = read;
                             (inline, None)
                         }
@@ -251,6 +254,7 @@ impl Dispatcher {
         call: InlineCall<'_>,
         reply: ReplyTo,
         accept: Option<Box<str>>,
+        tls: Option<Arc<TlsSession>>,
     ) -> (Option<Answer>, Instant) {
         let InlineCall {
             app,
@@ -264,7 +268,7 @@ impl Dispatcher {
         begin_inline(&self.queue, reply.id);
         app.handle(
             request,
-            responder(reply, app, &shared.settings.conn, accept),
+            responder(reply, app, &shared.settings.conn, accept, tls),
         );
         let inline = end_inline();
         beat.leave();

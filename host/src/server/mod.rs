@@ -95,9 +95,10 @@ pub struct Server {
     retry_accept_at: Option<Instant>,
     /// When an overload was last logged (once a minute at most).
     overload_logged: Option<Instant>,
-    /// The files the TLS listeners serve (which listeners: the
-    /// dispatcher's `serves_tls`).
-    tls_files: Option<Arc<crate::listen::tls::TlsFiles>>,
+    /// The sites the TLS listeners serve, and each listener's site (by
+    /// listener index; `None` for a plain one).
+    tls: Option<Arc<crate::listen::tls::TlsSites>>,
+    tls_site: Vec<Option<usize>>,
 }
 
 impl Server {
@@ -145,29 +146,38 @@ impl Server {
             paused_at_cap: false,
             retry_accept_at: None,
             overload_logged: None,
-            tls_files: None,
+            tls: None,
+            tls_site: Vec::new(),
         })
     }
 
-    /// Serves TLS from `files` on the listeners `tls` marks (by index, as
-    /// the listeners were given), and says so to apps (`https`).
+    /// Serves TLS from `sites` on the listeners `tls` marks (by index, as
+    /// the listeners were given; each its site by its address), and says
+    /// so to apps (`https`).
     pub fn with_tls(
         mut self,
         tls: &[bool],
-        files: Option<&Arc<crate::listen::tls::TlsFiles>>,
+        sites: Option<&Arc<crate::listen::tls::TlsSites>>,
     ) -> Self {
-        self.tls_files = files.cloned();
+        let addrs = self.acceptor.local_addrs();
+        self.tls_site = tls
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let local = addrs.get(i).copied().flatten();
+                sites.filter(|_| *t).and_then(|s| s.site_of(local))
+            })
+            .collect();
+        self.tls = sites.cloned();
         self.dispatcher.set_tls(tls);
         self
     }
 
     /// The configuration a new session on listener `via` starts with, if
-    /// it serves TLS (the files' latest load).
+    /// it serves TLS (its site's latest load).
     fn tls_of(&self, via: usize) -> Option<Arc<rustls::ServerConfig>> {
-        match self.dispatcher.serves_tls(via) {
-            true => self.tls_files.as_ref().map(|f| f.config()),
-            false => None,
-        }
+        let site = self.tls_site.get(via).copied().flatten()?;
+        self.tls.as_ref().and_then(|s| s.config(site))
     }
 
     /// This worker's heartbeat for the watchdog.

@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use stoa_app_api::abi::{
     BodySinkBox, RawResponder, RawResponder_TO, RawStream_TO, ResponderBox, StaticHeader,
-    StreamBox, WsSessionBox,
+    StreamBox, TlsSession, WsSessionBox,
 };
 use stoa_app_api::Response;
 
@@ -119,6 +119,8 @@ struct HostResponder {
     /// The `Sec-WebSocket-Accept` value, when the request is a valid
     /// WebSocket handshake.
     accept: Option<Box<str>>,
+    /// The TLS session the request came over.
+    tls: Option<Arc<TlsSession>>,
 }
 
 impl HostResponder {
@@ -218,6 +220,10 @@ impl RawResponder for HostResponder {
         self.attach_sink(sink, true);
     }
 
+    fn tls(&self) -> ROption<TlsSession> {
+        self.tls.as_deref().cloned().into()
+    }
+
     fn accept_websocket(mut self, session: WsSessionBox) {
         self.answered = true;
         match self.accept.take() {
@@ -259,6 +265,7 @@ impl HostResponder {
                 stream_queue: self.stream_queue,
                 send_timeout: self.send_timeout,
                 accept: None,
+                tls: self.tls.clone(),
             },
             TD_Opaque,
         )
@@ -277,12 +284,14 @@ impl Drop for HostResponder {
 
 /// Makes the responder handed to `app` for the request `reply` names;
 /// `params` bound a streamed answer; `accept` is the
-/// `Sec-WebSocket-Accept` value of a valid WebSocket handshake.
+/// `Sec-WebSocket-Accept` value of a valid WebSocket handshake; `tls`
+/// the TLS session the request came over.
 pub fn responder(
     reply: ReplyTo,
     app: &Arc<LoadedApp>,
     params: &ConnParams,
     accept: Option<Box<str>>,
+    tls: Option<Arc<TlsSession>>,
 ) -> ResponderBox {
     RawResponder_TO::from_value(
         HostResponder {
@@ -293,6 +302,7 @@ pub fn responder(
             stream_queue: params.stream_queue,
             send_timeout: params.send_timeout,
             accept,
+            tls,
         },
         TD_Opaque,
     )

@@ -8,10 +8,12 @@
 
 mod limits;
 mod net;
+mod tls;
 mod values;
 
 pub use limits::{AppLimits, ConnParams, LingerLimits, WsParams};
 pub use net::{parse_net, NetList};
+pub use tls::{CertPair, ClientAuth, MinVersion, Site, Sites};
 pub use values::{Bind, LogFormat, OnGenerationCap, Overload, WorkerMode};
 
 use std::time::Duration;

@@ -97,7 +97,7 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
         None => listeners(&cli, backlog)?,
     };
     // Checked here once, so a bad file fails the start, not each worker.
-    checks::tls_config(&cli, bound.tls.contains(&true))?;
+    checks::tls_config(&cli, &bound.tls_addrs())?;
     let handed = bound.duplicates()?;
     let names = listen::fd_names(handed.iter().map(|h| h.name.as_deref()));
     let sockets: Vec<OwnedFd> = handed.into_iter().map(|h| h.fd).collect();

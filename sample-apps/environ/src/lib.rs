@@ -3,8 +3,9 @@
 //! received it (the counterpart of wsgiref's demo app that prints environ).
 
 use serde::Serialize;
+use stoa_app_api::abi::TlsSession;
 use stoa_app_api::log::error;
-use stoa_app_api::{App, Request, Response};
+use stoa_app_api::{App, Request, Responder, Response};
 
 /// How much of the body the dump shows; `body_length` gives the full size.
 pub const BODY_PREVIEW: usize = 4096;
@@ -26,6 +27,30 @@ struct Environ<'a> {
     body_length: usize,
     /// The first `BODY_PREVIEW` bytes, decoded lossily.
     body: String,
+    /// The TLS session (`null` over plain HTTP).
+    tls: Option<Tls>,
+}
+
+/// What the dump shows of a TLS session.
+#[derive(Serialize)]
+struct Tls {
+    version: String,
+    cipher: String,
+    server_name: Option<String>,
+    client_subject: Option<String>,
+    client_verified: bool,
+}
+
+impl From<TlsSession> for Tls {
+    fn from(s: TlsSession) -> Self {
+        Tls {
+            version: s.version.into(),
+            cipher: s.cipher.into(),
+            server_name: s.server_name.into_option().map(Into::into),
+            client_subject: s.client_subject.into_option().map(Into::into),
+            client_verified: s.client_verified,
+        }
+    }
 }
 
 impl<'a> Environ<'a> {
@@ -58,6 +83,7 @@ impl<'a> Environ<'a> {
                 .collect(),
             body_length: body.len(),
             body: String::from_utf8_lossy(&body[..body.len().min(BODY_PREVIEW)]).into_owned(),
+            tls: None,
         }
     }
 }
@@ -72,15 +98,27 @@ impl EnvironApp {
     }
 }
 
-impl App for EnvironApp {
-    fn call(&self, request: &Request<'_>) -> Response {
-        match serde_json::to_vec_pretty(&Environ::of(request)) {
+impl EnvironApp {
+    fn answer(environ: &Environ<'_>) -> Response {
+        match serde_json::to_vec_pretty(environ) {
             Ok(json) => Response::json(200, &json),
             Err(err) => {
                 error!("serialising the request dump failed: {err}");
                 Response::text(500, "Internal Server Error")
             }
         }
+    }
+}
+
+impl App for EnvironApp {
+    fn handle(&self, request: &Request<'_>, responder: Responder) {
+        let mut environ = Environ::of(request);
+        environ.tls = responder.tls().map(Tls::from);
+        responder.respond(Self::answer(&environ));
+    }
+
+    fn call(&self, request: &Request<'_>) -> Response {
+        Self::answer(&Environ::of(request))
     }
 }
 
@@ -144,6 +182,7 @@ mod tests {
             "headers": [["Host", "localhost:8443"], ["X-Raw", "caf\u{fffd}"], ["host", "again"]],
             "body_length": 5,
             "body": "hello",
+            "tls": null,
         });
         assert_eq!(v, expected);
     }
@@ -165,6 +204,7 @@ mod tests {
             "headers",
             "body_length",
             "body",
+            "tls",
         ];
         let positions: Vec<_> = keys
             .iter()

@@ -33,6 +33,11 @@ pub trait Transport: Read + Write {
     fn has_buffered_output(&self) -> bool {
         false
     }
+
+    /// The TLS session apps see (none on a plain transport).
+    fn tls_session(&mut self) -> Option<std::sync::Arc<stoa_app_api::abi::TlsSession>> {
+        None
+    }
 }
 
 impl Transport for Stream {
@@ -52,6 +57,13 @@ impl Transport for Stream {
         match self {
             Stream::Tls(s) => s.has_buffered_output(),
             _ => false,
+        }
+    }
+
+    fn tls_session(&mut self) -> Option<std::sync::Arc<stoa_app_api::abi::TlsSession>> {
+        match self {
+            Stream::Tls(s) => s.session(),
+            _ => None,
         }
     }
 }

@@ -25,7 +25,7 @@ fn for_request(queue: &Arc<Inbox>, id: u64) -> ResponderBox {
         id,
     };
     let app = app("/app", AppLimits::default());
-    responder(reply, &app, &ConnParams::default(), None)
+    responder(reply, &app, &ConnParams::default(), None, None)
 }
 
 /// The completions in `queue`: (token, id, status).
