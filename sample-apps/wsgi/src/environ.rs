@@ -6,6 +6,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 use std::sync::Arc;
+use stoa_app_api::abi::TlsSession;
 use stoa_app_api::Request;
 
 /// The keys every request shares, built once: a request's environ starts
@@ -92,6 +93,28 @@ pub fn environ<'py>(
     )?;
     env.set_item(intern!(py, "wsgi.errors"), errors)?;
     Ok(env)
+}
+
+/// The TLS session's keys, as mod_ssl and uWSGI name them: `HTTPS` on,
+/// `SSL_PROTOCOL`, `SSL_CIPHER`, `SSL_TLS_SNI`, and under mutual TLS
+/// `SSL_CLIENT_S_DN` with `SSL_CLIENT_VERIFY` (`SUCCESS`, or `NONE`
+/// without a client certificate).
+pub fn tls(py: Python<'_>, env: &Bound<'_, PyDict>, tls: &TlsSession) -> PyResult<()> {
+    env.set_item(intern!(py, "HTTPS"), "on")?;
+    env.set_item(intern!(py, "SSL_PROTOCOL"), tls.version.as_str())?;
+    env.set_item(intern!(py, "SSL_CIPHER"), tls.cipher.as_str())?;
+    if let Some(name) = tls.server_name.as_ref().into_option() {
+        env.set_item(intern!(py, "SSL_TLS_SNI"), name.as_str())?;
+    }
+    if let Some(subject) = tls.client_subject.as_ref().into_option() {
+        env.set_item(intern!(py, "SSL_CLIENT_S_DN"), subject.as_str())?;
+    }
+    let verify = match tls.client_verified {
+        true => "SUCCESS",
+        false => "NONE",
+    };
+    env.set_item(intern!(py, "SSL_CLIENT_VERIFY"), verify)?;
+    Ok(())
 }
 
 /// The request headers as CGI variables (`HTTP_ACCEPT_LANGUAGE`), repeated

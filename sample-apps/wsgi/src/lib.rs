@@ -71,16 +71,20 @@ impl App for WsgiApp {
 
     fn handle(&self, request: &Request<'_>, responder: Responder) {
         let head_only = request.method.as_str() == "HEAD";
+        let tls = responder.tls();
         if body::streamed_length(request).is_some() && request.body.is_empty() {
             let pipe = body::Pipe::new();
             responder.read_body_on_pool(body::PipeSink(pipe.clone()));
             let sink = body::AfterBody::new(pipe.clone(), head_only);
-            return self.wsgi.serve(request, Box::new(sink), Some(pipe));
+            return self
+                .wsgi
+                .serve(request, Box::new(sink), Some(pipe), tls.as_ref());
         }
         self.wsgi.serve(
             request,
             Box::new(stream::Streaming::new(responder, head_only)),
             None,
+            tls.as_ref(),
         );
     }
 }

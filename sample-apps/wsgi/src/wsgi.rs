@@ -14,6 +14,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use std::sync::Arc;
+use stoa_app_api::abi::TlsSession;
 use stoa_app_api::{log, Request};
 
 /// A loaded WSGI application.
@@ -51,12 +52,18 @@ impl Wsgi {
         })
     }
 
-    /// Answers `request` through `sink`; its body comes through `pipe`
-    /// when it streams.
-    pub fn serve(&self, request: &Request<'_>, sink: Box<dyn Sink>, pipe: Option<Arc<Pipe>>) {
+    /// Answers `request` (which came over `tls`, if any) through `sink`;
+    /// its body comes through `pipe` when it streams.
+    pub fn serve(
+        &self,
+        request: &Request<'_>,
+        sink: Box<dyn Sink>,
+        pipe: Option<Arc<Pipe>>,
+        tls: Option<&TlsSession>,
+    ) {
         let exchange = respond::shared(sink);
         let outcome = Python::with_gil(|py| {
-            let called = self.call(py, request, &exchange, pipe);
+            let called = self.call(py, request, &exchange, (pipe, tls));
             let errors = self.errors.bind(py);
             errors.borrow().flush(py);
             called.map_err(|e| traceback(py, &e))
@@ -83,10 +90,13 @@ impl Wsgi {
         py: Python<'_>,
         request: &Request<'_>,
         exchange: &Shared,
-        pipe: Option<Arc<Pipe>>,
+        (pipe, tls): (Option<Arc<Pipe>>, Option<&TlsSession>),
     ) -> PyResult<()> {
         let errors = self.errors.bind(py).clone();
         let environ = environ::environ(py, &self.base, request, errors, pipe)?;
+        if let Some(tls) = tls {
+            environ::tls(py, &environ, tls)?;
+        }
         let start = Bound::new(
             py,
             StartResponse {

@@ -247,7 +247,85 @@ fn url_scheme_from_trusted_proxies_only(poller: &str) {
     assert_eq!(json(&ok(&r).body)["wsgi.url_scheme"], "https");
 }
 
+/// Over a `tls://` bind the environ says so (`wsgi.url_scheme` https
+/// whatever a proxy's header says, `HTTPS`, `SSL_*`), and with a client
+/// certificate under mutual TLS its subject and `SUCCESS`.
+fn tls_keys_over_https(poller: &str) {
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/tls");
+    let f = |name: &str| format!("{fixtures}/{name}");
+    let (cert, key, client_ca) = (f("cert.pem"), f("key.pem"), f("client-ca.pem"));
+    let wsgi = start(
+        poller,
+        &[
+            "--bind",
+            "tls://127.0.0.1:0",
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "--tls-client-ca",
+            &client_ca,
+            "--tls-client-auth",
+            "optional",
+        ],
+    );
+    let server = &wsgi.server;
+    assert!(
+        server.stdout.wait(crate::harness::START_TIMEOUT, |t| t
+            .contains("listening on https://")),
+        "{}",
+        server.log()
+    );
+    let text = server.stdout.text();
+    let port = text
+        .lines()
+        .find_map(|l| l.strip_prefix("listening on https://127.0.0.1:"))
+        .and_then(|p| p.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or_else(|| panic!("no https line: {text}"));
+    let curl = |extra: &[&str]| {
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "--max-time", "20", "--cacert", &f("ca.pem")])
+            .args(["-H", "X-Forwarded-Proto: http"])
+            .args(extra)
+            .arg(format!("https://localhost:{port}/pep/environ"))
+            .output()
+            .unwrap_or_else(|e| panic!("curl is needed: `apt-get install -y curl` ({e})"));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        json(&out.stdout)
+    };
+    let env = curl(&[]);
+    assert_eq!(env["wsgi.url_scheme"], "https", "{env}");
+    assert_eq!(env["HTTPS"], "on");
+    assert_eq!(env["SSL_PROTOCOL"], "TLSv1.3");
+    assert!(
+        env["SSL_CIPHER"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("TLS_")),
+        "{env}"
+    );
+    assert_eq!(env["SSL_TLS_SNI"], "localhost");
+    assert_eq!(env["SSL_CLIENT_VERIFY"], "NONE");
+    assert!(env.get("SSL_CLIENT_S_DN").is_none(), "{env}");
+    let env = curl(&["--cert", &f("client.pem"), "--key", &f("client-key.pem")]);
+    assert_eq!(env["SSL_CLIENT_VERIFY"], "SUCCESS", "{env}");
+    assert_eq!(env["SSL_CLIENT_S_DN"], "CN=client one,O=Stoa tests");
+    // Plain HTTP has none of them.
+    let r = server
+        .connect()
+        .request(&request("GET", "/pep/environ", &[]));
+    let env = json(&ok(&r).body);
+    assert!(
+        env.get("HTTPS").is_none() && env.get("SSL_PROTOCOL").is_none(),
+        "{env}"
+    );
+}
+
 matrix!(
+    tls_keys_over_https,
     environ_and_input,
     responses,
     iterables_stream_chunk_by_chunk,
