@@ -341,12 +341,21 @@ pub fn tls_config(
                 .into(),
         ));
     }
+    if cli.hsts_subdomains && cli.hsts.is_none_or(|d| d.is_zero()) {
+        return Err(BootError::Tls(
+            "--hsts-subdomains adds to --hsts, which is not given: add --hsts 365d (or leave \
+             --hsts-subdomains out)"
+                .into(),
+        ));
+    }
     let sites = cli.tls_sites().map_err(BootError::Tls)?;
     if tls_addrs.is_empty() {
         let given = [
             (cli.tls_cert.is_some(), "--tls-cert and --tls-key"),
             (cli.tls_client_ca.is_some(), "--tls-client-ca"),
             (!cli.tls_sections.is_empty(), "[tls.\"ADDR\"] tables"),
+            (cli.https_redirect, "--https-redirect"),
+            (cli.hsts.is_some(), "--hsts"),
         ];
         return match given.iter().find(|(yes, _)| *yes) {
             Some((_, what)) => Err(BootError::Tls(format!(

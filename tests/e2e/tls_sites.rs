@@ -14,6 +14,7 @@ matrix!(
     optional_client_certificates_are_seen_when_sent,
     required_client_certificates_refuse_a_client_without_or_with_a_rogue_one,
     a_table_with_tls_1_3_only_refuses_tls_1_2,
+    hsts_on_tls_answers_and_plain_binds_redirecting,
 );
 
 /// One client: connects to argv 1's JSON `port`, trusting `ca`, naming
@@ -342,4 +343,73 @@ fn a_table_for_no_bind_or_with_a_bad_file_is_refused() {
             && log.contains("other-key.pem"),
         "{log}"
     );
+}
+
+/// `--hsts` marks answers on the TLS bind (not the plain ones), and
+/// `--https-redirect` answers the plain bind's requests 308 to the same
+/// host and target on the TLS port, keeping the method.
+fn hsts_on_tls_answers_and_plain_binds_redirecting(poller: &str) {
+    let server = Server::launch(poller)
+        .apps(&["article", "environ"])
+        .args(&[
+            "--bind",
+            "tls://127.0.0.1:0",
+            "--tls-cert",
+            &fixture("cert.pem"),
+            "--tls-key",
+            &fixture("key.pem"),
+            "--hsts",
+            "365d",
+            "--hsts-subdomains",
+            "--https-redirect",
+        ])
+        .start();
+    let port = tls_port(&server);
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "-i",
+            "--max-time",
+            "20",
+            "--cacert",
+            &fixture("ca.pem"),
+        ])
+        .arg(format!("https://localhost:{port}/article"))
+        .output()
+        .unwrap_or_else(|e| panic!("curl is needed ({e})"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Strict-Transport-Security: max-age=31536000; includeSubDomains\r\n"),
+        "{text}"
+    );
+    let r = server.connect().request(
+        b"POST /article/x?y=1 HTTP/1.1\r\nHost: example.test:8080\r\nContent-Length: 2\r\n\r\nhi",
+    );
+    assert_eq!(r.status, 308, "{r:?}");
+    let want = format!("https://example.test:{port}/article/x?y=1");
+    assert_eq!(r.header("Location"), Some(want.as_str()), "{r:?}");
+    assert_eq!(r.header("Strict-Transport-Security"), None, "{r:?}");
+    // Without a Host (HTTP/1.0) the listener's address stands for it.
+    let r = server.connect().request(b"GET / HTTP/1.0\r\n\r\n");
+    let want = format!("https://127.0.0.1:{port}/");
+    assert_eq!(r.header("Location"), Some(want.as_str()), "{r:?}");
+}
+
+#[test]
+fn hsts_and_the_redirect_without_a_tls_bind_are_refused() {
+    for flags in [&["--https-redirect"][..], &["--hsts", "1d"][..]] {
+        let (_, log) = Server::launch("epoll")
+            .apps(&["article"])
+            .args(flags)
+            .refused();
+        assert!(
+            log.contains(&format!("{} serve tls:// binds", flags[0])),
+            "{log}"
+        );
+    }
+    let (_, log) = Server::launch("epoll")
+        .apps(&["article"])
+        .args(&["--hsts", "3y"])
+        .refused();
+    assert!(log.contains("give at most 730d"), "{log}");
 }

@@ -22,8 +22,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 pub use tls_table::TlsSection;
 pub use values::{
-    nearest, parse_bind, parse_client_auth, parse_init_timeout, parse_millis, parse_min_version,
-    parse_secs, parse_size, parse_size_usize,
+    nearest, parse_bind, parse_client_auth, parse_hsts, parse_init_timeout, parse_millis,
+    parse_min_version, parse_secs, parse_size, parse_size_usize,
 };
 
 /// The app ABI this host accepts: the `stoa-app-api` version plugins are
@@ -133,6 +133,23 @@ pub struct Cli {
     #[arg(long, env = "STOA_TLS_CLIENT_AUTH", value_name = "MODE", default_value = "required",
           value_parser = parse_client_auth, help_heading = SERVING)]
     pub tls_client_auth: crate::settings::ClientAuth,
+
+    /// Answers on tls:// binds carry Strict-Transport-Security with this
+    /// max-age (e.g. 365d; 0 or none: no header); an app's own header
+    /// wins.
+    #[arg(long, env = "STOA_HSTS", value_name = "DURATION", value_parser = parse_hsts,
+          help_heading = SERVING)]
+    pub hsts: Option<Duration>,
+
+    /// Answer every request on the plain TCP binds with 308 Permanent
+    /// Redirect to the same host and target on the first tls:// bind's
+    /// port (Unix sockets still serve).
+    #[arg(long, env = "STOA_HTTPS_REDIRECT", help_heading = SERVING)]
+    pub https_redirect: bool,
+
+    /// With --hsts: add includeSubDomains.
+    #[arg(long, env = "STOA_HSTS_SUBDOMAINS", help_heading = SERVING)]
+    pub hsts_subdomains: bool,
 
     /// The oldest TLS version offered: 1.2 or 1.3.
     #[arg(long, env = "STOA_TLS_MIN_VERSION", value_name = "VERSION", default_value = "1.2",

@@ -48,6 +48,14 @@ impl Cli {
             max_connections: measured.max_connections,
             overload: self.overload,
             loop_block_warn: self.loop_block_warn,
+            hsts: self.hsts.filter(|d| !d.is_zero()).map(|age| {
+                let sub = match self.hsts_subdomains {
+                    true => "; includeSubDomains",
+                    false => "",
+                };
+                format!("max-age={}{sub}", age.as_secs()).into()
+            }),
+            https_redirect: self.https_redirect,
             poller: measured.poller,
             status_allow: if self.status_allow.is_empty() {
                 NetList::loopback()

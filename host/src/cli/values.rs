@@ -208,6 +208,28 @@ pub fn parse_min_version(s: &str) -> Result<crate::settings::MinVersion, String>
     crate::settings::MinVersion::parse(s)
 }
 
+/// Longest `--hsts` max-age: two years (browsers' preload lists ask for
+/// one).
+pub const MAX_HSTS: Duration = Duration::from_secs(2 * 365 * 24 * 3600);
+
+/// `--hsts`: a max-age, 0 (no header) to two years; a bare number is
+/// seconds.
+pub fn parse_hsts(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let d = match t.parse::<u64>() {
+        Ok(n) => Duration::from_secs(n),
+        Err(_) => humantime::parse_duration(t).map_err(|e| {
+            format!("cannot read {s:?} as a max-age ({e}): a number of seconds or e.g. 365d")
+        })?,
+    };
+    if d > MAX_HSTS {
+        return Err(format!(
+            "{s:?} is over the longest allowed max-age, two years: give at most 730d"
+        ));
+    }
+    Ok(d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

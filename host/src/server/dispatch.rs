@@ -46,6 +46,10 @@ pub(super) struct Dispatcher {
     locals: Vec<(Arc<str>, u16)>,
     /// The listeners that serve TLS: their requests' scheme is `https`.
     tls: Vec<bool>,
+    /// The listeners whose requests are redirected to HTTPS
+    /// (`--https-redirect`), and the port they go to.
+    redirect: Vec<bool>,
+    https_port: u16,
 }
 
 impl Dispatcher {
@@ -62,7 +66,16 @@ impl Dispatcher {
             next_id: 1,
             locals,
             tls: Vec::new(),
+            redirect: Vec::new(),
+            https_port: 443,
         }
+    }
+
+    /// Redirects the requests of the listeners `redirect` marks to HTTPS
+    /// on `port`.
+    pub(super) fn set_redirect(&mut self, redirect: &[bool], port: u16) {
+        self.redirect = redirect.to_vec();
+        self.https_port = port;
     }
 
     /// Marks the listeners that serve TLS (by index).
@@ -113,6 +126,17 @@ impl Dispatcher {
                 Ok(accept) => (None, Some(Box::<str>::from(accept))),
                 Err(r) => (Some(HostAnswer::WebSocket(r).response()), None),
             },
+        };
+        // A plain bind under --https-redirect answers every request so.
+        let refusal = match self.redirect.get(conn.listener()) == Some(&true) {
+            true => {
+                let fallback = self
+                    .locals
+                    .get(conn.listener())
+                    .map_or("localhost", |l| &*l.0);
+                Some(super::redirect::answer(&parts, self.https_port, fallback))
+            }
+            false => refusal,
         };
         let Route {
             client,
@@ -301,6 +325,7 @@ impl Dispatcher {
             return;
         };
         let mut response = final_status(response, slot, &self.shared.stats);
+        self.add_hsts(conn.listener(), &mut response);
         let (status, body_len) = (response.status, response.body.len());
         let close = close || self.shared.control.draining();
         // A large body is moved to the output as it is, not copied.
@@ -313,6 +338,26 @@ impl Dispatcher {
             return;
         };
         self.record(&pending, status, body_len, at.now);
+    }
+
+    /// Adds `Strict-Transport-Security` (`--hsts`) to an answer on TLS
+    /// listener `via`, unless the app gave its own.
+    fn add_hsts(&self, via: usize, response: &mut Response) {
+        let Some(value) = &self.shared.settings.hsts else {
+            return;
+        };
+        let own = || {
+            response
+                .headers
+                .iter()
+                .any(|h| h.name.eq_ignore_ascii_case("strict-transport-security"))
+        };
+        if self.serves_tls(via) && !own() {
+            response.headers.push(stoa_app_api::Header {
+                name: "Strict-Transport-Security".into(),
+                value: value.as_bytes().into(),
+            });
+        }
     }
 
     /// The app started a streamed answer to the request `conn` waits on:
@@ -339,6 +384,7 @@ impl Dispatcher {
         }
         let close = self.shared.control.draining();
         let status = head.status;
+        self.add_hsts(conn.listener(), &mut head);
         let terms = Terms {
             date: at.date,
             params: &self.shared.settings.conn,

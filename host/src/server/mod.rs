@@ -17,6 +17,7 @@ pub(crate) mod conn;
 mod dispatch;
 pub(crate) mod handles;
 mod lingering;
+mod redirect;
 pub(crate) mod request;
 pub(crate) mod responder;
 pub(crate) mod route;
@@ -170,6 +171,17 @@ impl Server {
             .collect();
         self.tls = sites.cloned();
         self.dispatcher.set_tls(tls);
+        if self.shared.settings.https_redirect {
+            // Every plain TCP listener redirects to the first TLS one.
+            let https = addrs.iter().zip(tls).find(|(_, t)| **t);
+            let port = https.and_then(|(a, _)| a.map(|a| a.port())).unwrap_or(443);
+            let plain_tcp: Vec<bool> = addrs
+                .iter()
+                .zip(tls)
+                .map(|(a, t)| a.is_some() && !*t)
+                .collect();
+            self.dispatcher.set_redirect(&plain_tcp, port);
+        }
         self
     }
 

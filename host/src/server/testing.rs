@@ -46,6 +46,8 @@ pub fn settings(max_connections: usize, overload: Overload) -> Settings {
         max_connections,
         overload,
         loop_block_warn: second,
+        hsts: None,
+        https_redirect: false,
         poller: "test",
         status_allow: NetList::default(),
         trusted_proxies: NetList::default(),

@@ -44,6 +44,12 @@ pub struct Settings {
     pub overload: Overload,
     /// Warn when app code holds the loop longer than this.
     pub loop_block_warn: Duration,
+    /// The `Strict-Transport-Security` value answers on TLS binds carry
+    /// (`--hsts`), if any.
+    pub hsts: Option<std::sync::Arc<str>>,
+    /// Plain TCP binds redirect every request to the first TLS bind
+    /// (`--https-redirect`).
+    pub https_redirect: bool,
     /// The readiness backend's name.
     pub poller: &'static str,
     /// Who may read the status endpoints.
