@@ -78,7 +78,10 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
         Some(role) => listen::adopt_all(std::mem::take(&mut role.sockets), 1)?,
         None => listeners(&cli, workers, backlog)?,
     };
-    let tls = checks::tls_config(&cli, &bound.tls_addrs())?;
+    let ticket_keys = role
+        .as_ref()
+        .map(|r| crate::ops::worker_row::ticket_words(r.area));
+    let tls = checks::tls_config(&cli, &bound.tls_addrs(), ticket_keys)?;
     let upgrade = Arc::new(Upgrade::new(bound.duplicates()?));
     log::info!("workers={workers} backlog={backlog}");
     let mut pid_file = match role {

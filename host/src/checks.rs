@@ -322,7 +322,9 @@ fn address_problems(problems: &mut Vec<String>, cli: &Cli, bind: &Bind) {
     }
 }
 
-/// The TLS sites the TLS listeners (on `tls_addrs`) serve: each
+/// The TLS sites the TLS listeners (on `tls_addrs`) serve, resuming
+/// sessions with tickets sealed by `ticket_keys` (a worker process's
+/// shared keys) or keys of this process's own: each
 /// `[tls."ADDR"]` table's, and the flags' (`--tls-cert`, `--tls-key`,
 /// `--tls-client-ca`, ...) for one without a table; `None` without TLS
 /// listeners. A TLS listener with no certificate, or TLS values without
@@ -331,6 +333,7 @@ fn address_problems(problems: &mut Vec<String>, cli: &Cli, bind: &Bind) {
 pub fn tls_config(
     cli: &Cli,
     tls_addrs: &[Option<std::net::SocketAddr>],
+    ticket_keys: Option<&'static [std::sync::atomic::AtomicU64]>,
 ) -> Result<Option<std::sync::Arc<crate::listen::tls::TlsSites>>, BootError> {
     use crate::listen::tls::{tickets, Resumption, TlsSites};
     tls_binds_apart(&cli.bind)?;
@@ -374,7 +377,7 @@ pub fn tls_config(
                 .into(),
         ));
     }
-    let resumption = Resumption::new(tickets().map_err(BootError::Tls)?);
+    let resumption = Resumption::new(tickets(ticket_keys).map_err(BootError::Tls)?);
     TlsSites::load(&sites, default_used, resumption)
         .map(|s| Some(std::sync::Arc::new(s)))
         .map_err(BootError::Tls)
@@ -420,7 +423,7 @@ pub fn value_problems(cli: &Cli) -> Vec<String> {
             _ => None,
         })
         .collect();
-    note(&mut problems, tls_config(cli, &tls_binds).map(|_| ()));
+    note(&mut problems, tls_config(cli, &tls_binds, None).map(|_| ()));
     note(&mut problems, watchdog_bounds(cli));
     match cli.worker_mode {
         crate::settings::WorkerMode::Thread => note(&mut problems, process_mode_only(cli)),

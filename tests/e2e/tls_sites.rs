@@ -15,6 +15,7 @@ matrix!(
     required_client_certificates_refuse_a_client_without_or_with_a_rogue_one,
     a_table_with_tls_1_3_only_refuses_tls_1_2,
     hsts_on_tls_answers_and_plain_binds_redirecting,
+    sessions_resume_with_tickets,
 );
 
 /// One client: connects to argv 1's JSON `port`, trusting `ca`, naming
@@ -412,4 +413,79 @@ fn hsts_and_the_redirect_without_a_tls_bind_are_refused() {
         .args(&["--hsts", "3y"])
         .refused();
     assert!(log.contains("give at most 730d"), "{log}");
+}
+
+/// Connects `count` times more after a first session, offering its
+/// ticket each time; prints how many resumed.
+const RESUME: &str = r#"
+import socket, ssl, sys
+ctx = ssl.create_default_context(cafile=sys.argv[1])
+ctx.set_alpn_protocols(["http/1.1"])
+session, reused = None, 0
+for i in range(1 + int(sys.argv[3])):
+    with socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=20) as raw:
+        with ctx.wrap_socket(raw, server_hostname="localhost", session=session) as s:
+            s.sendall(b"GET /article HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            got = b""
+            while True:
+                piece = s.recv(65536)
+                if not piece:
+                    break
+                got += piece
+            assert got.startswith(b"HTTP/1.1 200"), got[:100]
+            reused += 1 if (i > 0 and s.session_reused) else 0
+            session = s.session
+print(reused)
+"#;
+
+/// How many of `count` connections after a first one resumed its session.
+fn resumed(port: u16, count: usize) -> String {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            RESUME,
+            &fixture("ca.pem"),
+            &port.to_string(),
+            &count.to_string(),
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("python3 is needed ({e})"));
+    String::from_utf8_lossy(&out.stdout).trim().to_string() + &String::from_utf8_lossy(&out.stderr)
+}
+
+/// Two worker threads share the process's ticket keys.
+fn sessions_resume_with_tickets(poller: &str) {
+    let server = Server::launch(poller)
+        .apps(&["article"])
+        .args(&["--workers", "2", "--bind", "tls://127.0.0.1:0"])
+        .args(&[
+            "--tls-cert",
+            &fixture("cert.pem"),
+            "--tls-key",
+            &fixture("key.pem"),
+        ])
+        .start();
+    let port = tls_port(&server);
+    assert_eq!(resumed(port, 6), "6", "{}", server.log());
+}
+
+/// Worker processes share the supervisor's ticket keys: a session made on
+/// one resumes on whichever worker takes the next connection (each is
+/// as likely; twelve resumed in a row by chance alone would be 1 in 4096).
+#[test]
+fn sessions_resume_on_every_worker_process() {
+    let server = Server::launch("epoll")
+        .apps(&["article"])
+        .args(&["--worker-mode", "process", "--workers", "2"])
+        .args(&["--bind", "tls://127.0.0.1:0"])
+        .args(&[
+            "--tls-cert",
+            &fixture("cert.pem"),
+            "--tls-key",
+            &fixture("key.pem"),
+        ])
+        .start();
+    server.wait_lines(&["supervisor", ") ready"], 2);
+    let port = tls_port(&server);
+    assert_eq!(resumed(port, 12), "12", "{}", server.log());
 }

@@ -33,6 +33,7 @@ pub const SEND_LIMIT: usize = 64 << 10;
 mod config;
 mod session;
 mod sites;
+pub mod tickets;
 
 pub use config::{CertFacts, Resumption};
 pub use sites::{log_reload, TlsSites};
@@ -50,13 +51,19 @@ pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, Strin
         }],
         ..Default::default()
     };
-    let resumption = Resumption::new(tickets()?);
+    let resumption = Resumption::new(tickets(None)?);
     config::load(&site, &resumption).map(|l| l.config)
 }
 
-/// Ticket keys of this process alone (rotated every six hours).
-pub fn tickets() -> Result<Arc<dyn rustls::server::ProducesTickets>, String> {
-    rustls::crypto::ring::Ticketer::new().map_err(|e| format!("ticket keys: {e}"))
+/// Session tickets sealed with `shared` keys (a worker process's, which
+/// the supervisor rotates), or with this process's own.
+pub fn tickets(
+    shared: Option<&'static [std::sync::atomic::AtomicU64]>,
+) -> Result<Arc<dyn rustls::server::ProducesTickets>, String> {
+    Ok(match shared {
+        Some(keys) => Arc::new(tickets::SharedTickets::shared(keys)),
+        None => Arc::new(tickets::SharedTickets::own()),
+    })
 }
 
 /// A TLS session over one accepted connection.

@@ -65,6 +65,15 @@ pub fn buffered_word(area: &'static [AtomicU64]) -> &'static AtomicU64 {
     &area[2]
 }
 
+/// The session-ticket keys every worker shares (header words 4 to 12),
+/// which the supervisor rotates (`listen::tls::tickets`).
+pub fn ticket_words(area: &'static [AtomicU64]) -> &'static [AtomicU64] {
+    &area[TICKET_KEYS..TICKET_KEYS + crate::listen::tls::tickets::WORDS]
+}
+
+const TICKET_KEYS: usize = 4;
+const _: () = assert!(TICKET_KEYS + crate::listen::tls::tickets::WORDS <= HEADER_WORDS);
+
 /// The area's rows (from its size).
 fn rows_of(area: &'static [AtomicU64]) -> usize {
     area.len().saturating_sub(HEADER_WORDS + 2 * CELL_WORDS) / (ROW_WORDS + CELL_WORDS)

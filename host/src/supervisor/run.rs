@@ -97,7 +97,7 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
         None => listeners(&cli, backlog)?,
     };
     // Checked here once, so a bad file fails the start, not each worker.
-    checks::tls_config(&cli, &bound.tls_addrs())?;
+    checks::tls_config(&cli, &bound.tls_addrs(), None)?;
     let handed = bound.duplicates()?;
     let names = listen::fd_names(handed.iter().map(|h| h.name.as_deref()));
     let sockets: Vec<OwnedFd> = handed.into_iter().map(|h| h.fd).collect();
@@ -111,6 +111,10 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
         None => Area::create(area_words(row_count))
             .map_err(|e| BootError::system("create the workers' shared area", e))?,
     };
+    // The workers' shared session-ticket keys: made now (kept by a
+    // re-executed supervisor), rotated on the tick.
+    let ticket_keys = crate::ops::worker_row::ticket_words(area.words);
+    crate::listen::tls::tickets::rotate(ticket_keys);
     let rows = Rows::new(area.words, row_count);
     let tally = Tally::new(area.words, workers);
     let signals = signals()?;
@@ -169,6 +173,9 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
             }
         }
         sup.reap()?;
+        if crate::listen::tls::tickets::rotate(ticket_keys) {
+            log::info!("TLS session tickets: a new key; the one before last is erased");
+        }
         if let Some(done) = sup.drained() {
             return done;
         }
