@@ -114,6 +114,26 @@ fn with_table(poller: &str, table: &str, flags: &[&str]) -> (TempDir, Server, u1
     (dir, server, port)
 }
 
+/// A host with the sample apps and a TLS bind serving the localhost
+/// certificate through the flags, and `extra`; its TLS port.
+fn flags_site(poller: &str, extra: &[&str]) -> (Server, u16) {
+    let (cert, key) = (fixture("cert.pem"), fixture("key.pem"));
+    let server = Server::launch(poller)
+        .apps(&["article", "environ"])
+        .args(&[
+            "--bind",
+            "tls://127.0.0.1:0",
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+        ])
+        .args(extra)
+        .start();
+    let port = tls_port(&server);
+    (server, port)
+}
+
 /// Two certificates, the localhost one the default.
 fn two_certs() -> String {
     format!(
@@ -227,20 +247,7 @@ fn optional_client_certificates_are_seen_when_sent(poller: &str) {
 
 fn required_client_certificates_refuse_a_client_without_or_with_a_rogue_one(poller: &str) {
     // The flags' site: --tls-client-ca applies to every tls:// bind.
-    let server = Server::launch(poller)
-        .apps(&["article", "environ"])
-        .args(&[
-            "--bind",
-            "tls://127.0.0.1:0",
-            "--tls-cert",
-            &fixture("cert.pem"),
-            "--tls-key",
-            &fixture("key.pem"),
-            "--tls-client-ca",
-            &fixture("client-ca.pem"),
-        ])
-        .start();
-    let port = tls_port(&server);
+    let (server, port) = flags_site(poller, &["--tls-client-ca", &fixture("client-ca.pem")]);
     let base = serde_json::json!({
         "port": port, "ca": fixture("ca.pem"), "sni": "localhost", "path": "/article",
     });
@@ -350,22 +357,8 @@ fn a_table_for_no_bind_or_with_a_bad_file_is_refused() {
 /// `--https-redirect` answers the plain bind's requests 308 to the same
 /// host and target on the TLS port, keeping the method.
 fn hsts_on_tls_answers_and_plain_binds_redirecting(poller: &str) {
-    let server = Server::launch(poller)
-        .apps(&["article", "environ"])
-        .args(&[
-            "--bind",
-            "tls://127.0.0.1:0",
-            "--tls-cert",
-            &fixture("cert.pem"),
-            "--tls-key",
-            &fixture("key.pem"),
-            "--hsts",
-            "365d",
-            "--hsts-subdomains",
-            "--https-redirect",
-        ])
-        .start();
-    let port = tls_port(&server);
+    let extra = ["--hsts", "365d", "--hsts-subdomains", "--https-redirect"];
+    let (server, port) = flags_site(poller, &extra);
     let out = Command::new("curl")
         .args([
             "-sS",
@@ -455,17 +448,7 @@ fn resumed(port: u16, count: usize) -> String {
 
 /// Two worker threads share the process's ticket keys.
 fn sessions_resume_with_tickets(poller: &str) {
-    let server = Server::launch(poller)
-        .apps(&["article"])
-        .args(&["--workers", "2", "--bind", "tls://127.0.0.1:0"])
-        .args(&[
-            "--tls-cert",
-            &fixture("cert.pem"),
-            "--tls-key",
-            &fixture("key.pem"),
-        ])
-        .start();
-    let port = tls_port(&server);
+    let (server, port) = flags_site(poller, &["--workers", "2"]);
     assert_eq!(resumed(port, 6), "6", "{}", server.log());
 }
 
@@ -474,18 +457,7 @@ fn sessions_resume_with_tickets(poller: &str) {
 /// as likely; twelve resumed in a row by chance alone would be 1 in 4096).
 #[test]
 fn sessions_resume_on_every_worker_process() {
-    let server = Server::launch("epoll")
-        .apps(&["article"])
-        .args(&["--worker-mode", "process", "--workers", "2"])
-        .args(&["--bind", "tls://127.0.0.1:0"])
-        .args(&[
-            "--tls-cert",
-            &fixture("cert.pem"),
-            "--tls-key",
-            &fixture("key.pem"),
-        ])
-        .start();
+    let (server, port) = flags_site("epoll", &["--worker-mode", "process", "--workers", "2"]);
     server.wait_lines(&["supervisor", ") ready"], 2);
-    let port = tls_port(&server);
     assert_eq!(resumed(port, 12), "12", "{}", server.log());
 }
