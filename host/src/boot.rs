@@ -366,8 +366,8 @@ fn start_threads(
     .map_err(|e| BootError::thread("the watchdog", e))?;
     if let Some(sites) = &tls {
         use crate::listen::tls::watch::{self, Part};
-        let role = row.map_or(Part::Serves, |_| Part::Worker);
-        watch::spawn(sites.clone(), role, cli.tls_watch_interval)?;
+        let part = row.map_or(Part::Serves, |_| Part::Worker);
+        watch::spawn(sites.clone(), part, cli.tls_watch_interval)?;
     }
     let steered = Steered {
         control: handles.control.clone(),
