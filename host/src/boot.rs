@@ -139,6 +139,7 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
         budget,
         peers,
         spares,
+        tls: tls.clone(),
     });
     log::info!(
         "{} app(s) mounted, {} plugin file(s) refused",
@@ -326,7 +327,7 @@ fn open_access_log(cli: &Cli) -> Result<Option<Arc<AccessLog>>, BootError> {
 }
 
 /// The apps thread (watching the directory unless `--no-watch`), the
-/// watchdog, and the signal and control threads.
+/// watchdog, the TLS files' watch, and the signal and control threads.
 fn start_threads(
     cli: &Cli,
     apps: AppsThread,
@@ -366,6 +367,11 @@ fn start_threads(
         worker_timeout: row.map(|_| cli.worker_timeout),
     })
     .map_err(|e| BootError::thread("the watchdog", e))?;
+    if let Some(sites) = &tls {
+        use crate::listen::tls::watch::{self, Part};
+        let part = row.map_or(Part::Serves, |_| Part::Worker);
+        watch::spawn(sites.clone(), part, cli.tls_watch_interval)?;
+    }
     let steered = Steered {
         control: handles.control.clone(),
         access_log: handles.access_log.clone(),

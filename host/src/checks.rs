@@ -2,9 +2,11 @@
 //! naming it, instead of a silent change: the connection cap a backend can
 //! hold, an address another process listens on, a mount for an app that is
 //! not there, a refused plugin under `--strict-plugins`. `holders` tells,
-//! for `stoa check`, whether an address in use is held by a live stoa.
+//! for `stoa check`, whether an address in use is held by a live stoa;
+//! `tls` what it says of each TLS certificate (expiry, chain, key mode).
 
 mod holders;
+mod tls;
 
 use crate::apps::registry::AppState;
 use crate::cli::Cli;
@@ -488,8 +490,10 @@ fn relative_paths(cli: &Cli) -> Vec<String> {
 
 /// `stoa check`: the configuration as the server would take it, every
 /// plugin loaded through the real loader (constructors run, nothing is
-/// served), the mounts resolved; prints the effective configuration, the
-/// mount table and one line per problem. Err when there is any problem.
+/// served), the mounts resolved, each TLS certificate reviewed (`tls`);
+/// prints the effective configuration, the mount table, one line per
+/// certificate, one per warning and one per problem. Err when there is
+/// any problem (warnings pass).
 pub fn check(cli: &Cli) -> Result<(), BootError> {
     let mut problems: Vec<String> = Vec::new();
     let config = cli
@@ -514,6 +518,15 @@ pub fn check(cli: &Cli) -> Result<(), BootError> {
         }
     }
     problems.extend(value_problems(cli));
+    let mut warnings = Vec::new();
+    if let Ok(sites) = cli.tls_sites() {
+        let review = tls::review(&sites, crate::listen::tls::expiry::unix_now());
+        for line in &review.notes {
+            println!("# tls {line}");
+        }
+        problems.extend(review.problems);
+        warnings = review.warnings;
+    }
     for line in relative_paths(cli) {
         println!("# {line}");
     }
@@ -561,11 +574,17 @@ pub fn check(cli: &Cli) -> Result<(), BootError> {
         }
         Err(e) => note(&mut problems, Err(e)),
     }
+    for w in &warnings {
+        println!("warning: {w}");
+    }
     for p in &problems {
         println!("problem: {p}");
     }
     if problems.is_empty() {
-        println!("stoa check: the configuration is OK");
+        match warnings.len() {
+            0 => println!("stoa check: the configuration is OK"),
+            n => println!("stoa check: the configuration is OK, with {n} warning(s)"),
+        }
         Ok(())
     } else {
         Err(BootError::CheckFailed {

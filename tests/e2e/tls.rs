@@ -29,7 +29,7 @@ fn with_tls(poller: &str, extra: &[&str]) -> (Server, u16) {
 
 /// A server with the sample apps on a plain and a TLS bind serving `cert`
 /// and `key`; its TLS port.
-fn tls_host(poller: &str, cert: &str, key: &str, extra: &[&str]) -> (Server, u16) {
+pub(crate) fn tls_host(poller: &str, cert: &str, key: &str, extra: &[&str]) -> (Server, u16) {
     let server = Server::launch(poller)
         .apps(&["article", "environ", "demo"])
         .args(&[
@@ -276,7 +276,7 @@ with socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=20) as ra
 "#;
 
 /// True if the host on `port` serves the certificate in `file`.
-fn serves(file: &str, port: u16) -> bool {
+pub(crate) fn serves(file: &str, port: u16) -> bool {
     let out = Command::new("python3")
         .args(["-c", SERVED, file, &port.to_string()])
         .output()
@@ -292,7 +292,7 @@ fn serves(file: &str, port: u16) -> bool {
 
 /// A host whose certificate and key are copies in a directory of its own
 /// (`cert.pem`, `key.pem`), on a TLS bind; its TLS port.
-fn with_copied_files(poller: &str, extra: &[&str]) -> (TempDir, Server, u16) {
+pub(crate) fn with_copied_files(poller: &str, extra: &[&str]) -> (TempDir, Server, u16) {
     let dir = TempDir::new("tls-reload");
     for (from, to) in [("cert.pem", "cert.pem"), ("key.pem", "key.pem")] {
         std::fs::copy(fixture(from), dir.path().join(to)).expect("copy a fixture");

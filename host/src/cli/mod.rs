@@ -156,6 +156,15 @@ pub struct Cli {
           value_parser = parse_min_version, help_heading = SERVING)]
     pub tls_min_version: crate::settings::MinVersion,
 
+    /// How often the files of the tls:// binds (chains, keys, client CAs)
+    /// are read to notice a change of content (a file rewritten, renamed
+    /// over, or a Kubernetes Secret's ..data symlink swapped): a change
+    /// reloads them as SIGHUP does. Also when a certificate's expiry
+    /// warning is due.
+    #[arg(long, env = "STOA_TLS_WATCH_INTERVAL", value_name = "DURATION", default_value = "5s",
+          value_parser = parse_secs, help_heading = SERVING)]
+    pub tls_watch_interval: Duration,
+
     /// File mode of a Unix socket (octal): who may connect.
     #[arg(long, env = "STOA_UNIX_MODE", value_name = "OCTAL", default_value = "660",
           value_parser = parse_mode, help_heading = SERVING)]

@@ -31,12 +31,14 @@ use std::sync::Arc;
 pub const SEND_LIMIT: usize = 64 << 10;
 
 mod config;
+pub mod expiry;
 mod session;
 mod sites;
 pub mod tickets;
+pub mod watch;
 
-pub use config::{CertFacts, Resumption};
-pub use sites::{log_reload, TlsSites};
+pub use config::{facts, CertFacts, Resumption};
+pub use sites::{log_reload, site_name, TlsSites};
 
 /// A server configuration serving `cert` (a PEM chain, the server's
 /// certificate first) with `key` (its PEM private key: PKCS#8, PKCS#1 or
@@ -218,19 +220,20 @@ impl Write for TlsStream {
     }
 }
 
+/// A file of tests/fixtures/tls, for the unit tests.
+#[cfg(test)]
+pub(crate) fn fixture(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/tls")
+        .join(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, ServerName};
     use rustls::{ClientConfig, ClientConnection, RootCertStore};
-    use std::path::PathBuf;
-
-    fn fixture(name: &str) -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../tests/fixtures/tls")
-            .join(name)
-    }
 
     fn client(alpn: &[&[u8]]) -> ClientConnection {
         let mut roots = RootCertStore::empty();

@@ -7,7 +7,9 @@ use crate::apps::registry::{AppState, AppTable};
 use crate::budget::{Budget, Refusal};
 use crate::control::Control;
 use crate::http::answer::HostAnswer;
+use crate::listen::tls::expiry::unix_now;
 use crate::ops::access_log::AccessLog;
+use crate::ops::certificates;
 use crate::ops::log_writer::{self, LineCounts};
 use crate::ops::netfilter::peer_ip;
 use crate::ops::peers::{process_counts, Peer, Peers, SupervisorNotes};
@@ -36,6 +38,8 @@ pub struct Sources<'a> {
     pub board: &'a Board,
     pub stats: &'a Stats,
     pub budget: &'a Budget,
+    /// The TLS sites this process serves, if any.
+    pub tls: Option<&'a crate::listen::tls::TlsSites>,
 }
 
 /// Answers a host endpoint, or `None` if `path` is not one.
@@ -213,6 +217,7 @@ fn status_json(shared: &Sources<'_>) -> String {
         "starting": state.starting,
         "generations": generations_json(&state),
         "logs": log_writer::status_json(&log_refs(&logs(shared, &view))),
+        "tls_certificates": certificates::status_json(shared.tls, unix_now()),
     });
     status.to_string()
 }
@@ -356,7 +361,7 @@ fn generations_json(state: &AppState) -> Vec<Value> {
 
 /// A Prometheus label value: backslash, double quote and newline escaped
 /// (an app's name is the plugin's to choose).
-fn label(value: &str) -> String {
+pub(crate) fn label(value: &str) -> String {
     value
         .replace('\\', "\\\\")
         .replace('"', "\\\"")
@@ -393,6 +398,7 @@ fn metrics_text(shared: &Sources<'_>) -> String {
     survival::metrics(&stuck, &workers, shared.pool, &slots, &mut out);
     app_table_metrics(&shared.apps.load(), &mut out);
     log_writer::metrics(&log_refs(&logs(shared, &view)), &mut out);
+    certificates::metrics(shared.tls, unix_now(), &mut out);
     debug_assert!(slots.len() <= APP_SLOTS + 1);
     out
 }

@@ -1,5 +1,6 @@
 //! The operations wing: what an operator sees and steers. The host's own
-//! endpoints (`admin`), the access log
+//! endpoints (`admin`, with the TLS certificates' expiry: `certificates`),
+//! the access log
 //! and the error log with the writer threads behind both (`log_writer`),
 //! the pid file, the memory limit behind `--max-buffered` (`memory`),
 //! address rules for status and proxies (`netfilter`), the run state
@@ -8,6 +9,7 @@
 
 pub(crate) mod access_log;
 pub(crate) mod admin;
+pub(crate) mod certificates;
 pub mod error_log;
 pub(crate) mod log_target;
 pub mod log_writer;

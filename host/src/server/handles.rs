@@ -40,6 +40,9 @@ pub struct Handles {
     /// The process's spare descriptors, one per loop under `--overload
     /// shed` (`spares`).
     pub spares: Spares,
+    /// The TLS sites this process serves (status and metrics show their
+    /// certificates).
+    pub tls: Option<Arc<crate::listen::tls::TlsSites>>,
 }
 
 impl Handles {
@@ -55,6 +58,7 @@ impl Handles {
             board: &self.board,
             stats: &self.stats,
             budget: &self.budget,
+            tls: self.tls.as_deref(),
         }
     }
 }

@@ -89,6 +89,7 @@ pub fn handles_for(workers: usize, settings: Settings, apps: Vec<Arc<LoadedApp>>
         peers: None,
         open,
         spares: Spares::new(workers),
+        tls: None,
     })
 }
 

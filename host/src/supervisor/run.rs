@@ -13,6 +13,8 @@ use crate::checks;
 use crate::cli::Cli;
 use crate::error::BootError;
 use crate::listen;
+use crate::listen::tls::expiry::unix_now;
+use crate::listen::tls::watch::{Part, Watch};
 use crate::ops::notify;
 use crate::ops::pid_file::PidFile;
 use crate::ops::watchdog::place_in_row;
@@ -68,6 +70,17 @@ struct Supervisor {
     tally: Tally,
     /// Deaths by plugin bytes, for the quarantine.
     deaths: Deaths,
+    tls: Option<TlsWatch>,
+}
+
+/// The supervisor's copy of the TLS sites, read again when their files
+/// change (each worker reloads its own), so that its expiry warnings,
+/// said once for the host, follow a renewal.
+struct TlsWatch {
+    watch: Watch,
+    /// `--tls-watch-interval`.
+    every: Duration,
+    checked: Instant,
 }
 
 /// A binary SIGUSR2 is trying, and since when.
@@ -96,8 +109,13 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
         }
         None => listeners(&cli, backlog)?,
     };
-    // Checked here once, so a bad file fails the start, not each worker.
-    checks::tls_config(&cli, &bound.tls_addrs(), None)?;
+    // Checked here once, so a bad file fails the start, not each worker;
+    // kept to say when a certificate nears its end (`TlsWatch`).
+    let tls = checks::tls_config(&cli, &bound.tls_addrs(), None)?.map(|sites| TlsWatch {
+        watch: Watch::new(sites, Part::Supervisor),
+        every: cli.tls_watch_interval,
+        checked: Instant::now(),
+    });
     let handed = bound.duplicates()?;
     let names = listen::fd_names(handed.iter().map(|h| h.name.as_deref()));
     let sockets: Vec<OwnedFd> = handed.into_iter().map(|h| h.fd).collect();
@@ -147,7 +165,11 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
         keepalive: notify::watchdog_every().map(|every| (every, Instant::now())),
         tally,
         deaths: Deaths::new(cli.quarantine_after, cli.quarantine_window),
+        tls,
     };
+    if let Some(tls) = &mut sup.tls {
+        tls.watch.tick(unix_now());
+    }
     match resumed {
         Some(resumed) => sup.adopt(resumed),
         None => {
@@ -504,6 +526,10 @@ impl Supervisor {
         if now.duration_since(self.files_checked) >= FILES_EVERY {
             self.files_checked = now;
             crate::listen::watch_unix_sockets();
+        }
+        if let Some(tls) = self.tls.as_mut().filter(|t| now >= t.checked + t.every) {
+            tls.checked = now;
+            tls.watch.tick(unix_now());
         }
     }
 

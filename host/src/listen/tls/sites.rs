@@ -25,7 +25,8 @@ impl Live {
         site: &Site,
         resumption: &Resumption,
     ) -> Result<Self, String> {
-        let loaded = config::load(site, resumption).map_err(|e| format!("{}: {e}", shown(addr)))?;
+        let loaded =
+            config::load(site, resumption).map_err(|e| format!("{}: {e}", site_name(addr)))?;
         Ok(Live {
             addr,
             site: site.clone(),
@@ -36,7 +37,7 @@ impl Live {
 }
 
 /// How a site is named in messages.
-fn shown(addr: Option<SocketAddr>) -> String {
+pub fn site_name(addr: Option<SocketAddr>) -> String {
     match addr {
         Some(a) => format!("[tls.\"{a}\"]"),
         None => "--tls-cert/--tls-key".into(),
@@ -96,7 +97,7 @@ impl TlsSites {
                     live.config.store(loaded.config);
                     live.certs.store(Arc::new(loaded.certs));
                 }
-                Err(e) => errors.push(format!("{}: {e}", shown(live.addr))),
+                Err(e) => errors.push(format!("{}: {e}", site_name(live.addr))),
             }
         }
         errors
@@ -107,7 +108,7 @@ impl TlsSites {
         self.sites
             .iter()
             .flat_map(|l| {
-                let site = shown(l.addr);
+                let site = site_name(l.addr);
                 l.certs
                     .load()
                     .iter()
@@ -135,8 +136,14 @@ impl TlsSites {
 /// the outcome: the certificates now served, or each site that keeps its
 /// old ones, with the file and the reason.
 pub fn log_reload(why: &str, sites: &TlsSites) {
-    let errors = sites.reload();
-    for e in &errors {
+    log_outcome(why, &sites.reload(), sites);
+}
+
+/// Logs a reload's outcome: `errors` (each site that keeps its old
+/// certificates, with the file and the reason), or, with none, the
+/// certificates now served.
+pub fn log_outcome(why: &str, errors: &[String], sites: &TlsSites) {
+    for e in errors {
         log::error!(
             "{why}: cannot reload the TLS certificate: {e}; the certificate loaded before \
              keeps serving"
