@@ -1,9 +1,11 @@
 """A real WebSocket client (Python's `websockets`) against a running stoa.
 
-    python3 websocket_client.py PORT CASE...
+    python3 websocket_client.py [--ca CAFILE] PORT CASE...
 
-Runs each case against ws://127.0.0.1:PORT/demo/ws and prints one line per
-case, `CASE ok` or `CASE FAIL: why`; exits 0 only if every case passed.
+Runs each case against ws://127.0.0.1:PORT/demo/ws (with --ca, against
+wss://127.0.0.1:PORT/demo/ws, trusting CAFILE and asking for the name
+`localhost`) and prints one line per case, `CASE ok` or `CASE FAIL: why`;
+exits 0 only if every case passed.
 Cases that must break the protocol (invalid UTF-8, an unmasked frame) write
 raw frames on the client's own socket after a real handshake, then let the
 client read the host's close frame. `many N` opens N WebSockets at once and
@@ -13,20 +15,35 @@ has each echo a message (asyncio, one thread).
 import asyncio
 import os
 import resource
+import ssl
 import struct
 import sys
 
 try:
     import websockets
-    from websockets.sync.client import connect
+    from websockets.sync.client import connect as sync_connect
     from websockets.asyncio.client import connect as aconnect
 except ImportError as e:  # the Rust side names the tool
     print(f"websockets missing: {e}", file=sys.stderr)
     sys.exit(3)
 
-PORT = int(sys.argv[1])
-BASE = f"ws://127.0.0.1:{PORT}/demo/ws"
+ARGS = sys.argv[1:]
+CA = None
+if ARGS[:1] == ["--ca"]:
+    CA = ARGS[1]
+    ARGS = ARGS[2:]
+PORT = int(ARGS[0])
+BASE = f"{'wss' if CA else 'ws'}://127.0.0.1:{PORT}/demo/ws"
 WAIT = 10
+# Over TLS every connection verifies the host's certificate against CA.
+TLS = {}
+if CA:
+    TLS = {"ssl": ssl.create_default_context(cafile=CA), "server_hostname": "localhost"}
+
+
+def connect(uri, **kw):
+    """A WebSocket to `uri`, over TLS with --ca."""
+    return sync_connect(uri, **TLS, **kw)
 
 
 def frame(opcode, payload, mask=b"\x37\xfa\x21\x3d", fin=True):
@@ -43,6 +60,19 @@ def frame(opcode, payload, mask=b"\x37\xfa\x21\x3d", fin=True):
     if not mask:
         return head + payload
     return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def send_breaking(ws, data):
+    """Writes `data`, which the host answers with a close, on the client's
+    own socket. Over TLS the client reads in a thread of its own: the
+    host's close frame and close_notify can reach that thread's SSL_read
+    while this SSL_write is still in OpenSSL, which then reports the
+    close to the write although its record went out (the close code read
+    next shows the host had it)."""
+    try:
+        ws.socket.sendall(data)
+    except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+        pass
 
 
 def closed_with(ws):
@@ -62,6 +92,18 @@ def echo():
         assert ws.recv(timeout=WAIT) == b"\x00\x01\xff"
         ws.send("héllo wörld ✓")
         assert ws.recv(timeout=WAIT) == "héllo wörld ✓"
+
+
+def large():
+    """A message of exactly the host's limit (64 KiB here, four TLS
+    records' worth), text and binary, comes back whole."""
+    with connect(BASE) as ws:
+        text = "".join(chr(ord("a") + i % 26) for i in range(64 * 1024))
+        ws.send(text)
+        assert ws.recv(timeout=WAIT) == text, "the text echo differs"
+        data = bytes(i % 251 for i in range(64 * 1024))
+        ws.send(data)
+        assert ws.recv(timeout=WAIT) == data, "the binary echo differs"
 
 
 def fragmentation():
@@ -106,14 +148,14 @@ def oversized():
 
 def invalid_utf8():
     with connect(BASE) as ws:
-        ws.socket.sendall(frame(0x1, b"ok\xff\xfe"))
+        send_breaking(ws, frame(0x1, b"ok\xff\xfe"))
         code = closed_with(ws)
         assert code == 1007, code
 
 
 def unmasked():
     with connect(BASE) as ws:
-        ws.socket.sendall(frame(0x1, b"bare", mask=None))
+        send_breaking(ws, frame(0x1, b"bare", mask=None))
         code = closed_with(ws)
         assert code == 1002, code
 
@@ -147,7 +189,7 @@ async def many(n):
     want = n + 64
     if soft < want:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard), hard))
-    conns = await asyncio.gather(*(aconnect(BASE, open_timeout=30) for _ in range(n)))
+    conns = await asyncio.gather(*(aconnect(BASE, open_timeout=30, **TLS) for _ in range(n)))
     try:
         await asyncio.gather(*(c.send(f"m{i}") for i, c in enumerate(conns)))
         got = await asyncio.gather(*(asyncio.wait_for(c.recv(), 30) for c in conns))
@@ -159,6 +201,7 @@ async def many(n):
 
 CASES = {
     "echo": echo,
+    "large": large,
     "fragmentation": fragmentation,
     "ping_pong": ping_pong,
     "close_handshake": close_handshake,
@@ -170,7 +213,7 @@ CASES = {
 }
 
 failed = False
-args = sys.argv[2:]
+args = ARGS[1:]
 while args:
     case = args.pop(0)
     try:
