@@ -10,7 +10,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 use std::io::{ErrorKind, Read, Write};
-use std::net::TcpStream;
+use std::net::{Shutdown, TcpStream};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -374,8 +374,24 @@ impl Client {
         );
     }
 
-    /// The socket (under the TLS session, over TLS), for tests that shut
-    /// down a half or set socket options.
+    /// Ends the sending half: the FIN, after `close_notify` over TLS (as
+    /// a TLS client's half-close is).
+    pub fn shutdown_write(&mut self) {
+        if let Io::Tls(tls) = &mut self.io {
+            tls.conn.send_close_notify();
+            while tls.conn.wants_write() {
+                tls.conn
+                    .write_tls(&mut tls.sock)
+                    .expect("send close_notify");
+            }
+        }
+        let sock = self.io.socket();
+        sock.shutdown(Shutdown::Write)
+            .expect("shut down the write half");
+    }
+
+    /// The socket (under the TLS session, over TLS), for tests that set
+    /// socket options or read and write it bare.
     pub fn stream(&self) -> &TcpStream {
         self.io.socket()
     }
