@@ -3,6 +3,12 @@
 #   docker run -p 8000:8000 -v "$PWD/apps:/apps:ro" stoa
 # The apps directory is a volume: mount the plugins (built for the same
 # glibc and app-api line as this image's host) at /apps.
+# HTTPS on 8443: mount the certificate chain and key read-only, bind TLS
+# there and keep the plain bind on the container's loopback, where the
+# HEALTHCHECK asks (the key must be readable by uid 10001):
+#   docker run -p 8443:8443 -v /etc/stoa/tls:/etc/stoa/tls:ro \
+#     -e STOA_BIND=127.0.0.1:8000,tls://0.0.0.0:8443 \
+#     -e STOA_TLS_CERT=/etc/stoa/tls/tls.crt -e STOA_TLS_KEY=/etc/stoa/tls/tls.key stoa
 # Process mode (STOA_WORKER_MODE=process): stoa runs as PID 1 as a supervisor
 # that loads no app code, reaps every child and turns `docker stop`'s SIGTERM
 # into a drain of its worker processes (one per CPU, or STOA_WORKERS); an app
@@ -32,7 +38,7 @@ COPY --from=build /out/stoa /usr/local/bin/stoa
 # The sample apps, for a first run; mount your own over /apps.
 COPY --from=build --chown=root:root --chmod=0755 /out/apps /apps
 USER 10001:10001
-EXPOSE 8000
+EXPOSE 8000 8443
 STOPSIGNAL SIGTERM
 ENV STOA_BIND=0.0.0.0:8000 \
     STOA_APPS=/apps \

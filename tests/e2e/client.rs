@@ -1,9 +1,17 @@
 //! A raw HTTP/1.1 client for the tests: sends bytes exactly as written and
 //! parses responses one at a time from a per-connection buffer, so several
-//! pipelined responses arriving in one read are split correctly.
+//! pipelined responses arriving in one read are split correctly. It speaks
+//! plain TCP, or TLS to a `tls://` bind (rustls, trusting the test CA in
+//! tests/fixtures/tls, SNI `localhost`, ALPN `http/1.1`), with the same
+//! behaviour over both: a `close_notify` or a bare end of stream is the
+//! close, as a FIN (or a reset) is on plain TCP.
 
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 use std::io::{ErrorKind, Read, Write};
-use std::net::TcpStream;
+use std::net::{Shutdown, TcpStream};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// How long a read may wait before the test fails.
@@ -66,39 +74,146 @@ impl Response {
     }
 }
 
+/// How a client reaches the host: plain TCP, or TLS (a `tls://` bind
+/// serving tests/fixtures/tls/cert.pem).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    Plain,
+    Tls,
+}
+
+/// The test certificates (see their README).
+pub const TLS_FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/tls");
+
+/// The path of a file in `TLS_FIXTURES`.
+pub fn tls_fixture(name: &str) -> String {
+    format!("{TLS_FIXTURES}/{name}")
+}
+
+/// The TLS client configuration every test shares: the host's crypto
+/// provider (ring), rustls's safe default versions, the test CA as the one
+/// root, ALPN `http/1.1`.
+fn tls_config() -> Arc<ClientConfig> {
+    static CONFIG: OnceLock<Arc<ClientConfig>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let mut roots = RootCertStore::empty();
+            let ca = CertificateDer::from_pem_file(tls_fixture("ca.pem")).expect("the test CA");
+            roots.add(ca).expect("the test CA as a root");
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let mut config = ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .expect("TLS versions")
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+            config.alpn_protocols = vec![b"http/1.1".to_vec()];
+            Arc::new(config)
+        })
+        .clone()
+}
+
+/// The bytes under the HTTP client: the socket, or a TLS session over it
+/// (plaintext in and out).
+pub enum Io {
+    Plain(TcpStream),
+    Tls(Box<StreamOwned<ClientConnection, TcpStream>>),
+}
+
+impl Io {
+    /// A session over `sock` for `transport`; over TLS its handshake is
+    /// done (the test fails if it is not) and ALPN chose `http/1.1`.
+    fn over(mut sock: TcpStream, transport: Transport) -> Io {
+        if transport == Transport::Plain {
+            return Io::Plain(sock);
+        }
+        let name = ServerName::try_from("localhost").expect("a server name");
+        let mut tls = ClientConnection::new(tls_config(), name).expect("a TLS client session");
+        while tls.is_handshaking() {
+            if let Err(e) = tls.complete_io(&mut sock) {
+                panic!("no TLS handshake with stoa: {e}");
+            }
+        }
+        assert_eq!(tls.alpn_protocol(), Some(&b"http/1.1"[..]), "ALPN");
+        Io::Tls(Box::new(StreamOwned::new(tls, sock)))
+    }
+
+    /// The socket (under the session, over TLS).
+    fn socket(&self) -> &TcpStream {
+        match self {
+            Io::Plain(sock) => sock,
+            Io::Tls(tls) => &tls.sock,
+        }
+    }
+}
+
+impl Read for Io {
+    /// Plaintext; over TLS, 0 at `close_notify`, and an end of stream
+    /// without it is `UnexpectedEof`.
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Io::Plain(sock) => sock.read(buf),
+            Io::Tls(tls) => tls.read(buf),
+        }
+    }
+}
+
+impl Write for Io {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Io::Plain(sock) => sock.write(buf),
+            Io::Tls(tls) => tls.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Io::Plain(sock) => sock.flush(),
+            Io::Tls(tls) => tls.flush(),
+        }
+    }
+}
+
 /// One client connection with its unread bytes.
 pub struct Client {
-    stream: TcpStream,
+    io: Io,
     buf: Vec<u8>,
 }
 
 impl Client {
+    /// A plain TCP connection to 127.0.0.1:`port`.
     pub fn connect(port: u16) -> Self {
+        Client::connect_over(port, Transport::Plain)
+    }
+
+    /// A connection to 127.0.0.1:`port` over `transport` (a TLS one has
+    /// done its handshake).
+    pub fn connect_over(port: u16, transport: Transport) -> Self {
         let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to stoa");
-        stream
-            .set_read_timeout(Some(READ_TIMEOUT))
-            .expect("set a read timeout");
         stream.set_nodelay(true).expect("set TCP_NODELAY");
-        Client {
-            stream,
-            buf: Vec::new(),
-        }
+        Client::over(stream, transport)
     }
 
     /// A client over a stream a test has used itself (nothing unread).
     pub fn from_stream(stream: TcpStream) -> Self {
+        Client::over(stream, Transport::Plain)
+    }
+
+    /// A client over a stream a test has connected itself (say with
+    /// socket options of its own), speaking `transport` on it.
+    pub fn over(stream: TcpStream, transport: Transport) -> Self {
         stream
             .set_read_timeout(Some(READ_TIMEOUT))
             .expect("set a read timeout");
         Client {
-            stream,
+            io: Io::over(stream, transport),
             buf: Vec::new(),
         }
     }
 
-    /// Writes the bytes, all in one `write_all`.
+    /// Writes the bytes, all in one `write_all` (over TLS, as records of
+    /// at most 16 KiB).
     pub fn send(&mut self, bytes: &[u8]) {
-        self.stream.write_all(bytes).expect("send a request");
+        self.io.write_all(bytes).expect("send a request");
     }
 
     /// Sends a request and reads its response.
@@ -117,17 +232,23 @@ impl Client {
         self.read(true)
     }
 
-    /// Reads into the buffer; 0 at end of stream (a reset counts as one).
+    /// Reads into the buffer; 0 at end of stream (a reset counts as one,
+    /// and over TLS a `close_notify` or a bare end of stream).
     fn fill(&mut self, waiting_for: &str) -> usize {
         let mut chunk = [0u8; 16 * 1024];
         loop {
-            match self.stream.read(&mut chunk) {
+            match self.io.read(&mut chunk) {
                 Ok(n) => {
                     self.buf.extend_from_slice(&chunk[..n]);
                     return n;
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == ErrorKind::ConnectionReset => return 0,
+                Err(e) if e.kind() == ErrorKind::UnexpectedEof => return 0,
+                Err(e) if e.kind() == ErrorKind::InvalidData => panic!(
+                    "TLS failed before the {waiting_for} ({e}); unread: {:?}",
+                    String::from_utf8_lossy(&self.buf)
+                ),
                 Err(e) => panic!(
                     "no {waiting_for} within {READ_TIMEOUT:?} ({e}); unread: {:?}",
                     String::from_utf8_lossy(&self.buf)
@@ -253,8 +374,31 @@ impl Client {
         );
     }
 
-    /// The raw stream, for tests that shut down a half.
+    /// Ends the sending half: the FIN, after `close_notify` over TLS (as
+    /// a TLS client's half-close is).
+    pub fn shutdown_write(&mut self) {
+        if let Io::Tls(tls) = &mut self.io {
+            tls.conn.send_close_notify();
+            while tls.conn.wants_write() {
+                tls.conn
+                    .write_tls(&mut tls.sock)
+                    .expect("send close_notify");
+            }
+        }
+        let sock = self.io.socket();
+        sock.shutdown(Shutdown::Write)
+            .expect("shut down the write half");
+    }
+
+    /// The socket (under the TLS session, over TLS), for tests that set
+    /// socket options or read and write it bare.
     pub fn stream(&self) -> &TcpStream {
-        &self.stream
+        self.io.socket()
+    }
+
+    /// The plaintext stream, for tests that read and write it themselves
+    /// (say without blocking, after `stream().set_nonblocking(true)`).
+    pub fn io(&mut self) -> &mut Io {
+        &mut self.io
     }
 }

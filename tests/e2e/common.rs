@@ -17,26 +17,28 @@ use std::time::{Duration, Instant};
 pub const STATUS: &str = "/.well-known/stoa/status";
 pub const METRICS: &str = "/.well-known/stoa/metrics";
 
-/// Where a helper sends its request: a running server, or its port.
+/// Where a helper sends its request: a running server (over its
+/// transport), or a port (plain TCP).
 pub trait Port {
-    fn port(&self) -> u16;
+    /// A new connection there.
+    fn connect(&self) -> Client;
 }
 
 impl Port for u16 {
-    fn port(&self) -> u16 {
-        *self
+    fn connect(&self) -> Client {
+        Client::connect(*self)
     }
 }
 
 impl Port for &Server {
-    fn port(&self) -> u16 {
-        self.port
+    fn connect(&self) -> Client {
+        Server::connect(self)
     }
 }
 
 /// `GET path` on a new connection to `at`.
 fn answer(at: impl Port, path: &str) -> Response {
-    Client::connect(at.port()).request(&get(path))
+    at.connect().request(&get(path))
 }
 
 /// The status document.

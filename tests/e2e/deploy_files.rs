@@ -5,19 +5,18 @@
 //! it (absolute paths, checked from `/`), and the docs' `stoa` commands
 //! coming after the step that installs `stoa`. Backend-free: one backend.
 
-use crate::client::Client;
 use crate::common::{apps_dir_with, run_to_exit};
 use crate::deploy::validates;
-use crate::harness::{Server, TempDir, STOA};
+use crate::harness::{Backend, Server, TempDir, STOA};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn read(path: &str) -> String {
+pub(crate) fn read(path: &str) -> String {
     std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
@@ -87,25 +86,25 @@ fn configmap_toml() -> String {
     body.join("\n")
 }
 
-/// Through the Service a request's Host is the Service's name: the hello
-/// app must answer it, not 400 "Invalid Host header".
+/// Through the Service (HTTPS on 443) a request's Host is the Service's
+/// name: the hello app must answer it, not 400 "Invalid Host header".
 #[test]
 fn the_hello_app_answers_the_services_host_names() {
     let dir = TempDir::new("k8s-config");
     let config = dir.path().join("stoa.toml");
     std::fs::write(&config, configmap_toml()).expect("write");
-    let server = Server::launch("epoll")
+    let server = Server::launch(Backend::tls("epoll"))
         .apps(&["hello-project", "article", "environ"])
         .args(&["--config", &config.display().to_string()])
         .start();
     for host in [
         "stoa",
-        "stoa:80",
+        "stoa:443",
         "stoa.default",
         "stoa.default.svc.cluster.local",
     ] {
         let request = format!("GET /hello/ HTTP/1.1\r\nHost: {host}\r\n\r\n");
-        let answer = Client::connect(server.port).request(request.as_bytes());
+        let answer = server.connect().request(request.as_bytes());
         assert_eq!(answer.status, 200, "Host: {host}\n{}", server.log());
     }
 }

@@ -6,7 +6,8 @@
 //! 9112, request smuggling attempts that must get exactly one answer, the
 //! request-target forms and the Host field rules (`framing`); and bounded,
 //! well-formed trailers (`trailers`). Each test then checks that the server
-//! still serves a fresh request. This file holds the helpers they share.
+//! still serves a fresh request. Every case runs over plain TCP and over
+//! TLS (`matrix!(tls: ..)`). This file holds the helpers they share.
 
 mod framing;
 mod limits;
@@ -15,11 +16,11 @@ mod trailers;
 
 use crate::client::{with_body, Response};
 use crate::common::JUSTNOW_BODY;
-use crate::harness::Server;
+use crate::harness::{Backend, Server};
 
 /// The demo app, with these flags.
-fn start(poller: &str, args: &[&str]) -> Server {
-    Server::start(poller, &["demo", "misbehave"], args)
+fn start(on: Backend, args: &[&str]) -> Server {
+    Server::start(on, &["demo", "misbehave"], args)
 }
 
 /// Sends `bytes` on a new connection and asserts the refusal: `status`, a

@@ -4,9 +4,10 @@
 //! collects its log so tests can assert on it; a test can signal the
 //! process by its pid and wait for its exit status. The plugins come
 //! from `plugins.rs`, the raw HTTP client from `client.rs`; `matrix!` runs a
-//! test once per poller backend.
+//! test once per poller backend, and with `tls:` once more per backend
+//! against a `tls://` bind.
 
-use crate::client::{Client, Response};
+use crate::client::{tls_fixture, Client, Response, Transport};
 pub use crate::plugins::{plugins, SAMPLE_APPS};
 use rustix::process::Signal;
 use std::io::{BufRead, BufReader, Read};
@@ -32,35 +33,93 @@ pub const WAIT: Duration = Duration::from_secs(5);
 /// parallel. Attributes written before a name (`#[ignore = "..."]`) apply to
 /// its four tests. The io_uring test is skipped, saying so, only under
 /// `STOA_TEST_SKIP_IO_URING=1` (see `skip_io_uring`).
+///
+/// `matrix!(tls: a, b)` runs each `fn name(on: Backend)` over plain TCP as
+/// above and over TLS as four more, `name::tls::select` and so on: the
+/// server listens on `tls://` with the test certificate, and its
+/// `connect`, `get` and the status helpers speak TLS.
 macro_rules! matrix {
-    ($($(#[$meta:meta])* $name:ident),* $(,)?) => {
+    (@backends $test:path, $on:path, [$($meta:meta),*]) => {
+        #[test]
+        $(#[$meta])*
+        fn select() {
+            $test($on("select"))
+        }
+        #[test]
+        $(#[$meta])*
+        fn poll() {
+            $test($on("poll"))
+        }
+        #[test]
+        $(#[$meta])*
+        fn epoll() {
+            $test($on("epoll"))
+        }
+        #[test]
+        $(#[$meta])*
+        fn io_uring() {
+            if !$crate::harness::skip_io_uring() {
+                $test($on("io_uring"))
+            }
+        }
+    };
+    (tls: $($(#[$meta:meta])* $name:ident),* $(,)?) => {
         $(
             mod $name {
-                #[test]
-                $(#[$meta])*
-                fn select() {
-                    super::$name("select")
-                }
-                #[test]
-                $(#[$meta])*
-                fn poll() {
-                    super::$name("poll")
-                }
-                #[test]
-                $(#[$meta])*
-                fn epoll() {
-                    super::$name("epoll")
-                }
-                #[test]
-                $(#[$meta])*
-                fn io_uring() {
-                    if !$crate::harness::skip_io_uring() {
-                        super::$name("io_uring")
-                    }
+                matrix!(@backends super::$name, $crate::harness::Backend::plain, [$($meta),*]);
+                mod tls {
+                    matrix!(@backends super::super::$name, $crate::harness::Backend::tls, [$($meta),*]);
                 }
             }
         )*
     };
+    ($($(#[$meta:meta])* $name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                matrix!(@backends super::$name, ::std::convert::identity, [$($meta),*]);
+            }
+        )*
+    };
+}
+
+/// What a test runs on: a poller backend, and how its clients reach the
+/// host (`matrix!(tls: ..)` gives both transports). A `&str` is the
+/// backend over plain TCP.
+#[derive(Clone, Copy, Debug)]
+pub struct Backend<'a> {
+    pub poller: &'a str,
+    pub transport: Transport,
+}
+
+impl<'a> Backend<'a> {
+    pub fn plain(poller: &'a str) -> Self {
+        Backend {
+            poller,
+            transport: Transport::Plain,
+        }
+    }
+
+    pub fn tls(poller: &'a str) -> Self {
+        Backend {
+            poller,
+            transport: Transport::Tls,
+        }
+    }
+}
+
+impl<'a> From<&'a str> for Backend<'a> {
+    fn from(poller: &'a str) -> Self {
+        Backend::plain(poller)
+    }
+}
+
+impl std::fmt::Display for Backend<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.transport {
+            Transport::Plain => f.write_str(self.poller),
+            Transport::Tls => write!(f, "{} over TLS", self.poller),
+        }
+    }
 }
 
 /// True when `STOA_TEST_SKIP_IO_URING=1` opts out of the io_uring tests
@@ -229,6 +288,7 @@ type Prepare = Box<dyn FnOnce(&Path)>;
 /// What to start: the backend, the plugins, extra files and flags.
 pub struct Launch {
     poller: String,
+    transport: Transport,
     port: u16,
     bind: Option<String>,
     apps: Vec<String>,
@@ -258,7 +318,8 @@ impl Launch {
     }
 
     /// Listens on this `--bind` value as given (it must resolve to
-    /// 127.0.0.1) instead of 127.0.0.1:`port`.
+    /// 127.0.0.1) instead of 127.0.0.1:`port` (`tls://127.0.0.1:PORT` over
+    /// TLS).
     pub fn bind(mut self, addr: &str) -> Self {
         self.bind = Some(addr.to_string());
         self
@@ -398,7 +459,12 @@ impl Launch {
             }
             None => Command::new(STOA),
         };
-        let bind = (self.bind.clone()).unwrap_or_else(|| format!("127.0.0.1:{}", self.port));
+        let scheme = match self.transport {
+            Transport::Plain => "",
+            Transport::Tls => "tls://",
+        };
+        let bind =
+            (self.bind.clone()).unwrap_or_else(|| format!("{scheme}127.0.0.1:{}", self.port));
         cmd.arg("--bind")
             .arg(bind)
             .arg("--apps")
@@ -410,6 +476,10 @@ impl Launch {
         }
         if self.access_log {
             cmd.arg("--access-log").arg(&access_log);
+        }
+        if self.transport == Transport::Tls {
+            cmd.arg("--tls-cert").arg(tls_fixture("cert.pem"));
+            cmd.arg("--tls-key").arg(tls_fixture("key.pem"));
         }
         let mut child = cmd
             .args(&self.args)
@@ -429,6 +499,7 @@ impl Launch {
             child,
             port: 0,
             poller: self.poller,
+            transport: self.transport,
             stdout,
             log,
             access_log,
@@ -444,10 +515,14 @@ impl Server {
         let server = self;
         let started = server.stdout.wait(START_TIMEOUT, |t| t.contains('\n'));
         let first = server.stdout.text();
+        let listening = match server.transport {
+            Transport::Plain => "listening on http://",
+            Transport::Tls => "listening on https://",
+        };
         let port = first
             .lines()
             .next()
-            .and_then(|l| l.strip_prefix("listening on http://127.0.0.1:"))
+            .and_then(|l| l.strip_prefix(listening)?.strip_prefix("127.0.0.1:"))
             .and_then(|p| p.trim().parse().ok());
         match (started, port) {
             (true, Some(port)) if wanted == 0 || port == wanted => {
@@ -455,9 +530,7 @@ impl Server {
                 // The log is read by another thread: wait until it has
                 // caught up with the same line, so everything logged
                 // before it (loaded apps, refusals) is there to assert on.
-                let logged = server
-                    .log
-                    .wait(START_TIMEOUT, |t| t.contains("listening on http://"));
+                let logged = server.log.wait(START_TIMEOUT, |t| t.contains(listening));
                 assert!(logged, "stoa printed its port but never logged it");
             }
             _ => panic!(
@@ -477,6 +550,8 @@ pub struct Server {
     child: Child,
     pub port: u16,
     pub poller: String,
+    /// How `connect` reaches it.
+    pub transport: Transport,
     pub stdout: Arc<Captured>,
     log: Arc<Captured>,
     access_log: PathBuf,
@@ -484,10 +559,14 @@ pub struct Server {
 }
 
 impl Server {
-    /// Describes a start: `Server::launch("epoll").apps(..).start()`.
-    pub fn launch(poller: &str) -> Launch {
+    /// Describes a start: `Server::launch("epoll").apps(..).start()`, or
+    /// over TLS `Server::launch(Backend::tls("epoll"))`: it listens on
+    /// `tls://` with the test certificate.
+    pub fn launch<'a>(on: impl Into<Backend<'a>>) -> Launch {
+        let on = on.into();
         Launch {
-            poller: poller.to_string(),
+            poller: on.poller.to_string(),
+            transport: on.transport,
             port: 0,
             bind: None,
             apps: Vec::new(),
@@ -504,18 +583,18 @@ impl Server {
     }
 
     /// Starts `stoa` with these plugins (short names) and extra flags.
-    pub fn start(poller: &str, apps: &[&str], extra_args: &[&str]) -> Server {
-        Server::launch(poller).apps(apps).args(extra_args).start()
+    pub fn start<'a>(on: impl Into<Backend<'a>>, apps: &[&str], extra_args: &[&str]) -> Server {
+        Server::launch(on).apps(apps).args(extra_args).start()
     }
 
     /// Starts `stoa` with the three sample apps.
-    pub fn samples(poller: &str) -> Server {
-        Server::start(poller, SAMPLE_APPS, &[])
+    pub fn samples<'a>(on: impl Into<Backend<'a>>) -> Server {
+        Server::start(on, SAMPLE_APPS, &[])
     }
 
-    /// A new keep-alive connection.
+    /// A new keep-alive connection (over TLS to a TLS server).
     pub fn connect(&self) -> Client {
-        Client::connect(self.port)
+        Client::connect_over(self.port, self.transport)
     }
 
     /// `GET path` with `Host: localhost` on a new connection.

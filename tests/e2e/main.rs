@@ -25,6 +25,7 @@ mod cli;
 mod config;
 pub(crate) mod deploy;
 mod deploy_files;
+mod deploy_tls;
 mod environ;
 mod forwarded;
 mod hardening;

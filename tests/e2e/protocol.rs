@@ -1,10 +1,10 @@
 //! HTTP/1.1 on the wire, whatever the app: keep-alive, pipelining, HTTP/1.0,
 //! HEAD, request bodies, `Expect: 100-continue`, malformed requests, and the
-//! host's own `Server` and `Date` headers.
+//! host's own `Server` and `Date` headers; a client's half-close and its
+//! leaving, over TCP and over TLS.
 
 use crate::client::{get, request, with_body, Response};
-use crate::harness::{wait_until, Server};
-use std::net::Shutdown;
+use crate::harness::{wait_until, Backend, Server};
 use std::time::Duration;
 
 matrix!(
@@ -23,6 +23,7 @@ matrix!(
 );
 
 matrix!(
+    tls:
     half_closed_client_still_gets_its_answer,
     client_gone_while_the_app_works_frees_its_slot,
 );
@@ -274,7 +275,8 @@ fn expect_100_continue(poller: &str) {
 }
 
 /// A client that sends its request and shuts down its write half (as
-/// `printf ... | nc -N` does) gets the answer, then the server's close.
+/// `printf ... | nc -N` does; over TLS after `close_notify`) gets the
+/// answer, then the server's close.
 ///
 /// HOST BUG on epoll: the request and the FIN arrive in one edge;
 /// `Conn::fill` stops after the short read ("a short read drained the
@@ -283,13 +285,11 @@ fn expect_100_continue(poller: &str) {
 /// client waits for EOF until `--keep-alive-timeout` (30 s) and the host
 /// holds the socket in CLOSE_WAIT meanwhile. poll and select (level-
 /// triggered) close at once.
-fn half_closed_client_still_gets_its_answer(poller: &str) {
-    let server = Server::samples(poller);
+fn half_closed_client_still_gets_its_answer(on: Backend) {
+    let server = Server::samples(on);
     let mut c = server.connect();
     c.send(&get("/hello/"));
-    c.stream()
-        .shutdown(Shutdown::Write)
-        .expect("shut down the write half");
+    c.shutdown_write();
     hello_ok(&c.read_response());
     c.assert_closed();
 }
@@ -297,8 +297,8 @@ fn half_closed_client_still_gets_its_answer(poller: &str) {
 /// A client that goes away while its request is with the app: on every
 /// backend its slot is freed (at the latest when the answer comes) and the
 /// late answer goes nowhere; the host keeps serving.
-fn client_gone_while_the_app_works_frees_its_slot(poller: &str) {
-    let server = Server::start(poller, &["misbehave"], &[]);
+fn client_gone_while_the_app_works_frees_its_slot(on: Backend) {
+    let server = Server::start(on, &["misbehave"], &[]);
     for i in 0..5 {
         let mut c = server.connect();
         c.send(&get(&format!("/_test/later?gone={i}")));

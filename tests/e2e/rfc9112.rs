@@ -4,13 +4,15 @@
 //! `/` (a `/` in its query does not route it), later HTTP/1.x minors are served as
 //! 1.1, whitespace before a chunk extension, Transfer-Encoding as one list
 //! across its lines, 414 before 431 for a long target, a repeated
-//! Content-Length, and each status's registered reason phrase.
+//! Content-Length, and each status's registered reason phrase; over plain
+//! TCP and over TLS.
 
 use crate::client::{request, with_body, Response};
-use crate::harness::Server;
+use crate::harness::{Backend, Server};
 use serde_json::{json, Value};
 
 matrix!(
+    tls:
     absolute_form_target_sets_the_host,
     absolute_form_without_a_path_is_routed_as_root,
     later_http_1_minor_is_served_as_1_1,
@@ -25,8 +27,8 @@ fn raw(server: &Server, bytes: &[u8]) -> Response {
     server.connect().request(bytes)
 }
 
-fn absolute_form_target_sets_the_host(poller: &str) {
-    let server = Server::start(poller, &["environ", "hello-project"], &[]);
+fn absolute_form_target_sets_the_host(on: Backend) {
+    let server = Server::start(on, &["environ", "hello-project"], &[]);
     let r = raw(
         &server,
         b"GET http://a.example/_environ/ HTTP/1.1\r\nHost: b.example\r\n\r\n",
@@ -59,8 +61,8 @@ fn absolute_form_target_sets_the_host(poller: &str) {
 
 /// `http://host?/x`: the path is `/` and `/x` is the query; the query
 /// never picks the app.
-fn absolute_form_without_a_path_is_routed_as_root(poller: &str) {
-    let server = Server::start(poller, &["environ"], &["--mount", "environ=/"]);
+fn absolute_form_without_a_path_is_routed_as_root(on: Backend) {
+    let server = Server::start(on, &["environ"], &["--mount", "environ=/"]);
     let r = raw(
         &server,
         b"GET http://a.example?/_environ/x HTTP/1.1\r\nHost: a.example\r\n\r\n",
@@ -82,8 +84,8 @@ fn absolute_form_without_a_path_is_routed_as_root(poller: &str) {
     assert_eq!(seen, (&json!("/p"), &json!("/q")), "{v}");
 }
 
-fn later_http_1_minor_is_served_as_1_1(poller: &str) {
-    let server = Server::samples(poller);
+fn later_http_1_minor_is_served_as_1_1(on: Backend) {
+    let server = Server::samples(on);
     let mut c = server.connect();
     for _ in 0..2 {
         let r = c.request(b"GET /hello/ HTTP/1.2\r\nHost: localhost\r\n\r\n");
@@ -95,8 +97,8 @@ fn later_http_1_minor_is_served_as_1_1(poller: &str) {
     assert_eq!(r.status, 505);
 }
 
-fn whitespace_before_a_chunk_extension(poller: &str) {
-    let server = Server::start(poller, &["environ"], &[]);
+fn whitespace_before_a_chunk_extension(on: Backend) {
+    let server = Server::start(on, &["environ"], &[]);
     let r = raw(
         &server,
         &with_body(
@@ -111,8 +113,8 @@ fn whitespace_before_a_chunk_extension(poller: &str) {
     assert_eq!(v["body"], "hello world", "{v}");
 }
 
-fn transfer_encoding_lines_form_one_list(poller: &str) {
-    let server = Server::start(poller, &["environ"], &[]);
+fn transfer_encoding_lines_form_one_list(on: Backend) {
+    let server = Server::start(on, &["environ"], &[]);
     let post = |lines: &[&str]| {
         raw(
             &server,
@@ -135,16 +137,16 @@ fn transfer_encoding_lines_form_one_list(poller: &str) {
     assert!(r.text().contains("does not end in chunked"), "{r:?}");
 }
 
-fn long_target_is_414_even_past_the_head_limit(poller: &str) {
-    let server = Server::samples(poller);
+fn long_target_is_414_even_past_the_head_limit(on: Backend) {
+    let server = Server::samples(on);
     let target = format!("/{}", "a".repeat(100 * 1024));
     let r = raw(&server, &request("GET", &target, &[]));
     assert_eq!(r.status, 414, "{}", r.text());
     assert!(r.text().contains("max_request_line"), "{}", r.text());
 }
 
-fn repeated_content_length_is_400(poller: &str) {
-    let server = Server::start(poller, &["environ"], &[]);
+fn repeated_content_length_is_400(on: Backend) {
+    let server = Server::start(on, &["environ"], &[]);
     for lines in [
         &["Content-Length: 5", "Content-Length: 5"][..],
         &["Content-Length: 5, 5"][..],
@@ -157,10 +159,19 @@ fn repeated_content_length_is_400(poller: &str) {
 
 /// An app's status goes out with its registered reason phrase (RFC 9110
 /// §15, the IANA registry), not `Unknown`; an unregistered code gets its
-/// class's name. Backend-free: one backend.
+/// class's name. Backend-free: one backend, over TCP and over TLS.
 #[test]
 fn statuses_carry_their_registered_reason_phrases() {
-    let server = Server::start("epoll", &["misbehave"], &[]);
+    reason_phrases(Backend::plain("epoll"));
+}
+
+#[test]
+fn statuses_carry_their_registered_reason_phrases_over_tls() {
+    reason_phrases(Backend::tls("epoll"));
+}
+
+fn reason_phrases(on: Backend) {
+    let server = Server::start(on, &["misbehave"], &[]);
     for (code, phrase) in [
         (200u16, "OK"),
         (410, "Gone"),

@@ -2,14 +2,15 @@
 //! trusted proxy speaks for (not for the proxy), the access log records that
 //! client, and an app cannot send an interim (1xx) or invalid status as its
 //! answer: that would let a client read the next pipelined response as this
-//! one's.
+//! one's. Over plain TCP and over TLS.
 
-use crate::client::{get, request, Client};
+use crate::client::{get, request};
 use crate::common::{METRICS, STATUS};
-use crate::harness::Server;
+use crate::harness::{Backend, Server};
 use serde_json::Value;
 
 matrix!(
+    tls:
     status_allow_applies_to_the_forwarded_client,
     access_log_records_the_forwarded_client,
     app_statuses_outside_200_599_become_500,
@@ -22,9 +23,9 @@ fn status_with(server: &Server, path: &str, headers: &[&str]) -> u16 {
         .status
 }
 
-fn status_allow_applies_to_the_forwarded_client(poller: &str) {
+fn status_allow_applies_to_the_forwarded_client(on: Backend) {
     let server = Server::start(
-        poller,
+        on,
         &["article"],
         &[
             "--trusted-proxy",
@@ -52,8 +53,8 @@ fn status_allow_applies_to_the_forwarded_client(poller: &str) {
     );
 }
 
-fn access_log_records_the_forwarded_client(poller: &str) {
-    let server = Server::launch(poller)
+fn access_log_records_the_forwarded_client(on: Backend) {
+    let server = Server::launch(on)
         .apps(&["article"])
         .args(&["--trusted-proxy", "127.0.0.1/32"])
         .access_log()
@@ -67,8 +68,8 @@ fn access_log_records_the_forwarded_client(poller: &str) {
     assert!(lines[1].starts_with("127.0.0.1 - - ["), "{}", lines[1]);
 }
 
-fn app_statuses_outside_200_599_become_500(poller: &str) {
-    let server = Server::start(poller, &["misbehave"], &[]);
+fn app_statuses_outside_200_599_become_500(on: Backend) {
+    let server = Server::start(on, &["misbehave"], &[]);
     let mut client = server.connect();
     for code in [100u16, 101, 103, 0, 199, 600, 700, 999, 1000] {
         // The odd answer and a second request in one write: each response
@@ -99,7 +100,7 @@ fn app_statuses_outside_200_599_become_500(poller: &str) {
         assert_eq!(r.status, code);
     }
     // The counters record the 500s sent, not the app's raw statuses.
-    let r = Client::connect(server.port).request(&get(STATUS));
+    let r = server.connect().request(&get(STATUS));
     let v: Value = serde_json::from_slice(&r.body).expect("status JSON");
     let counts = &v["requests"]["misbehave"];
     assert_eq!(counts["1xx"], 0, "{counts}");

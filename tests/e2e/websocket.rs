@@ -1,21 +1,24 @@
 //! WebSocket (RFC 6455) through the `demo` app's `/demo/ws`: a real client
-//! (Python's `websockets`, run from `websocket_client.py`) passes echo,
-//! fragmentation, ping/pong, the close handshake, an oversized message
-//! (1009), invalid UTF-8 (1007), an unmasked frame (1002) and a broadcast
-//! room; raw handshakes get 101 with the RFC's accept value or 400/426;
-//! a drain closes open WebSockets with 1001 and status counts them; and a
+//! (Python's `websockets`, run from `websocket_client.py`) passes echo, a
+//! message of the whole 64 KiB limit, fragmentation, ping/pong, the close
+//! handshake, an oversized message (1009), invalid UTF-8 (1007), an
+//! unmasked frame (1002) and a broadcast room; raw handshakes get 101 with
+//! the RFC's accept value or 400/426; a drain closes open WebSockets with
+//! 1001 and status counts them: each on every backend over `ws://` and over
+//! `wss://` (a `tls://` bind; the Python client trusts the test CA). And a
 //! thousand WebSockets at once each echo a message on epoll (floods:
 //! `websocket_flood`).
 
-use crate::client::{request, Client};
+use crate::client::{request, tls_fixture, Client, Transport};
 use crate::common::status;
-use crate::harness::{wait_until, Server, WAIT};
+use crate::harness::{wait_until, Backend, Server, WAIT};
 use rustix::process::Signal;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 matrix!(
+    tls:
     a_real_client_passes_every_websocket_case,
     bad_handshakes_are_refused_naming_the_fault,
     a_raw_handshake_switches_and_frames_sent_with_it_are_read,
@@ -29,8 +32,9 @@ const CLIENT: &str = concat!(
 );
 
 /// The cases `websocket_client.py` runs on every backend.
-const CASES: [&str; 8] = [
+const CASES: [&str; 9] = [
     "echo",
+    "large",
     "fragmentation",
     "ping_pong",
     "close_handshake",
@@ -42,15 +46,19 @@ const CASES: [&str; 8] = [
 
 /// The demo app with a 64 KiB message limit (the oversized case sends
 /// 100 KiB).
-fn demo(poller: &str) -> Server {
-    Server::start(poller, &["demo"], &["--ws-max-message", "64K"])
+fn demo(on: Backend) -> Server {
+    Server::start(on, &["demo"], &["--ws-max-message", "64K"])
 }
 
-/// `python3 websocket_client.py PORT ARGS...`, its stdout piped.
-fn client(port: u16, args: &[&str]) -> Child {
-    Command::new("python3")
-        .arg(CLIENT)
-        .arg(port.to_string())
+/// `python3 websocket_client.py PORT ARGS...` (`--ca` and the test CA
+/// first over TLS), its stdout piped.
+fn client(port: u16, transport: Transport, args: &[&str]) -> Child {
+    let mut cmd = Command::new("python3");
+    cmd.arg(CLIENT);
+    if transport == Transport::Tls {
+        cmd.arg("--ca").arg(tls_fixture("ca.pem"));
+    }
+    cmd.arg(port.to_string())
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -58,9 +66,16 @@ fn client(port: u16, args: &[&str]) -> Child {
         .expect("python3 is needed for the WebSocket tests (apt-get install -y python3)")
 }
 
-/// Runs the client to its end: its stdout, after checking it could run.
+/// Runs the client to its end over plain TCP: its stdout, after checking
+/// it could run.
 pub fn run_client(port: u16, args: &[&str]) -> String {
-    let out = client(port, args)
+    run_client_over(port, Transport::Plain, args)
+}
+
+/// Runs the client to its end over `transport`: its stdout, after
+/// checking it could run.
+fn run_client_over(port: u16, transport: Transport, args: &[&str]) -> String {
+    let out = client(port, transport, args)
         .wait_with_output()
         .expect("wait for python3");
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -73,13 +88,13 @@ pub fn run_client(port: u16, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned() + &stderr
 }
 
-fn a_real_client_passes_every_websocket_case(poller: &str) {
-    let server = demo(poller);
-    let out = run_client(server.port, &CASES);
+fn a_real_client_passes_every_websocket_case(on: Backend) {
+    let server = demo(on);
+    let out = run_client_over(server.port, on.transport, &CASES);
     for case in CASES {
         assert!(
             out.lines().any(|l| l == format!("{case} ok")),
-            "case {case} on {poller}:\n{out}\nhost log:\n{}",
+            "case {case} on {on}:\n{out}\nhost log:\n{}",
             server.log()
         );
     }
@@ -92,8 +107,8 @@ fn handshake(method: &str, lines: &[&str]) -> Vec<u8> {
 
 const KEY: &str = "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==";
 
-fn bad_handshakes_are_refused_naming_the_fault(poller: &str) {
-    let server = demo(poller);
+fn bad_handshakes_are_refused_naming_the_fault(on: Backend) {
+    let server = demo(on);
     let upgrade = ["Upgrade: websocket", "Connection: Upgrade"];
     let v13 = "Sec-WebSocket-Version: 13";
     let cases: [(Vec<u8>, u16, &str); 5] = [
@@ -164,9 +179,9 @@ pub fn masked(opcode: u8, payload: &[u8]) -> Vec<u8> {
     f
 }
 
-fn a_raw_handshake_switches_and_frames_sent_with_it_are_read(poller: &str) {
-    let server = demo(poller);
-    let mut c = Client::connect(server.port);
+fn a_raw_handshake_switches_and_frames_sent_with_it_are_read(on: Backend) {
+    let server = demo(on);
+    let mut c = server.connect();
     // The handshake and a first frame in one write.
     let mut bytes = handshake(
         "GET",
@@ -197,7 +212,7 @@ fn a_raw_handshake_switches_and_frames_sent_with_it_are_read(poller: &str) {
 /// A raw client that completes the handshake, then neither sends nor
 /// answers anything.
 pub fn silent_websocket(server: &Server) -> Client {
-    let mut c = Client::connect(server.port);
+    let mut c = server.connect();
     let r = c.request(&handshake(
         "GET",
         &[
@@ -211,8 +226,8 @@ pub fn silent_websocket(server: &Server) -> Client {
     c
 }
 
-fn a_silent_peer_is_pinged_then_dropped(poller: &str) {
-    let server = Server::start(poller, &["demo"], &["--ws-ping-interval", "300ms"]);
+fn a_silent_peer_is_pinged_then_dropped(on: Backend) {
+    let server = Server::start(on, &["demo"], &["--ws-ping-interval", "300ms"]);
     let mut c = silent_websocket(&server);
     // A ping with no payload, then (unanswered) the end of the connection.
     assert_eq!(c.read_bytes(2), b"\x89\x00", "a ping");
@@ -221,9 +236,9 @@ fn a_silent_peer_is_pinged_then_dropped(poller: &str) {
     assert!(gone, "status: {}", status(&server));
 }
 
-fn a_drain_closes_open_websockets_with_1001_and_status_counts_them(poller: &str) {
-    let mut server = demo(poller);
-    let mut held = client(server.port, &["hold"]);
+fn a_drain_closes_open_websockets_with_1001_and_status_counts_them(on: Backend) {
+    let mut server = demo(on);
+    let mut held = client(server.port, on.transport, &["hold"]);
     let mut lines = BufReader::new(held.stdout.take().expect("piped stdout")).lines();
     let first = lines.next().and_then(Result::ok).unwrap_or_default();
     assert_eq!(first, "open", "the client could not open: {}", server.log());

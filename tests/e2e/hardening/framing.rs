@@ -6,9 +6,11 @@
 
 use super::{accepted, justnow, refused, start};
 use crate::common::{assert_serves, JUSTNOW_BODY};
+use crate::harness::Backend;
 use std::time::Duration;
 
 matrix!(
+    tls:
     framing_errors_are_refused_and_close,
     smuggling_attempts_get_one_answer,
     request_target_forms,
@@ -16,10 +18,10 @@ matrix!(
     host_field_rules_in_any_version,
 );
 
-matrix!(expect_100_continue_is_ignored_for_http_1_0);
+matrix!(tls: expect_100_continue_is_ignored_for_http_1_0);
 
-fn framing_errors_are_refused_and_close(poller: &str) {
-    let server = start(poller, &[]);
+fn framing_errors_are_refused_and_close(on: Backend) {
+    let server = start(on, &[]);
     let post = |headers: &[&str], body: &[u8]| justnow("POST", headers, body);
     let te = ["Transfer-Encoding: chunked"];
     let long_ext = format!("1;{}\r\na\r\n0\r\n\r\n", "e".repeat(5000));
@@ -67,8 +69,8 @@ fn framing_errors_are_refused_and_close(poller: &str) {
 /// The request hidden in the smuggling attempts' bodies.
 const HIDDEN: &str = "GET /demo/justnow/?smuggled HTTP/1.1\r\nHost: localhost\r\n\r\n";
 
-fn smuggling_attempts_get_one_answer(poller: &str) {
-    let server = start(poller, &[]);
+fn smuggling_attempts_get_one_answer(on: Backend) {
+    let server = start(on, &[]);
     let cl = format!("Content-Length: {}", 5 + HIDDEN.len());
     let hidden_chunk = format!("0\r\n\r\n{HIDDEN}");
     let te = "Transfer-Encoding: chunked";
@@ -101,8 +103,8 @@ fn smuggling_attempts_get_one_answer(poller: &str) {
     assert_serves(&server);
 }
 
-fn request_target_forms(poller: &str) {
-    let server = start(poller, &[]);
+fn request_target_forms(on: Backend) {
+    let server = start(on, &[]);
     let line = |l: &str| format!("{l}\r\nHost: localhost\r\n\r\n").into_bytes();
     let absolute = line("GET http://localhost/demo/justnow/ HTTP/1.1");
     accepted(&server, "absolute-form", &absolute);
@@ -125,8 +127,8 @@ fn request_target_forms(poller: &str) {
 
 /// RFC 9112 6.1: an HTTP/1.0 message with Transfer-Encoding has faulty
 /// framing: 400, the close, and the request that follows is not served.
-fn http_1_0_transfer_encoding_closes(poller: &str) {
-    let server = start(poller, &[]);
+fn http_1_0_transfer_encoding_closes(on: Backend) {
+    let server = start(on, &[]);
     let mut c = server.connect();
     let first = "POST /demo/justnow/ HTTP/1.0\r\nConnection: keep-alive\r\n\
                  Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
@@ -140,8 +142,8 @@ fn http_1_0_transfer_encoding_closes(poller: &str) {
 }
 
 /// RFC 9112 3.2: several Host fields (in any version) or an invalid one is 400.
-fn host_field_rules_in_any_version(poller: &str) {
-    let server = start(poller, &[]);
+fn host_field_rules_in_any_version(on: Backend) {
+    let server = start(on, &[]);
     let two = b"GET /demo/justnow/ HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n";
     refused(
         &server,
@@ -157,8 +159,8 @@ fn host_field_rules_in_any_version(poller: &str) {
 
 /// RFC 9110 10.1.1 and 15.2: a server ignores `Expect: 100-continue` from
 /// an HTTP/1.0 client and never sends it a 1xx: only the 200 comes back.
-fn expect_100_continue_is_ignored_for_http_1_0(poller: &str) {
-    let server = start(poller, &[]);
+fn expect_100_continue_is_ignored_for_http_1_0(on: Backend) {
+    let server = start(on, &[]);
     let mut c = server.connect();
     let head = "POST /demo/justnow/ HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n";
     c.send(head.as_bytes());

@@ -7,14 +7,15 @@
 use super::{accepted, flags, justnow, refused, start};
 use crate::client::get;
 use crate::common::{assert_serves, JUSTNOW_BODY};
+use crate::harness::Backend;
 
-matrix!(each_limit_has_its_status, requests_per_connection_limit);
+matrix!(tls: each_limit_has_its_status, requests_per_connection_limit);
 
 const LIMITS: &str = "--max-request-line 100 --max-header-field 100 --max-headers 5 \
                       --max-head 400 --max-body 1000";
 
-fn each_limit_has_its_status(poller: &str) {
-    let server = start(poller, &flags(LIMITS));
+fn each_limit_has_its_status(on: Backend) {
+    let server = start(on, &flags(LIMITS));
     let target = |len: usize| get(&format!("/demo/justnow/?p={}", "a".repeat(len - 17)));
     let field = |len: usize| format!("X-Long: {}", "v".repeat(len));
     let fields: Vec<String> = (0..5).map(|i| format!("X-{i}: v")).collect();
@@ -67,8 +68,8 @@ fn each_limit_has_its_status(poller: &str) {
     assert_serves(&server);
 }
 
-fn requests_per_connection_limit(poller: &str) {
-    let server = start(poller, &["--max-requests-per-conn", "3"]);
+fn requests_per_connection_limit(on: Backend) {
+    let server = start(on, &["--max-requests-per-conn", "3"]);
     let mut c = server.connect();
     for i in 1..=3 {
         let r = c.request(&get("/demo/justnow/"));

@@ -2,17 +2,20 @@
 //! timeout, an idle keep-alive or silent connection is closed quietly, a
 //! slow app is 504 naming the app (and the late answer dropped), a client
 //! that stops reading is cut off by the send timeout; and a slowloris crowd
-//! is cut off by the head timeout while a normal client is served.
+//! is cut off by the head timeout while a normal client is served. Over TLS
+//! the clients trickle records (one byte of plaintext each) after their
+//! handshakes, and the silent connections are one after its handshake and
+//! one that never sends its ClientHello.
 
 use super::{flags, justnow, start};
-use crate::client::get;
+use crate::client::{get, Client, Transport};
 use crate::common::{assert_serves, wait_for_open, JUSTNOW_BODY};
-use crate::harness::Server;
+use crate::harness::{Backend, Server};
 use std::io::{ErrorKind, Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 matrix!(
+    tls:
     head_timeout_is_408,
     body_stall_is_408,
     idle_keep_alive_closes_quietly,
@@ -46,15 +49,15 @@ fn refused_after(server: &Server, bytes: &[u8], status: u16, needle: &str) {
     c.assert_closed();
 }
 
-fn head_timeout_is_408(poller: &str) {
-    let server = start(poller, &flags(SHORT));
+fn head_timeout_is_408(on: Backend) {
+    let server = start(on, &flags(SHORT));
     let partial = b"GET /demo/justnow/ HTTP/1.1\r\nHost: loc";
     refused_after(&server, partial, 408, "head_timeout");
     assert_serves(&server);
 }
 
-fn body_stall_is_408(poller: &str) {
-    let server = start(poller, &flags(SHORT));
+fn body_stall_is_408(on: Backend) {
+    let server = start(on, &flags(SHORT));
     let stalled = justnow("POST", &["Content-Length: 10"], b"abc");
     refused_after(&server, &stalled, 408, "body_timeout");
     let stalled = justnow("POST", &["Transfer-Encoding: chunked"], b"5\r\nab");
@@ -62,8 +65,8 @@ fn body_stall_is_408(poller: &str) {
     assert_serves(&server);
 }
 
-fn idle_keep_alive_closes_quietly(poller: &str) {
-    let server = start(poller, &flags(SHORT));
+fn idle_keep_alive_closes_quietly(on: Backend) {
+    let server = start(on, &flags(SHORT));
     let mut c = server.connect();
     let r = c.request(&get("/demo/justnow/"));
     assert_eq!(r.status, 200);
@@ -75,15 +78,24 @@ fn idle_keep_alive_closes_quietly(poller: &str) {
 
 /// A connection that never sends a byte is closed quietly too (it used to
 /// get no deadline until its first event, so poll and select kept it).
-fn silent_connection_is_closed(poller: &str) {
-    let server = start(poller, &flags(SHORT));
+/// Over TLS that is one that never sends its ClientHello (it gets at most
+/// an alert record, then the close), and one silent after its handshake.
+fn silent_connection_is_closed(on: Backend) {
+    let server = start(on, &flags(SHORT));
+    let mut tcp = Client::connect(server.port);
     let mut silent = server.connect();
     silent.assert_closed();
+    if on.transport == Transport::Tls {
+        let got = tcp.read_until_closed();
+        assert!(got.is_empty() || got[0] == 0x15, "not a TLS alert: {got:?}");
+    } else {
+        tcp.assert_closed();
+    }
     assert_serves(&server);
 }
 
-fn app_timeout_is_504_and_names_the_app(poller: &str) {
-    let server = start(poller, &flags(SHORT));
+fn app_timeout_is_504_and_names_the_app(on: Backend) {
+    let server = start(on, &flags(SHORT));
     let timer = get("/demo/sleep-handler/?seconds=3");
     refused_after(&server, &timer, 504, "app_timeout");
     assert!(
@@ -104,8 +116,8 @@ fn app_timeout_is_504_and_names_the_app(poller: &str) {
     assert_eq!(wait_for_open(&server, 0), 0);
 }
 
-fn send_timeout_closes_a_stalled_reader(poller: &str) {
-    let server = start(poller, &["--send-timeout", "0.5"]);
+fn send_timeout_closes_a_stalled_reader(on: Backend) {
+    let server = start(on, &["--send-timeout", "0.5"]);
     // A small receive buffer (no autotuning) and 16 MiB asked for: the
     // host's output cannot all fit in the socket buffers.
     let socket =
@@ -113,16 +125,13 @@ fn send_timeout_closes_a_stalled_reader(poller: &str) {
     socket.set_recv_buffer_size(64 * 1024).expect("SO_RCVBUF");
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], server.port));
     socket.connect(&addr.into()).expect("connect to stoa");
-    let mut stream: TcpStream = socket.into();
-    stream
-        .write_all(&get("/_test/big").repeat(4))
-        .expect("send");
+    let mut c = Client::over(socket.into(), on.transport);
+    c.send(&get("/_test/big").repeat(4));
     assert_eq!(wait_for_open(&server, 1), 1, "the reader's connection");
-    // Never read: the host gives up after the send timeout.
+    // Never read: the host gives up after the send timeout. Then what it
+    // sent is counted off the socket (ciphertext, over TLS).
     assert_eq!(wait_for_open(&server, 0), 0, "the stalled reader was kept");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("read timeout");
+    let mut stream = c.stream();
     let mut got = 0usize;
     let mut buf = vec![0u8; 256 * 1024];
     loop {
@@ -140,23 +149,26 @@ fn send_timeout_closes_a_stalled_reader(poller: &str) {
 /// How many slowloris connections trickle at once.
 const CROWD: usize = 200;
 
-fn slowloris_crowd_is_cut_off_by_head_timeout(poller: &str) {
-    let server = start(poller, &["--head-timeout", "1"]);
+fn slowloris_crowd_is_cut_off_by_head_timeout(on: Backend) {
+    let server = start(on, &["--head-timeout", "1"]);
     let head = b"GET /demo/justnow/ HTTP/1.1\r\nHost: localhost\r\nX-Slow: ";
     struct Slow {
-        stream: TcpStream,
+        client: Client,
+        opened: Instant,
         sent: usize,
         got: Vec<u8>,
+        /// How long after its connect it was closed.
         closed: Option<Duration>,
     }
     let mut crowd: Vec<Slow> = (0..CROWD)
         .map(|_| {
-            let stream = TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
-            stream.set_nodelay(true).expect("TCP_NODELAY");
-            stream.set_nonblocking(true).expect("non-blocking");
+            let opened = Instant::now();
+            let client = server.connect();
+            client.stream().set_nonblocking(true).expect("non-blocking");
             let (sent, got, closed) = (0, Vec::new(), None);
             Slow {
-                stream,
+                client,
+                opened,
                 sent,
                 got,
                 closed,
@@ -164,11 +176,11 @@ fn slowloris_crowd_is_cut_off_by_head_timeout(poller: &str) {
         })
         .collect();
     let started = Instant::now();
-    let port = server.port;
+    let (port, transport) = (server.port, server.transport);
     let normal = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(300));
         let asked = Instant::now();
-        let r = crate::client::Client::connect(port).request(&get("/demo/justnow/"));
+        let r = Client::connect_over(port, transport).request(&get("/demo/justnow/"));
         (r, asked.elapsed())
     });
     // One byte per connection every 100 ms until each is answered or closed.
@@ -176,20 +188,20 @@ fn slowloris_crowd_is_cut_off_by_head_timeout(poller: &str) {
         for s in crowd.iter_mut().filter(|s| s.closed.is_none()) {
             let mut buf = [0u8; 1024];
             loop {
-                match s.stream.read(&mut buf) {
-                    Ok(0) => s.closed = Some(started.elapsed()),
+                match s.client.io().read(&mut buf) {
+                    Ok(0) => s.closed = Some(s.opened.elapsed()),
                     Ok(n) => {
                         s.got.extend_from_slice(&buf[..n]);
                         continue;
                     }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-                    Err(_) => s.closed = Some(started.elapsed()),
+                    Err(_) => s.closed = Some(s.opened.elapsed()),
                 }
                 break;
             }
             if s.closed.is_none() && s.got.is_empty() {
                 let byte = head.get(s.sent).copied().unwrap_or(b'a');
-                if s.stream.write(&[byte]).is_ok() {
+                if s.client.io().write(&[byte]).is_ok() {
                     s.sent += 1;
                 }
             }
