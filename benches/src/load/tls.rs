@@ -4,17 +4,29 @@
 //! makes a full handshake unless resumption is asked for; then the
 //! sessions the server gave (tickets or ids) are kept for the next
 //! connections of the run.
+//!
+//! The server's chain is checked against the CA once per run: the same
+//! certificate bytes for the same name again are taken as checked (as a
+//! browser's verification cache does), while the handshake's signature,
+//! the proof that the server holds the key, is checked on every
+//! handshake. The client, on one CPU, does more public-key work per
+//! handshake than the server; a second ECDSA verification per handshake
+//! would only make it the limit sooner.
 
 use super::link::{Link, Negotiated};
 use mio::net::TcpStream;
-use rustls::client::Resumption;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::{Resumption, WebPkiServerVerifier};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
-use rustls::{ClientConfig, ClientConnection, HandshakeKind, RootCertStore};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{
+    ClientConfig, ClientConnection, DigitallySignedStruct, HandshakeKind, RootCertStore,
+    SignatureScheme,
+};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// How `https://` targets are spoken to.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -54,10 +66,19 @@ impl TlsClient {
         if !options.suites.is_empty() {
             provider.cipher_suites = suites(&provider.cipher_suites, &options.suites)?;
         }
-        let mut config = ClientConfig::builder_with_provider(Arc::new(provider))
+        let provider = Arc::new(provider);
+        let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+            .build()
+            .map_err(|e| format!("{ca}: {e}"))?;
+        let verifier = Arc::new(CheckedOnce {
+            webpki,
+            checked: Mutex::new(None),
+        });
+        let mut config = ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| format!("--tls-suite: {e}"))?
-            .with_root_certificates(roots)
+            .dangerous()
+            .with_custom_certificate_verifier(verifier)
             .with_no_client_auth();
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         config.resumption = if options.resume {
@@ -71,6 +92,76 @@ impl TlsClient {
             config: Arc::new(config),
             name,
         })
+    }
+}
+
+/// The CA's check of the server's chain (webpki), made again only when
+/// the chain or the name differs from the last one that passed; the
+/// handshake signature is checked every time.
+#[derive(Debug)]
+struct CheckedOnce {
+    webpki: Arc<WebPkiServerVerifier>,
+    /// The name and the chain's certificates (DER) that passed last.
+    checked: Mutex<Option<Vec<Vec<u8>>>>,
+}
+
+impl CheckedOnce {
+    fn key(
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        name: &ServerName<'_>,
+    ) -> Vec<Vec<u8>> {
+        let mut key = vec![name.to_str().as_bytes().to_vec(), end_entity.to_vec()];
+        key.extend(intermediates.iter().map(|c| c.to_vec()));
+        key
+    }
+}
+
+impl ServerCertVerifier for CheckedOnce {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let key = Self::key(end_entity, intermediates, server_name);
+        // A poisoned lock only loses the memo: the check is made again.
+        if let Ok(checked) = self.checked.lock() {
+            if checked.as_ref() == Some(&key) {
+                return Ok(ServerCertVerified::assertion());
+            }
+        }
+        let verified =
+            self.webpki
+                .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)?;
+        if let Ok(mut checked) = self.checked.lock() {
+            *checked = Some(key);
+        }
+        Ok(verified)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.webpki.supported_verify_schemes()
     }
 }
 
@@ -229,6 +320,42 @@ mod tests {
             e.contains("RC4") && e.contains("TLS13_AES_256_GCM_SHA384"),
             "{e}"
         );
+    }
+
+    fn fixture(name: &str) -> CertificateDer<'static> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/tls")
+            .join(name);
+        CertificateDer::from_pem_file(path).unwrap()
+    }
+
+    /// A chain that passed is not checked again, but another chain, or
+    /// the same one for another name, is.
+    #[test]
+    fn only_the_chain_that_passed_is_taken_as_checked() {
+        let mut roots = RootCertStore::empty();
+        roots.add(fixture("ca.pem")).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+            .build()
+            .unwrap();
+        let v = CheckedOnce {
+            webpki,
+            checked: Mutex::new(None),
+        };
+        let check = |cert: &str, name: &str| {
+            let name = ServerName::try_from(name.to_string()).unwrap();
+            v.verify_server_cert(&fixture(cert), &[], &name, &[], UnixTime::now())
+                .is_ok()
+        };
+        assert!(check("cert.pem", "localhost"));
+        assert!(check("cert.pem", "localhost"));
+        assert!(
+            !check("cert2.pem", "localhost"),
+            "self-signed, not the CA's"
+        );
+        assert!(!check("cert.pem", "example.com"), "not its name");
+        assert!(check("cert.pem", "127.0.0.1"));
     }
 
     #[test]
