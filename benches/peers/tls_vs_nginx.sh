@@ -30,7 +30,9 @@
 #   cipher suite for the client to offer alone, e.g.
 #   TLS13_AES_128_GCM_SHA256; default: rustls's list, whose first is
 #   TLS13_AES_256_GCM_SHA384), MAX_TIME (120s), REL (target/release),
-#   STOA_ARGS (more stoa flags)
+#   STOA_ARGS (more stoa flags), BASE (a directory with another build's
+#   stoa and its apps: a third server, stoa-base, and a column of paired
+#   ratios stoa/stoa-base, to tell what a change to the host did)
 # Needs: cargo build --release, nginx, openssl, taskset. Only 127.0.0.1;
 # every run is bounded in requests and time.
 set -euo pipefail
@@ -44,12 +46,18 @@ HS_BURST=${HS_BURST:-5000}
 POLLER=${POLLER:-epoll}
 MAX_TIME=${MAX_TIME:-120s}
 SERVERS="stoa-$POLLER:/article nginx:/article"
+[ -n "${BASE:-}" ] && SERVERS="$SERVERS stoa-base:/article"
 # shellcheck source=benches/cpu_lib.sh
 . "$ROOT/benches/cpu_lib.sh"
 # shellcheck source=benches/peers/peers_lib.sh
 . "$ROOT/benches/peers/peers_lib.sh"
 need openssl "apt-get install -y openssl"
 peers_setup stoa-tls
+if [ -n "${BASE:-}" ]; then
+    need "$BASE/stoa" "BASE: a directory with a stoa build and its lib*.so"
+    mkdir -p "$TMP/apps-base"
+    cp "$BASE/libarticle.so" "$TMP/apps-base/"
+fi
 
 # The certificate both servers serve: ECDSA P-256, as the fixtures'
 # (tests/fixtures/tls/README.md), made afresh so no key is kept.
@@ -72,17 +80,20 @@ NGINX_CONF=$ROOT/benches/peers/nginx-article-tls.conf
 TLS_ARGS=(--ca "$CA")
 [ -n "${SUITE:-}" ] && TLS_ARGS+=(--tls-suite "$SUITE")
 
+# start_stoa_tls BINARY APPS POLLER: one worker on the TLS bind.
+start_stoa_tls() {
+    # shellcheck disable=SC2086 # STOA_ARGS: one flag a word
+    start_server "$1" --bind tls://127.0.0.1:0 --tls-cert "$TLS_CERT" --tls-key "$TLS_KEY" \
+        --apps "$2" --poller "$3" --workers 1 --max-requests-per-conn 100000000 \
+        --max-connections 10000 --log-level warn ${STOA_ARGS:-}
+    CPU_PIDS=$SERVER_PID
+}
+
 # start_tls KIND: sets SERVER_PID, SERVER_PORT and CPU_PIDS.
 start_tls() {
     case $1 in
-        stoa-*)
-            # shellcheck disable=SC2086 # STOA_ARGS: one flag a word
-            start_server "$REL/stoa" --bind tls://127.0.0.1:0 --tls-cert "$TLS_CERT" \
-                --tls-key "$TLS_KEY" --apps "$TMP/apps" --poller "${1#stoa-}" --workers 1 \
-                --max-requests-per-conn 100000000 --max-connections 10000 --log-level warn \
-                ${STOA_ARGS:-}
-            CPU_PIDS=$SERVER_PID
-            ;;
+        stoa-base) start_stoa_tls "$BASE/stoa" "$TMP/apps-base" "$POLLER" ;;
+        stoa-*) start_stoa_tls "$REL/stoa" "$TMP/apps" "${1#stoa-}" ;;
         nginx) start_nginx ;;
     esac
 }
@@ -168,21 +179,28 @@ for kind in "${!pid[@]}"; do SERVER_PID=${pid[$kind]} stop_server; done
 
 # col POINT KIND F: the median over the rounds of column F.
 col() { awk -v p="$1" -v k="$2" -v f="$3" '$1 == p && $3 == k { print $f }' "$TMP/results" | median; }
-# paired POINT F: the per-round ratios stoa/nginx of column F: "median (min-max)".
+# paired POINT F [PEER]: the per-round ratios stoa/PEER (nginx) of column F:
+# "median (min-max)".
 paired() {
-    awk -v p="$1" -v f="$2" -v s="stoa-$POLLER" '$1 == p && $3 == s { a[$2] = $f }
-        $1 == p && $3 == "nginx" { b[$2] = $f }
+    awk -v p="$1" -v f="$2" -v s="stoa-$POLLER" -v peer="${3:-nginx}" '$1 == p && $3 == s { a[$2] = $f }
+        $1 == p && $3 == peer { b[$2] = $f }
         END { for (r in a) if (b[r] > 0) print a[r] / b[r] }' "$TMP/results" | sort -n |
         awk '{ v[NR] = $1 } END { if (NR) printf "%.3f (%.3f-%.3f)", v[int((NR + 1) / 2)], v[1], v[NR]; else printf "-" }'
 }
 echo
-echo "| point | server | CPU µs/req | rate /s | server busy % | client busy % | B/resp | stoa/nginx CPU per req | stoa/nginx rate |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+base_head="" base_rule=""
+if [ -n "${BASE:-}" ]; then base_head=" stoa/stoa-base CPU per req |" base_rule="---:|"; fi
+echo "| point | server | CPU µs/req | rate /s | server busy % | client busy % | B/resp | stoa/nginx CPU per req | stoa/nginx rate |$base_head"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|$base_rule"
 for point in $POINTS; do
     for s in $SERVERS; do
         kind=${s%%:*}
         ratios="| |"
-        [ "$kind" = nginx ] || ratios="| $(paired "$point" 4) | $(paired "$point" 5) |"
+        [ -n "${BASE:-}" ] && ratios="| | |"
+        if [ "$kind" = "stoa-$POLLER" ]; then
+            ratios="| $(paired "$point" 4) | $(paired "$point" 5) |"
+            [ -n "${BASE:-}" ] && ratios="$ratios $(paired "$point" 4 stoa-base) |"
+        fi
         echo "| $point | $kind | $(col "$point" "$kind" 4) | $(col "$point" "$kind" 5) |" \
             "$(col "$point" "$kind" 6) | $(col "$point" "$kind" 7) | $(col "$point" "$kind" 8) $ratios"
     done
