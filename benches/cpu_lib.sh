@@ -60,6 +60,8 @@ tree_pids() {
 # "listening on http://127.0.0.1:PORT" (or https://) line; sets SERVER_PID,
 # SERVER_PORT.
 start_server() {
+    # Made here, so the first look below finds it even before the child runs.
+    : >"$TMP/server.out"
     taskset -c 0 "$@" >"$TMP/server.out" 2>"$TMP/server.err" &
     SERVER_PID=$! SERVER_PORT=""
     for _ in $(seq 100); do
