@@ -57,12 +57,15 @@ tree_pids() {
 }
 
 # start_server CMD...: starts CMD on CPU 0 and waits (10 s at most) for its
-# "listening on http://127.0.0.1:PORT" line; sets SERVER_PID, SERVER_PORT.
+# "listening on http://127.0.0.1:PORT" (or https://) line; sets SERVER_PID,
+# SERVER_PORT.
 start_server() {
+    # Made here, so the first look below finds it even before the child runs.
+    : >"$TMP/server.out"
     taskset -c 0 "$@" >"$TMP/server.out" 2>"$TMP/server.err" &
     SERVER_PID=$! SERVER_PORT=""
     for _ in $(seq 100); do
-        SERVER_PORT=$(sed -n 's/^listening on http:\/\/127.0.0.1://p' "$TMP/server.out")
+        SERVER_PORT=$(sed -n 's/^listening on https\{0,1\}:\/\/127.0.0.1://p' "$TMP/server.out")
         [ -n "$SERVER_PORT" ] && return 0
         kill -0 "$SERVER_PID" 2>/dev/null || break
         sleep 0.1

@@ -36,15 +36,17 @@ peers_setup() {
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# start_nginx: the config template on a free port; sets SERVER_PID (master),
-# SERVER_PORT and CPU_PIDS (master and worker).
+# start_nginx: the config template (NGINX_CONF, default nginx-article.conf)
+# on a free port, @CERT@ and @KEY@ replaced by TLS_CERT and TLS_KEY; sets
+# SERVER_PID (master), SERVER_PORT and CPU_PIDS (master and worker).
 start_nginx() {
     local port worker
     for _ in 1 2 3 4 5; do
         port=$((20000 + RANDOM % 40000))
         port_open "$port" && continue
         sed -e "s|@DIR@|$TMP/nginx|g" -e "s|@PORT@|$port|g" \
-            "$ROOT/benches/peers/nginx-article.conf" >"$TMP/nginx/nginx.conf"
+            -e "s|@CERT@|${TLS_CERT:-}|g" -e "s|@KEY@|${TLS_KEY:-}|g" \
+            "${NGINX_CONF:-$ROOT/benches/peers/nginx-article.conf}" >"$TMP/nginx/nginx.conf"
         taskset -c 0 "$NGINX" -p "$TMP/nginx" -e "$TMP/nginx/error.log" \
             -c "$TMP/nginx/nginx.conf" -g 'daemon off;' 2>"$TMP/server.err" &
         SERVER_PID=$!

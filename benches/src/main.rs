@@ -8,8 +8,8 @@ use std::time::Duration;
 use stoa_bench::affinity::{self, parse_cpu_list};
 use stoa_bench::compare::{self, Peer};
 use stoa_bench::load::{
-    self, Config, ErrorKind, Mode, Report, ThinkRange, UsersConfig, UsersReport, FAILURE_NAMES,
-    PERCENTILES, PIPELINE_DEPTH,
+    self, Config, ErrorKind, Mode, Report, ThinkRange, TlsOptions, UsersConfig, UsersReport,
+    FAILURE_NAMES, PERCENTILES, PIPELINE_DEPTH,
 };
 use stoa_bench::parse_duration;
 use stoa_bench::target::Target;
@@ -25,14 +25,15 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Load one URL (127.0.0.1/localhost only) and report req/s, latency and errors.
-    Load(LoadArgs),
+    Load(Box<LoadArgs>),
     /// Start stoa once per poller backend and sweep paths x concurrency x mode.
     Compare(Box<CompareArgs>),
 }
 
 #[derive(Args)]
 struct LoadArgs {
-    /// Target, e.g. http://127.0.0.1:8000/hello/ (loopback only).
+    /// Target, e.g. http://127.0.0.1:8000/hello/ or https://localhost:8443/article
+    /// (loopback only; https:// needs --ca).
     url: String,
     /// Connections at once (up to 10000 and beyond, RLIMIT_NOFILE permitting).
     #[arg(short = 'c', long, default_value_t = 10)]
@@ -76,6 +77,18 @@ struct LoadArgs {
     /// Requests per user session before it closes and the next user arrives.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     session_requests: u32,
+    /// https:// targets: the PEM file of the CA certificates the server's
+    /// certificate is checked against.
+    #[arg(long, value_name = "FILE")]
+    ca: Option<PathBuf>,
+    /// https:// targets: resume TLS sessions on new connections (tickets)
+    /// instead of a full handshake on each.
+    #[arg(long)]
+    tls_resume: bool,
+    /// https:// targets: the cipher suites offered, in order (e.g.
+    /// TLS13_AES_128_GCM_SHA256) [default: rustls's list].
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    tls_suite: Vec<String>,
 }
 
 #[derive(Args)]
@@ -223,7 +236,7 @@ fn worker_modes(
 
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
-        Command::Load(args) => run_load(args),
+        Command::Load(args) => run_load(*args),
         Command::Compare(args) => run_compare(*args),
     };
     match result {
@@ -247,9 +260,23 @@ fn run_load(a: LoadArgs) -> Result<ExitCode, String> {
     };
     affinity::pin_current(&affinity::cpu_set(&cpus)).map_err(|e| format!("pinning: {e}"))?;
     let threads = a.threads.unwrap_or(cpus.len()).max(1);
+    let tls = match (a.ca, a.tls_resume || !a.tls_suite.is_empty()) {
+        (Some(ca), _) => Some(TlsOptions {
+            ca,
+            resume: a.tls_resume,
+            suites: a.tls_suite,
+        }),
+        (None, true) => return Err("--tls-resume and --tls-suite need --ca FILE".into()),
+        (None, false) => None,
+    };
     if let Some(users) = a.users {
         if a.pipeline != 1 {
             return Err("--pipeline does not apply to --users sessions".into());
+        }
+        if tls.is_some() {
+            return Err(
+                "--ca, --tls-resume and --tls-suite do not apply to --users sessions".into(),
+            );
         }
         let config = UsersConfig {
             target,
@@ -282,6 +309,7 @@ fn run_load(a: LoadArgs) -> Result<ExitCode, String> {
         max_time,
         threads,
         timeout: a.timeout,
+        tls,
     };
     let report = load::run(&config)?;
     print_report(&config, &report, a.duration.is_some());
@@ -326,6 +354,19 @@ fn print_report(c: &Config, r: &Report, by_duration: bool) {
     println!("latency (ms), share of requests answered within:");
     for p in PERCENTILES {
         println!("  {:>4}%  {:>10.3}", p, r.percentile_ms(p));
+    }
+    if let Some(tls) = &c.tls {
+        let negotiated = r
+            .negotiated
+            .map_or_else(|| "no handshake".into(), |n| n.describe());
+        println!("tls:          {negotiated}");
+        println!(
+            "handshakes:   {} full, {} resumed{}, {:.1}/s",
+            r.handshakes,
+            r.resumed,
+            if tls.resume { "" } else { " (resumption off)" },
+            r.handshakes_per_sec()
+        );
     }
     let errors = ErrorKind::ALL.map(|k| (k.name(), r.errors[k as usize]));
     print_errors(&errors, r.first_other.as_deref());

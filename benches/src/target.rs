@@ -1,5 +1,6 @@
-//! What a load run aims at: an `http://` URL on this machine's loopback,
-//! and the request bytes sent to it, serialised once before the run.
+//! What a load run aims at: an `http://` or `https://` URL on this
+//! machine's loopback, and the request bytes sent to it, serialised once
+//! before the run.
 //!
 //! Only loopback targets are accepted: a benchmark here must never send
 //! traffic anywhere but to servers on this machine.
@@ -15,20 +16,28 @@ pub struct Target {
     pub host: String,
     /// Path and query, starting with `/`.
     pub path: String,
+    /// `https://`: the requests go over TLS (`load::tls`).
+    pub tls: bool,
 }
 
 impl Target {
-    /// Parses `http://HOST[:PORT][/PATH]`; HOST must be `localhost`, an
-    /// address in 127.0.0.0/8 or `[::1]`.
+    /// Parses `http://HOST[:PORT][/PATH]` or `https://...`; HOST must be
+    /// `localhost`, an address in 127.0.0.0/8 or `[::1]`.
     pub fn parse(url: &str) -> Result<Target, String> {
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| format!("{url}: only http:// URLs are supported"))?;
+        let (rest, tls) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+            (Some(rest), _) => (rest, false),
+            (None, Some(rest)) => (rest, true),
+            (None, None) => {
+                return Err(format!(
+                    "{url}: only http:// and https:// URLs are supported"
+                ))
+            }
+        };
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, "/"),
         };
-        let (host, port) = split_port(authority)?;
+        let (host, port) = split_port(authority, if tls { 443 } else { 80 })?;
         let ip: IpAddr = if host.eq_ignore_ascii_case("localhost") {
             IpAddr::V4(Ipv4Addr::LOCALHOST)
         } else {
@@ -46,7 +55,26 @@ impl Target {
             addr: SocketAddr::new(ip, port),
             host: authority.to_string(),
             path: path.to_string(),
+            tls,
         })
+    }
+
+    /// The host name without its port or brackets: what a TLS client
+    /// names the server by (SNI and the certificate's check).
+    pub fn server_name(&self) -> &str {
+        match self.host.strip_prefix('[') {
+            Some(rest) => rest.split(']').next().unwrap_or(rest),
+            None => self.host.rsplit_once(':').map_or(&*self.host, |(h, _)| h),
+        }
+    }
+
+    /// Refuses an `https://` target where only plain HTTP is spoken
+    /// (`what` names the feature, for the message).
+    pub fn plain_only(&self, what: &str) -> Result<(), String> {
+        if self.tls {
+            return Err(format!("{}: {what} speaks plain HTTP only", self.url()));
+        }
+        Ok(())
     }
 
     /// The same server with another path.
@@ -59,7 +87,8 @@ impl Target {
 
     /// The URL again, for reports.
     pub fn url(&self) -> String {
-        format!("http://{}{}", self.host, self.path)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}{}", self.host, self.path)
     }
 
     /// The request sent on every connection. Keep-alive mode speaks
@@ -76,7 +105,7 @@ impl Target {
     }
 }
 
-fn split_port(authority: &str) -> Result<(&str, u16), String> {
+fn split_port(authority: &str, default: u16) -> Result<(&str, u16), String> {
     let (host, port) = if let Some(end) = authority.strip_prefix('[').and_then(|a| a.find(']')) {
         // `[::1]:8080`: the bracket closes at `end + 1`.
         let host = &authority[..end + 2];
@@ -91,7 +120,7 @@ fn split_port(authority: &str) -> Result<(&str, u16), String> {
         Some(p) => p
             .parse()
             .map_err(|_| format!("bad port in {authority:?}"))?,
-        None => 80,
+        None => default,
     };
     if host.is_empty() {
         return Err(format!("no host in {authority:?}"));
@@ -115,6 +144,22 @@ mod tests {
         let t = Target::parse("http://[::1]:9/x?a=1").unwrap();
         assert_eq!(t.addr, "[::1]:9".parse().unwrap());
         assert_eq!(t.path, "/x?a=1");
+        assert!(!t.tls);
+    }
+
+    #[test]
+    fn https_urls_parse_with_their_server_name() {
+        let t = Target::parse("https://localhost/a").unwrap();
+        assert!(t.tls);
+        assert_eq!(t.addr.port(), 443);
+        assert_eq!(t.server_name(), "localhost");
+        assert_eq!(t.url(), "https://localhost/a");
+        let t = Target::parse("https://127.0.0.1:8443/").unwrap();
+        assert_eq!(t.server_name(), "127.0.0.1");
+        assert!(t.plain_only("the idle scenario").is_err());
+        let t = Target::parse("https://[::1]:9/").unwrap();
+        assert_eq!(t.server_name(), "::1");
+        assert!(Target::parse("https://example.com/").is_err());
     }
 
     #[test]
@@ -123,7 +168,7 @@ mod tests {
             "http://10.0.0.1/",
             "http://example.com/",
             "http://192.168.1.2:80/",
-            "https://127.0.0.1/",
+            "ftp://127.0.0.1/",
             "http://0.0.0.0:80/",
         ] {
             assert!(Target::parse(url).is_err(), "{url}");

@@ -299,6 +299,7 @@ fn measure(opts: &Options, s: &Subject, point: &mut Point) {
         max_time: opts.max_time,
         threads: opts.threads,
         timeout: opts.timeout,
+        tls: None,
     };
     for _ in 0..opts.runs {
         let cpu_before = s.pid.and_then(procstat::tree_cpu_time);

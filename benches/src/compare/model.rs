@@ -29,9 +29,11 @@ impl Peer {
             ),
             None => (rest, None),
         };
+        let target = Target::parse(url)?;
+        target.plain_only("compare's --peer")?;
         Ok(Peer {
             name: name.to_string(),
-            target: Target::parse(url)?,
+            target,
             pid,
         })
     }

@@ -3,9 +3,9 @@
 //! allocates after `Conn::new`: the read buffer is the connection's own and
 //! bodies are counted, not kept.
 
+use super::link::Link;
 use super::ErrorKind;
-use mio::net::TcpStream;
-use std::io::{self, Read, Write};
+use std::io;
 use std::time::Instant;
 
 /// The read buffer's size: a response head must fit; bodies pass through.
@@ -56,8 +56,8 @@ pub(crate) enum ReadOutcome {
 }
 
 /// One connection slot; its stream is replaced on reconnects.
-pub(crate) struct Conn {
-    pub stream: Option<TcpStream>,
+pub(crate) struct Conn<L> {
+    pub stream: Option<L>,
     pub phase: Phase,
     /// When the current request (or batch) began (connect or first write).
     pub started: Instant,
@@ -73,8 +73,8 @@ pub(crate) struct Conn {
     body: u64,
 }
 
-impl Conn {
-    pub fn new(now: Instant) -> Conn {
+impl<L: Link> Conn<L> {
+    pub fn new(now: Instant) -> Conn<L> {
         Conn {
             stream: None,
             phase: Phase::Idle,
@@ -107,6 +107,7 @@ impl Conn {
         let Some(stream) = &self.stream else {
             return Err(io::ErrorKind::NotConnected.into());
         };
+        let stream = stream.socket();
         if let Some(e) = stream.take_error()? {
             return Err(e);
         }

@@ -9,20 +9,28 @@
 //! answer in the middle of a pipelined batch): those go back to the budget.
 
 mod conn;
+mod link;
 #[cfg(test)]
 mod tests;
+mod tls;
+#[cfg(test)]
+mod tls_tests;
 mod users;
 #[cfg(test)]
 mod users_tests;
 mod users_worker;
 mod worker;
 
+pub use link::Negotiated;
+pub use tls::TlsOptions;
 pub use users::{
     run_users, Failure, ThinkRange, UsersConfig, UsersReport, FAILURES, FAILURE_NAMES,
 };
 
 use crate::target::Target;
 use hdrhistogram::Histogram;
+use link::Link;
+use mio::net::TcpStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -82,6 +90,9 @@ pub struct Config {
     /// A request not answered in this time counts as a timeout and its
     /// connection is closed.
     pub timeout: Duration,
+    /// How an `https://` target is spoken to (needed for one, refused for
+    /// an `http://` one).
+    pub tls: Option<TlsOptions>,
 }
 
 /// Error kinds, counted separately (indices into [`Report::errors`]).
@@ -151,6 +162,12 @@ pub struct Report {
     pub first_other: Option<String>,
     /// True when the time limit stopped the run before the budget was spent.
     pub timed_out: bool,
+    /// TLS handshakes completed in full (a connection's first answer came).
+    pub handshakes: u64,
+    /// TLS handshakes that resumed a session.
+    pub resumed: u64,
+    /// What the first TLS handshake settled (None over plain HTTP).
+    pub negotiated: Option<Negotiated>,
 }
 
 impl Report {
@@ -165,6 +182,9 @@ impl Report {
             errors: [0; ERROR_KINDS],
             first_other: None,
             timed_out: false,
+            handshakes: 0,
+            resumed: 0,
+            negotiated: None,
         }
     }
 
@@ -176,6 +196,11 @@ impl Report {
     /// Bytes read per second.
     pub fn bytes_per_sec(&self) -> f64 {
         per_sec(self.bytes, self.elapsed)
+    }
+
+    /// TLS handshakes (full and resumed) per second.
+    pub fn handshakes_per_sec(&self) -> f64 {
+        per_sec(self.handshakes + self.resumed, self.elapsed)
     }
 
     /// All errors, of every kind.
@@ -205,6 +230,9 @@ impl Report {
         }
         self.first_other = self.first_other.take().or(other.first_other);
         self.timed_out |= other.timed_out;
+        self.handshakes += other.handshakes;
+        self.resumed += other.resumed;
+        self.negotiated = self.negotiated.or(other.negotiated);
     }
 }
 
@@ -287,12 +315,31 @@ pub fn run(config: &Config) -> Result<Report, String> {
         return Err("connections and threads must be at least 1".into());
     }
     raise_nofile(config.connections as u64 + 64)?;
-    let threads = config.threads.min(config.connections);
     // One batch: the request repeated as many times as the mode sends per write.
     let request = config
         .target
         .request_bytes(config.mode.keep_alive())
         .repeat(config.mode.depth() as usize);
+    match (&config.tls, config.target.tls) {
+        (None, false) => run_on::<TcpStream>(config, &(), &request),
+        (Some(options), true) => {
+            let client = tls::TlsClient::new(options, config.target.server_name())?;
+            run_on::<tls::TlsLink>(config, &client, &request)
+        }
+        (None, true) => Err(format!(
+            "{}: an https:// target needs the CA file its certificate is checked with (--ca FILE)",
+            config.target.url()
+        )),
+        (Some(_), false) => Err(format!(
+            "{}: TLS options (--ca, --tls-resume, --tls-suite) apply to https:// targets only",
+            config.target.url()
+        )),
+    }
+}
+
+/// The run over connections of one kind, each opened with `opener`.
+fn run_on<L: Link>(config: &Config, opener: &L::Opener, request: &[u8]) -> Result<Report, String> {
+    let threads = config.threads.min(config.connections);
     let start = Instant::now();
     let shared = Shared {
         issued: AtomicU64::new(0),
@@ -306,9 +353,10 @@ pub fn run(config: &Config) -> Result<Report, String> {
             .map(|i| {
                 let conns =
                     config.connections / threads + usize::from(i < config.connections % threads);
-                let (shared, request) = (&shared, &request[..]);
+                let shared = &shared;
                 s.spawn(move || {
-                    let mut w = worker::Worker::new(config, shared, request, conns, start)?;
+                    let mut w =
+                        worker::Worker::<L>::new(config, shared, opener, request, conns, start)?;
                     w.run();
                     Ok(w.into_report(Report::empty(0)))
                 })

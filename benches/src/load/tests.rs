@@ -54,19 +54,11 @@ impl TestServer {
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Seen::default());
         let stop = Arc::new(AtomicBool::new(false));
-        let (s, st) = (seen.clone(), stop.clone());
-        let acceptor = std::thread::spawn(move || {
-            while !st.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((stream, _)) => {
-                        stream.set_nonblocking(false).unwrap();
-                        s.connections.fetch_add(1, Ordering::Relaxed);
-                        let s = s.clone();
-                        std::thread::spawn(move || serve(stream, script, &s));
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(1)),
-                }
-            }
+        let s = seen.clone();
+        let acceptor = accept_until(&stop, listener, move |stream| {
+            s.connections.fetch_add(1, Ordering::Relaxed);
+            let s = s.clone();
+            std::thread::spawn(move || serve(stream, script, &s));
         });
         TestServer {
             addr,
@@ -85,12 +77,34 @@ impl TestServer {
             max_time: Duration::from_secs(20),
             threads: 1,
             timeout: Duration::from_secs(10),
+            tls: None,
         }
     }
 
     pub(super) fn seen(&self, counter: fn(&Seen) -> &AtomicUsize) -> usize {
         counter(&self.seen).load(Ordering::Relaxed)
     }
+}
+
+/// Accepts on `listener` (non-blocking) until `stop`, handing each
+/// connection, made blocking, to `serve`.
+pub(super) fn accept_until(
+    stop: &Arc<AtomicBool>,
+    listener: TcpListener,
+    mut serve: impl FnMut(TcpStream) + Send + 'static,
+) -> JoinHandle<()> {
+    let stop = stop.clone();
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    stream.set_nonblocking(false).unwrap();
+                    serve(stream);
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+    })
 }
 
 impl Drop for TestServer {

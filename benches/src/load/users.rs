@@ -164,6 +164,7 @@ pub fn run_users(config: &UsersConfig) -> Result<UsersReport, String> {
     if config.users == 0 || config.threads == 0 || config.session_requests == 0 {
         return Err("users, threads and session requests must be at least 1".into());
     }
+    config.target.plain_only("--users")?;
     raise_nofile(config.users as u64 + 64)?;
     let threads = config.threads.min(config.users);
     let request = config.target.request_bytes(true);

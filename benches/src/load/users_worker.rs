@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 const TICK: Duration = Duration::from_millis(50);
 
 struct User {
-    conn: Conn,
+    conn: Conn<TcpStream>,
     /// Requests left in the current session.
     left: u32,
 }

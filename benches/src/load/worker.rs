@@ -4,9 +4,9 @@
 //! error, and takes the next.
 
 use super::conn::{classify, Conn, Done, Phase, ReadOutcome};
+use super::link::{Link, Negotiated};
 use super::{new_histogram, Config, ErrorKind, Mode, Report, Shared};
 use hdrhistogram::Histogram;
-use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use std::io;
 use std::time::{Duration, Instant};
@@ -14,16 +14,18 @@ use std::time::{Duration, Instant};
 /// How often request timeouts are checked, and the longest single wait.
 const TICK: Duration = Duration::from_millis(50);
 
-pub(crate) struct Worker<'a> {
+pub(crate) struct Worker<'a, L: Link> {
     config: &'a Config,
     shared: &'a Shared,
+    /// What a new connection is opened with (the TLS client, or nothing).
+    opener: &'a L::Opener,
     /// One batch of requests; a shorter batch sends a prefix of it.
     request: &'a [u8],
     /// The length of one request in `request`.
     one: usize,
     poll: Poll,
     events: Events,
-    conns: Vec<Conn>,
+    conns: Vec<Conn<L>>,
     /// Connections with a request in flight.
     active: usize,
     start: Instant,
@@ -35,20 +37,26 @@ pub(crate) struct Worker<'a> {
     errors: [u64; super::ERROR_KINDS],
     first_other: Option<String>,
     timed_out: bool,
+    /// TLS handshakes done: full, and resumed.
+    handshakes: [u64; 2],
+    /// What the first of them settled.
+    negotiated: Option<Negotiated>,
 }
 
-impl<'a> Worker<'a> {
+impl<'a, L: Link> Worker<'a, L> {
     pub fn new(
         config: &'a Config,
         shared: &'a Shared,
+        opener: &'a L::Opener,
         request: &'a [u8],
         conns: usize,
         start: Instant,
-    ) -> Result<Worker<'a>, String> {
+    ) -> Result<Worker<'a, L>, String> {
         let poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
         Ok(Worker {
             config,
             shared,
+            opener,
             request,
             one: request.len() / config.mode.depth() as usize,
             poll,
@@ -64,6 +72,8 @@ impl<'a> Worker<'a> {
             errors: [0; super::ERROR_KINDS],
             first_other: None,
             timed_out: false,
+            handshakes: [0; 2],
+            negotiated: None,
         })
     }
 
@@ -160,9 +170,9 @@ impl<'a> Worker<'a> {
     }
 
     fn connect(&mut self, i: usize) -> io::Result<()> {
-        let mut stream = TcpStream::connect(self.config.target.addr)?;
+        let mut stream = L::open(self.config.target.addr, self.opener)?;
         self.poll.registry().register(
-            &mut stream,
+            stream.socket_mut(),
             Token(i),
             Interest::READABLE | Interest::WRITABLE,
         )?;
@@ -226,6 +236,11 @@ impl<'a> Worker<'a> {
             self.errors[ErrorKind::WrongLength as usize] += 1;
         }
         c.outstanding = c.outstanding.saturating_sub(1);
+        // A connection's first answer comes after its handshake.
+        if let Some(n) = c.stream.as_mut().and_then(L::take_handshake) {
+            self.handshakes[usize::from(n.resumed)] += 1;
+            self.negotiated.get_or_insert(n);
+        }
         if self.config.mode == Mode::Close || done.close {
             c.stream = None;
             // The server said it answers no more on this connection: the
@@ -281,6 +296,9 @@ impl<'a> Worker<'a> {
         report.errors = self.errors;
         report.first_other = self.first_other;
         report.timed_out = self.timed_out;
+        report.handshakes = self.handshakes[0];
+        report.resumed = self.handshakes[1];
+        report.negotiated = self.negotiated;
         report
     }
 }

@@ -8,10 +8,14 @@
 //!   the socket's ciphertext, until the buffer is full or the socket
 //!   would block (so a read that comes back short has drained the socket,
 //!   as on a bare socket: a connection under edge-triggered readiness
-//!   relies on it), and sends the handshake's answers (and session
-//!   tickets) as soon as they are made;
+//!   relies on it; a read of the socket that comes back short counts as
+//!   that, without a further one to meet `WouldBlock`), and sends the
+//!   handshake's answers as soon as they are made (what is queued with a
+//!   request, the session tickets after the handshake, goes out with its
+//!   answer);
 //! - `write` takes plaintext while the session holds under `SEND_LIMIT` of
-//!   ciphertext for the socket, and sends what it can;
+//!   ciphertext for the socket, and sends the records held before and the
+//!   new ones in one `writev`, as far as the socket takes them;
 //! - `has_buffered_output` tells of ciphertext still held for the socket
 //!   (the connection keeps waiting to write until it is gone), and
 //!   `has_buffered_input` of plaintext decrypted but not yet handed out;
@@ -151,9 +155,27 @@ impl TlsStream {
     }
 }
 
+/// The socket as rustls reads it, noting whether the last read came
+/// back short of the room it was given: the socket had no more then (as
+/// a short read on a bare socket says), so asking again would only meet
+/// `WouldBlock`.
+struct Drain<'a> {
+    sock: &'a mut TcpStream,
+    short: bool,
+}
+
+impl Read for Drain<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.sock.read(buf)?;
+        self.short = n < buf.len();
+        Ok(n)
+    }
+}
+
 impl Read for TlsStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let mut n = 0;
+        let mut drained = false;
         loop {
             if self.plain > 0 {
                 let k = self.tls.reader().read(&mut buf[n..])?;
@@ -163,11 +185,23 @@ impl Read for TlsStream {
             if n == buf.len() {
                 return Ok(n);
             }
-            match self.tls.read_tls(&mut self.sock) {
+            if drained {
+                // Every record the socket held is in: what came is all
+                // there is until the next readiness.
+                if n > 0 {
+                    return Ok(n);
+                }
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let mut sock = Drain {
+                sock: &mut self.sock,
+                short: false,
+            };
+            match self.tls.read_tls(&mut sock) {
                 // The peer's FIN, or its close_notify before: the end
                 // once what came before it is handed out.
                 Ok(0) => return Ok(n),
-                Ok(_) => {}
+                Ok(_) => drained = sock.short,
                 Err(e) if n > 0 && e.kind() == io::ErrorKind::WouldBlock => return Ok(n),
                 Err(e) => return Err(e),
             }
@@ -180,7 +214,14 @@ impl Read for TlsStream {
                 }
             };
             self.plain = state.plaintext_bytes_to_read();
-            self.send()?;
+            // Handshake records go at once. Once plaintext comes (a
+            // request), what the session queued with it (the session
+            // tickets after the handshake) waits for the write of its
+            // answer, or the connection's flush after the read, and
+            // shares their `writev`.
+            if self.plain == 0 {
+                self.send()?;
+            }
             if self.plain == 0 && state.peer_has_closed() {
                 return Ok(n);
             }
@@ -203,9 +244,16 @@ impl Write for TlsStream {
         self.write_vectored(&[IoSlice::new(buf)])
     }
 
+    /// Encrypts what fits under `SEND_LIMIT` behind what the session
+    /// holds already, then sends it all in one go; with no room left,
+    /// sends first and tries again. `WouldBlock` only once the socket
+    /// would block.
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.send()?;
-        let n = self.tls.writer().write_vectored(bufs)?;
+        let mut n = self.tls.writer().write_vectored(bufs)?;
+        if n == 0 && bufs.iter().any(|b| !b.is_empty()) {
+            self.send()?;
+            n = self.tls.writer().write_vectored(bufs)?;
+        }
         self.send()?;
         if n == 0 && bufs.iter().any(|b| !b.is_empty()) {
             return Err(io::ErrorKind::WouldBlock.into());
@@ -369,21 +417,59 @@ mod tests {
         drive(&mut server, &mut client, &mut sock, |s, _| {
             matches!(s.read(&mut first), Ok(1))
         });
-        let head = b"POST / HTTP/1.1\r\nContent-Length: 8000\r\n\r\n";
+        // The body in three records: the session reads the socket in
+        // several full reads before the short one that ends it.
+        let head = b"POST / HTTP/1.1\r\nContent-Length: 40000\r\n\r\n";
         client.writer().write_all(head).expect("the head");
         while client.wants_write() {
             client.write_tls(&mut sock).expect("the head's record");
         }
-        client.writer().write_all(&[b'b'; 8000]).expect("the body");
+        client.writer().write_all(&[b'b'; 40000]).expect("the body");
         while client.wants_write() {
-            client.write_tls(&mut sock).expect("the body's record");
+            client.write_tls(&mut sock).expect("the body's records");
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
         let mut buf = vec![0u8; 64 << 10];
         let n = server.read(&mut buf).expect("what waits");
-        assert_eq!(n, head.len() + 8000);
+        assert_eq!(n, head.len() + 40000);
         let again = server.read(&mut buf).map_err(|e| e.kind());
         assert_eq!(again, Err(io::ErrorKind::WouldBlock));
+    }
+
+    /// The session tickets made when the handshake ends wait for the
+    /// answer to the request that came with the client's Finished, and go
+    /// out in its write.
+    #[test]
+    fn session_tickets_go_out_with_the_first_answer() {
+        let (mut server, mut sock) = pair();
+        let mut client = client(&[b"http/1.1"]);
+        let get = b"GET / HTTP/1.1\r\n\r\n";
+        client.writer().write_all(get).expect("client queues");
+        let mut held = None;
+        drive(&mut server, &mut client, &mut sock, |s, _| {
+            let mut buf = [0u8; 64];
+            match s.read(&mut buf) {
+                Ok(n) if n == get.len() => {
+                    held = Some(s.has_buffered_output());
+                    true
+                }
+                _ => false,
+            }
+        });
+        assert_eq!(held, Some(true), "the tickets wait for the answer");
+        server
+            .write_all(b"HTTP/1.1 204 No Content\r\n\r\n")
+            .expect("the answer");
+        assert!(!server.has_buffered_output(), "tickets and answer went out");
+        let mut heard = Vec::new();
+        drive(&mut server, &mut client, &mut sock, |_, c| {
+            let mut buf = [0u8; 64];
+            if let Ok(n) = c.reader().read(&mut buf) {
+                heard.extend_from_slice(&buf[..n]);
+            }
+            heard.ends_with(b"\r\n\r\n")
+        });
+        assert_eq!(heard, b"HTTP/1.1 204 No Content\r\n\r\n");
     }
 
     #[test]
