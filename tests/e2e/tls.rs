@@ -11,7 +11,6 @@ use std::process::Command;
 matrix!(
     https_beside_http_with_keep_alive,
     pipelined_requests_and_a_chunked_upload_over_tls,
-    a_plain_http_request_on_the_tls_port_gets_no_plaintext_answer,
     a_head_and_its_body_in_records_of_their_own_are_answered,
     sighup_reloads_the_certificate_and_a_bad_file_keeps_the_old,
 );
@@ -177,24 +176,6 @@ fn python_over_tls(poller: &str, script: &str, expect: &str) {
         String::from_utf8_lossy(&out.stderr),
         server.log()
     );
-}
-
-/// Plain HTTP sent to the TLS port is no TLS: the host answers no
-/// plaintext (at most a TLS alert) and closes, and serves on.
-fn a_plain_http_request_on_the_tls_port_gets_no_plaintext_answer(poller: &str) {
-    use std::io::{Read, Write};
-    let (server, port) = with_tls(poller, &[]);
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-        .expect("timeout");
-    s.write_all(b"GET /article HTTP/1.1\r\nHost: localhost\r\n\r\n")
-        .expect("send");
-    let mut got = Vec::new();
-    let read = s.read_to_end(&mut got);
-    assert!(read.is_ok(), "not closed: {read:?}\n{}", server.log());
-    assert!(!got.starts_with(b"HTTP/"), "{got:?}");
-    let (ok, text) = curl(&[format!("https://localhost:{port}/article")], &[]);
-    assert!(ok && text.contains("\n200 1\n"), "{text}");
 }
 
 #[test]

@@ -421,6 +421,14 @@ pub struct Cli {
           value_parser = clap::value_parser!(u32).range(1..), help_heading = LIMITS)]
     pub max_requests_per_conn: u32,
 
+    /// Time a client on a tls:// bind has to finish its TLS handshake,
+    /// from the accept; past it the connection is closed unanswered (a
+    /// ClientHello sent a byte at a time is cut here). --head-timeout
+    /// starts after it, with the first request byte.
+    #[arg(long, env = "STOA_TLS_HANDSHAKE_TIMEOUT", value_name = "DURATION", default_value = "10s",
+          value_parser = parse_secs, help_heading = TIMEOUTS)]
+    pub tls_handshake_timeout: Duration,
+
     /// Time to receive a whole request head (408; slowloris).
     #[arg(long, env = "STOA_HEAD_TIMEOUT", value_name = "DURATION", default_value = "30s",
           value_parser = parse_secs, help_heading = TIMEOUTS)]

@@ -86,6 +86,7 @@ impl Cli {
             max_body: self.max_body,
             max_stream_body: self.max_stream_body,
             max_requests_per_conn: self.max_requests_per_conn,
+            tls_handshake_timeout: self.tls_handshake_timeout,
             head_timeout: self.head_timeout,
             body_timeout: self.body_timeout,
             send_timeout: self.send_timeout,

@@ -64,6 +64,9 @@ pub enum HostAnswer {
     /// A request that could not be read (400, 408, 413, 414, 417, 431, 501,
     /// 505).
     Http(HttpError),
+    /// Plain HTTP sent to a TLS port, answered in plaintext (400, as
+    /// nginx words it).
+    PlainHttpToTls,
 }
 
 impl HostAnswer {
@@ -72,6 +75,7 @@ impl HostAnswer {
         match self {
             HostAnswer::NoMount | HostAnswer::NoEndpoint => 404,
             HostAnswer::StatusForbidden => 403,
+            HostAnswer::PlainHttpToTls => 400,
             HostAnswer::AppFailed | HostAnswer::AppPanicked(_) | HostAnswer::InvalidStatus => 500,
             HostAnswer::PoolFull
             | HostAnswer::AppShareFull
@@ -108,6 +112,7 @@ impl HostAnswer {
             HostAnswer::Draining => "draining",
             HostAnswer::NoApps => "no app is loaded",
             HostAnswer::AppTimeout => "the app did not answer within app_timeout",
+            HostAnswer::PlainHttpToTls => "The plain HTTP request was sent to HTTPS port",
             HostAnswer::Stuck(why) => return Cow::Borrowed(why.as_str()),
             HostAnswer::OutOfService(why) => return Cow::Borrowed(why),
             HostAnswer::Starting(apps) => {

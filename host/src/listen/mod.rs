@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 mod activation;
+mod handshake;
 mod socket;
 pub mod tls;
 mod unix;

@@ -22,8 +22,16 @@
 //! - `shutdown_write` sends `close_notify`, then the FIN; a session dropped
 //!   without it sends `close_notify` as far as the socket takes it then.
 //!
+//! The first bytes are looked at before the session takes them
+//! (`handshake::Watch`): plain HTTP turns the stream into a bare socket,
+//! so the connection can answer it in plaintext; other bytes that are no
+//! TLS record are refused. A handshake that fails keeps its kind
+//! (`handshake_failure`) for the counters.
+//!
 //! Used on the connections of `tls://` binds.
 
+use super::handshake::{kind_of, Sniffed, Stage, Watch};
+use crate::stats::HandshakeFailure;
 use mio::net::TcpStream;
 use rustls::{ServerConfig, ServerConnection};
 use std::io::{self, IoSlice, Read, Write};
@@ -82,6 +90,8 @@ pub struct TlsStream {
     fin_pending: bool,
     /// What apps see of the session, read once after the handshake.
     session: Option<Arc<stoa_app_api::abi::TlsSession>>,
+    /// The first bytes, and how the handshake failed.
+    watch: Watch,
 }
 
 impl TlsStream {
@@ -95,6 +105,7 @@ impl TlsStream {
             plain: 0,
             fin_pending: false,
             session: None,
+            watch: Watch::default(),
         })
     }
 
@@ -121,15 +132,37 @@ impl TlsStream {
         self.session.clone()
     }
 
-    /// True until the handshake is done.
+    /// True until the handshake is done, or has failed (plain HTTP is no
+    /// handshake: the stream is a bare socket then).
     pub fn is_handshaking(&self) -> bool {
-        self.tls.is_handshaking()
+        self.watch.stage() != Stage::Plain
+            && self.watch.failure().is_none()
+            && self.tls.is_handshaking()
+    }
+
+    /// How the handshake failed, if it did.
+    pub fn handshake_failure(&self) -> Option<HandshakeFailure> {
+        self.watch.failure()
+    }
+
+    /// Gives the handshake up as failed with `kind` (its time ran out).
+    pub fn fail_handshake(&mut self, kind: HandshakeFailure) {
+        self.watch.fail(kind);
+    }
+
+    /// True once the first bytes were plain HTTP: reads and writes go to
+    /// the socket as they are.
+    fn passes_through(&self) -> bool {
+        self.watch.stage() == Stage::Plain
     }
 
     /// Ends the sending half: `close_notify`, then the FIN once every
     /// record before it is out (now, or when the socket takes the rest:
     /// `has_buffered_output` is true until then).
     pub fn shutdown_write(&mut self) -> io::Result<()> {
+        if self.passes_through() {
+            return self.sock.shutdown(std::net::Shutdown::Write);
+        }
         self.tls.send_close_notify();
         self.fin_pending = true;
         self.send()
@@ -145,13 +178,69 @@ impl TlsStream {
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+                Err(e) => return Err(self.broke(e)),
             }
         }
         if std::mem::take(&mut self.fin_pending) {
             self.sock.shutdown(std::net::Shutdown::Write)?;
         }
         Ok(())
+    }
+
+    /// A socket error `e`; mid-handshake, the peer has gone (`Closed`).
+    fn broke(&mut self, e: io::Error) -> io::Error {
+        if self.tls.is_handshaking() {
+            self.watch.fail(HandshakeFailure::Closed);
+        }
+        e
+    }
+
+    /// Reads the first bytes (`Watch::sniff`): TLS goes on to the session
+    /// (true), plain HTTP is left to the connection to answer (the stream
+    /// passes through from now on: `WouldBlock` here), other bytes are an
+    /// error, and an end before them the end (false).
+    fn sniff(&mut self) -> io::Result<bool> {
+        match self.watch.sniff(&mut self.sock)? {
+            Sniffed::Tls(mut first) => {
+                self.tls.read_tls(&mut first)?;
+                self.take_records()?;
+                Ok(true)
+            }
+            Sniffed::PlainHttp => Err(io::ErrorKind::WouldBlock.into()),
+            Sniffed::NotTls => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the first bytes are not a TLS handshake record",
+            )),
+            Sniffed::Ended => Ok(false),
+        }
+    }
+
+    /// Decrypts the records read and sends the handshake's answers now;
+    /// true if the peer has closed and no plaintext waits. An error that
+    /// fails the handshake counts by its kind, and the alert the session
+    /// made for it goes out.
+    fn take_records(&mut self) -> io::Result<bool> {
+        let handshaking = self.tls.is_handshaking();
+        let state = match self.tls.process_new_packets() {
+            Ok(state) => state,
+            Err(e) => {
+                if handshaking {
+                    self.watch.fail(kind_of(&e));
+                }
+                let _ = self.send();
+                return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+            }
+        };
+        self.plain = state.plaintext_bytes_to_read();
+        // Handshake records go at once. Once plaintext comes (a
+        // request), what the session queued with it (the session
+        // tickets after the handshake) waits for the write of its
+        // answer, or the connection's flush after the read, and
+        // shares their `writev`.
+        if self.plain == 0 {
+            self.send()?;
+        }
+        Ok(self.plain == 0 && state.peer_has_closed())
     }
 }
 
@@ -174,6 +263,11 @@ impl Read for Drain<'_> {
 
 impl Read for TlsStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.watch.stage() {
+            Stage::Plain => return self.sock.read(buf),
+            Stage::Sniffing if !self.sniff()? => return Ok(0),
+            Stage::Sniffing | Stage::Tls => {}
+        }
         let mut n = 0;
         let mut drained = false;
         loop {
@@ -200,29 +294,25 @@ impl Read for TlsStream {
             match self.tls.read_tls(&mut sock) {
                 // The peer's FIN, or its close_notify before: the end
                 // once what came before it is handed out.
-                Ok(0) => return Ok(n),
+                Ok(0) => {
+                    if self.tls.is_handshaking() {
+                        self.watch.fail(HandshakeFailure::Closed);
+                    }
+                    return Ok(n);
+                }
                 Ok(_) => drained = sock.short,
                 Err(e) if n > 0 && e.kind() == io::ErrorKind::WouldBlock => return Ok(n),
-                Err(e) => return Err(e),
-            }
-            let state = match self.tls.process_new_packets() {
-                Ok(state) => state,
-                Err(e) => {
-                    // The alert rustls queued for the peer goes out.
-                    let _ = self.send();
-                    return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    return Err(e)
                 }
-            };
-            self.plain = state.plaintext_bytes_to_read();
-            // Handshake records go at once. Once plaintext comes (a
-            // request), what the session queued with it (the session
-            // tickets after the handshake) waits for the write of its
-            // answer, or the connection's flush after the read, and
-            // shares their `writev`.
-            if self.plain == 0 {
-                self.send()?;
+                Err(e) => return Err(self.broke(e)),
             }
-            if self.plain == 0 && state.peer_has_closed() {
+            if self.take_records()? {
                 return Ok(n);
             }
         }
@@ -234,6 +324,9 @@ impl Drop for TlsStream {
     /// once, its answer done) still tells the peer it ended: without
     /// `close_notify` a body that ends at the close could be a cut one.
     fn drop(&mut self) {
+        if self.passes_through() {
+            return;
+        }
         self.tls.send_close_notify();
         let _ = self.send();
     }
@@ -249,6 +342,9 @@ impl Write for TlsStream {
     /// sends first and tries again. `WouldBlock` only once the socket
     /// would block.
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        if self.passes_through() {
+            return self.sock.write_vectored(bufs);
+        }
         let mut n = self.tls.writer().write_vectored(bufs)?;
         if n == 0 && bufs.iter().any(|b| !b.is_empty()) {
             self.send()?;
@@ -486,15 +582,96 @@ mod tests {
                 .contains("peer doesn't support any known protocol"),
             "{e}"
         );
+        assert_eq!(server.handshake_failure(), Some(HandshakeFailure::Protocol));
     }
 
+    /// Reads on `server` until a read fails otherwise than `WouldBlock` or
+    /// the handshake has failed; the last read's outcome.
+    fn read_until_failed(server: &mut TlsStream) -> io::Result<usize> {
+        for _ in 0..5000 {
+            let mut buf = [0u8; 64];
+            match server.read(&mut buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if server.handshake_failure().is_some() {
+                        return Err(e);
+                    }
+                    std::thread::yield_now()
+                }
+                other => return other,
+            }
+        }
+        panic!("every read would block, and the handshake goes on");
+    }
+
+    /// Plain HTTP is told from its first bytes, and the session becomes a
+    /// bare socket: the answer goes out in plaintext, with no TLS record
+    /// around it nor after it.
     #[test]
-    fn plain_http_on_the_session_is_an_error_not_a_hang() {
+    fn plain_http_turns_the_session_into_a_bare_socket() {
         let (mut server, mut sock) = pair();
-        sock.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-            .expect("plain bytes");
-        let e = first_read(&mut server).expect_err("not TLS");
-        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+        let request = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+        sock.write_all(request).expect("plain bytes");
+        let e = read_until_failed(&mut server).expect_err("no plaintext");
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock, "{e}");
+        assert_eq!(
+            server.handshake_failure(),
+            Some(HandshakeFailure::PlainHttp)
+        );
+        assert!(!server.is_handshaking());
+        // What follows the bytes looked at is read as it is.
+        let mut rest = [0u8; 64];
+        let n = server.read(&mut rest).expect("the rest");
+        assert!(n > 0 && request.ends_with(&rest[..n]), "{:?}", &rest[..n]);
+        server
+            .write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+            .expect("answer");
+        server.shutdown_write().expect("FIN");
+        drop(server);
+        let mut got = Vec::new();
+        sock.read_to_end(&mut got)
+            .expect("the answer, then the FIN");
+        assert_eq!(got, b"HTTP/1.1 400 Bad Request\r\n\r\n");
+    }
+
+    /// Other bytes before a ClientHello, and a record longer than TLS
+    /// allows (16384 + 2048 bytes), are refused; the oversized record with
+    /// a fatal alert.
+    #[test]
+    fn bytes_that_are_no_tls_records_are_refused() {
+        let oversized = [&[0x16, 0x03, 0x01, 0x48, 0x01][..], &[0u8; 64]].concat();
+        let cases: [(&[u8], bool); 3] = [
+            (b"\x00\x01garbage", false),
+            (b"get / HTTP/1.1\r\n", false),
+            (&oversized, true),
+        ];
+        for (bytes, alert) in cases {
+            let (mut server, mut sock) = pair();
+            sock.write_all(bytes).expect("the bytes");
+            let e = read_until_failed(&mut server).expect_err("refused");
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{bytes:?}: {e}");
+            assert_eq!(server.handshake_failure(), Some(HandshakeFailure::NotTls));
+            if alert {
+                let mut got = [0u8; 7];
+                sock.read_exact(&mut got).expect("an alert");
+                // An alert record whose level is fatal (2).
+                assert_eq!(&got[..6], &[0x15, 0x03, 0x03, 0x00, 0x02, 0x02], "{got:?}");
+            }
+        }
+    }
+
+    /// A client that closes partway through its ClientHello failed its
+    /// handshake (`closed`).
+    #[test]
+    fn a_close_mid_handshake_counts_as_closed() {
+        let (mut server, mut sock) = pair();
+        let mut client = client(&[b"http/1.1"]);
+        let mut hello = Vec::new();
+        client.write_tls(&mut hello).expect("a ClientHello");
+        sock.write_all(&hello[..hello.len() / 2])
+            .expect("half of it");
+        sock.shutdown(std::net::Shutdown::Write).expect("FIN");
+        assert_eq!(first_read(&mut server).expect("the end"), 0);
+        assert_eq!(server.handshake_failure(), Some(HandshakeFailure::Closed));
     }
 
     #[test]

@@ -17,7 +17,7 @@ use crate::ops::survival;
 use crate::ops::watchdog::{not_ready, unhealthy, Board, StuckWorker};
 use crate::settings::Settings;
 use crate::stats::Stats;
-use crate::stats::{AppCounts, Counts, APP_SLOTS, HOST, LATENCY_BUCKETS};
+use crate::stats::{AppCounts, Counts, HandshakeFailure, APP_SLOTS, HOST, LATENCY_BUCKETS};
 use serde_json::{json, Value};
 use std::fmt::Write;
 use stoa_app_api::Response;
@@ -233,7 +233,16 @@ fn connections_json(shared: &Sources<'_>, view: &View) -> Value {
         "overload": shared.settings.overload.name(),
         "shed": total.shed,
         "accept_paused_seconds": total.accept_paused_secs,
+        "tls_handshake_failures": tls_failures_json(total),
     })
+}
+
+/// Failed TLS handshakes by kind, every kind named (0 for none).
+fn tls_failures_json(total: &Counts) -> serde_json::Map<String, Value> {
+    HandshakeFailure::ALL
+        .iter()
+        .map(|&k| (k.name().to_string(), json!(total.tls_failed(k))))
+        .collect()
 }
 
 /// The budget of buffered bodies and messages: held, limit, refusals.
@@ -374,6 +383,7 @@ fn metrics_text(shared: &Sources<'_>) -> String {
     let view = view(shared);
     info_metrics(shared, &view, &mut out);
     connection_metrics(shared, &view, &mut out);
+    tls_metrics(&view.total, &mut out);
     buffered_metrics(shared.budget, &mut out);
     let names = names(shared);
     request_metrics(&view, &names, &mut out);
@@ -511,6 +521,20 @@ fn connection_metrics(shared: &Sources<'_>, view: &View, out: &mut String) {
         "# TYPE stoa_connections_max gauge\nstoa_connections_max {}",
         shared.settings.max_connections
     );
+}
+
+/// Failed TLS handshakes by kind, summed over the workers (in process
+/// mode, the ones that have ended too).
+fn tls_metrics(total: &Counts, out: &mut String) {
+    let _ = writeln!(out, "# TYPE stoa_tls_handshake_failures_total counter");
+    for kind in HandshakeFailure::ALL {
+        let _ = writeln!(
+            out,
+            "stoa_tls_handshake_failures_total{{kind=\"{}\"}} {}",
+            kind.name(),
+            total.tls_failed(kind)
+        );
+    }
 }
 
 /// A worker's series labels: its index, and in process mode its pid (a

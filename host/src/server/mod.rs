@@ -399,6 +399,9 @@ impl Server {
             }
             let was_full = conn.output_full();
             let read = conn.read_due() && conn.read_some(params, &mut self.bufs);
+            if conn.owes_plain_http_answer() {
+                conn.answer_plain_http(self.date.get(), &mut self.bufs);
+            }
             // A streamed body's bytes go to its app; what that frees in the
             // buffer is read on the next round (no new edge would come).
             let fed = conn.feed_body();
@@ -620,7 +623,15 @@ impl Server {
             if let Err(e) = self.poller.deregister(conn.stream().as_raw_fd()) {
                 log::debug!("deregister {}: {e}", conn.peer());
             }
-            bump(&self.shared.stats.worker(self.worker).closed, 1);
+            let stats = self.shared.stats.worker(self.worker);
+            if let Some(kind) = conn.handshake_failure() {
+                // Each failure once, as its connection closes; at debug,
+                // as other disconnects: a scan or a flood of them cannot
+                // flood the log (status and metrics count them).
+                bump(&stats.tls_failures[kind.index()], 1);
+                log::debug!("{}: TLS handshake failed ({})", conn.peer(), kind.name());
+            }
+            bump(&stats.closed, 1);
             log::debug!("closed {} ({} open)", conn.peer(), self.conns.len());
             drop(conn);
             self.give_back_slot();
@@ -636,7 +647,7 @@ impl Server {
     /// Applies every connection deadline that has passed (a sweep over the
     /// slab is cheaper than a timer per connection): 408 for a stalled head
     /// or body, 504 for an app that did not answer, and a quiet close for
-    /// an idle or stuck connection.
+    /// an idle or stuck connection or an unfinished TLS handshake.
     fn sweep(&mut self, now: Instant) {
         let expired: Vec<(usize, Deadline)> = self
             .conns
@@ -662,6 +673,11 @@ impl Server {
                 }
                 Deadline::Linger if conn.lingers_on() => {
                     self.settle(token);
+                    continue;
+                }
+                Deadline::Handshake => {
+                    conn.handshake_timed_out();
+                    self.close(token);
                     continue;
                 }
                 Deadline::Idle | Deadline::Send | Deadline::Linger => {
@@ -721,6 +737,7 @@ const DRAIN_IDLE_GRACE: Duration = Duration::from_millis(500);
 /// 10 ms and 1 s.
 fn sweep_interval(p: &ConnParams, shortest_app_timeout: Duration) -> Duration {
     [
+        p.tls_handshake_timeout,
         p.head_timeout,
         p.body_timeout,
         p.send_timeout,

@@ -28,6 +28,9 @@ pub struct ConnParams {
     pub max_stream_body: usize,
     /// Requests served on one connection before it is closed.
     pub max_requests_per_conn: u32,
+    /// A TLS handshake, from the accept (closed unanswered past it; a
+    /// slowloris on the handshake).
+    pub tls_handshake_timeout: Duration,
     /// Whole request head, from its first byte (408 past it; slowloris).
     pub head_timeout: Duration,
     /// Between two reads of a body (408).
@@ -93,6 +96,7 @@ impl Default for ConnParams {
             max_body: 8 * 1024 * 1024,
             max_stream_body: DEFAULT_MAX_STREAM_BODY,
             max_requests_per_conn: 1000,
+            tls_handshake_timeout: Duration::from_secs(10),
             head_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(30),
             send_timeout: Duration::from_secs(30),

@@ -3,7 +3,9 @@
 //! shared between loops on the hot path) and is its only writer (`bump`);
 //! readers sum them.
 
+mod handshake;
 mod snapshot;
+pub use handshake::HandshakeFailure;
 pub use snapshot::{AppCounts, Counts, HOST};
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -93,6 +95,8 @@ pub struct WorkerStats {
     /// Streamed answers going out now (each connection's `ConnStream`
     /// counts itself in and out).
     pub streams: Arc<AtomicU64>,
+    /// TLS handshakes that failed, by kind (`HandshakeFailure::index`).
+    pub tls_failures: [AtomicU64; HandshakeFailure::ALL.len()],
     pub apps: Vec<AppStats>,
 }
 
@@ -115,6 +119,7 @@ impl Default for WorkerStats {
             paused_us: AtomicU64::new(0),
             paused_since: AtomicU64::new(0),
             streams: Arc::new(AtomicU64::new(0)),
+            tls_failures: Default::default(),
             apps: (0..=APP_SLOTS).map(|_| AppStats::default()).collect(),
         }
     }

@@ -2,7 +2,7 @@
 //! add up, within a process (one per loop) or across the worker processes
 //! of process mode (each publishes its own for the others to read).
 
-use super::{AppStats, Stats, WorkerStats, APP_SLOTS, LATENCY_BUCKETS};
+use super::{AppStats, HandshakeFailure, Stats, WorkerStats, APP_SLOTS, LATENCY_BUCKETS};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Relaxed;
@@ -67,6 +67,10 @@ pub struct Counts {
     pub accept_paused_secs: f64,
     /// By app name (`HOST` for requests no app took).
     pub apps: BTreeMap<String, AppCounts>,
+    /// Failed TLS handshakes by kind (`HandshakeFailure::name`); a kind
+    /// none failed with is left out.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tls_failures: BTreeMap<String, u64>,
     /// Process mode: each log's lines (written, dropped, write errors)
     /// by log name, as this worker process counted them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -92,6 +96,16 @@ impl Counts {
             }
         }
         apps.insert(HOST.to_string(), AppCounts::of(w.app(None)));
+        let tls_failures = HandshakeFailure::ALL
+            .iter()
+            .map(|k| {
+                (
+                    k.name().to_string(),
+                    w.tls_failures[k.index()].load(Relaxed),
+                )
+            })
+            .filter(|(_, n)| *n > 0)
+            .collect();
         Counts {
             accepted: w.accepted.load(Relaxed),
             closed: w.closed.load(Relaxed),
@@ -101,6 +115,7 @@ impl Counts {
             streams: w.streams.load(Relaxed),
             accept_paused_secs: w.accept_paused_secs(),
             apps,
+            tls_failures,
             logs: BTreeMap::new(),
             pool: None,
         }
@@ -117,6 +132,9 @@ impl Counts {
         self.accept_paused_secs += other.accept_paused_secs;
         for (name, counts) in &other.apps {
             self.apps.entry(name.clone()).or_default().add(counts);
+        }
+        for (kind, n) in &other.tls_failures {
+            *self.tls_failures.entry(kind.clone()).or_default() += n;
         }
         for (name, lines) in &other.logs {
             let sum = self.logs.entry(name.clone()).or_default();
@@ -146,6 +164,11 @@ impl Counts {
 
     pub fn requests(&self) -> u64 {
         self.apps.values().map(AppCounts::requests).sum()
+    }
+
+    /// The TLS handshakes that failed with `kind`.
+    pub fn tls_failed(&self, kind: HandshakeFailure) -> u64 {
+        self.tls_failures.get(kind.name()).copied().unwrap_or(0)
     }
 
     /// App `name`'s counters (zero if it has none).

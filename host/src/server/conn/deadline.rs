@@ -31,7 +31,10 @@ impl<S> Conn<S> {
             Phase::Streaming { progress, .. } => std::mem::take(progress),
             _ => false,
         };
-        let want = if self.has_output() {
+        let want = if self.handshaking {
+            // Its answers (held output) are part of it.
+            Deadline::Handshake
+        } else if self.has_output() {
             Deadline::Send
         } else {
             match self.phase {
@@ -53,7 +56,11 @@ impl<S> Conn<S> {
             Deadline::Idle | Deadline::Body => self.reader.progressed,
             Deadline::Send => self.write_progress,
             Deadline::StreamIdle => stream_progress,
-            Deadline::Head | Deadline::App | Deadline::WebSocket | Deadline::Linger => false,
+            Deadline::Head
+            | Deadline::Handshake
+            | Deadline::App
+            | Deadline::WebSocket
+            | Deadline::Linger => false,
         };
         self.reader.progressed = false;
         self.write_progress = false;
@@ -61,9 +68,11 @@ impl<S> Conn<S> {
     }
 
     /// Picks the timeout for the connection's state, counted from `now`
-    /// (the loop's clock). The head timeout runs from the head's first byte
-    /// (trickling bytes do not extend it); the body, send and idle timeouts
-    /// restart on progress. A lingering close and an open WebSocket keep
+    /// (the loop's clock). The handshake timeout runs from the accept, and
+    /// the head timeout from the head's first byte (trickling bytes extend
+    /// neither); the body, send and idle timeouts restart on progress. The
+    /// head's comes after the handshake's, whichever is shorter: no request
+    /// byte can come before the handshake is done. A lingering close and an open WebSocket keep
     /// their own (a WebSocket's while no output waits).
     pub fn update_deadline(&mut self, params: &ConnParams, now: Instant) {
         match &self.phase {
@@ -99,6 +108,7 @@ impl<S> Conn<S> {
                 return;
             }
             Deadline::Idle => params.keep_alive_timeout,
+            Deadline::Handshake => params.tls_handshake_timeout,
             Deadline::Head => params.head_timeout,
             Deadline::App => self
                 .pending()

@@ -1,6 +1,7 @@
 //! An in-memory transport for the connection's tests.
 
 use super::Transport;
+use crate::stats::HandshakeFailure;
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 
@@ -10,6 +11,7 @@ use std::io::{self, Read, Write};
 /// `shutdown_write`, writes fail. With `record`, a read gives at most that
 /// many bytes and the rest counts as held inside the transport (as a TLS
 /// session holds a record's plaintext), which `has_buffered_input` tells.
+/// `handshaking` and `failure` script a handshake (as a TLS session's).
 #[derive(Default)]
 pub struct Mem {
     pub input: VecDeque<u8>,
@@ -19,6 +21,8 @@ pub struct Mem {
     pub record: Option<usize>,
     /// `written`'s length when the sending half was shut.
     pub shut_at: Option<usize>,
+    pub handshaking: bool,
+    pub failure: Option<HandshakeFailure>,
 }
 
 impl Mem {
@@ -88,5 +92,17 @@ impl Transport for Mem {
 
     fn has_buffered_input(&self) -> bool {
         self.record.is_some() && !self.input.is_empty()
+    }
+
+    fn is_handshaking(&self) -> bool {
+        self.handshaking && self.failure.is_none()
+    }
+
+    fn handshake_failure(&self) -> Option<HandshakeFailure> {
+        self.failure
+    }
+
+    fn fail_handshake(&mut self, kind: HandshakeFailure) {
+        self.failure.get_or_insert(kind);
     }
 }

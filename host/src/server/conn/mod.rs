@@ -15,9 +15,11 @@
 //!
 //! Split by concern: `request` (reading, dispatching, answering),
 //! `deadline` (which timeout runs), `stream` (a streamed answer), `ws`
-//! (the WebSocket half), `linger` (the lingering close), `transport`.
+//! (the WebSocket half), `linger` (the lingering close), `handshake` (a
+//! TLS session's, before the first request), `transport`.
 
 mod deadline;
+mod handshake;
 mod linger;
 mod request;
 mod stream;
@@ -107,6 +109,8 @@ struct Dispatch {
 /// Which timeout a connection is under (see `ConnParams`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Deadline {
+    /// The transport's handshake (TLS's) is not done: close unanswered.
+    Handshake,
     /// Between requests: close quietly.
     Idle,
     /// Receiving a request head: 408.
@@ -176,11 +180,17 @@ pub struct Conn<S> {
     /// The transport holds output of its own for the socket (TLS records
     /// the socket did not take yet), as of its last read or write.
     held: bool,
+    /// The transport's handshake is under way, as of its last read.
+    handshaking: bool,
 }
 
 impl<S> Conn<S> {
-    pub fn new(stream: S, peer: Arc<str>) -> Self {
+    pub fn new(stream: S, peer: Arc<str>) -> Self
+    where
+        S: Transport,
+    {
         Conn {
+            handshaking: stream.is_handshaking(),
             stream,
             peer,
             via: 0,
@@ -413,5 +423,7 @@ pub enum Flow {
 pub(super) mod mem;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_handshake;
 #[cfg(test)]
 mod tests_ws;

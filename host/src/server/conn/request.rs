@@ -263,6 +263,7 @@ impl<S: Transport> Conn<S> {
         self.read_closed = matches!(state, ReadState::Closed | ReadState::Failed);
         self.read_ready = state == ReadState::Full || self.stream.has_buffered_input();
         self.held = self.stream.has_buffered_output();
+        self.handshaking = self.stream.is_handshaking();
         state
     }
 

@@ -1,6 +1,7 @@
 //! The byte stream under a connection.
 
 use crate::listen::Stream;
+use crate::stats::HandshakeFailure;
 use std::io::{self, Read, Write};
 
 /// What a connection reads requests from and writes answers to: a socket
@@ -18,6 +19,12 @@ use std::io::{self, Read, Write};
 ///   took part). The poller sees only the socket, which may never become
 ///   readable again for it, so the connection counts itself readable
 ///   while this is true (see `Conn::fill`) instead of waiting for an edge.
+/// - A handshake (TLS's) comes before the first request byte: while
+///   `is_handshaking`, the connection is under `tls_handshake_timeout`;
+///   one that failed says how (`handshake_failure`), for the counters.
+///   Plain HTTP where the handshake was due is such a failure, after
+///   which the transport passes bytes through as a bare socket, so the
+///   connection answers it in plaintext (`Conn::owes_plain_http_answer`).
 pub trait Transport: Read + Write {
     /// Ends the sending half: no more bytes go out, reads go on.
     fn shutdown_write(&mut self) -> io::Result<()>;
@@ -38,6 +45,19 @@ pub trait Transport: Read + Write {
     fn tls_session(&mut self) -> Option<std::sync::Arc<stoa_app_api::abi::TlsSession>> {
         None
     }
+
+    /// True while a handshake is under way (none on a bare socket).
+    fn is_handshaking(&self) -> bool {
+        false
+    }
+
+    /// How the handshake failed, if it did.
+    fn handshake_failure(&self) -> Option<HandshakeFailure> {
+        None
+    }
+
+    /// Gives the handshake up as failed with `kind` (its time ran out).
+    fn fail_handshake(&mut self, _kind: HandshakeFailure) {}
 }
 
 impl Transport for Stream {
@@ -64,6 +84,26 @@ impl Transport for Stream {
         match self {
             Stream::Tls(s) => s.session(),
             _ => None,
+        }
+    }
+
+    fn is_handshaking(&self) -> bool {
+        match self {
+            Stream::Tls(s) => s.is_handshaking(),
+            _ => false,
+        }
+    }
+
+    fn handshake_failure(&self) -> Option<HandshakeFailure> {
+        match self {
+            Stream::Tls(s) => s.handshake_failure(),
+            _ => None,
+        }
+    }
+
+    fn fail_handshake(&mut self, kind: HandshakeFailure) {
+        if let Stream::Tls(s) = self {
+            s.fail_handshake(kind);
         }
     }
 }
