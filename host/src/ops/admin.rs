@@ -271,6 +271,7 @@ fn per_worker_json(view: &View, notes: &SupervisorNotes) -> Vec<Value> {
                 "shed": c.shed,
                 "accept_paused_seconds": c.accept_paused_secs,
                 "requests": c.requests(),
+                "tls_handshake_failures": c.tls_failures.values().sum::<u64>(),
             });
             if let (Some((pid, rss)), Some(map)) = (w.process, v.as_object_mut()) {
                 let of = |v: &[u64]| v.get(w.worker).copied().unwrap_or(0);

@@ -207,4 +207,29 @@ mod tests {
         let back: Counts = serde_json::from_str(&text).expect("back");
         assert_eq!(back, total);
     }
+
+    #[test]
+    fn failed_handshakes_add_up_by_kind_across_workers_and_json() {
+        let stats = Stats::new(2);
+        let count = |w: usize, kind: HandshakeFailure, n: u64| {
+            stats.worker(w).tls_failures[kind.index()].store(n, Relaxed);
+        };
+        count(0, HandshakeFailure::Timeout, 2);
+        count(1, HandshakeFailure::Timeout, 3);
+        count(1, HandshakeFailure::PlainHttp, 1);
+        let mut total = Counts::of(&stats, 0);
+        // A worker process publishes its counters as JSON for the others.
+        let text = serde_json::to_string(&Counts::of(&stats, 1)).expect("json");
+        total.add(&serde_json::from_str(&text).expect("back"));
+        assert_eq!(total.tls_failed(HandshakeFailure::Timeout), 5);
+        assert_eq!(total.tls_failed(HandshakeFailure::PlainHttp), 1);
+        assert_eq!(total.tls_failed(HandshakeFailure::Other), 0);
+        // What a worker without the field (an older binary) published.
+        let old: Counts = serde_json::from_str(
+            r#"{"accepted":1,"closed":1,"ws_opened":0,
+            "ws_closed":0,"shed":0,"streams":0,"accept_paused_secs":0.0,"apps":{}}"#,
+        )
+        .expect("an older worker's counters");
+        assert!(old.tls_failures.is_empty());
+    }
 }
