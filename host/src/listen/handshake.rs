@@ -186,22 +186,25 @@ mod tests {
 
     #[test]
     fn the_first_bytes_tell_tls_plain_http_and_garbage_apart() {
-        let cases: [(&[u8], Opening); 12] = [
-            (b"", Opening::Unsure),
-            (b"\x16", Opening::Tls),
-            (b"\x16\x03\x01\x02\x00", Opening::Tls),
-            (b"GET / HTTP/1.1\r\n", Opening::PlainHttp),
-            (b"M-SEARCH * HTTP/1.1", Opening::PlainHttp),
-            (b"PROPFIND ", Opening::PlainHttp),
-            (b"GE", Opening::Unsure),
-            (b"get / HTTP/1.1", Opening::NotTls),
-            (b" GET", Opening::NotTls),
-            (b"\x80\x2e\x01", Opening::NotTls),
-            (b"\r\n", Opening::NotTls),
-            (b"\x15\x03\x03", Opening::NotTls),
+        let unsure: &[&[u8]] = &[b"", b"GE"];
+        let tls: &[&[u8]] = &[b"\x16", b"\x16\x03\x01\x02\x00"];
+        let plain: &[&[u8]] = &[b"GET / HTTP/1.1\r\n", b"M-SEARCH * HTTP/1.1", b"PROPFIND "];
+        let not_tls: &[&[u8]] = &[
+            b"get / HTTP/1.1",
+            b" GET",
+            b"\x80\x2e\x01",
+            b"\r\n",
+            b"\x15\x03",
         ];
-        for (bytes, what) in cases {
-            assert_eq!(opening(bytes), what, "{bytes:?}");
+        for (what, all) in [
+            (Opening::Unsure, unsure),
+            (Opening::Tls, tls),
+            (Opening::PlainHttp, plain),
+            (Opening::NotTls, not_tls),
+        ] {
+            for bytes in all {
+                assert_eq!(opening(bytes), what, "{bytes:?}");
+            }
         }
         assert_eq!(opening(&[b'A'; SNIFF_BYTES - 1]), Opening::Unsure);
         assert_eq!(opening(&[b'A'; SNIFF_BYTES]), Opening::NotTls);
