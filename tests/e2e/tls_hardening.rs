@@ -320,11 +320,21 @@ fn sessions_resume_and_early_data_is_not_taken(poller: &str) {
     assert_eq!(failures(&server).iter().sum::<u64>(), 0, "{}", server.log());
 }
 
-/// One failed handshake of each kind a client can cause here (a client
-/// certificate refused needs mutual TLS: `certificate` stays 0); status
+/// One failed handshake of each kind a client can cause (all but
+/// `other`), on a bind that takes optional client certificates; status
 /// and metrics count exactly those.
 fn failures_are_counted_by_kind_in_status_and_metrics(poller: &str) {
-    let (server, port) = with_tls(poller, &["--tls-handshake-timeout", "1s"]);
+    let client_ca = fixture("client-ca.pem");
+    let args = [
+        "--tls-handshake-timeout",
+        "1s",
+        "--tls-client-auth",
+        "optional",
+    ];
+    let (server, port) = with_tls(
+        poller,
+        &[&args[..], &["--tls-client-ca", &client_ca]].concat(),
+    );
     // timeout: a client that sends nothing.
     let mut idle = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     // plain_http, not_tls.
@@ -341,13 +351,16 @@ fn failures_are_counted_by_kind_in_status_and_metrics(poller: &str) {
         .output()
         .expect("curl");
     assert!(!out.status.success(), "{out:?}");
+    // certificate: a client certificate no CA of the bind's signed.
+    let (rogue, rogue_key) = (fixture("rogue.pem"), fixture("rogue-key.pem"));
+    s_client(port, &["-cert", &rogue, "-key", &rogue_key], b"");
     // closed: half a ClientHello, then the client's FIN.
     let mut half = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     half.write_all(&HELLO_START).expect("half a hello");
     half.shutdown(Shutdown::Write).expect("FIN");
     read_to_close(&mut half);
     read_to_close(&mut idle);
-    let want = vec![1, 1, 1, 1, 0, 1, 1, 0];
+    let want = vec![1, 1, 1, 1, 1, 1, 1, 0];
     let mut counted = Vec::new();
     wait_until(WAIT, || {
         counted = failures(&server);
