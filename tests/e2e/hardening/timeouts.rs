@@ -27,7 +27,7 @@ matrix!(
 
 /// Every timeout at half a second.
 const SHORT: &str = "--head-timeout 0.5 --body-timeout 0.5 --keep-alive-timeout 0.5 \
-                     --app-timeout 0.5 --send-timeout 0.5";
+                     --app-timeout 0.5 --send-timeout 0.5 --tls-handshake-timeout 0.5";
 
 /// Sends `bytes`, then waits for a refusal with `status` naming `needle`,
 /// which must not come before most of the half second has passed.
@@ -78,8 +78,9 @@ fn idle_keep_alive_closes_quietly(on: Backend) {
 
 /// A connection that never sends a byte is closed quietly too (it used to
 /// get no deadline until its first event, so poll and select kept it).
-/// Over TLS that is one that never sends its ClientHello (it gets at most
-/// an alert record, then the close), and one silent after its handshake.
+/// Over TLS that is one that never sends its ClientHello (closed at the
+/// handshake timeout: it gets at most an alert record, then the close),
+/// and one silent after its handshake.
 fn silent_connection_is_closed(on: Backend) {
     let server = start(on, &flags(SHORT));
     let mut tcp = Client::connect(server.port);
