@@ -364,8 +364,9 @@ pub fn tls_config(
         ];
         return match given.iter().find(|(yes, _)| *yes) {
             Some((_, what)) => Err(BootError::Tls(format!(
-                "{what} serve tls:// binds, and no --bind is one: add --bind tls://IP:PORT, \
-                 or leave them out"
+                "{what} serve tls:// binds, and no --bind is one (nor a passed socket named \
+                 tls): add --bind tls://IP:PORT (under socket activation, name the socket tls: \
+                 FileDescriptorName=tls), or leave them out"
             ))),
             None => Ok(None),
         };
