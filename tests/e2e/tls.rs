@@ -1,6 +1,6 @@
 //! HTTPS on `tls://` binds beside plain ones: curl and Python's `ssl`
 //! against the test certificate (tests/fixtures/tls), keep-alive,
-//! pipelining and a chunked upload, the scheme apps see, TLS files
+//! pipelining and a chunked upload, streamed answers, the scheme apps see, TLS files
 //! refused naming the flag, and worker processes serving TLS across an
 //! upgrade.
 
@@ -13,6 +13,7 @@ matrix!(
     pipelined_requests_and_a_chunked_upload_over_tls,
     a_head_and_its_body_in_records_of_their_own_are_answered,
     sighup_reloads_the_certificate_and_a_bad_file_keeps_the_old,
+    streamed_answers_over_tls,
 );
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/tls");
@@ -100,6 +101,26 @@ fn https_beside_http_with_keep_alive(poller: &str) {
         &["-H", "X-Forwarded-Proto: http"],
     );
     assert!(ok && text.contains("\"scheme\": \"https\""), "{text}");
+}
+
+/// Streamed answers over TLS: Server-Sent Events arrive in order as they
+/// are made and end, and a large streamed download arrives whole.
+fn streamed_answers_over_tls(poller: &str) {
+    let (server, port) = with_tls(poller, &[]);
+    let (ok, text) = curl(
+        &[format!("https://localhost:{port}/demo/clock?count=3")],
+        &["-N"],
+    );
+    assert!(ok, "{text}\n{}", server.log());
+    let ids: Vec<&str> = text.lines().filter(|l| l.starts_with("id: ")).collect();
+    assert_eq!(ids, ["id: 0", "id: 1", "id: 2"], "{text}");
+    let size = 8_000_000;
+    let (ok, text) = curl(
+        &[format!("https://localhost:{port}/demo/bytes?n={size}")],
+        &["-o", "/dev/null", "-w", "%{size_download} %{http_code}\n"],
+    );
+    assert!(ok, "{text}\n{}", server.log());
+    assert!(text.contains(&format!("{size} 200")), "{text}");
 }
 
 /// What the Python clients below share: `session(send)` opens a TLS
