@@ -174,14 +174,19 @@ fn sni_picks_the_certificate_for_the_name_asked(poller: &str) {
     assert!(default.ok, "{}", default.error);
 }
 
-fn apps_see_the_session_and_the_client_certificate(poller: &str) {
-    let table = format!(
-        "cert = {:?}\nkey = {:?}\nclient_ca = {:?}\n",
+/// A table serving the localhost certificate with the client CA, and
+/// `more` lines.
+fn client_ca_table(more: &str) -> String {
+    format!(
+        "cert = {:?}\nkey = {:?}\nclient_ca = {:?}\n{more}",
         fixture("cert.pem"),
         fixture("key.pem"),
         fixture("client-ca.pem")
-    );
-    let (_dir, server, port) = with_table(poller, &table, &[]);
+    )
+}
+
+fn apps_see_the_session_and_the_client_certificate(poller: &str) {
+    let (_dir, server, port) = with_table(poller, &client_ca_table(""), &[]);
     let seen = client(serde_json::json!({
         "port": port, "ca": fixture("ca.pem"), "sni": "localhost", "path": "/_environ",
         "cert": fixture("client.pem"), "key": fixture("client-key.pem"),
@@ -212,13 +217,8 @@ fn apps_see_the_session_and_the_client_certificate(poller: &str) {
 }
 
 fn optional_client_certificates_are_seen_when_sent(poller: &str) {
-    let table = format!(
-        "cert = {:?}\nkey = {:?}\nclient_ca = {:?}\nclient_auth = \"optional\"\n",
-        fixture("cert.pem"),
-        fixture("key.pem"),
-        fixture("client-ca.pem")
-    );
-    let (_dir, server, port) = with_table(poller, &table, &[]);
+    let optional = client_ca_table("client_auth = \"optional\"\n");
+    let (_dir, server, port) = with_table(poller, &optional, &[]);
     let base = serde_json::json!({
         "port": port, "ca": fixture("ca.pem"), "sni": "localhost", "path": "/_environ",
     });
