@@ -380,7 +380,7 @@ pub fn tls_config(
                 .into(),
         ));
     }
-    let resumption = Resumption::new(tickets(ticket_keys).map_err(BootError::Tls)?);
+    let resumption = Resumption::new(tickets(ticket_keys));
     TlsSites::load(&sites, default_used, resumption)
         .map(|s| Some(std::sync::Arc::new(s)))
         .map_err(BootError::Tls)

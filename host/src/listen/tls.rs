@@ -35,7 +35,6 @@ use crate::stats::HandshakeFailure;
 use mio::net::TcpStream;
 use rustls::{ServerConfig, ServerConnection};
 use std::io::{self, IoSlice, Read, Write};
-use std::path::Path;
 use std::sync::Arc;
 
 /// Most ciphertext a session holds for the socket before `write` takes no
@@ -52,32 +51,15 @@ pub mod watch;
 pub use config::{facts, CertFacts, Resumption};
 pub use sites::{log_reload, site_name, TlsSites};
 
-/// A server configuration serving `cert` (a PEM chain, the server's
-/// certificate first) with `key` (its PEM private key: PKCS#8, PKCS#1 or
-/// SEC1; an encrypted key is refused), TLS 1.3 and 1.2, ALPN `http/1.1`
-/// only (a client that offers only `h2` is refused with
-/// `no_application_protocol`). The error names the file and the reason.
-pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, String> {
-    let site = crate::settings::Site {
-        certs: vec![crate::settings::CertPair {
-            cert: cert.to_path_buf(),
-            key: key.to_path_buf(),
-        }],
-        ..Default::default()
-    };
-    let resumption = Resumption::new(tickets(None)?);
-    config::load(&site, &resumption).map(|l| l.config)
-}
-
 /// Session tickets sealed with `shared` keys (a worker process's, which
 /// the supervisor rotates), or with this process's own.
 pub fn tickets(
     shared: Option<&'static [std::sync::atomic::AtomicU64]>,
-) -> Result<Arc<dyn rustls::server::ProducesTickets>, String> {
-    Ok(match shared {
+) -> Arc<dyn rustls::server::ProducesTickets> {
+    match shared {
         Some(keys) => Arc::new(tickets::SharedTickets::shared(keys)),
         None => Arc::new(tickets::SharedTickets::own()),
-    })
+    }
 }
 
 /// A TLS session over one accepted connection.
@@ -367,7 +349,7 @@ impl Write for TlsStream {
 /// A file of tests/fixtures/tls, for the unit tests.
 #[cfg(test)]
 pub(crate) fn fixture(name: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/fixtures/tls")
         .join(name)
 }
@@ -378,6 +360,24 @@ mod tests {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, ServerName};
     use rustls::{ClientConfig, ClientConnection, RootCertStore};
+    use std::path::Path;
+
+    /// A server configuration serving `cert` (a PEM chain, the server's
+    /// certificate first) with `key` (its PEM private key: PKCS#8, PKCS#1 or
+    /// SEC1; an encrypted key is refused), TLS 1.3 and 1.2, ALPN `http/1.1`
+    /// only (a client that offers only `h2` is refused with
+    /// `no_application_protocol`). The error names the file and the reason.
+    fn server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, String> {
+        let site = crate::settings::Site {
+            certs: vec![crate::settings::CertPair {
+                cert: cert.to_path_buf(),
+                key: key.to_path_buf(),
+            }],
+            ..Default::default()
+        };
+        let resumption = Resumption::new(tickets(None));
+        config::load(&site, &resumption).map(|l| l.config)
+    }
 
     fn client(alpn: &[&[u8]]) -> ClientConnection {
         let mut roots = RootCertStore::empty();

@@ -109,9 +109,4 @@ impl Sites {
             })
         })
     }
-
-    /// Every site, the default first.
-    pub fn all(&self) -> impl Iterator<Item = &Site> {
-        std::iter::once(&self.default).chain(self.by_addr.iter().map(|(_, s)| s))
-    }
 }

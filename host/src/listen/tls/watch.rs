@@ -162,7 +162,7 @@ mod tests {
             },
             by_addr: Vec::new(),
         };
-        let resumption = Resumption::new(tickets(None).expect("tickets"));
+        let resumption = Resumption::new(tickets(None));
         Arc::new(TlsSites::load(&sites, true, resumption).expect("loads"))
     }
 
