@@ -8,7 +8,8 @@
 # hardening tests' s_client), testssl.sh (the TLS hardening tests),
 # systemd-socket-activate and systemd-analyze (socket activation, the unit
 # file), Python's headers (the WSGI bridge embeds CPython) and, with pip,
-# Django, gunicorn, Tornado, websockets, PyYAML, kubernetes-validate, hadolint.
+# Django, FastAPI (the ASGI tests), gunicorn, Tornado, websockets, PyYAML,
+# kubernetes-validate, hadolint.
 # `--no-install` (or STOA_TEST_NO_INSTALL=1) installs nothing; either way a
 # tool still missing stops the run before any step, naming it.
 #
@@ -55,6 +56,7 @@ TOOLS=(
     "prlimit|command -v prlimit|apt:util-linux"
     "unshare|command -v unshare|apt:util-linux"
     "django|python3 -c 'import django'|pip:django"
+    "fastapi|python3 -c 'import fastapi'|pip:fastapi"
     "gunicorn|python3 -c 'import gunicorn'|pip:gunicorn"
     "tornado|python3 -c 'import tornado'|pip:tornado"
     "websockets|python3 -c 'import websockets'|pip:websockets"

@@ -1,11 +1,12 @@
 """A real WebSocket client (Python's `websockets`) against a running stoa.
 
-    python3 websocket_client.py [--ca CAFILE] PORT CASE...
+    python3 websocket_client.py [--ca CAFILE] [--path PATH] PORT CASE...
 
 Runs each case against ws://127.0.0.1:PORT/demo/ws (with --ca, against
 wss://127.0.0.1:PORT/demo/ws, trusting CAFILE and asking for the name
-`localhost`) and prints one line per case, `CASE ok` or `CASE FAIL: why`;
-exits 0 only if every case passed.
+`localhost`; with --path, against PATH in place of /demo/ws) and prints
+one line per case, `CASE ok` or `CASE FAIL: why`; exits 0 only if every
+case passed.
 Cases that must break the protocol (invalid UTF-8, an unmasked frame) write
 raw frames on the client's own transport after a real handshake, then let
 the client read the host's close frame. `many N` opens N WebSockets at once
@@ -35,11 +36,15 @@ except ImportError as e:  # the Rust side names the tool
 
 ARGS = sys.argv[1:]
 CA = None
-if ARGS[:1] == ["--ca"]:
-    CA = ARGS[1]
+PATH = "/demo/ws"
+while ARGS[:1] in (["--ca"], ["--path"]):
+    if ARGS[0] == "--ca":
+        CA = ARGS[1]
+    else:
+        PATH = ARGS[1]
     ARGS = ARGS[2:]
 PORT = int(ARGS[0])
-BASE = f"{'wss' if CA else 'ws'}://127.0.0.1:{PORT}/demo/ws"
+BASE = f"{'wss' if CA else 'ws'}://127.0.0.1:{PORT}{PATH}"
 WAIT = 10
 # Over TLS every connection verifies the host's certificate against CA.
 TLS = {}
