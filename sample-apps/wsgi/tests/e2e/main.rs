@@ -13,6 +13,13 @@ mod client;
 mod plugins;
 mod wsgi;
 
+mod asgi;
+mod asgi_failures;
+mod asgi_host;
+mod asgi_lifespan;
+mod asgi_mount;
+mod asgi_stream;
+mod asgi_ws;
 mod declared;
 mod django;
 mod loading;

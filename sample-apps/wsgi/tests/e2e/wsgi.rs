@@ -62,7 +62,7 @@ impl Wsgi {
         Wsgi::start_with(poller, config, &[])
     }
 
-    fn start_with(poller: &str, (config, path): (TempDir, String), args: &[&str]) -> Wsgi {
+    pub fn start_with(poller: &str, (config, path): (TempDir, String), args: &[&str]) -> Wsgi {
         let mut all = vec!["--config", path.as_str()];
         all.extend_from_slice(args);
         let server = Server::launch(poller)

@@ -1,0 +1,122 @@
+//! When an ASGI request goes wrong: the client leaves (the application's
+//! receive() says `http.disconnect`), the application never answers (the
+//! host's app deadline answers 504 and cancels its task), it raises before
+//! its response starts (500, the traceback logged) or after (the response
+//! cut short), or it blocks the event loop (a warning naming the request).
+
+use crate::asgi_host::{fastapi, fastapi_with, pure, python_has, wait_seen};
+use crate::client::get;
+use crate::wsgi::Wsgi;
+use std::time::{Duration, Instant};
+
+fn a_client_that_leaves_is_seen_by_the_app(poller: &str) {
+    let wsgi = fastapi(poller, "/api", &[]);
+    let mut c = wsgi.server.connect();
+    c.send(&get("/api/wait-disconnect?tag=d1"));
+    assert!(
+        wait_seen(&wsgi, "/api/seen", "waiting d1"),
+        "{}",
+        wsgi.server.log()
+    );
+    drop(c);
+    assert!(
+        wait_seen(&wsgi, "/api/seen", "disconnected d1"),
+        "the application never heard the client go:\n{}",
+        wsgi.server.log()
+    );
+}
+
+fn the_app_deadline_answers_504_and_cancels_the_task(poller: &str) {
+    let wsgi = fastapi_with(poller, "/api", "app_timeout = \"1s\"", &[]);
+    let started = Instant::now();
+    let r = wsgi.server.get("/api/never");
+    let took = started.elapsed();
+    assert_eq!(r.status, 504, "{r:?}");
+    assert!(took >= Duration::from_millis(900), "504 after {took:?}");
+    assert!(
+        wait_seen(&wsgi, "/api/seen", "cancelled"),
+        "the task went on after the 504:\n{}",
+        wsgi.server.log()
+    );
+    assert_eq!(wsgi.server.get("/api/hello").text(), "Hello World!");
+}
+
+/// `path` answers 500 and the log has the bridge's line and `message`
+/// (from the traceback).
+fn answers_500_and_logs(wsgi: &Wsgi, path: &str, message: &str) {
+    let r = wsgi.server.get(path);
+    assert_eq!(r.status, 500, "{r:?}");
+    assert!(
+        wsgi.server.wait_log(&["the ASGI application raised"]),
+        "{}",
+        wsgi.server.log()
+    );
+    assert!(wsgi.server.wait_log(&[message]), "{}", wsgi.server.log());
+}
+
+/// `path` starts a chunked 200 with a first chunk, then the connection
+/// closes without the terminating chunk.
+fn is_cut_short(wsgi: &Wsgi, path: &str) {
+    let mut c = wsgi.server.connect();
+    c.send(&get(path));
+    let raw = c.read_until_closed();
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("Transfer-Encoding: chunked"), "{text}");
+    assert!(text.contains("first chunk\n"), "{text}");
+    assert!(!text.ends_with("0\r\n\r\n"), "a complete body: {text}");
+}
+
+/// `app` (its routes under `prefix`, its messages starting with `app`)
+/// raising before its response starts (500, logged) and after (cut
+/// short, logged), then answering on.
+fn raises_before_and_after(wsgi: &Wsgi, prefix: &str, app: &str, hello: &str) {
+    let message = format!("{app} raised before the response on purpose");
+    answers_500_and_logs(wsgi, &format!("{prefix}/raise"), &message);
+    is_cut_short(wsgi, &format!("{prefix}/raise-later"));
+    let message = format!("{app} raised after the response started on purpose");
+    assert!(wsgi.server.wait_log(&[&message]), "{}", wsgi.server.log());
+    assert_eq!(wsgi.server.get(&format!("{prefix}/hello")).text(), hello);
+}
+
+fn exceptions_before_and_after_the_response_starts(poller: &str) {
+    let wsgi = fastapi(poller, "/api", &[]);
+    raises_before_and_after(&wsgi, "/api", "fastapp", "Hello World!");
+    drop(wsgi);
+    // The same with no framework catching anything first.
+    let wsgi = pure(poller, "application", "/pure");
+    raises_before_and_after(&wsgi, "/pure", "pureasgi", "pure hello");
+}
+
+fn a_blocked_event_loop_is_logged_and_the_loop_named(poller: &str) {
+    let wsgi = fastapi(poller, "/api", &[]);
+    let server = &wsgi.server;
+    let lp = if python_has("uvloop") {
+        "uvloop"
+    } else {
+        "asyncio"
+    };
+    assert!(
+        server.wait_log(&[&format!("ASGI event loop: {lp}")]),
+        "{}",
+        server.log()
+    );
+    // A quick request blocks nothing.
+    assert_eq!(server.get("/api/hello").text(), "Hello World!");
+    let r = server.get("/api/block?ms=600");
+    assert_eq!((r.status, r.text()), (200, "blocked"), "{r:?}");
+    assert!(
+        server.wait_log(&["event loop was blocked", "/api/block"]),
+        "{}",
+        server.log()
+    );
+    let quick = server.log_lines(&["event loop was blocked", "/api/hello"]);
+    assert!(quick.is_empty(), "{quick:?}");
+}
+
+matrix!(
+    a_client_that_leaves_is_seen_by_the_app,
+    the_app_deadline_answers_504_and_cancels_the_task,
+    exceptions_before_and_after_the_response_starts,
+    a_blocked_event_loop_is_logged_and_the_loop_named
+);

@@ -1,0 +1,110 @@
+//! The lifespan of an ASGI application and its refusals: shutdown runs
+//! when the host stops gracefully; a failing startup refuses the app,
+//! naming its message, while the native apps serve; with `lifespan = "on"`
+//! an application that raises on the lifespan scope is refused, with
+//! `"auto"` it is served; a callable that does not fit `interface` is
+//! refused naming the setting.
+
+use crate::asgi_host::{fastapi, one_app, start_text};
+use crate::wsgi::{require_python, Wsgi};
+use rustix::process::Signal;
+use std::time::Duration;
+
+fn shutdown_runs_when_the_host_stops(poller: &str) {
+    let mut wsgi = fastapi(poller, "/api", &[]);
+    assert_eq!(wsgi.server.get("/api/hello").text(), "Hello World!");
+    wsgi.server.signal(Signal::TERM);
+    let exit = wsgi.server.wait_exit(Duration::from_secs(15));
+    assert_eq!(
+        exit.and_then(|e| e.code()),
+        Some(0),
+        "{}",
+        wsgi.server.log()
+    );
+    assert!(
+        wsgi.server.log_contains("fastapp lifespan shutdown"),
+        "{}",
+        wsgi.server.log()
+    );
+}
+
+/// A host with `optional = true` serving `text`'s application at `/py`,
+/// expected to refuse it: the log has a line with
+/// `app wsgi failed to initialise` and `names` ("" for any), and a line (the same or
+/// one of a traceback) with `message`; the native app answers, and
+/// nothing at `/py`.
+fn refused(poller: &str, text: &str, names: &str, message: &str) -> Wsgi {
+    let wsgi = start_text(poller, text, &[]);
+    let server = &wsgi.server;
+    assert!(
+        server.wait_log(&["app wsgi failed to initialise", names]),
+        "no refusal naming {names:?}:\n{}",
+        server.log()
+    );
+    assert!(
+        server.wait_log(&[message]),
+        "no {message:?}:\n{}",
+        server.log()
+    );
+    assert_eq!(server.get("/demo/justnow/").status, 200);
+    assert_eq!(server.get("/py/hello").status, 404);
+    wsgi
+}
+
+/// `module` as an ASGI app at `/py` with the `settings` lines, optional.
+fn optional_app(module: &str, settings: &str) -> String {
+    one_app("/py", module, "optional = true", settings)
+}
+
+fn a_failing_startup_refuses_the_app(poller: &str) {
+    require_python(&["fastapi"]);
+    refused(
+        poller,
+        &optional_app("broken_startup:app", ""),
+        "",
+        "the database is unreachable: startup failed on purpose",
+    );
+}
+
+fn lifespan_on_refuses_an_app_without_one_and_auto_serves_it(poller: &str) {
+    refused(
+        poller,
+        &optional_app("pureasgi:application", "lifespan = \"on\""),
+        "",
+        "pureasgi does not handle lifespan",
+    );
+    for setting in ["lifespan = \"auto\"", "lifespan = \"off\""] {
+        let wsgi = start_text(
+            poller,
+            &one_app("/py", "pureasgi:application", "", setting),
+            &[],
+        );
+        let r = wsgi.server.get("/py/hello");
+        assert_eq!(
+            (r.status, r.text()),
+            (200, "pure hello"),
+            "{setting}: {r:?}"
+        );
+    }
+    // One that supports it is served with "on".
+    let text = one_app("/py", "pureasgi:strict", "", "lifespan = \"on\"");
+    let wsgi = start_text(poller, &text, &[]);
+    assert_eq!(wsgi.server.get("/py/hello").text(), "pure hello");
+}
+
+fn a_callable_of_the_other_interface_is_refused_naming_it(poller: &str) {
+    // A WSGI callable declared ASGI.
+    let text = optional_app("pureasgi:wsgi_app", "");
+    refused(poller, &text, "interface", "pureasgi:wsgi_app");
+    // An ASGI callable declared WSGI.
+    let text = optional_app("pureasgi:application", "")
+        .replace("interface = \"asgi\"", "interface = \"wsgi\"");
+    refused(poller, &text, "interface", "pureasgi:application");
+}
+
+matrix!(
+    shutdown_runs_when_the_host_stops,
+    a_failing_startup_refuses_the_app,
+    lifespan_on_refuses_an_app_without_one_and_auto_serves_it,
+    a_callable_of_the_other_interface_is_refused_naming_it
+);
