@@ -179,6 +179,19 @@ impl BodySink for CoreSink {
         }
         let held = match std::mem::replace(&mut state.answer, Answer::Complete) {
             Answer::Held(response) => Some(response),
+            // Past the limit before any answer: the host's 413, and the
+            // application hears the client is gone.
+            Answer::Waiting { .. } if end == BodyEnd::TooLarge => {
+                log::warn!(
+                    "{}: the request body is over max_stream_body: answered 413",
+                    core.head.describe()
+                );
+                state.gone = true;
+                Some(Response::text(
+                    413,
+                    "Payload Too Large: the request body is over max_stream_body\n",
+                ))
+            }
             other => {
                 state.answer = other;
                 None
