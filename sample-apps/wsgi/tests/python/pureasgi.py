@@ -45,7 +45,10 @@ async def http(scope, receive, send):
                 break
         await answer(send, 200, json.dumps(messages).encode(), b"application/json")
     elif path == "/after-response":
-        # The response whole, then what receive() says next.
+        # The (empty) body read, the response whole, then what receive()
+        # says next.
+        while (await receive()).get("more_body"):
+            pass
         await answer(send, 200, b"answered")
         message = await receive()
         SEEN.append(f"after-response {message['type']}")
