@@ -155,6 +155,12 @@ fn lifespan_state_reaches_the_routes(poller: &str) {
         json(&r.body),
         json!({"started": "yes", "greeting": "hello from the lifespan"})
     );
+    // Each request has a copy of the state: what one adds, the next
+    // does not see.
+    let r = wsgi.server.get("/api/state?scribble=x");
+    assert_eq!(json(&r.body)["started"], "yes", "{r:?}");
+    let s = json(&wsgi.server.get("/api/scope").body);
+    assert_eq!(s["state"], json!(["greeting", "started"]));
 }
 
 /// The messages themselves, with no framework: a small body in one

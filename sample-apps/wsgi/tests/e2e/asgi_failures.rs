@@ -24,6 +24,16 @@ fn a_client_that_leaves_is_seen_by_the_app(poller: &str) {
         "the application never heard the client go:\n{}",
         wsgi.server.log()
     );
+    // A task that never asks is cancelled once its client has gone.
+    let mut c = wsgi.server.connect();
+    c.send(&get("/api/never"));
+    assert!(wait_seen(&wsgi, "/api/seen", "never started"));
+    drop(c);
+    assert!(
+        wait_seen(&wsgi, "/api/seen", "cancelled"),
+        "the task outlived its client:\n{}",
+        wsgi.server.log()
+    );
 }
 
 fn the_app_deadline_answers_504_and_cancels_the_task(poller: &str) {

@@ -1,4 +1,5 @@
-//! The lifespan of an ASGI application and its refusals: shutdown runs
+//! The lifespan of an ASGI application and its refusals: each worker
+//! process runs its own (in process mode); shutdown runs
 //! when the host stops gracefully; a failing startup refuses the app,
 //! naming its message, while the native apps serve; with `lifespan = "on"`
 //! an application that raises on the lifespan scope is refused, with
@@ -6,7 +7,7 @@
 //! refused naming the setting.
 
 use crate::asgi_host::{fastapi, one_app, start_text};
-use crate::wsgi::{require_python, Wsgi};
+use crate::wsgi::{json, require_python, Wsgi};
 use rustix::process::Signal;
 use std::time::Duration;
 
@@ -102,7 +103,28 @@ fn a_callable_of_the_other_interface_is_refused_naming_it(poller: &str) {
     refused(poller, &text, "interface", "pureasgi:application");
 }
 
+/// In process mode each worker process starts its own interpreter, loop
+/// and lifespan.
+fn each_worker_process_has_its_loop_and_lifespan(poller: &str) {
+    let wsgi = fastapi(
+        poller,
+        "/api",
+        &["--worker-mode", "process", "--workers", "2"],
+    );
+    let server = &wsgi.server;
+    let loops = server.wait_lines(&["ASGI event loop: "], 2);
+    assert_eq!(loops.len(), 2, "{}", server.log());
+    let startups = server.wait_lines(&["fastapp lifespan startup"], 2);
+    assert_eq!(startups.len(), 2, "{}", server.log());
+    for _ in 0..4 {
+        let r = server.get("/api/state");
+        assert_eq!(json(&r.body)["started"], "yes", "{r:?}");
+        assert_eq!(server.get("/api/hello").text(), "Hello World!");
+    }
+}
+
 matrix!(
+    each_worker_process_has_its_loop_and_lifespan,
     shutdown_runs_when_the_host_stops,
     a_failing_startup_refuses_the_app,
     lifespan_on_refuses_an_app_without_one_and_auto_serves_it,

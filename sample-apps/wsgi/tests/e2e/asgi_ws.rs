@@ -1,12 +1,14 @@
 //! WebSockets served by ASGI applications: FastAPI's echo and broadcast
 //! room pass the real client's cases (tests/e2e/websocket_client.py of the
 //! main suite, the ones the native `/demo/ws` passes); the `chat`
-//! subprotocol is chosen in the 101; a close before accepting refuses the
+//! subprotocol is chosen in the 101, with the accept's headers; the
+//! application hears the client's close code, and its own close carries
+//! its code and reason; a close before accepting refuses the
 //! handshake with 403; a denial response (`websocket.http.response.*`)
 //! is the HTTP answer, from FastAPI's `send_denial_response` and written
 //! by hand.
 
-use crate::asgi_host::{fastapi, pure};
+use crate::asgi_host::{fastapi, pure, wait_seen};
 use crate::client::{request, Client};
 use crate::harness::Server;
 use std::process::Command;
@@ -108,13 +110,41 @@ fn the_subprotocol_is_chosen_in_the_101(poller: &str) {
         Some("s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
     );
     assert_eq!(r.header("Sec-WebSocket-Protocol"), Some("chat"), "{r:?}");
+    // The accept's own headers.
+    assert_eq!(r.header("X-Ws-App"), Some("fastapp"), "{r:?}");
     echo_then_close(&mut c);
+    // The application heard the client's close code.
+    assert!(
+        wait_seen(&wsgi, "/api/seen", "ws disconnect 1000"),
+        "{}",
+        wsgi.server.log()
+    );
     // Offered none: none chosen.
     let mut c = wsgi.server.connect();
     let r = c.request(&handshake("/api/ws", &[]));
     assert_eq!(r.status, 101, "{r:?}");
     assert_eq!(r.header("Sec-WebSocket-Protocol"), None, "{r:?}");
     echo_then_close(&mut c);
+}
+
+fn the_app_closes_with_its_code_and_reason(poller: &str) {
+    let wsgi = fastapi(poller, "/api", &[]);
+    let mut c = wsgi.server.connect();
+    let r = c.request(&handshake("/api/ws/bye", &[]));
+    assert_eq!(r.status, 101, "{r:?}");
+    assert_eq!(
+        c.read_bytes(5),
+        b"\x81\x03bye",
+        "the message before the close"
+    );
+    // 4001 and "bye now".
+    assert_eq!(
+        c.read_bytes(11),
+        b"\x88\x09\x0f\xa1bye now",
+        "the close frame"
+    );
+    c.send(&masked_frame(0x8, &[0x0f, 0xa1]));
+    c.assert_closed();
 }
 
 /// A handshake to `path` is answered `status` with `body`.
@@ -157,5 +187,6 @@ fn a_refusal_before_accepting_is_403_and_a_denial_its_own_answer(poller: &str) {
 matrix!(
     fastapi_passes_the_websocket_cases,
     the_subprotocol_is_chosen_in_the_101,
+    the_app_closes_with_its_code_and_reason,
     a_refusal_before_accepting_is_403_and_a_denial_its_own_answer
 );

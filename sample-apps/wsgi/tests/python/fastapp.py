@@ -126,7 +126,11 @@ async def scope_rest(request: Request, rest: str):
 
 
 @app.get("/state")
-async def state(request: Request):
+async def state(request: Request, scribble: str = ""):
+    """The lifespan's state; with `scribble`, a key added to this
+    request's copy (the next request's copy must not have it)."""
+    if scribble:
+        request.state.scribbled = scribble
     return {"started": request.state.started, "greeting": request.state.greeting}
 
 
@@ -183,6 +187,7 @@ async def echo(websocket: WebSocket):
     while True:
         message = await websocket.receive()
         if message["type"] == "websocket.disconnect":
+            SEEN.append(f"ws disconnect {message.get('code')}")
             return
         if message.get("text") is not None:
             await websocket.send_text(message["text"])
@@ -217,7 +222,10 @@ async def ws(websocket: WebSocket):
     """Echo, or with `?room=NAME` a broadcast room; accepts the `chat`
     subprotocol when the client offers it."""
     offered = websocket.scope.get("subprotocols") or []
-    await websocket.accept(subprotocol="chat" if "chat" in offered else None)
+    await websocket.accept(
+        subprotocol="chat" if "chat" in offered else None,
+        headers=[(b"x-ws-app", b"fastapp")],
+    )
     room = websocket.query_params.get("room")
     if room:
         await broadcast(websocket, room)
@@ -230,6 +238,14 @@ async def ws_room(websocket: WebSocket):
     """A broadcast room (`?room=NAME`, else one shared room)."""
     await websocket.accept()
     await broadcast(websocket, websocket.query_params.get("room") or "lobby")
+
+
+@app.websocket("/ws/bye")
+async def ws_bye(websocket: WebSocket):
+    """Accepts, says one thing, and closes with a code and reason."""
+    await websocket.accept()
+    await websocket.send_text("bye")
+    await websocket.close(code=4001, reason="bye now")
 
 
 @app.websocket("/ws/refuse")
