@@ -79,6 +79,23 @@ def _drain():
             loop.call_later(GRACE, _cancel, task)
 
 
+_flushing = False
+
+
+def _flush_soon():
+    """Whole answers are held until the end of this turn of the loop."""
+    global _flushing
+    if not _flushing:
+        _flushing = True
+        _loop.call_soon(_flush)
+
+
+def _flush():
+    global _flushing
+    _flushing = False
+    _rs.flush()
+
+
 def _cancel(task):
     if not task.done():
         task.cancel()
@@ -131,6 +148,9 @@ async def _http(index, x):
             while True:
                 sent = x.body(body, more)
                 if sent == 0:
+                    return
+                if sent == 3:
+                    _flush_soon()
                     return
                 if sent == 2:
                     raise ClientGone("the client is gone")

@@ -32,6 +32,28 @@ const STALL: Duration = Duration::from_secs(30);
 const SENT: u8 = 0;
 const WAIT: u8 = 1;
 const CLOSED: u8 = 2;
+/// A whole answer held for [`flush`]: the driver schedules one.
+const HELD_CODE: u8 = 3;
+
+thread_local! {
+    /// Whole answers given during one turn of the ASGI loop, handed to the
+    /// host together at its end ([`flush`]): one wake-up of the host's
+    /// loop for a turn's answers instead of one each (on a shared core,
+    /// each wake-up was a switch of threads).
+    static HELD: std::cell::RefCell<Vec<(Responder, Response)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Hands the answers held this turn to the host.
+#[pyfunction]
+pub fn flush(py: Python<'_>) {
+    let held = HELD.with(|held| std::mem::take(&mut *held.borrow_mut()));
+    py.allow_threads(move || {
+        for (responder, response) in held {
+            responder.respond(response);
+        }
+    });
+}
 
 /// The answer's progress.
 enum Answer {
@@ -364,23 +386,25 @@ impl HttpExchange {
                 // Whole: the host writes the body's own length.
                 let response = head.with_body(body.to_vec());
                 let receiver = state.waiters.for_receive();
-                match state.responder.take() {
+                let code = match state.responder.take() {
                     Some(responder) => {
                         drop(state);
-                        responder.respond(response);
+                        HELD.with(|held| held.borrow_mut().push((responder, response)));
+                        HELD_CODE
                     }
                     None => {
                         // The body still streams: answered at its end.
                         state.answer = Answer::Held(response);
                         state.discard = true;
                         drop(state);
+                        SENT
                     }
-                }
+                };
                 core.moved.notify_all();
                 if let Some(f) = receiver {
                     core.runner.resolve(f);
                 }
-                Ok(SENT)
+                Ok(code)
             }
             Answer::Waiting {
                 head: Some(head),

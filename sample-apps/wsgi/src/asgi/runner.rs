@@ -128,6 +128,7 @@ fn bridge_module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     m.add_function(pyo3::wrap_pyfunction!(take, &m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(beat, &m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(info, &m)?)?;
+    m.add_function(pyo3::wrap_pyfunction!(super::exchange::flush, &m)?)?;
     m.add_class::<HttpExchange>()?;
     m.add_class::<WsExchange>()?;
     m.add_class::<super::lifespan::OutcomeHandle>()?;
