@@ -122,7 +122,10 @@ def _ended(x, e):
     if isinstance(e, asyncio.CancelledError):
         x.cancelled()
         return
-    x.failed(traceback.format_exc(), isinstance(e, OSError))
+    # The driver's own "client gone", or what a framework makes of it
+    # (Starlette's ClientDisconnect): quiet when the client did go.
+    gone_error = isinstance(e, OSError) or type(e).__name__ == "ClientDisconnect"
+    x.failed(traceback.format_exc(), gone_error)
     if not isinstance(e, Exception):
         raise e
 

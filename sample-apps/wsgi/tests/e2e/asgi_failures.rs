@@ -36,6 +36,33 @@ fn a_client_that_leaves_is_seen_by_the_app(poller: &str) {
     );
 }
 
+/// An endless stream whose client leaves: the next `send` raises (ASGI
+/// spec 2.4: an `OSError`, which Starlette turns into its
+/// `ClientDisconnect`), the generator stops, and no error is logged.
+fn a_stream_whose_client_leaves_stops_quietly(poller: &str) {
+    let wsgi = fastapi(poller, "/api", &[]);
+    let mut c = wsgi.server.connect();
+    c.send(&get("/api/sse-forever?tag=s1"));
+    assert!(
+        wait_seen(&wsgi, "/api/seen", "streaming s1"),
+        "{}",
+        wsgi.server.log()
+    );
+    drop(c);
+    assert!(
+        wait_seen(&wsgi, "/api/seen", "stream stopped s1"),
+        "the stream went on after its client left:\n{}",
+        wsgi.server.log()
+    );
+    let log = wsgi.server.log();
+    assert!(
+        !log.contains("sse-forever?tag=s1: the ASGI application raised")
+            && !log.contains("GET /api/sse-forever: the ASGI application raised"),
+        "a client leaving a stream is no application error:\n{log}"
+    );
+    assert_eq!(wsgi.server.get("/api/hello").text(), "Hello World!");
+}
+
 fn the_app_deadline_answers_504_and_cancels_the_task(poller: &str) {
     let wsgi = fastapi_with(poller, "/api", "app_timeout = \"1s\"", &[]);
     let started = Instant::now();
@@ -126,6 +153,7 @@ fn a_blocked_event_loop_is_logged_and_the_loop_named(poller: &str) {
 
 matrix!(
     a_client_that_leaves_is_seen_by_the_app,
+    a_stream_whose_client_leaves_stops_quietly,
     the_app_deadline_answers_504_and_cancels_the_task,
     exceptions_before_and_after_the_response_starts,
     a_blocked_event_loop_is_logged_and_the_loop_named

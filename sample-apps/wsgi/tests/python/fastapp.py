@@ -134,6 +134,26 @@ async def state(request: Request, scribble: str = ""):
     return {"started": request.state.started, "greeting": request.state.greeting}
 
 
+@app.get("/sse-forever")
+async def sse_forever(tag: str = ""):
+    """Events without end; records how the stream stopped."""
+
+    async def events():
+        SEEN.append(f"streaming {tag}")
+        i = 0
+        try:
+            while True:
+                i += 1
+                yield b"data: %d\n\n" % i
+                await asyncio.sleep(0.01)
+        except BaseException as e:
+            SEEN.append(f"stream stopped {tag}")
+            SEEN.append(f"stream {tag} stopped by {type(e).__name__}")
+            raise
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
 @app.get("/wait-disconnect")
 async def wait_disconnect(request: Request, tag: str = ""):
     """Waits for the client to go, then records it."""
