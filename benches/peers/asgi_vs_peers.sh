@@ -212,7 +212,7 @@ echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # paired W POINT S PEER F: "median (lowest-highest)" of the per-round ratios S/PEER of column F.
 paired() {
-    [ "$3" = "$4" ] && { printf '1'; return; }
+    [ "$3" = "$4" ] && { printf '1.00'; return; }
     round_ratios "$@" | sort -n |
         awk '{ v[NR] = $1 } END { if (NR) printf "%.2f (%.2f-%.2f)", v[int((NR + 1) / 2)], v[1], v[NR]; else printf "-" }'
 }
