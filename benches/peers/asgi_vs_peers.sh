@@ -88,10 +88,13 @@ interface = "asgi"
 python_path = ["$APPDIR"]
 TOML
 
+# free_port: a port no one listens on, below the ephemeral range (the
+# load generator's many short connections take ports from that range).
 free_port() {
-    local p
+    local p low
+    read -r low _ </proc/sys/net/ipv4/ip_local_port_range
     for _ in $(seq 50); do
-        p=$((20000 + RANDOM % 40000))
+        p=$((low / 2 + RANDOM % (low / 2)))
         port_open "$p" || { echo "$p"; return 0; }
     done
     echo "no free port" >&2
