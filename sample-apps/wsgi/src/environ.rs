@@ -156,7 +156,7 @@ pub fn path_str(raw: &str) -> String {
     latin1_str(&percent_decode(raw.as_bytes()))
 }
 
-fn percent_decode(raw: &[u8]) -> Vec<u8> {
+pub fn percent_decode(raw: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(raw.len());
     let mut i = 0;
     while i < raw.len() {
@@ -181,7 +181,7 @@ pub fn latin1_str(bytes: &[u8]) -> String {
 }
 
 /// `ip:port` (or `[ipv6]:port`) as the address and the port.
-fn split_peer(peer: &str) -> Option<(&str, &str)> {
+pub fn split_peer(peer: &str) -> Option<(&str, &str)> {
     let (addr, port) = peer.rsplit_once(':')?;
     Some((addr.trim_start_matches('[').trim_end_matches(']'), port))
 }

@@ -7,7 +7,6 @@ use crate::environ;
 use crate::io::Errors;
 use crate::python::traceback;
 use crate::respond::{self, lock, lock_released, Shared, StartResponse};
-use crate::settings::WsgiSettings;
 use crate::sink::Sink;
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
@@ -25,31 +24,11 @@ pub struct Wsgi {
 }
 
 impl Wsgi {
-    /// Starts the interpreter (once per process) and imports the
-    /// application; the error is the refusal the host logs, the traceback
-    /// is logged here.
-    pub fn load(settings: WsgiSettings) -> Result<Wsgi, String> {
-        crate::python::start()?;
-        let target = format!("{}:{}", settings.module, settings.callable);
-        Python::with_gil(|py| {
-            let loaded = crate::python::import_app(
-                py,
-                &settings.python_path,
-                &settings.module,
-                &settings.callable,
-            );
-            let app = loaded.map_err(|e| {
-                let trace = traceback(py, &e);
-                let last = trace.lines().last().unwrap_or_default().to_string();
-                py.allow_threads(|| {
-                    log::error!("importing the WSGI application {target} raised:\n{trace}");
-                });
-                format!("the WSGI application {target} failed to import: {last}")
-            })?;
-            let base = environ::base(py).map_err(|e| e.to_string())?;
-            let errors = Py::new(py, Errors::new()).map_err(|e| e.to_string())?;
-            Ok(Wsgi { app, base, errors })
-        })
+    /// Serves `app`, imported and checked (a WSGI callable).
+    pub fn new(py: Python<'_>, app: Py<PyAny>) -> Result<Wsgi, String> {
+        let base = environ::base(py).map_err(|e| e.to_string())?;
+        let errors = Py::new(py, Errors::new()).map_err(|e| e.to_string())?;
+        Ok(Wsgi { app, base, errors })
     }
 
     /// Answers `request` (which came over `tls`, if any) through `sink`;

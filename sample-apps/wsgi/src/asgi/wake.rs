@@ -1,0 +1,57 @@
+//! The futures an exchange's `receive` and `send` await, and the news
+//! that came while none was parked (so the next park returns at once).
+
+use pyo3::prelude::*;
+
+#[derive(Default)]
+pub struct Waiters {
+    pub receive: Option<Py<PyAny>>,
+    pub send: Option<Py<PyAny>>,
+    receive_ready: bool,
+    send_ready: bool,
+}
+
+impl Waiters {
+    /// Parks `future` for `receive`: false if news came since the last
+    /// `receive` (the caller asks again instead of waiting).
+    pub fn park_receive(&mut self, future: Py<PyAny>) -> bool {
+        if std::mem::take(&mut self.receive_ready) {
+            return false;
+        }
+        self.receive = Some(future);
+        true
+    }
+
+    /// As `park_receive`, for `send`.
+    pub fn park_send(&mut self, future: Py<PyAny>) -> bool {
+        if std::mem::take(&mut self.send_ready) {
+            return false;
+        }
+        self.send = Some(future);
+        true
+    }
+
+    /// A send is about to wait: news from before it does not count.
+    pub fn send_blocked(&mut self) {
+        self.send_ready = false;
+    }
+
+    /// News for `receive`: its future to resolve, if one is parked.
+    pub fn for_receive(&mut self) -> Option<Py<PyAny>> {
+        let f = self.receive.take();
+        self.receive_ready = f.is_none();
+        f
+    }
+
+    /// News for `send`: its future to resolve, if one is parked.
+    pub fn for_send(&mut self) -> Option<Py<PyAny>> {
+        let f = self.send.take();
+        self.send_ready = f.is_none();
+        f
+    }
+
+    /// News for both.
+    pub fn for_both(&mut self) -> [Option<Py<PyAny>>; 2] {
+        [self.for_receive(), self.for_send()]
+    }
+}
