@@ -37,7 +37,7 @@
 #   env: WORKERS ("1 2"), SERVERS ("stoa uvicorn granian hypercorn"),
 #   POINTS ("keepalive:/hello keepalive:/article close:/hello close:/article"),
 #   CONC (50), ROUNDS (5), BURST (5000), CLOSE_BURST (2000), WARMUP (1000 per
-#   server and point), WS_SERVERS ("stoa uvicorn"; "" for none), WS_CONNS (50),
+#   server and point), WS_SERVERS (SERVERS; "" for none), WS_CONNS (50),
 #   WS_MSGS (20000), WS_SIZE (32), WS_WINDOW (1), MAX_TIME (120s),
 #   REL (target/release), PLUGIN (the bridge's libstoa_wsgi.so), STOA_ARGS
 # Needs: cargo build --release; cargo build --release --manifest-path
@@ -57,7 +57,7 @@ ROUNDS=${ROUNDS:-5}
 BURST=${BURST:-5000}
 CLOSE_BURST=${CLOSE_BURST:-2000}
 WARM=${WARMUP:-1000}
-WS_SERVERS=${WS_SERVERS-stoa uvicorn}
+WS_SERVERS=${WS_SERVERS-$SERVERS}
 WS_CONNS=${WS_CONNS:-50}
 WS_MSGS=${WS_MSGS:-20000}
 WS_SIZE=${WS_SIZE:-32}
