@@ -171,6 +171,41 @@ pub trait RawResponder: Send {
     fn tls(&self) -> ROption<TlsSession> {
         ROption::RNone
     }
+
+    /// Appended in 0.2.8: runs `task` once, on the connection's event
+    /// loop, if the request is abandoned before its answer is complete:
+    /// the client closed or reset the connection (while the request is
+    /// with the app, its body is read by the app, or its streamed answer
+    /// is going out; a half-close counts), or the host answered for the
+    /// app or gave up on it (504 past the app's deadline, a closed
+    /// connection at shutdown or past `--send-timeout`). When the answer
+    /// completes normally (the app's own answer, its stream finished, its
+    /// WebSocket accepted) the task is dropped unrun. A later call
+    /// replaces an earlier task. The registration is the request's, not
+    /// this responder's: it holds when the responder is consumed by
+    /// `read_body` (the one handed back with the body's end is the same
+    /// request's) or `start_stream`. A registration that arrives when the
+    /// request is already gone runs the task at once. The default (a host
+    /// without the method) drops the task.
+    fn on_gone(&mut self, task: TaskBox) {
+        drop(task)
+    }
+
+    /// Appended in 0.2.8: `accept_websocket`, with `headers` added to the
+    /// `101 Switching Protocols` answer (`Sec-WebSocket-Protocol`,
+    /// `Set-Cookie`). The host drops, with a warning naming the app, a
+    /// header it writes itself (`Upgrade`, `Connection`,
+    /// `Sec-WebSocket-Accept`, `Content-Length`, `Transfer-Encoding`), an
+    /// invalid one, and a `Sec-WebSocket-Protocol` the client did not
+    /// offer. The default (a host without the method) accepts without the
+    /// headers.
+    fn accept_websocket_with(self, headers: RVec<Header>, session: WsSessionBox)
+    where
+        Self: Sized,
+    {
+        drop(headers);
+        self.accept_websocket(session)
+    }
 }
 
 /// What an app sees of the TLS session its request came over (appended in

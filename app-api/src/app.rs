@@ -167,6 +167,31 @@ impl Responder {
         self.inner.as_ref().and_then(|i| i.tls().into_option())
     }
 
+    /// Runs `f` once, on the connection's event loop, if the request is
+    /// abandoned before its answer is complete: the client closed or
+    /// reset the connection (a half-close counts) while the app works on
+    /// it, reads its body or streams its answer, or the host answered for
+    /// the app or gave up on it (504 past `--app-timeout`, a connection
+    /// closed at shutdown or past `--send-timeout`). An answer that
+    /// completes normally drops `f` unrun. A later call replaces an
+    /// earlier `f`; the registration is the request's, so it holds across
+    /// [`read_body`](Responder::read_body) (the responder handed back at
+    /// the body's end) and [`stream`](Responder::stream). Registered when
+    /// the request is already gone, `f` runs at once. It must not block;
+    /// a panic in it is caught and logged. A host older than app-api
+    /// 0.2.8 never runs it.
+    ///
+    /// The host notices a client that left when it can read the
+    /// connection: not while a body sink has the host's whole read window
+    /// (backpressure: the host reads nothing then), and not past pipelined
+    /// requests it has read ahead (their answers' writes find the client
+    /// gone).
+    pub fn on_gone(&mut self, f: impl FnOnce() + Send + 'static) {
+        if let Some(inner) = self.inner.as_mut() {
+            inner.on_gone(crate::host::task(f));
+        }
+    }
+
     fn start(mut self, head: Response, length: ROption<u64>) -> Stream {
         match self.inner.take() {
             Some(inner) => Stream::from_raw(inner.start_stream(head, length)),

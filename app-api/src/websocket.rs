@@ -12,11 +12,11 @@
 //! is full, and [`WsSender::on_drain`] runs a callback once it has room
 //! (the same [`Sent`] answers as a streamed response's [`Stream`](crate::Stream)).
 
-use crate::abi::{RawWsSession, RawWsSession_TO, WsSenderBox, WS_BINARY, WS_TEXT};
+use crate::abi::{Header, RawWsSession, RawWsSession_TO, WsSenderBox, WS_BINARY, WS_TEXT};
 use crate::app::Responder;
 use crate::stream::Sent;
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::{RSlice, RStr};
+use abi_stable::std_types::{RSlice, RStr, RVec};
 use std::sync::Arc;
 
 /// One whole message, as received.
@@ -163,6 +163,26 @@ impl Responder {
                 sender: None,
             };
             raw.accept_websocket(RawWsSession_TO::from_value(session, TD_Opaque));
+        }
+    }
+
+    /// Like [`accept_websocket`](Responder::accept_websocket), with
+    /// `headers` added to the `101` answer: the subprotocol picked from
+    /// the client's `Sec-WebSocket-Protocol` offer, a `Set-Cookie`. The
+    /// host drops (with a warning naming the app) a header it writes
+    /// itself (`Upgrade`, `Connection`, `Sec-WebSocket-Accept`,
+    /// `Content-Length`, `Transfer-Encoding`), an invalid one, and a
+    /// subprotocol the client did not offer (RFC 6455 4.1: its client
+    /// would fail the connection). A host older than app-api 0.2.8 sends
+    /// the `101` without them.
+    pub fn accept_websocket_with(self, headers: Vec<Header>, session: impl WebSocket) {
+        if let Some(raw) = self.into_raw() {
+            let session = Session {
+                app: session,
+                sender: None,
+            };
+            let session = RawWsSession_TO::from_value(session, TD_Opaque);
+            raw.accept_websocket_with(RVec::from(headers), session);
         }
     }
 }

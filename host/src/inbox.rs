@@ -35,6 +35,9 @@ pub enum Answer {
 pub struct Upgrade {
     /// The `Sec-WebSocket-Accept` value.
     pub accept: Box<str>,
+    /// The app's own headers for the `101`, checked
+    /// (`RawResponder::accept_websocket_with`).
+    pub headers: Vec<stoa_app_api::Header>,
     pub session: WsSessionBox,
     /// The app's counters slot, which names it.
     pub slot: usize,
@@ -81,6 +84,18 @@ pub struct InboxItems {
     /// Streamed bodies whose pool sink took its pieces: (connection,
     /// request id); the connection reads on.
     pub body_notices: Vec<(Token, u64)>,
+    /// Apps' tasks for requests abandoned before their answer
+    /// (`RawResponder::on_gone`), applied before the answers.
+    pub gone: Vec<GoneTask>,
+}
+
+/// An app's task for request `id` on connection `token`, should it be
+/// abandoned (`RawResponder::on_gone`); `slot` names the app.
+pub struct GoneTask {
+    pub token: Token,
+    pub id: u64,
+    pub slot: usize,
+    pub task: TaskBox,
 }
 
 impl InboxItems {
@@ -91,6 +106,7 @@ impl InboxItems {
             && self.bodies.is_empty()
             && self.ws_notices.is_empty()
             && self.body_notices.is_empty()
+            && self.gone.is_empty()
     }
 }
 
@@ -188,6 +204,11 @@ impl Inbox {
     /// Queues an app's sink for its request's streamed body.
     pub fn push_body(self: &Arc<Self>, attach: BodyAttach) {
         self.push(|items| items.bodies.push(attach));
+    }
+
+    /// Queues an app's task for a request abandoned before its answer.
+    pub fn push_gone(self: &Arc<Self>, gone: GoneTask) {
+        self.push(|items| items.gone.push(gone));
     }
 
     /// Tells the loop a pool sink took the pieces queued for it.

@@ -357,6 +357,23 @@ impl Client {
         self.buf.drain(..n).collect()
     }
 
+    /// Reads until `needle` has come (say a streamed answer's first
+    /// chunk); returns the bytes up to its end.
+    pub fn read_until(&mut self, needle: &[u8]) -> Vec<u8> {
+        loop {
+            if let Some(at) = self.buf.windows(needle.len()).position(|w| w == needle) {
+                return self.buf.drain(..at + needle.len()).collect();
+            }
+            if self.fill("awaited bytes") == 0 {
+                panic!(
+                    "connection closed before {:?}; got {:?}",
+                    String::from_utf8_lossy(needle),
+                    String::from_utf8_lossy(&self.buf)
+                );
+            }
+        }
+    }
+
     /// Reads until the server closes the connection; returns the bytes that
     /// came before the end. Fails the test if it stays open.
     pub fn read_until_closed(&mut self) -> Vec<u8> {

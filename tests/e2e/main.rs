@@ -28,6 +28,7 @@ mod deploy_files;
 mod deploy_tls;
 mod environ;
 mod forwarded;
+mod gone;
 mod hardening;
 mod hello;
 mod hot;

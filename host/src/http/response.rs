@@ -145,7 +145,7 @@ fn registered_reason(status: u16) -> &'static str {
 }
 
 /// Headers the host owns; an app's copies of them are dropped.
-fn host_owned(name: &str) -> bool {
+pub(crate) fn host_owned(name: &str) -> bool {
     [
         "content-length",
         "transfer-encoding",
@@ -160,13 +160,13 @@ fn host_owned(name: &str) -> bool {
 
 /// True if a header name holds a control byte, a space, `:` or a byte
 /// past ASCII (it would split or corrupt the head).
-fn bad_name(name: &[u8]) -> bool {
+pub(crate) fn bad_name(name: &[u8]) -> bool {
     let word = |w| any_below(w, b'!') || any_above(w, b'~') || any_byte(w, b':');
     any_in(name, word)
 }
 
 /// True if a header value holds CR, LF or NUL.
-fn bad_value(value: &[u8]) -> bool {
+pub(crate) fn bad_value(value: &[u8]) -> bool {
     let word = |w| any_zero(w) || any_byte(w, b'\r') || any_byte(w, b'\n');
     any_in(value, word)
 }
@@ -326,7 +326,7 @@ pub fn write_head_framed(
 
 /// Appends one app header, unless the host owns it or it would split or
 /// corrupt the head (a name or value with CR/LF, say): that one is dropped.
-fn write_header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
+pub(crate) fn write_header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
     if host_owned(name) || name.is_empty() || bad_name(name.as_bytes()) || bad_value(value) {
         return;
     }

@@ -3,7 +3,7 @@
 //! blocking pool. The answer is queued on the connection's output.
 
 use super::clock::Stamp;
-use super::conn::{Conn, Due, Pending, Tail, Terms};
+use super::conn::{Conn, Due, Gone, Pending, Tail, Terms};
 use super::handles::Handles;
 use super::ws::line::Line;
 use super::ws::{Link, LinkWatch};
@@ -15,6 +15,7 @@ use crate::http::reader::BodyPlan;
 use crate::http::reader::BufPool;
 use crate::http::response::Fixed;
 use crate::http::ws::handshake;
+use crate::http::ws::switch::Accepting;
 use crate::inbox::{Answer, Inbox, StreamStart, Upgrade};
 use crate::listen::Stream;
 use crate::ops::access_log::AccessInfo;
@@ -29,7 +30,7 @@ use std::io::{Read, Write};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use stoa_app_api::abi::TlsSession;
+use stoa_app_api::abi::{TaskBox, TlsSession};
 use stoa_app_api::Response;
 
 /// Hands parsed requests to the host's endpoints or to their apps, and
@@ -123,7 +124,7 @@ impl Dispatcher {
         let (refusal, accept) = match handshake::asks_for_websocket(head) {
             false => (None, None),
             true => match handshake::check(head, buf) {
-                Ok(accept) => (None, Some(Box::<str>::from(accept))),
+                Ok(accept) => (None, Some(Accepting::new(accept, head, buf))),
                 Err(r) => (Some(HostAnswer::WebSocket(r).response()), None),
             },
         };
@@ -152,8 +153,10 @@ impl Dispatcher {
             .access_log
             .as_ref()
             .map(|_| Box::new(access_info(&parts, &client, app.map(|(app, _)| &**app))));
-        // The clock read after a handler that ran on the loop.
+        // The clock read after a handler that ran on the loop, and the
+        // `on_gone` task it registered.
         let mut after = now;
+        let mut on_gone = None;
         let (answer, blocking_path) = match (refusal, &target, app) {
             (Some(refusal), _, _) => (Some(Answer::Response(refusal, &[])), None),
             (None, Target::Host, _) => {
@@ -206,8 +209,12 @@ impl Dispatcher {
                                 request,
                                 started: now,
                             };
-                            let (inline, read) = self.run_inline(call, reply, accept, tls);
+                            let (inline, gone, read) = self.run_inline(call, reply, accept, tls);
                             after = read;
+                            on_gone = gone.map(|task| Gone {
+                                task,
+                                slot: app.slot,
+                            });
                             (inline, None)
                         }
                     }
@@ -218,6 +225,10 @@ impl Dispatcher {
         conn.begin_dispatch(id, now, slot, blocking_path, access);
         if let Some(timeout) = timeout {
             conn.set_app_timeout(timeout);
+        }
+        // Answered inline, the request is over: the task goes unrun.
+        if let (None, Some(gone)) = (&answer, on_gone) {
+            let _ = conn.set_gone(id, gone);
         }
         (answer, after)
     }
@@ -272,14 +283,15 @@ impl Dispatcher {
     }
 
     /// Runs the app's handler on this loop, its answer going to `reply`;
-    /// its answer if given at once, and the clock read after it.
+    /// its answer if given at once, its `on_gone` task if it registered
+    /// one, and the clock read after it.
     fn run_inline(
         &self,
         call: InlineCall<'_>,
         reply: ReplyTo,
-        accept: Option<Box<str>>,
+        accept: Option<Accepting>,
         tls: Option<Arc<TlsSession>>,
-    ) -> (Option<Answer>, Instant) {
+    ) -> (Option<Answer>, Option<TaskBox>, Instant) {
         let InlineCall {
             app,
             path,
@@ -294,7 +306,7 @@ impl Dispatcher {
             request,
             responder(reply, app, &shared.settings.conn, accept, tls),
         );
-        let inline = end_inline();
+        let (inline, gone) = end_inline();
         beat.leave();
         let now = Instant::now();
         let hint = if shared.pool.is_some() {
@@ -305,7 +317,7 @@ impl Dispatcher {
         let held = now.saturating_duration_since(started);
         let who = format_args!("app {} {path}", app.name);
         warn_if_blocked(shared.settings.loop_block_warn, held, who, hint);
-        (inline, now)
+        (inline, gone, now)
     }
 
     /// Queues `response` (with its constant headers `fixed`) as the answer
@@ -442,7 +454,7 @@ impl Dispatcher {
         &self,
         conn: &mut Conn<Stream>,
         token: Token,
-        upgrade: Upgrade,
+        mut upgrade: Upgrade,
         at: Stamp<'_>,
         pool: &mut BufPool,
     ) {
@@ -463,6 +475,7 @@ impl Dispatcher {
         // A WebSocket's queue is bounded as a streamed answer's is.
         let line = Line::new(reply, params.stream_queue, params.send_timeout);
         let accept = upgrade.accept.clone();
+        let headers = std::mem::take(&mut upgrade.headers);
         let watch = LinkWatch {
             stats: self.shared.stats.clone(),
             board: self.shared.board.clone(),
@@ -470,7 +483,7 @@ impl Dispatcher {
             settings: self.shared.settings.clone(),
         };
         let budget = self.shared.budget.clone();
-        let Some(pending) = conn.upgrade(&accept, at.date, pool, |rest| {
+        let Some(pending) = conn.upgrade((&accept, &headers), at.date, pool, |rest| {
             Link::new(upgrade, line, watch, rest, budget, at.now)
         }) else {
             return;

@@ -45,7 +45,7 @@ use crate::stats::bump;
 use acceptor::{listener_of, Acceptor};
 use body_feed::{BodyLink, LoopAddr};
 use clock::{Clock, Stamp};
-use conn::{Conn, Deadline, Flow};
+use conn::{Conn, Deadline, Flow, Gone};
 use dispatch::{warn_if_blocked, Dispatcher};
 use handles::Handles;
 use lingering::Lingerers;
@@ -56,6 +56,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use stoa_app_api::abi::TaskBox;
 use timers::Timers;
 
 /// One event loop.
@@ -212,6 +213,7 @@ impl Server {
                             self.worker,
                             self.conns.len()
                         );
+                        self.abandon_pending();
                     }
                     return Ok(());
                 }
@@ -335,6 +337,43 @@ impl Server {
         self.sweep_due = Some(self.sweep_due.map_or(at, |due| due.min(at)));
     }
 
+    /// Runs an app's task for a request abandoned before its answer
+    /// (`RawResponder::on_gone`), on the loop, as a timer's callback runs.
+    fn run_gone(&mut self, gone: Gone) {
+        self.clock.read();
+        self.run_task(gone.task, Some(gone.slot), "an on_gone task");
+    }
+
+    /// Runs an app's `task` (of the app in `slot`, if known) on the loop,
+    /// the watchdog told, and warns if it held the loop long; the clock is
+    /// read after it.
+    fn run_task(&mut self, task: TaskBox, slot: Option<usize>, what: &str) {
+        let started = self.clock.now();
+        self.beat().enter_timer(slot);
+        task.run();
+        self.beat().leave();
+        let held = self.clock.read().saturating_duration_since(started);
+        warn_if_blocked(
+            self.shared.settings.loop_block_warn,
+            held,
+            format_args!("{what}"),
+            "move blocking work to Host::spawn_blocking",
+        );
+    }
+
+    /// At the graceful timeout: the requests still pending are abandoned
+    /// with their connections; their apps hear of it.
+    fn abandon_pending(&mut self) {
+        let gone: Vec<Gone> = self
+            .conns
+            .iter_mut()
+            .filter_map(|(_, conn)| conn.take_gone())
+            .collect();
+        for gone in gone {
+            self.run_gone(gone);
+        }
+    }
+
     /// Runs the timers due; the loop's clock is read once first and again
     /// after each callback. With no timer set, nothing is read: the wait's
     /// timeout is then counted from the clock read after the last wait (or
@@ -346,17 +385,7 @@ impl Server {
         }
         let due = self.clock.read();
         while let Some((task, app)) = self.timers.pop_due(due) {
-            let started = self.clock.now();
-            self.beat().enter_timer(app);
-            task.run();
-            self.beat().leave();
-            let held = self.clock.read().saturating_duration_since(started);
-            warn_if_blocked(
-                self.shared.settings.loop_block_warn,
-                held,
-                format_args!("a timer callback"),
-                "move blocking work to Host::spawn_blocking",
-            );
+            self.run_task(task, app, "a timer callback");
         }
     }
 
@@ -368,12 +397,14 @@ impl Server {
         // output is over the bound, or a request is with an app) reads
         // when it may, without waiting for another edge.
         conn.note_ready(ev.readable, ev.hup);
-        // While a request is with the app (or its answer streams out), no
-        // request byte is read; a hang-up is looked at only for a socket
-        // error (a reset): then the slot is freed now and the late answer
-        // (or the stream) dropped. A half-close still gets its answer;
-        // elsewhere the answer's write finds the peer gone.
-        if ev.hup && ((conn.is_dispatched() && !conn.feeds_body()) || conn.is_streaming()) {
+        // While a request is with the app (or its answer streams out), the
+        // connection reads only to see its client leave (`conn::gone`),
+        // and `settle` closes it when it has. When it cannot read that
+        // (pipelined bytes read ahead), a hang-up is looked at only for a
+        // socket error (a reset): then the slot is freed now and the late
+        // answer (or the stream) dropped; otherwise the answer's write
+        // finds the peer gone.
+        if ev.hup && conn.pending_unwatched() {
             if let Ok(Some(e)) = conn.stream().take_error() {
                 log::debug!("{} failed while its request was pending: {e}", conn.peer());
                 self.close(token);
@@ -478,6 +509,22 @@ impl Server {
         let mut inbox = std::mem::take(&mut self.inbox);
         for (at, app, task) in inbox.timers.drain(..) {
             self.timers.add(at, app, task);
+        }
+        // Before the answers: a task is registered before its request's
+        // answer is given, so one for a request no longer pending is for
+        // a request abandoned already, and runs now.
+        for g in inbox.gone.drain(..) {
+            let gone = Gone {
+                task: g.task,
+                slot: g.slot,
+            };
+            let refused = match self.conns.get_mut(g.token.0) {
+                Some(conn) => conn.set_gone(g.id, gone).err(),
+                None => Some(gone),
+            };
+            if let Some(gone) = refused {
+                self.run_gone(gone);
+            }
         }
         for c in inbox.completions.drain(..) {
             let Some(conn) = self
@@ -601,6 +648,11 @@ impl Server {
         let Some(conn) = self.conns.get_mut(token.0) else {
             return;
         };
+        if conn.client_gone() {
+            log::debug!("{} left before its answer was complete", conn.peer());
+            self.close(token);
+            return;
+        }
         if conn.finished() {
             self.close(token);
             return;
@@ -618,7 +670,11 @@ impl Server {
     }
 
     fn close(&mut self, token: Token) {
-        if let Some(conn) = self.conns.try_remove(token.0) {
+        if let Some(mut conn) = self.conns.try_remove(token.0) {
+            // A request still pending is abandoned: its app hears of it.
+            if let Some(gone) = conn.take_gone() {
+                self.run_gone(gone);
+            }
             self.lingerers.left(&conn);
             if let Err(e) = self.poller.deregister(conn.stream().as_raw_fd()) {
                 log::debug!("deregister {}: {e}", conn.peer());
@@ -660,6 +716,17 @@ impl Server {
             .collect();
         for (key, deadline) in expired {
             let token = Token(key);
+            let Some(conn) = self.conns.get_mut(key) else {
+                continue;
+            };
+            // The host gives up on a pending request (a 504 for its app,
+            // a 408 for its body): its app hears of it. (A close below
+            // runs it too.)
+            if matches!(deadline, Deadline::App | Deadline::Body) {
+                if let Some(gone) = conn.take_gone() {
+                    self.run_gone(gone);
+                }
+            }
             let Some(conn) = self.conns.get_mut(key) else {
                 continue;
             };

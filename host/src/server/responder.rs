@@ -22,21 +22,22 @@
 use crate::apps::loader::LoadedApp;
 use crate::http::answer::HostAnswer;
 use crate::http::ws::handshake::Refusal;
-use crate::inbox::{Answer, Completion, Inbox, Upgrade};
+use crate::http::ws::switch::Accepting;
+use crate::inbox::{Answer, Completion, GoneTask, Inbox, Upgrade};
 use crate::inbox::{BodyAttach, StreamStart};
 use crate::poller::Token;
 use crate::settings::ConnParams;
 use crate::stream_line::{HostStream, LineAddr, StreamLine};
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::{ROption, RSlice, RString};
+use abi_stable::std_types::{ROption, RSlice, RString, RVec};
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Duration;
 use stoa_app_api::abi::{
     BodySinkBox, RawResponder, RawResponder_TO, RawStream_TO, ResponderBox, StaticHeader,
-    StreamBox, TlsSession, WsSessionBox,
+    StreamBox, TaskBox, TlsSession, WsSessionBox,
 };
-use stoa_app_api::Response;
+use stoa_app_api::{Header, Response};
 
 use crate::http::response::Fixed;
 
@@ -62,16 +63,19 @@ impl PartialEq for SameInbox {
     }
 }
 
-/// The request being dispatched on this thread, and its answer if given inline.
+/// The request being dispatched on this thread, its answer if given
+/// inline, and its app's task should it be abandoned (`on_gone`), if
+/// registered inline.
 struct Inline {
     queue: SameInbox,
     id: u64,
     answer: Option<Answer>,
+    gone: Option<TaskBox>,
 }
 
 thread_local! {
     static INLINE: RefCell<Inline> = const {
-        RefCell::new(Inline { queue: SameInbox::NONE, id: 0, answer: None })
+        RefCell::new(Inline { queue: SameInbox::NONE, id: 0, answer: None, gone: None })
     };
 }
 
@@ -82,16 +86,20 @@ pub fn begin_inline(queue: &Arc<Inbox>, id: u64) {
         s.queue = SameInbox::of(queue);
         s.id = id;
         s.answer = None;
+        s.gone = None;
     });
 }
 
-/// Ends the dispatch; returns the answer if the app gave it inline.
-pub fn end_inline() -> Option<Answer> {
+/// Ends the dispatch; returns the answer if the app gave it inline, and
+/// its `on_gone` task if it registered one inline (the loop keeps it with
+/// the request; it cannot have gone through the inbox, where it would
+/// arrive after an inline answer had ended the request).
+pub fn end_inline() -> (Option<Answer>, Option<TaskBox>) {
     INLINE.with(|s| {
         let mut s = s.borrow_mut();
         s.queue = SameInbox::NONE;
         s.id = 0;
-        s.answer.take()
+        (s.answer.take(), s.gone.take())
     })
 }
 
@@ -116,9 +124,9 @@ struct HostResponder {
     /// `--stream-queue` and `--send-timeout`, for a streamed answer.
     stream_queue: usize,
     send_timeout: Duration,
-    /// The `Sec-WebSocket-Accept` value, when the request is a valid
-    /// WebSocket handshake.
-    accept: Option<Box<str>>,
+    /// The `Sec-WebSocket-Accept` value and the subprotocols offered,
+    /// when the request is a valid WebSocket handshake.
+    accept: Option<Accepting>,
     /// The TLS session the request came over.
     tls: Option<Arc<TlsSession>>,
 }
@@ -224,17 +232,53 @@ impl RawResponder for HostResponder {
         self.tls.as_deref().cloned().into()
     }
 
-    fn accept_websocket(mut self, session: WsSessionBox) {
+    fn accept_websocket(self, session: WsSessionBox) {
+        self.accept_websocket_with(RVec::new(), session);
+    }
+
+    fn accept_websocket_with(mut self, headers: RVec<Header>, session: WsSessionBox) {
         self.answered = true;
         match self.accept.take() {
-            Some(accept) => self.deliver_answer(Answer::Upgrade(Box::new(Upgrade {
-                accept,
-                session,
-                slot: self.slot,
-                generation: self._generation.clone(),
-            }))),
+            Some(accepting) => {
+                let headers = match headers.is_empty() {
+                    true => Vec::new(),
+                    false => accepting.checked(&self._generation.name, headers.into_vec()),
+                };
+                self.deliver_answer(Answer::Upgrade(Box::new(Upgrade {
+                    accept: accepting.accept,
+                    headers,
+                    session,
+                    slot: self.slot,
+                    generation: self._generation.clone(),
+                })))
+            }
             // Not a WebSocket handshake: 426, the session dropped unopened.
             None => self.deliver(HostAnswer::WebSocket(Refusal::NotAsked).response()),
+        }
+    }
+
+    fn on_gone(&mut self, task: TaskBox) {
+        let key = SameInbox::of(&self.reply.queue);
+        let mut task = Some(task);
+        let mut replaced = None;
+        // During its own handler on the loop, the task stays with the
+        // dispatch (see `end_inline`); a thread being torn down has no
+        // slot: the inbox then.
+        let _ = INLINE.try_with(|s| {
+            let mut s = s.borrow_mut();
+            if s.queue == key && s.id == self.reply.id {
+                replaced = std::mem::replace(&mut s.gone, task.take());
+            }
+        });
+        // The replaced task is the app's: dropped outside the slot's borrow.
+        drop(replaced);
+        if let Some(task) = task {
+            self.reply.queue.push_gone(GoneTask {
+                token: self.reply.token,
+                id: self.reply.id,
+                slot: self.slot,
+                task,
+            });
         }
     }
 }
@@ -283,14 +327,13 @@ impl Drop for HostResponder {
 }
 
 /// Makes the responder handed to `app` for the request `reply` names;
-/// `params` bound a streamed answer; `accept` is the
-/// `Sec-WebSocket-Accept` value of a valid WebSocket handshake; `tls`
-/// the TLS session the request came over.
+/// `params` bound a streamed answer; `accept` is what accepting a valid
+/// WebSocket handshake takes; `tls` the TLS session the request came over.
 pub fn responder(
     reply: ReplyTo,
     app: &Arc<LoadedApp>,
     params: &ConnParams,
-    accept: Option<Box<str>>,
+    accept: Option<Accepting>,
     tls: Option<Arc<TlsSession>>,
 ) -> ResponderBox {
     RawResponder_TO::from_value(

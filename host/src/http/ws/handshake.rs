@@ -3,9 +3,11 @@
 //! Socket-free: it looks at a parsed head and writes bytes.
 
 use crate::http::parse::{has_token, Head};
+use crate::http::response::write_header;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use sha1::{Digest, Sha1};
+use stoa_app_api::Header;
 
 /// The GUID every accept value is hashed with (RFC 6455 §1.3).
 const GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
@@ -88,8 +90,9 @@ pub fn accept_value(key: &[u8]) -> String {
     BASE64.encode(sha.finalize())
 }
 
-/// Appends the `101 Switching Protocols` that accepts a handshake.
-pub fn write_switch(out: &mut Vec<u8>, accept: &str, date: &str) {
+/// Appends the `101 Switching Protocols` that accepts a handshake, with
+/// the app's own `headers` (checked by `switch::Accepting::checked`).
+pub fn write_switch(out: &mut Vec<u8>, accept: &str, date: &str, headers: &[Header]) {
     out.extend_from_slice(
         concat!(
             "HTTP/1.1 101 Switching Protocols\r\nServer: stoa/",
@@ -103,7 +106,11 @@ pub fn write_switch(out: &mut Vec<u8>, accept: &str, date: &str) {
         b"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ",
     );
     out.extend_from_slice(accept.as_bytes());
-    out.extend_from_slice(b"\r\n\r\n");
+    out.extend_from_slice(b"\r\n");
+    for h in headers {
+        write_header(out, h.name.as_str(), &h.value);
+    }
+    out.extend_from_slice(b"\r\n");
 }
 
 #[cfg(test)]
@@ -182,10 +189,29 @@ mod tests {
     #[test]
     fn switch_head_carries_the_accept_value() {
         let mut out = Vec::new();
-        write_switch(&mut out, "abc=", "Mon, 30 Nov 2026 06:00:00 GMT");
+        write_switch(&mut out, "abc=", "Mon, 30 Nov 2026 06:00:00 GMT", &[]);
         let text = String::from_utf8(out).unwrap();
         assert!(text.starts_with("HTTP/1.1 101 Switching Protocols\r\n"));
         assert!(text.contains("\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"));
         assert!(text.ends_with("Sec-WebSocket-Accept: abc=\r\n\r\n"));
+    }
+
+    #[test]
+    fn switch_head_carries_the_apps_headers_after_its_own() {
+        let mut out = Vec::new();
+        let protocol = Header {
+            name: "Sec-WebSocket-Protocol".into(),
+            value: b"chat".as_slice().into(),
+        };
+        write_switch(
+            &mut out,
+            "abc=",
+            "Mon, 30 Nov 2026 06:00:00 GMT",
+            &[protocol],
+        );
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.ends_with("Sec-WebSocket-Accept: abc=\r\nSec-WebSocket-Protocol: chat\r\n\r\n")
+        );
     }
 }

@@ -16,9 +16,11 @@
 //! Split by concern: `request` (reading, dispatching, answering),
 //! `deadline` (which timeout runs), `stream` (a streamed answer), `ws`
 //! (the WebSocket half), `linger` (the lingering close), `handshake` (a
-//! TLS session's, before the first request), `transport`.
+//! TLS session's, before the first request), `gone` (a client that leaves
+//! while its request is pending), `transport`.
 
 mod deadline;
+mod gone;
 mod handshake;
 mod linger;
 mod request;
@@ -33,6 +35,7 @@ use crate::poller::Interest;
 use crate::server::body_feed::BodyLink;
 use crate::server::route::Route;
 use crate::server::ws::Link;
+pub use gone::Gone;
 use linger::LingerState;
 pub use request::Terms;
 use std::sync::Arc;
@@ -74,12 +77,16 @@ enum Phase {
     /// kept here until it is dispatched (`take_route`).
     Reading(Option<Route<'static>>),
     /// One request is with an app. Pipelined bytes wait so answers stay in
-    /// order, and no request byte is read meanwhile (but a body streamed
-    /// to its app).
+    /// order: no request is parsed meanwhile, and the connection reads
+    /// only to see its client leave (`gone`; a body streamed to its app is
+    /// read as it comes).
     Dispatched(Dispatch),
-    /// A streamed answer is going out; as in `Dispatched`, nothing is read.
+    /// A streamed answer is going out; as in `Dispatched`, nothing is
+    /// parsed.
     Streaming {
         stream: ConnStream,
+        /// The app's task for a request abandoned before its end.
+        gone: Option<Gone>,
         /// The app sent something since the deadline was last set.
         progress: bool,
         /// Request bytes were left unread when it began (its request's
@@ -142,6 +149,9 @@ pub struct Pending {
     pub access: Option<Box<AccessInfo>>,
     /// The app's own `app_timeout`, if it has one.
     pub timeout: Option<Duration>,
+    /// The app's task for a request abandoned before its answer
+    /// (`RawResponder::on_gone`).
+    gone: Option<Gone>,
     /// What the request's head asked for (version, `Connection`).
     keep_alive: bool,
     version_minor: u8,
@@ -284,7 +294,14 @@ impl<S> Conn<S> {
     /// receiving one, bytes may be waiting, and its output is not over the
     /// bound.
     pub fn read_due(&self) -> bool {
-        self.read_ready && !self.read_closed && (self.may_take_requests() || self.reads_body_now())
+        self.read_ready && !self.read_closed && self.wants_bytes()
+    }
+
+    /// True while the connection reads when bytes come: to take requests,
+    /// a body streamed to its app, or to see the client of a pending
+    /// request leave.
+    fn wants_bytes(&self) -> bool {
+        self.may_take_requests() || self.reads_body_now() || self.watches_peer()
     }
 
     /// True while the streamed body is read now: its app's sink on the
@@ -315,6 +332,7 @@ impl<S> Conn<S> {
     }
 
     /// True while a request is with an app.
+    #[cfg(test)]
     pub fn is_dispatched(&self) -> bool {
         matches!(self.phase, Phase::Dispatched(_))
     }
@@ -364,15 +382,16 @@ impl<S> Conn<S> {
             Phase::Lingering(_) => true,
             _ => false,
         };
-        let read =
-            (self.may_take_requests() || self.reads_body_now() || other) && !self.read_closed;
+        let read = (self.wants_bytes() || other) && !self.read_closed;
         match (read, self.has_output()) {
             (true, true) => Interest::BOTH,
             (true, false) => Interest::READABLE,
             (false, true) => Interest::WRITABLE,
-            // Nothing to do until the app answers; stay registered (poll
-            // and epoll still report hang-ups, select does not: there the
-            // answer's write finds the peer gone).
+            // Nothing to do until the app answers, and the client's
+            // leaving cannot be read (pipelined bytes read ahead, a body's
+            // rest): stay registered (poll and epoll still report
+            // hang-ups, select does not: there the answer's write finds
+            // the peer gone).
             (false, false) => Interest::NONE,
         }
     }
@@ -423,6 +442,8 @@ pub enum Flow {
 pub(super) mod mem;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_gone;
 #[cfg(test)]
 mod tests_handshake;
 #[cfg(test)]

@@ -79,6 +79,7 @@ impl<S> Conn<S> {
             path,
             access,
             timeout: None,
+            gone: None,
             keep_alive,
             version_minor,
         };

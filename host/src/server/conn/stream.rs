@@ -50,7 +50,7 @@ impl ConnStream {
     }
 
     /// The request this stream answers.
-    fn request_id(&self) -> u64 {
+    pub(super) fn request_id(&self) -> u64 {
         self.line.addr().1
     }
 
@@ -94,6 +94,7 @@ impl<S> Conn<S> {
     }
 
     /// True while a streamed answer is going out.
+    #[cfg(test)]
     pub fn is_streaming(&self) -> bool {
         matches!(self.phase, Phase::Streaming { .. })
     }
@@ -109,7 +110,7 @@ impl<S> Conn<S> {
         terms: &Terms,
         pool: &mut BufPool,
     ) -> Option<Pending> {
-        let (pending, body_left) = self.take_dispatch()?;
+        let (mut pending, body_left) = self.take_dispatch()?;
         let plan = framing::plan(
             pending.head_only,
             head.status,
@@ -126,6 +127,7 @@ impl<S> Conn<S> {
             .push_stream_head(pool, head, plan, persist, terms.date);
         self.phase = Phase::Streaming {
             stream: ConnStream::new(line, plan.framing, persist, open, body_from),
+            gone: pending.gone.take(),
             progress: false,
             body_left,
         };
@@ -141,6 +143,7 @@ impl<S> Conn<S> {
             stream,
             progress,
             body_left,
+            ..
         } = &mut self.phase
         else {
             return;

@@ -11,7 +11,7 @@ use stoa_app_api::Response;
 
 const DATE: &str = "Tue, 01 Dec 2026 00:00:00 GMT";
 
-fn conn(input: &str) -> Conn<Mem> {
+pub(super) fn conn(input: &str) -> Conn<Mem> {
     let mut c = Conn::new(Mem::new(input.as_bytes()), "127.0.0.1:1".into());
     c.note_ready(true, false);
     c
@@ -50,7 +50,12 @@ fn written(c: &Conn<Mem>) -> String {
 
 /// A connection that has read `input` and handed its first request, as
 /// `id`, to the app in `slot`.
-fn dispatched(input: &str, id: u64, slot: Option<usize>, pool: &mut BufPool) -> Conn<Mem> {
+pub(super) fn dispatched(
+    input: &str,
+    id: u64,
+    slot: Option<usize>,
+    pool: &mut BufPool,
+) -> Conn<Mem> {
     let params = ConnParams::default();
     let mut c = conn(input);
     c.read_some(&params, pool);
@@ -150,7 +155,7 @@ fn head_gets_the_length_but_no_body() {
 }
 
 #[test]
-fn a_half_closed_client_still_gets_its_answer() {
+fn a_client_that_half_closes_with_its_request_has_left() {
     let params = ConnParams::default();
     let mut pool = BufPool::default();
     let mut c = conn("GET /late HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -158,21 +163,26 @@ fn a_half_closed_client_still_gets_its_answer() {
     c.read_some(&params, &mut pool);
     assert_eq!(c.next_request(&params, &mut pool), Ok(true));
     c.begin_dispatch(7, Instant::now(), Some(0), None, None);
-    // The end of stream came with the request: the connection waits for
-    // the app's answer instead of closing.
-    assert!(c.waits_for(7) && !c.finished());
-    assert_eq!(c.interest_change(), Some(Interest::NONE));
+    // The end of stream came with the request, before its answer: the
+    // connection still reads (the socket stays readable), finds it, and
+    // the client has left (as for nginx and ASGI servers): the loop
+    // closes the connection.
+    assert!(c.waits_for(7) && !c.client_gone());
+    assert_eq!(c.interest_change(), None, "still readable");
+    c.note_ready(true, false);
+    assert!(c.read_due());
+    assert!(!c.read_some(&params, &mut pool));
+    assert!(c.client_gone());
+    // Answered at once instead (as an app answering inline is), the
+    // answer goes out and the connection ends after it.
     let mut r = Response::text(200, "done");
     let pending = c
         .answer(&mut r, &[], &terms(&params, false), &mut pool)
         .expect("pending");
     assert_eq!((pending.id, pending.slot), (7, Some(0)));
+    assert!(!c.client_gone());
     c.flush(&mut pool).expect("flush");
     assert!(written(&c).ends_with("done"));
-    // The loop reads again after an answer: the end of stream is found.
-    c.note_ready(true, false);
-    assert!(c.read_due());
-    assert!(!c.read_some(&params, &mut pool));
     assert!(c.finished(), "answered, and the peer has finished sending");
 }
 
@@ -333,7 +343,11 @@ fn stream_line(id: u64) -> (Arc<StreamLine>, Arc<AtomicU64>) {
 
 /// Starts a streamed answer to the request `id` that `c` waits on: its
 /// line and the count of open streams.
-fn streaming(c: &mut Conn<Mem>, id: u64, pool: &mut BufPool) -> (Arc<StreamLine>, Arc<AtomicU64>) {
+pub(super) fn streaming(
+    c: &mut Conn<Mem>,
+    id: u64,
+    pool: &mut BufPool,
+) -> (Arc<StreamLine>, Arc<AtomicU64>) {
     let (line, open) = stream_line(id);
     let mut head = Response::text(200, "");
     let params = ConnParams::default();

@@ -109,6 +109,7 @@ fn upgraded(after: &[u8], pool: &mut BufPool) -> (Conn<Mem>, Heard) {
     );
     let upgrade = Upgrade {
         accept: "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=".into(),
+        headers: Vec::new(),
         session,
         slot: 0,
         generation: Arc::new(()),
@@ -123,7 +124,7 @@ fn upgraded(after: &[u8], pool: &mut BufPool) -> (Conn<Mem>, Heard) {
     let budget = crate::budget::Budget::new(1 << 20);
     let now = Instant::now();
     let pending = c
-        .upgrade("s3pPLMBiTxaQ9kYGzzhZRbK+xOo=", DATE, pool, |rest| {
+        .upgrade(("s3pPLMBiTxaQ9kYGzzhZRbK+xOo=", &[]), DATE, pool, |rest| {
             Link::new(upgrade, line, watch(), rest, budget, now)
         })
         .expect("the request with the app");

@@ -9,6 +9,7 @@ use crate::http::ws::handshake::write_switch;
 use crate::server::ws::{Expired, Link};
 use std::io::{self, Read};
 use std::time::Instant;
+use stoa_app_api::Header;
 
 /// Most read-and-write rounds of one pump.
 const PUMP_ROUNDS: usize = 8;
@@ -61,19 +62,21 @@ impl<S> Conn<S> {
 
 impl<S: Transport> Conn<S> {
     /// Answers the request with the app `101 Switching Protocols` (its
-    /// `Sec-WebSocket-Accept` value `accept`, and `date`) and switches to
-    /// WebSocket: `link` is made from the bytes the client sent after its
-    /// handshake. Returns the request answered.
+    /// `Sec-WebSocket-Accept` value and the app's checked headers, as
+    /// `switch` holds them, and `date`) and switches to WebSocket: `link`
+    /// is made from the bytes the client sent after its handshake. Returns
+    /// the request answered.
     pub fn upgrade(
         &mut self,
-        accept: &str,
+        switch: (&str, &[Header]),
         date: &str,
         pool: &mut BufPool,
         link: impl FnOnce(Vec<u8>) -> Link,
     ) -> Option<Pending> {
         let (pending, _) = self.take_dispatch()?;
+        let (accept, headers) = switch;
         let mut head = Vec::with_capacity(192);
-        write_switch(&mut head, accept, date);
+        write_switch(&mut head, accept, date, headers);
         self.out.push_bytes(pool, &head);
         let rest = self.reader.take_rest(pool);
         self.phase = Phase::Upgraded(Box::new(link(rest)));

@@ -54,7 +54,7 @@ fn an_answer_during_the_handler_is_taken_inline() {
     let queue = inbox();
     begin_inline(&queue, 7);
     for_request(&queue, 7).respond(Response::text(201, "made"));
-    assert_eq!(status(end_inline()), Some(201));
+    assert_eq!(status(end_inline().0), Some(201));
     assert!(!queue.has_items());
     assert_eq!(completions(&queue), []);
 }
@@ -64,7 +64,7 @@ fn an_answer_after_the_handler_comes_through_the_inbox() {
     let queue = inbox();
     begin_inline(&queue, 7);
     let kept = for_request(&queue, 7);
-    assert_eq!(status(end_inline()), None);
+    assert_eq!(status(end_inline().0), None);
     kept.respond(Response::text(202, "later"));
     assert!(queue.has_items());
     assert_eq!(completions(&queue), [(3, 7, 202)]);
@@ -82,12 +82,12 @@ fn only_the_request_being_dispatched_on_its_inbox_is_answered_inline() {
     // Another request of the same loop.
     begin_inline(&queue, 8);
     for_request(&queue, 7).respond(Response::text(200, "a"));
-    assert_eq!(status(end_inline()), None);
+    assert_eq!(status(end_inline().0), None);
     assert_eq!(completions(&queue), [(3, 7, 200)]);
     // The same number on another loop's inbox.
     begin_inline(&elsewhere, 7);
     for_request(&queue, 7).respond(Response::text(200, "b"));
-    assert_eq!(status(end_inline()), None);
+    assert_eq!(status(end_inline().0), None);
     assert_eq!(completions(&queue), [(3, 7, 200)]);
     assert_eq!(completions(&elsewhere), []);
 }
@@ -98,7 +98,7 @@ fn a_responder_dropped_unanswered_answers_500() {
     begin_inline(&queue, 9);
     drop(for_request(&queue, 9));
     let failed = HostAnswer::AppFailed.response().status;
-    assert_eq!(status(end_inline()), Some(failed));
+    assert_eq!(status(end_inline().0), Some(failed));
     drop(for_request(&queue, 10));
     assert_eq!(completions(&queue), [(3, 10, failed)]);
 }

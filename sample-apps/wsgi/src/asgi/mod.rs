@@ -76,7 +76,7 @@ impl Asgi {
             let core = WsCore::new(self.runner.clone(), head);
             // The handshake's client may go before the application answers.
             let watched = core.clone();
-            let _ = (&mut responder, watched);
+            responder.on_gone(move || watched.client_gone());
             core.give_responder(responder);
             self.runner.submit(Job::Ws(self.index, core));
             return;
@@ -85,7 +85,7 @@ impl Asgi {
         let body = (!streams).then(|| request.body.as_slice().to_vec());
         let core = HttpCore::new(self.runner.clone(), head, body);
         let watched = core.clone();
-        let _ = (&mut responder, watched);
+        responder.on_gone(move || watched.client_gone());
         if streams {
             responder.read_body_on_pool(core.sink());
         } else {

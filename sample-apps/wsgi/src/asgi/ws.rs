@@ -312,10 +312,7 @@ impl WsExchange {
         state.phase = Phase::Accepted;
         drop(state);
         if let Some(responder) = responder {
-            {
-                let _ = headers;
-                responder.accept_websocket(Session(self.core.clone()));
-            }
+            responder.accept_websocket_with(headers, Session(self.core.clone()));
         }
         Ok(SENT)
     }

@@ -21,7 +21,10 @@
 //!   (`read_body_on_pool`); its sink holds its first piece until
 //!   `/pool-sink/release`, and answers the byte count and the largest
 //!   piece; `/pool-sink/state` says `in data` while the sink holds that
-//!   piece (`idle` before), with the bytes it has been given so far.
+//!   piece (`idle` before), with the bytes it has been given so far;
+//! - `/gone...`, `/ws-proto` and `/ws-deny`: see the `gone` module.
+
+mod gone;
 
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
@@ -80,11 +83,15 @@ struct Misbehave;
 
 impl App for Misbehave {
     fn reads_body(&self, request: &Request<'_>) -> bool {
-        request.path_info.as_str() == "/pool-sink"
+        matches!(request.path_info.as_str(), "/pool-sink" | "/gone-body")
     }
 
     fn handle(&self, request: &Request<'_>, responder: Responder) {
-        match request.path_info.as_str() {
+        let path = request.path_info.as_str();
+        let Some(responder) = gone::handle(path, request, responder) else {
+            return;
+        };
+        match path {
             "/panic" => panic!("misbehave: asked to panic"),
             "/later" => {
                 let mut path = request.full_path();
