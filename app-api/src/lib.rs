@@ -449,6 +449,86 @@
 //! );
 //! ```
 //!
+//! [`Responder::accept_websocket_with`] (app-api 0.2.8) accepts with
+//! headers of the app's own on the `101`: the subprotocol it picked from
+//! the client's `Sec-WebSocket-Protocol` offer, a `Set-Cookie`. The host
+//! drops, with a warning naming the app, a subprotocol the client did not
+//! offer and the headers it writes itself. To deny a handshake, answer it
+//! with an ordinary response (`403`, say): the client gets it as such.
+//!
+//! ```
+//! use stoa_app_api::{App, Header, Request, Responder, Response, WebSocket, WsMessage};
+//!
+//! struct Quiet;
+//!
+//! impl WebSocket for Quiet {
+//!     fn on_message(&mut self, _message: WsMessage<'_>) {}
+//! }
+//!
+//! struct Chat;
+//!
+//! impl App for Chat {
+//!     fn handle(&self, request: &Request<'_>, responder: Responder) {
+//!         let offered = request.header_str("sec-websocket-protocol").unwrap_or("");
+//!         if !offered.split(',').any(|p| p.trim() == "chat") {
+//!             return responder.respond(Response::text(403, "chat only\n"));
+//!         }
+//!         let picked = Header {
+//!             name: "Sec-WebSocket-Protocol".into(),
+//!             value: b"chat".as_slice().into(),
+//!         };
+//!         responder.accept_websocket_with(vec![picked], Quiet);
+//!     }
+//! }
+//! # let denied = stoa_app_api::testing::call(&Chat, &Request::sample("GET", "/chat", "", ""));
+//! # assert_eq!(denied.status, 403);
+//! ```
+//!
+//! ## A client that leaves
+//!
+//! [`Responder::on_gone`] (app-api 0.2.8) registers a callback the host
+//! runs once, on the connection's event loop, if the request is abandoned
+//! before its answer is complete: the client closed, half-closed or reset
+//! the connection while the app worked on it, read its body or streamed
+//! its answer, or the host gave up on it (a `504` past `--app-timeout`, a
+//! connection closed at shutdown or past `--send-timeout`). An answer that
+//! completes drops it unrun. It is the request's, not the responder's: it
+//! holds across [`Responder::stream`] and [`Responder::read_body`]. Use it
+//! to cancel work nobody waits for (ASGI's `http.disconnect`):
+//!
+//! ```
+//! use std::sync::atomic::{AtomicBool, Ordering};
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use stoa_app_api::{App, Request, Responder, Response};
+//!
+//! struct Report;
+//!
+//! impl App for Report {
+//!     fn handle(&self, _request: &Request<'_>, mut responder: Responder) {
+//!         let cancelled = Arc::new(AtomicBool::new(false));
+//!         let flag = cancelled.clone();
+//!         responder.on_gone(move || flag.store(true, Ordering::Relaxed));
+//!         std::thread::spawn(move || {
+//!             for _ in 0..10 {
+//!                 if cancelled.load(Ordering::Relaxed) {
+//!                     return; // the client left: stop, answer nobody
+//!                 }
+//!                 std::thread::sleep(Duration::from_millis(1)); // a step of the work
+//!             }
+//!             responder.respond(Response::text(200, "report\n"));
+//!         });
+//!     }
+//! }
+//! # let r = stoa_app_api::testing::call(&Report, &Request::sample("GET", "/report", "", ""));
+//! # assert_eq!(r.body_str(), Ok("report\n"));
+//! ```
+//!
+//! The host sees a client leave by reading its connection, which it does
+//! while a request is pending unless it has read bytes of a pipelined next
+//! request (their answers' writes find the client gone), or a body sink
+//! holds its whole read window (the backpressure: it reads nothing then).
+//!
 //! ## A blocking handler on the pool
 //!
 //! A handler that blocks its thread (a sleep, a file or database call, a

@@ -14,8 +14,6 @@ _loop = None
 _ident = None
 # index -> [application, target, lifespan state]
 _apps = []
-# exchange ident -> its task, while it runs
-_tasks = {}
 # Seconds a task may run on after its client went (or the host answered
 # for it, past the app deadline) before it is cancelled.
 GRACE = 1.0
@@ -63,27 +61,42 @@ def _drain():
     for f in futures:
         if not f.done():
             f.set_result(None)
-    for ident in gone:
-        task = _tasks.get(ident)
-        if task is not None:
-            _loop.call_later(GRACE, _cancel, ident, task)
+    for task in gone:
+        _loop.call_later(GRACE, _cancel, task)
+    loop = _loop
     for kind, index, x in jobs:
         if kind == 0:
-            coro = _http(index, x)
+            task = loop.create_task(_http(index, x))
         elif kind == 1:
-            coro = _ws(index, x)
+            task = loop.create_task(_ws(index, x))
         elif kind == 2:
-            coro = _startup(index, x)
+            loop.create_task(_startup(index, x))
+            continue
         else:
-            coro = _shutdown(index, x)
-        task = _loop.create_task(coro)
-        if kind < 2:
-            ident = x.ident
-            _tasks[ident] = task
-            task.add_done_callback(lambda _t, i=ident: _tasks.pop(i, None))
+            loop.create_task(_shutdown(index, x))
+            continue
+        if x.watch(task):
+            loop.call_later(GRACE, _cancel, task)
 
 
-def _cancel(ident, task):
+_flushing = False
+
+
+def _flush_soon():
+    """Whole answers are held until the end of this turn of the loop."""
+    global _flushing
+    if not _flushing:
+        _flushing = True
+        _loop.call_soon(_flush)
+
+
+def _flush():
+    global _flushing
+    _flushing = False
+    _rs.flush()
+
+
+def _cancel(task):
     if not task.done():
         task.cancel()
 
@@ -94,93 +107,98 @@ def blocked_by():
     while frame is not None:
         code = frame.f_code
         if code is _http.__code__ or code is _ws.__code__:
-            return frame.f_locals.get("what")
-        if code is _startup.__code__ or code is _shutdown.__code__:
-            return frame.f_locals.get("what")
+            local = frame.f_locals
+            x, target = local.get("x"), local.get("target")
+            if x is not None:
+                return "%s (app %s)" % (x.describe(), target)
+        elif code is _startup.__code__:
+            return "lifespan startup (app %s)" % (frame.f_locals.get("target"),)
         frame = frame.f_back
     return None
 
 
-async def _wait(x, receive):
-    f = _loop.create_future()
-    if receive:
-        if x.wait_receive(f):
-            await f
-    elif x.wait_send(f):
-        await f
+def _ended(x, e):
+    """The application raised `e`: the exchange hears of it."""
+    if isinstance(e, asyncio.CancelledError):
+        x.cancelled()
+        return
+    x.failed(traceback.format_exc(), isinstance(e, OSError))
+    if not isinstance(e, Exception):
+        raise e
 
 
-def _receiver(x):
+async def _http(index, x):
+    app, target, state = _apps[index]
+    loop = _loop
+
     async def receive():
         while True:
             message = x.receive()
             if message is not None:
                 return message
-            await _wait(x, True)
-
-    return receive
-
-
-async def _call(app, scope, x, send):
-    """Calls the application; the exchange hears how it ended."""
-    try:
-        await app(scope, _receiver(x), send)
-    except asyncio.CancelledError:
-        x.cancelled()
-    except BaseException as e:
-        x.failed(traceback.format_exc(), isinstance(e, OSError))
-        if not isinstance(e, Exception):
-            raise
-    else:
-        x.returned()
-
-
-async def _sent(x, chunk, more):
-    """Sends one body chunk, waiting for room."""
-    while True:
-        sent = x.body(chunk, more)
-        if sent == 0:
-            return
-        if sent == 2:
-            raise ClientGone("the client is gone")
-        await _wait(x, False)
-
-
-async def _http(index, x):
-    app, target, state = _apps[index]
-    what = x.describe() + " (app " + target + ")"  # noqa: F841 (read by blocked_by)
+            f = loop.create_future()
+            if x.wait_receive(f):
+                await f
 
     async def send(message):
         kind = message["type"]
         if kind == "http.response.body":
-            await _sent(x, message.get("body", b""), message.get("more_body", False))
+            body = message.get("body", b"")
+            more = message.get("more_body", False)
+            while True:
+                sent = x.body(body, more)
+                if sent == 0:
+                    return
+                if sent == 3:
+                    _flush_soon()
+                    return
+                if sent == 2:
+                    raise ClientGone("the client is gone")
+                f = loop.create_future()
+                if x.wait_send(f):
+                    await f
         elif kind == "http.response.start":
             x.start(message["status"], message.get("headers", ()))
         elif kind == "http.response.pathsend":
-            await _pathsend(x, message["path"])
+            await _pathsend(x, message["path"], send)
         else:
             raise RuntimeError(
                 "unexpected ASGI message %r on an HTTP request" % (kind,)
             )
 
-    await _call(app, x.scope(state), x, send)
+    try:
+        await app(x.scope(state), receive, send)
+    except BaseException as e:
+        _ended(x, e)
+    else:
+        x.returned()
 
 
-async def _pathsend(x, path):
+async def _pathsend(x, path, send):
+    step = 256 * 1024
     with open(path, "rb") as f:
         x.sized(f.seek(0, 2))
         f.seek(0)
         while True:
-            chunk = f.read(256 * 1024)
-            more = len(chunk) == 256 * 1024
-            await _sent(x, chunk, more)
+            chunk = f.read(step)
+            more = len(chunk) == step
+            await send({"type": "http.response.body", "body": chunk, "more_body": more})
             if not more:
                 return
 
 
 async def _ws(index, x):
     app, target, state = _apps[index]
-    what = x.describe() + " (app " + target + ")"  # noqa: F841 (read by blocked_by)
+    loop = _loop
+
+    async def receive():
+        while True:
+            message = x.receive()
+            if message is not None:
+                return message
+            f = loop.create_future()
+            if x.wait_receive(f):
+                await f
 
     async def send(message):
         while True:
@@ -189,9 +207,16 @@ async def _ws(index, x):
                 return
             if sent == 2:
                 raise ClientGone("the WebSocket is closed")
-            await _wait(x, False)
+            f = loop.create_future()
+            if x.wait_send(f):
+                await f
 
-    await _call(app, x.scope(state), x, send)
+    try:
+        await app(x.scope(state), receive, send)
+    except BaseException as e:
+        _ended(x, e)
+    else:
+        x.returned()
 
 
 class _Lifespan:
@@ -210,7 +235,6 @@ _lifespans = {}
 
 async def _startup(index, outcome):
     app, target, state = _apps[index]
-    what = "lifespan startup (app " + target + ")"
     life = _Lifespan(index)
     _lifespans[index] = life
     scope = {

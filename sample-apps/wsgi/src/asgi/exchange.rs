@@ -32,6 +32,28 @@ const STALL: Duration = Duration::from_secs(30);
 const SENT: u8 = 0;
 const WAIT: u8 = 1;
 const CLOSED: u8 = 2;
+/// A whole answer held for [`flush`]: the driver schedules one.
+const HELD_CODE: u8 = 3;
+
+thread_local! {
+    /// Whole answers given during one turn of the ASGI loop, handed to the
+    /// host together at its end ([`flush`]): one wake-up of the host's
+    /// loop for a turn's answers instead of one each (on a shared core,
+    /// each wake-up was a switch of threads).
+    static HELD: std::cell::RefCell<Vec<(Responder, Response)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Hands the answers held this turn to the host.
+#[pyfunction]
+pub fn flush(py: Python<'_>) {
+    let held = HELD.with(|held| std::mem::take(&mut *held.borrow_mut()));
+    py.allow_threads(move || {
+        for (responder, response) in held {
+            responder.respond(response);
+        }
+    });
+}
 
 /// The answer's progress.
 enum Answer {
@@ -59,6 +81,10 @@ struct State {
     /// The application answered or went: the rest of the body is dropped.
     discard: bool,
     gone: bool,
+    /// The application's task (the driver's), while it runs.
+    task: Option<Py<PyAny>>,
+    /// The loop was told the client went.
+    gone_told: bool,
     /// The message with `more_body` false was received.
     body_given: bool,
     waiters: Waiters,
@@ -66,7 +92,6 @@ struct State {
 
 /// The exchange's shared part.
 pub struct HttpCore {
-    pub ident: u64,
     pub head: Head,
     runner: Arc<Runner>,
     state: Mutex<State>,
@@ -79,7 +104,6 @@ impl HttpCore {
     /// or `None` when it streams (see [`HttpCore::sink`]).
     pub fn new(runner: Arc<Runner>, head: Head, body: Option<Vec<u8>>) -> Arc<HttpCore> {
         Arc::new(HttpCore {
-            ident: runner.ident(),
             head,
             state: Mutex::new(State {
                 responder: None,
@@ -93,6 +117,8 @@ impl HttpCore {
                 queued: 0,
                 discard: false,
                 gone: false,
+                task: None,
+                gone_told: false,
                 body_given: false,
                 waiters: Waiters::default(),
             }),
@@ -113,18 +139,20 @@ impl HttpCore {
     /// The client went, or the host answered for the application.
     pub fn client_gone(&self) {
         let mut state = self.lock();
-        if state.gone {
+        if state.gone_told {
             return;
         }
         state.gone = true;
+        state.gone_told = true;
         state.discard = true;
         let [r, s] = state.waiters.for_both();
+        let task = state.task.take();
         drop(state);
         self.moved.notify_all();
         if let Some(s) = s {
             self.runner.resolve(s);
         }
-        self.runner.gone(self.ident, r);
+        self.runner.gone(task, r);
     }
 
     /// The sink the host feeds a streamed body to.
@@ -228,9 +256,15 @@ impl HttpExchange {
 
 #[pymethods]
 impl HttpExchange {
-    #[getter]
-    fn ident(&self) -> u64 {
-        self.core.ident
+    /// Keeps the application's task, to cancel once the client is gone;
+    /// true if it is gone already (the driver schedules the cancel).
+    fn watch(&self, task: Py<PyAny>) -> bool {
+        let mut state = self.core.lock();
+        if state.gone_told {
+            return true;
+        }
+        state.task = Some(task);
+        false
     }
 
     fn describe(&self) -> String {
@@ -352,23 +386,25 @@ impl HttpExchange {
                 // Whole: the host writes the body's own length.
                 let response = head.with_body(body.to_vec());
                 let receiver = state.waiters.for_receive();
-                match state.responder.take() {
+                let code = match state.responder.take() {
                     Some(responder) => {
                         drop(state);
-                        responder.respond(response);
+                        HELD.with(|held| held.borrow_mut().push((responder, response)));
+                        HELD_CODE
                     }
                     None => {
                         // The body still streams: answered at its end.
                         state.answer = Answer::Held(response);
                         state.discard = true;
                         drop(state);
+                        SENT
                     }
-                }
+                };
                 core.moved.notify_all();
                 if let Some(f) = receiver {
                     core.runner.resolve(f);
                 }
-                Ok(SENT)
+                Ok(code)
             }
             Answer::Waiting {
                 head: Some(head),
@@ -470,6 +506,8 @@ impl HttpExchange {
     fn end(&self, why: &str, quiet: bool) {
         let mut state = self.core.lock();
         state.discard = true;
+        // The task holds this exchange: let go of it.
+        let task = state.task.take();
         let gone = state.gone;
         let describe = self.core.head.describe();
         let error = || server_error(&format!("the application {why}"));
@@ -500,6 +538,7 @@ impl HttpExchange {
             }
         }
         self.core.moved.notify_all();
+        drop(task);
     }
 }
 

@@ -43,7 +43,8 @@ pub enum Job {
 struct Inbox {
     jobs: Vec<Job>,
     futures: Vec<Py<PyAny>>,
-    gone: Vec<u64>,
+    /// Tasks whose client went, to cancel after a grace.
+    gone: Vec<Py<PyAny>>,
     /// A byte is on its way to the loop.
     signalled: bool,
 }
@@ -59,7 +60,6 @@ pub struct Runner {
     /// Milliseconds since `epoch` at the loop's last beat.
     beat: AtomicU64,
     epoch: Instant,
-    next_ident: AtomicU64,
 }
 
 static RUNNER: OnceLock<Result<Arc<Runner>, String>> = OnceLock::new();
@@ -90,7 +90,6 @@ fn start(py: Python<'_>) -> Result<Arc<Runner>, String> {
         driver: driver.unbind(),
         beat: AtomicU64::new(0),
         epoch: Instant::now(),
-        next_ident: AtomicU64::new(1),
     });
     let fd = runner.ear.as_raw_fd();
     let driver = runner.driver.clone_ref(py);
@@ -129,6 +128,7 @@ fn bridge_module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     m.add_function(pyo3::wrap_pyfunction!(take, &m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(beat, &m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(info, &m)?)?;
+    m.add_function(pyo3::wrap_pyfunction!(super::exchange::flush, &m)?)?;
     m.add_class::<HttpExchange>()?;
     m.add_class::<WsExchange>()?;
     m.add_class::<super::lifespan::OutcomeHandle>()?;
@@ -145,11 +145,6 @@ impl Runner {
         self.driver.bind(py)
     }
 
-    /// A number naming one exchange to the driver.
-    pub fn ident(&self) -> u64 {
-        self.next_ident.fetch_add(1, Ordering::Relaxed)
-    }
-
     /// Queues `job` for the loop.
     pub fn submit(&self, job: Job) {
         let mut inbox = self.lock();
@@ -164,10 +159,14 @@ impl Runner {
         self.ring(inbox);
     }
 
-    /// Tells the loop exchange `ident`'s client is gone.
-    pub fn gone(&self, ident: u64, future: Option<Py<PyAny>>) {
+    /// Tells the loop an exchange's client is gone: its `task` (if it
+    /// runs) is cancelled after a grace, its `receive` woken.
+    pub fn gone(&self, task: Option<Py<PyAny>>, future: Option<Py<PyAny>>) {
+        if task.is_none() && future.is_none() {
+            return;
+        }
         let mut inbox = self.lock();
-        inbox.gone.push(ident);
+        inbox.gone.extend(task);
         inbox.futures.extend(future);
         self.ring(inbox);
     }
@@ -214,10 +213,10 @@ impl Runner {
 }
 
 /// What `take` gives the loop.
-type Taken = (Vec<(u8, usize, PyObject)>, Vec<Py<PyAny>>, Vec<u64>);
+type Taken = (Vec<(u8, usize, PyObject)>, Vec<Py<PyAny>>, Vec<Py<PyAny>>);
 
 /// The loop takes its inbox: (jobs as `(kind, index, exchange)`, futures
-/// to resolve, idents whose client went).
+/// to resolve, tasks whose client went).
 #[pyfunction]
 fn take(py: Python<'_>) -> PyResult<Taken> {
     let Some(runner) = started() else {

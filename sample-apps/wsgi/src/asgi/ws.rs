@@ -53,11 +53,14 @@ struct State {
     /// The close code and reason once the WebSocket ended.
     closed: Option<(u16, String)>,
     disconnect_given: bool,
+    /// The application's task (the driver's), while it runs.
+    task: Option<Py<PyAny>>,
+    /// The loop was told the handshake's client went.
+    gone_told: bool,
     waiters: Waiters,
 }
 
 pub struct WsCore {
-    pub ident: u64,
     pub head: Head,
     runner: Arc<Runner>,
     state: Mutex<State>,
@@ -66,7 +69,6 @@ pub struct WsCore {
 impl WsCore {
     pub fn new(runner: Arc<Runner>, head: Head) -> Arc<WsCore> {
         Arc::new(WsCore {
-            ident: runner.ident(),
             head,
             state: Mutex::new(State {
                 phase: Phase::Connecting(None),
@@ -75,6 +77,8 @@ impl WsCore {
                 queued: 0,
                 closed: None,
                 disconnect_given: false,
+                task: None,
+                gone_told: false,
                 waiters: Waiters::default(),
             }),
             runner,
@@ -105,10 +109,12 @@ impl WsCore {
         if matches!(state.phase, Phase::Connecting(_) | Phase::Denying(..)) {
             state.phase = Phase::Over;
         }
+        state.gone_told = true;
         let [r, s] = state.waiters.for_both();
+        let task = state.task.take();
         drop(state);
         self.wake([s]);
-        self.runner.gone(self.ident, r);
+        self.runner.gone(task, r);
     }
 }
 
@@ -178,9 +184,15 @@ impl WsExchange {
 
 #[pymethods]
 impl WsExchange {
-    #[getter]
-    fn ident(&self) -> u64 {
-        self.core.ident
+    /// Keeps the application's task, to cancel once the client is gone;
+    /// true if it is gone already (the driver schedules the cancel).
+    fn watch(&self, task: Py<PyAny>) -> bool {
+        let mut state = self.core.lock();
+        if state.gone_told {
+            return true;
+        }
+        state.task = Some(task);
+        false
     }
 
     fn describe(&self) -> String {
@@ -473,6 +485,8 @@ impl WsExchange {
     /// closed (1000 after a return, 1011 after a failure).
     fn end(&self, why: &str) {
         let mut state = self.core.lock();
+        // The task holds this exchange: let go of it.
+        drop(state.task.take());
         let failed = why != "returned";
         match std::mem::replace(&mut state.phase, Phase::Over) {
             Phase::Connecting(Some(r)) | Phase::Denying(Some(r), _) => {
