@@ -130,3 +130,41 @@ measure() {
 
 # median: of the numbers on stdin, one a line.
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+# paired_rounds KEY MODE PATH N WARM: the servers of SERVERS (their ports in
+# PORT_OF, their top PIDs in PID_OF, all running at once) take turns: WARM
+# requests each, then ROUNDS rounds of N requests each at CONC connections
+# (MODE keepalive or close, see measure), the CPU summed over each server's
+# process tree. Prints each burst and appends "KEY ROUND SERVER µs/req req/s"
+# to $TMP/results.
+paired_rounds() {
+    local key=$1 mode=$2 path=$3 n=$4 warm=$5 s round us rps
+    for s in $SERVERS; do
+        MODE=$mode N=$warm WARMUP=0 measure "http://127.0.0.1:${PORT_OF[$s]}$path" "$CONC" \
+            "${PID_OF[$s]}" >/dev/null
+    done
+    echo "$key: load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    for round in $(seq "$ROUNDS"); do
+        for s in $SERVERS; do
+            # shellcheck disable=SC2046 # one argument per PID
+            read -r us rps _ < <(MODE=$mode N=$n WARMUP=0 measure \
+                "http://127.0.0.1:${PORT_OF[$s]}$path" "$CONC" $(tree_pids "${PID_OF[$s]}"))
+            echo "  round $round $s ($(tree_pids "${PID_OF[$s]}" | wc -l) processes): $us us/req, $rps req/s"
+            echo "$key $round $s $us $rps" >>"$TMP/results"
+        done
+    done
+}
+
+# round_col A B S F: the median over the rounds of column F of SERVER S's
+# lines "A B ROUND S ..." in $TMP/results (paired_rounds' KEY is "A B").
+round_col() {
+    awk -v a="$1" -v b="$2" -v s="$3" -v f="$4" '$1 == a && $2 == b && $4 == s { print $f }' \
+        "$TMP/results" | median
+}
+
+# round_ratios A B S PEER F: the per-round ratios S/PEER of column F, one a line.
+round_ratios() {
+    awk -v a="$1" -v b="$2" -v s="$3" -v peer="$4" -v f="$5" '$1 == a && $2 == b && $4 == s { x[$3] = $f }
+        $1 == a && $2 == b && $4 == peer { y[$3] = $f }
+        END { for (r in x) if (y[r] > 0) print x[r] / y[r] }' "$TMP/results"
+}

@@ -148,20 +148,7 @@ if [ "$RUN" = paired ]; then
             start_peer "$s" "$w" "$port"
         done
         for mode in $MODES; do
-            for s in $SERVERS; do
-                MODE=$mode N=$WARMUP WARMUP=0 measure "http://127.0.0.1:${PORT_OF[$s]}/hello/" \
-                    "$CONC" "${PID_OF[$s]}" >/dev/null
-            done
-            echo "workers=$w $mode: load average $(cut -d' ' -f1-3 /proc/loadavg)"
-            for round in $(seq "$ROUNDS"); do
-                for s in $SERVERS; do
-                    # shellcheck disable=SC2046 # one argument per PID
-                    read -r us rps _ < <(MODE=$mode N=$BURST WARMUP=0 measure \
-                        "http://127.0.0.1:${PORT_OF[$s]}/hello/" "$CONC" $(tree_pids "${PID_OF[$s]}"))
-                    echo "  round $round $s ($(tree_pids "${PID_OF[$s]}" | wc -l) processes): $us us/req, $rps req/s"
-                    echo "$w $mode $round $s $us $rps" >>"$T/results"
-                done
-            done
+            paired_rounds "$w $mode" "$mode" /hello/ "$BURST" "$WARMUP"
         done
         for s in $SERVERS; do
             kill -TERM "${PID_OF[$s]}" 2>/dev/null || true
@@ -171,18 +158,10 @@ if [ "$RUN" = paired ]; then
         unset PID_OF PORT_OF
     done
     echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
-    col() { awk -v w="$1" -v m="$2" -v s="$3" -v f="$4" '$1 == w && $2 == m && $4 == s { print $f }' "$T/results" | median; }
     # vs W MODE S F: median over the rounds of S's column F / stoa's
-    vs() {
-        awk -v w="$1" -v m="$2" -v s="$3" -v f="$4" '$1 == w && $2 == m && $4 == s { a[$3] = $f }
-            $1 == w && $2 == m && $4 == "stoa" { b[$3] = $f }
-            END { for (r in a) if (b[r] > 0) print a[r] / b[r] }' "$T/results" | median |
-            awk '{ if ($1 != "") printf "%.2f", $1; else printf "-" }'
-    }
+    vs() { round_ratios "$1" "$2" "$3" stoa "$4" | median | awk '{ if ($1 != "") printf "%.2f", $1; else printf "-" }'; }
     spread() {
-        awk -v w="$1" -v m="$2" -v s="$3" '$1 == w && $2 == m && $4 == s { a[$3] = $5 }
-            $1 == w && $2 == m && $4 == "stoa" { b[$3] = $5 }
-            END { for (r in a) if (b[r] > 0) print a[r] / b[r] }' "$T/results" | sort -n |
+        round_ratios "$1" "$2" "$3" stoa 5 | sort -n |
             awk 'NR == 1 { lo = $1 } { hi = $1 } END { if (NR) printf "%.2f-%.2f", lo, hi; else printf "-" }'
     }
     echo
@@ -191,7 +170,7 @@ if [ "$RUN" = paired ]; then
     for w in $WORKERS; do
         for mode in $MODES; do
             for s in $SERVERS; do
-                echo "| $w | $mode | $s | $(col "$w" "$mode" "$s" 6) | $(col "$w" "$mode" "$s" 5) |" \
+                echo "| $w | $mode | $s | $(round_col "$w" "$mode" "$s" 6) | $(round_col "$w" "$mode" "$s" 5) |" \
                     "$(vs "$w" "$mode" "$s" 6) | $(vs "$w" "$mode" "$s" 5) | $(spread "$w" "$mode" "$s") |"
             done
         done
