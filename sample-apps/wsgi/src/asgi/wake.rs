@@ -55,3 +55,31 @@ impl Waiters {
         [self.for_receive(), self.for_send()]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn news_before_a_park_makes_the_park_return_at_once() {
+        pyo3::prepare_freethreaded_python();
+        Python::with_gil(|py| {
+            let future = || py.None();
+            let mut w = Waiters::default();
+            // News with nobody waiting is kept for the next park.
+            assert!(w.for_receive().is_none());
+            assert!(!w.park_receive(future()), "the news was lost");
+            // Taken once: the next park waits, and news then hands its future.
+            assert!(w.park_receive(future()));
+            assert!(w.for_receive().is_some());
+            assert!(w.receive.is_none());
+            // A send about to wait forgets room that came before it.
+            assert!(w.for_send().is_none());
+            w.send_blocked();
+            assert!(w.park_send(future()));
+            let [r, s] = w.for_both();
+            assert!(r.is_none() && s.is_some());
+            assert!(!w.park_receive(future()));
+        });
+    }
+}
