@@ -9,8 +9,10 @@ use crate::poller::Token;
 use crate::server::responder::{begin_inline, end_inline, responder, ReplyTo};
 use crate::server::testing::{app, NoWake};
 use crate::settings::{AppLimits, ConnParams};
+use abi_stable::sabi_trait::TD_Opaque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use stoa_app_api::abi::ResponderBox;
+use stoa_app_api::abi::{ResponderBox, Task, TaskBox, Task_TO};
 use stoa_app_api::Response;
 
 fn inbox() -> Arc<Inbox> {
@@ -101,4 +103,49 @@ fn a_responder_dropped_unanswered_answers_500() {
     assert_eq!(status(end_inline().0), Some(failed));
     drop(for_request(&queue, 10));
     assert_eq!(completions(&queue), [(3, 10, failed)]);
+}
+
+/// A task that counts its runs.
+struct Counted(Arc<AtomicUsize>);
+
+impl Task for Counted {
+    fn run(self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn task(runs: &Arc<AtomicUsize>) -> TaskBox {
+    Task_TO::from_value(Counted(runs.clone()), TD_Opaque)
+}
+
+#[test]
+fn an_on_gone_task_during_the_handler_stays_with_the_dispatch() {
+    let queue = inbox();
+    let runs = Arc::new(AtomicUsize::new(0));
+    begin_inline(&queue, 7);
+    let mut kept = for_request(&queue, 7);
+    kept.on_gone(task(&runs));
+    // A later one replaces it (the first is dropped unrun).
+    kept.on_gone(task(&runs));
+    let (answer, gone) = end_inline();
+    assert!(answer.is_none());
+    assert!(!queue.has_items(), "nothing went through the inbox");
+    gone.expect("the task").run();
+    assert_eq!(runs.load(Ordering::Relaxed), 1);
+    kept.respond(Response::text(200, "done"));
+}
+
+#[test]
+fn an_on_gone_task_after_the_handler_goes_through_the_inbox_before_the_answer() {
+    let queue = inbox();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut kept = for_request(&queue, 8);
+    kept.on_gone(task(&runs));
+    kept.respond(Response::text(200, "done"));
+    let mut items = InboxItems::default();
+    queue.drain(&mut items);
+    let gone: Vec<(usize, u64)> = items.gone.iter().map(|g| (g.token.0, g.id)).collect();
+    assert_eq!(gone, [(3, 8)]);
+    assert_eq!(items.completions.len(), 1);
+    assert_eq!(runs.load(Ordering::Relaxed), 0);
 }

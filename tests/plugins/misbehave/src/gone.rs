@@ -4,8 +4,9 @@
 //!   holds its responder for a minute (a host timer), logging "holding
 //!   PATH" when it takes the request, so the client
 //!   leaves, or the host answers 504 past `--app-timeout`, first;
-//! - `/gone-later` registers the same task and answers 50 ms later from
-//!   its own thread (the task is dropped unrun);
+//! - `/gone-now` registers the same task and answers at once, and
+//!   `/gone-later` answers 50 ms later from its own thread (the task is
+//!   dropped unrun);
 //! - `/gone-stream` registers it, then streams `tick` and holds the
 //!   stream open for a minute;
 //! - `POST /gone-body` registers it, then reads its body as it arrives
@@ -31,7 +32,7 @@ pub fn handle(path: &str, request: &Request<'_>, mut responder: Responder) -> Op
         full = format!("{full}?{}", request.query);
     }
     match path {
-        "/gone" | "/gone-later" | "/gone-stream" | "/gone-body" => {
+        "/gone" | "/gone-now" | "/gone-later" | "/gone-stream" | "/gone-body" => {
             let logged = full.clone();
             responder.on_gone(move || log::info!("client gone: request {logged}"));
         }
@@ -44,6 +45,7 @@ pub fn handle(path: &str, request: &Request<'_>, mut responder: Responder) -> Op
             log::info!("holding {full}");
             hold(move || responder.respond(Response::text(200, "held")));
         }
+        "/gone-now" => responder.respond(Response::text(200, &format!("now {full}"))),
         "/gone-later" => {
             std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_millis(50));
