@@ -19,6 +19,7 @@ mod asgi_host;
 mod asgi_lifespan;
 mod asgi_mount;
 mod asgi_stream;
+mod asgi_tls;
 mod asgi_ws;
 mod declared;
 mod django;

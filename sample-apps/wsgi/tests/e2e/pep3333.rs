@@ -3,7 +3,9 @@
 //! Python warnings turned into errors: a warning fails the request.
 
 use crate::client::{get, request, with_body, Response};
-use crate::wsgi::{json, require_python, test_apps, Wsgi};
+use crate::wsgi::{
+    curl_json, https_port, json, require_python, test_apps, tls_args, tls_fixture, Wsgi,
+};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -251,52 +253,12 @@ fn url_scheme_from_trusted_proxies_only(poller: &str) {
 /// whatever a proxy's header says, `HTTPS`, `SSL_*`), and with a client
 /// certificate under mutual TLS its subject and `SUCCESS`.
 fn tls_keys_over_https(poller: &str) {
-    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/tls");
-    let f = |name: &str| format!("{fixtures}/{name}");
-    let (cert, key, client_ca) = (f("cert.pem"), f("key.pem"), f("client-ca.pem"));
-    let wsgi = start(
-        poller,
-        &[
-            "--bind",
-            "tls://127.0.0.1:0",
-            "--tls-cert",
-            &cert,
-            "--tls-key",
-            &key,
-            "--tls-client-ca",
-            &client_ca,
-            "--tls-client-auth",
-            "optional",
-        ],
-    );
+    let args = tls_args();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let wsgi = start(poller, &args);
     let server = &wsgi.server;
-    assert!(
-        server.stdout.wait(crate::harness::START_TIMEOUT, |t| t
-            .contains("listening on https://")),
-        "{}",
-        server.log()
-    );
-    let text = server.stdout.text();
-    let port = text
-        .lines()
-        .find_map(|l| l.strip_prefix("listening on https://127.0.0.1:"))
-        .and_then(|p| p.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or_else(|| panic!("no https line: {text}"));
-    let curl = |extra: &[&str]| {
-        let out = std::process::Command::new("curl")
-            .args(["-sS", "--max-time", "20", "--cacert", &f("ca.pem")])
-            .args(["-H", "X-Forwarded-Proto: http"])
-            .args(extra)
-            .arg(format!("https://localhost:{port}/pep/environ"))
-            .output()
-            .unwrap_or_else(|e| panic!("curl is needed: `apt-get install -y curl` ({e})"));
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        json(&out.stdout)
-    };
+    let port = https_port(server);
+    let curl = |extra: &[&str]| curl_json(port, "/pep/environ", extra);
     let env = curl(&[]);
     assert_eq!(env["wsgi.url_scheme"], "https", "{env}");
     assert_eq!(env["HTTPS"], "on");
@@ -310,7 +272,8 @@ fn tls_keys_over_https(poller: &str) {
     assert_eq!(env["SSL_TLS_SNI"], "localhost");
     assert_eq!(env["SSL_CLIENT_VERIFY"], "NONE");
     assert!(env.get("SSL_CLIENT_S_DN").is_none(), "{env}");
-    let env = curl(&["--cert", &f("client.pem"), "--key", &f("client-key.pem")]);
+    let (cert, key) = (tls_fixture("client.pem"), tls_fixture("client-key.pem"));
+    let env = curl(&["--cert", &cert, "--key", &key]);
     assert_eq!(env["SSL_CLIENT_VERIFY"], "SUCCESS", "{env}");
     assert_eq!(env["SSL_CLIENT_S_DN"], "CN=client one,O=Stoa tests");
     // Plain HTTP has none of them.

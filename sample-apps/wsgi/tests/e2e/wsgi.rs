@@ -95,3 +95,63 @@ pub fn json(body: &[u8]) -> Value {
     serde_json::from_slice(body)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(body)))
 }
+
+/// A file of the main suite's TLS fixtures (`tests/fixtures/tls`).
+pub fn tls_fixture(name: &str) -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/tls/").to_string() + name
+}
+
+/// The flags of a `tls://` bind with the fixtures' certificate, and their
+/// client CA with client certificates optional.
+pub fn tls_args() -> Vec<String> {
+    let mut args = vec!["--bind".to_string(), "tls://127.0.0.1:0".to_string()];
+    for (flag, file) in [
+        ("--tls-cert", "cert.pem"),
+        ("--tls-key", "key.pem"),
+        ("--tls-client-ca", "client-ca.pem"),
+    ] {
+        args.push(flag.to_string());
+        args.push(tls_fixture(file));
+    }
+    args.extend(["--tls-client-auth".to_string(), "optional".to_string()]);
+    args
+}
+
+/// The port of the host's `tls://` bind, once it listens there.
+pub fn https_port(server: &Server) -> u16 {
+    assert!(
+        server.stdout.wait(crate::harness::START_TIMEOUT, |t| t
+            .contains("listening on https://")),
+        "{}",
+        server.log()
+    );
+    let text = server.stdout.text();
+    text.lines()
+        .find_map(|l| l.strip_prefix("listening on https://127.0.0.1:"))
+        .and_then(|p| p.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or_else(|| panic!("no https line: {text}"))
+}
+
+/// `curl` over HTTPS to `localhost:port` (trusting the fixtures' CA) with
+/// `extra` arguments: the body, as JSON.
+pub fn curl_json(port: u16, path: &str, extra: &[&str]) -> Value {
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "20",
+            "--cacert",
+            &tls_fixture("ca.pem"),
+        ])
+        .args(["-H", "X-Forwarded-Proto: http"])
+        .args(extra)
+        .arg(format!("https://localhost:{port}{path}"))
+        .output()
+        .unwrap_or_else(|e| panic!("curl is needed: `apt-get install -y curl` ({e})"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json(&out.stdout)
+}

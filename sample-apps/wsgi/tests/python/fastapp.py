@@ -112,6 +112,7 @@ def scope_view(request: Request):
         "server": None if scope.get("server") is None else list(scope["server"]),
         "state": sorted(scope.get("state", {}).keys()),
         "extensions": sorted((scope.get("extensions") or {}).keys()),
+        "tls": (scope.get("extensions") or {}).get("tls"),
     }
 
 
