@@ -114,12 +114,20 @@ fn start(py: Python<'_>) -> Result<Arc<Runner>, String> {
     Ok(runner)
 }
 
-/// The driver (`driver.py`), made a module.
+/// The driver (`driver.py`), made a module. Its name is this library
+/// copy's own: `from_code` enters it in `sys.modules`, and a second
+/// generation of the plugin (a hot replace) running the source under the
+/// first one's name would run it in the first one's module, whose loop
+/// still serves the first generation's requests.
 fn driver_module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
-    let code = CString::new(include_str!("driver.py")).map_err(|e| {
+    let bad = |e: std::ffi::NulError| {
         pyo3::exceptions::PyValueError::new_err(format!("the ASGI driver's source: {e}"))
-    })?;
-    PyModule::from_code(py, &code, c"stoa_asgi_driver.py", c"stoa_asgi_driver")
+    };
+    let code = CString::new(include_str!("driver.py")).map_err(bad)?;
+    let copy = std::ptr::addr_of!(RUNNER) as usize;
+    let name = CString::new(format!("stoa_asgi_driver_{copy:x}")).map_err(bad)?;
+    let file = CString::new(format!("stoa_asgi_driver_{copy:x}.py")).map_err(bad)?;
+    PyModule::from_code(py, &code, &file, &name)
 }
 
 /// The functions and classes the driver calls.

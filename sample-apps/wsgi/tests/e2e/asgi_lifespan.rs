@@ -6,10 +6,60 @@
 //! `"auto"` it is served; a callable that does not fit `interface` is
 //! refused naming the setting.
 
-use crate::asgi_host::{fastapi, one_app, start_text};
+use crate::asgi_host::{fastapi, one_app, start_text, wait_seen};
+use crate::client::get;
+use crate::loading::install_a_new_generation;
 use crate::wsgi::{json, require_python, Wsgi};
 use rustix::process::Signal;
 use std::time::Duration;
+
+/// A hot replace of the bridge: the new generation starts a loop of its
+/// own and runs startup again; the old one's shutdown completes on its own
+/// loop (its retire does not hang), and the new one serves, client-gone
+/// notices included.
+fn a_hot_replace_runs_a_new_loop_and_retires_the_old(poller: &str) {
+    let wsgi = fastapi(poller, "/api", &[]);
+    let server = &wsgi.server;
+    assert_eq!(server.get("/api/hello").text(), "Hello World!");
+    install_a_new_generation(server);
+    assert_eq!(
+        server.log_lines(&["ASGI event loop: "]).len(),
+        2,
+        "{}",
+        server.log()
+    );
+    assert!(
+        server.wait_log(&["lifespan shutdown complete"]),
+        "{}",
+        server.log()
+    );
+    assert!(
+        !server.log_contains("retire still running"),
+        "{}",
+        server.log()
+    );
+    assert_eq!(server.get("/api/hello").text(), "Hello World!");
+    let state = json(&server.get("/api/state").body);
+    assert!(state.is_object(), "{state}");
+    let mut c = server.connect();
+    c.send(&get("/api/wait-disconnect?tag=g2"));
+    assert!(
+        wait_seen(&wsgi, "/api/seen", "waiting g2"),
+        "{}",
+        server.log()
+    );
+    drop(c);
+    assert!(
+        wait_seen(&wsgi, "/api/seen", "disconnected g2"),
+        "{}",
+        server.log()
+    );
+    assert!(
+        !server.log_contains("event loop was blocked"),
+        "{}",
+        server.log()
+    );
+}
 
 fn shutdown_runs_when_the_host_stops(poller: &str) {
     let mut wsgi = fastapi(poller, "/api", &[]);
@@ -125,6 +175,7 @@ fn each_worker_process_has_its_loop_and_lifespan(poller: &str) {
 
 matrix!(
     each_worker_process_has_its_loop_and_lifespan,
+    a_hot_replace_runs_a_new_loop_and_retires_the_old,
     shutdown_runs_when_the_host_stops,
     a_failing_startup_refuses_the_app,
     lifespan_on_refuses_an_app_without_one_and_auto_serves_it,
