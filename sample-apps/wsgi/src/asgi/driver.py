@@ -130,10 +130,7 @@ def _ended(x, e):
         raise e
 
 
-async def _http(index, x):
-    app, target, state = _apps[index]
-    loop = _loop
-
+def _receiver(x, loop):
     async def receive():
         while True:
             message = x.receive()
@@ -142,6 +139,23 @@ async def _http(index, x):
             f = loop.create_future()
             if x.wait_receive(f):
                 await f
+
+    return receive
+
+
+async def _call(app, scope, x, send):
+    """Calls the application; the exchange hears how it ended."""
+    try:
+        await app(scope, _receiver(x, _loop), send)
+    except BaseException as e:
+        _ended(x, e)
+    else:
+        x.returned()
+
+
+async def _http(index, x):
+    app, target, state = _apps[index]
+    loop = _loop
 
     async def send(message):
         kind = message["type"]
@@ -169,12 +183,7 @@ async def _http(index, x):
                 "unexpected ASGI message %r on an HTTP request" % (kind,)
             )
 
-    try:
-        await app(x.scope(state), receive, send)
-    except BaseException as e:
-        _ended(x, e)
-    else:
-        x.returned()
+    await _call(app, x.scope(state), x, send)
 
 
 async def _pathsend(x, path, send):
@@ -194,15 +203,6 @@ async def _ws(index, x):
     app, target, state = _apps[index]
     loop = _loop
 
-    async def receive():
-        while True:
-            message = x.receive()
-            if message is not None:
-                return message
-            f = loop.create_future()
-            if x.wait_receive(f):
-                await f
-
     async def send(message):
         while True:
             sent = x.send(message)
@@ -214,12 +214,7 @@ async def _ws(index, x):
             if x.wait_send(f):
                 await f
 
-    try:
-        await app(x.scope(state), receive, send)
-    except BaseException as e:
-        _ended(x, e)
-    else:
-        x.returned()
+    await _call(app, x.scope(state), x, send)
 
 
 class _Lifespan:

@@ -10,6 +10,7 @@
 //! [`HttpExchange::wait_receive`]/[`wait_send`](HttpExchange::wait_send);
 //! whichever thread makes progress queues it for the loop to resolve.
 
+use super::log_failure;
 use super::runner::Runner;
 use super::scope::Head;
 use super::wake::Waiters;
@@ -81,10 +82,6 @@ struct State {
     /// The application answered or went: the rest of the body is dropped.
     discard: bool,
     gone: bool,
-    /// The application's task (the driver's), while it runs.
-    task: Option<Py<PyAny>>,
-    /// The loop was told the client went.
-    gone_told: bool,
     /// The message with `more_body` false was received.
     body_given: bool,
     waiters: Waiters,
@@ -117,8 +114,6 @@ impl HttpCore {
                 queued: 0,
                 discard: false,
                 gone: false,
-                task: None,
-                gone_told: false,
                 body_given: false,
                 waiters: Waiters::default(),
             }),
@@ -139,14 +134,12 @@ impl HttpCore {
     /// The client went, or the host answered for the application.
     pub fn client_gone(&self) {
         let mut state = self.lock();
-        if state.gone_told {
+        let Some(task) = state.waiters.tell_gone() else {
             return;
-        }
+        };
         state.gone = true;
-        state.gone_told = true;
         state.discard = true;
         let [r, s] = state.waiters.for_both();
-        let task = state.task.take();
         drop(state);
         self.moved.notify_all();
         if let Some(s) = s {
@@ -259,12 +252,7 @@ impl HttpExchange {
     /// Keeps the application's task, to cancel once the client is gone;
     /// true if it is gone already (the driver schedules the cancel).
     fn watch(&self, task: Py<PyAny>) -> bool {
-        let mut state = self.core.lock();
-        if state.gone_told {
-            return true;
-        }
-        state.task = Some(task);
-        false
+        self.core.lock().waiters.watch(task)
     }
 
     fn describe(&self) -> String {
@@ -484,18 +472,8 @@ impl HttpExchange {
     /// The application raised (`trace`); `os_error` when it is the
     /// driver's own "client gone".
     fn failed(&self, py: Python<'_>, trace: String, os_error: bool) {
-        let gone = self.core.lock().gone;
-        let describe = self.core.head.describe();
-        py.allow_threads(|| {
-            if gone && os_error {
-                log::debug!("{describe}: the ASGI application stopped: its client is gone");
-            } else {
-                log::error!(
-                    "{describe}: the ASGI application raised:\n{}",
-                    trace.trim_end()
-                );
-            }
-        });
+        let quiet = (self.core.lock().gone && os_error).then_some("its client is gone");
+        log_failure(py, &self.core.head.describe(), &trace, quiet);
         self.end("raised an exception (see the log)", true);
     }
 }
@@ -507,7 +485,7 @@ impl HttpExchange {
         let mut state = self.core.lock();
         state.discard = true;
         // The task holds this exchange: let go of it.
-        let task = state.task.take();
+        let task = state.waiters.release_task();
         let gone = state.gone;
         let describe = self.core.head.describe();
         let error = || server_error(&format!("the application {why}"));

@@ -27,7 +27,7 @@ use pyo3::prelude::*;
 use runner::{Job, Runner};
 use scope::Head;
 use std::sync::Arc;
-use stoa_app_api::{Request, Responder};
+use stoa_app_api::{log, Request, Responder};
 use ws::WsCore;
 
 /// A body with a Content-Length at most this long is read whole by the
@@ -150,4 +150,17 @@ pub fn is_coroutine_app(py: Python<'_>, app: &Bound<'_, PyAny>) -> PyResult<bool
         Ok(call) => check(&call),
         Err(_) => Ok(false),
     }
+}
+
+/// Logs an application's exception for the request `describe` names: at
+/// debug when it only says what `quiet` says (the client is gone), else as
+/// an error with its traceback.
+fn log_failure(py: Python<'_>, describe: &str, trace: &str, quiet: Option<&str>) {
+    py.allow_threads(|| match quiet {
+        Some(why) => log::debug!("{describe}: the ASGI application stopped: {why}"),
+        None => log::error!(
+            "{describe}: the ASGI application raised:\n{}",
+            trace.trim_end()
+        ),
+    });
 }

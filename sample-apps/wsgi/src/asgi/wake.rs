@@ -1,5 +1,6 @@
 //! The futures an exchange's `receive` and `send` await, and the news
-//! that came while none was parked (so the next park returns at once).
+//! that came while none was parked (so the next park returns at once);
+//! the application's task, cancelled once the client went.
 
 use pyo3::prelude::*;
 
@@ -9,6 +10,10 @@ pub struct Waiters {
     pub send: Option<Py<PyAny>>,
     receive_ready: bool,
     send_ready: bool,
+    /// The application's task (the driver's), while it runs.
+    task: Option<Py<PyAny>>,
+    /// The loop was told the client went.
+    gone_told: bool,
 }
 
 impl Waiters {
@@ -48,6 +53,30 @@ impl Waiters {
         let f = self.send.take();
         self.send_ready = f.is_none();
         f
+    }
+
+    /// Keeps the application's task, to cancel once the client is gone;
+    /// true if it is gone already (the driver schedules the cancel).
+    pub fn watch(&mut self, task: Py<PyAny>) -> bool {
+        if self.gone_told {
+            return true;
+        }
+        self.task = Some(task);
+        false
+    }
+
+    /// The client went: `None` if the loop was told already, else the task
+    /// to cancel (if one runs).
+    pub fn tell_gone(&mut self) -> Option<Option<Py<PyAny>>> {
+        if std::mem::replace(&mut self.gone_told, true) {
+            return None;
+        }
+        Some(self.task.take())
+    }
+
+    /// The application ended: its task holds the exchange, so let go of it.
+    pub fn release_task(&mut self) -> Option<Py<PyAny>> {
+        self.task.take()
     }
 
     /// News for both.

@@ -10,6 +10,7 @@
 //! than the host's memory grow.
 
 use super::exchange::bytes_pair;
+use super::log_failure;
 use super::runner::Runner;
 use super::scope::Head;
 use super::wake::Waiters;
@@ -53,10 +54,6 @@ struct State {
     /// The close code and reason once the WebSocket ended.
     closed: Option<(u16, String)>,
     disconnect_given: bool,
-    /// The application's task (the driver's), while it runs.
-    task: Option<Py<PyAny>>,
-    /// The loop was told the handshake's client went.
-    gone_told: bool,
     waiters: Waiters,
 }
 
@@ -77,8 +74,6 @@ impl WsCore {
                 queued: 0,
                 closed: None,
                 disconnect_given: false,
-                task: None,
-                gone_told: false,
                 waiters: Waiters::default(),
             }),
             runner,
@@ -109,9 +104,10 @@ impl WsCore {
         if matches!(state.phase, Phase::Connecting(_) | Phase::Denying(..)) {
             state.phase = Phase::Over;
         }
-        state.gone_told = true;
+        let Some(task) = state.waiters.tell_gone() else {
+            return;
+        };
         let [r, s] = state.waiters.for_both();
-        let task = state.task.take();
         drop(state);
         self.wake([s]);
         self.runner.gone(task, r);
@@ -187,12 +183,7 @@ impl WsExchange {
     /// Keeps the application's task, to cancel once the client is gone;
     /// true if it is gone already (the driver schedules the cancel).
     fn watch(&self, task: Py<PyAny>) -> bool {
-        let mut state = self.core.lock();
-        if state.gone_told {
-            return true;
-        }
-        state.task = Some(task);
-        false
+        self.core.lock().waiters.watch(task)
     }
 
     fn describe(&self) -> String {
@@ -277,17 +268,8 @@ impl WsExchange {
 
     fn failed(&self, py: Python<'_>, trace: String, os_error: bool) {
         let closed = self.core.lock().closed.is_some();
-        let describe = self.core.head.describe();
-        py.allow_threads(|| {
-            if closed && os_error {
-                log::debug!("{describe}: the ASGI application stopped: the WebSocket is closed");
-            } else {
-                log::error!(
-                    "{describe}: the ASGI application raised:\n{}",
-                    trace.trim_end()
-                );
-            }
-        });
+        let quiet = (closed && os_error).then_some("the WebSocket is closed");
+        log_failure(py, &self.core.head.describe(), &trace, quiet);
         self.end("raised an exception (see the log)");
     }
 }
@@ -486,7 +468,7 @@ impl WsExchange {
     fn end(&self, why: &str) {
         let mut state = self.core.lock();
         // The task holds this exchange: let go of it.
-        drop(state.task.take());
+        drop(state.waiters.release_task());
         let failed = why != "returned";
         match std::mem::replace(&mut state.phase, Phase::Over) {
             Phase::Connecting(Some(r)) | Phase::Denying(Some(r), _) => {
