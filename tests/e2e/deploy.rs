@@ -4,7 +4,7 @@
 //! test-side `NOTIFY_SOCKET`, and the SIGUSR2 upgrade of the host binary
 //! under load (nothing lost; a broken new binary leaves the old serving).
 
-use crate::client::{get, Client};
+use crate::client::get;
 use crate::harness::{wait_until, Group, Server, TempDir, STOA};
 use rustix::process::{kill_process, Pid, Signal};
 use std::io::{BufRead, BufReader};
@@ -52,12 +52,23 @@ impl Drop for KillPid {
     }
 }
 
-/// GET `path` on a new connection; the status, or 0 if it failed.
+/// GET `path` on a new connection; the status, or 0 if it failed (refused,
+/// or closed before a status line: a host still starting, or gone).
 pub(crate) fn status_of(port: u16, path: &str) -> u16 {
-    match std::net::TcpStream::connect(("127.0.0.1", port)) {
-        Ok(_) => Client::connect(port).request(&get(path)).status,
-        Err(_) => 0,
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return 0;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    let mut answer = Vec::new();
+    if stream.write_all(request.as_bytes()).is_err() || stream.read_to_end(&mut answer).is_err() {
+        return 0;
     }
+    let text = String::from_utf8_lossy(&answer);
+    text.strip_prefix("HTTP/1.1 ")
+        .and_then(|rest| rest.get(..3)?.parse().ok())
+        .unwrap_or(0)
 }
 
 fn socket_activation_serves_the_sample_apps(poller: &str) {
