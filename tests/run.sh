@@ -13,11 +13,12 @@
 # `--no-install` (or STOA_TEST_NO_INSTALL=1) installs nothing; either way a
 # tool still missing stops the run before any step, naming it.
 #
-# Then, failing fast: rustfmt's check and clippy with warnings denied, for
-# the main workspace and the WSGI bridge's. Then unit tests and doctests in
-# the debug profile; the end-to-end suites (the main one and the WSGI
-# bridge's) against the release build, the binary and plugins that
-# `cargo build --release` ships.
+# Then rustfmt's check and clippy with warnings denied, for the main
+# workspace and the WSGI bridge's; unit tests and doctests in the debug
+# profile; the end-to-end suites (the main one and the WSGI bridge's)
+# against the release build, the binary and plugins that
+# `cargo build --release` ships. Every step runs even when one fails; the
+# failed ones are listed together at the end (exit 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,7 +28,7 @@ for arg in "$@"; do
     case $arg in
         --no-install) install=0 ;;
         -h | --help)
-            sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+            sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
             exit 0
             ;;
         *)
@@ -115,21 +116,42 @@ if [ ${#missing[@]} -gt 0 ]; then
     exit 1
 fi
 
-# Lint first: formatting and clippy (warnings denied, every target) in both
+# Every step runs, even after one fails, so that one failing suite never
+# hides another's result (cargo stops at the first failing test binary of
+# one command, so each suite is a command of its own); the failures are
+# listed together at the end and the run exits non-zero if there was one.
+failed=()
+step() {
+    local name=$1
+    shift
+    echo "tests/run.sh: == $name"
+    if ! "$@"; then
+        failed+=("$name: $*")
+    fi
+}
+
+# Lint: formatting and clippy (warnings denied, every target) in both
 # workspaces. tests/abi-previous is a frozen copy of an earlier release and
 # is left as it was.
-cargo fmt --all --check
-cargo fmt --manifest-path sample-apps/wsgi/Cargo.toml --all --check
-cargo clippy --workspace --all-targets -- -D warnings
-cargo clippy --manifest-path sample-apps/wsgi/Cargo.toml --workspace --all-targets -- -D warnings
+step "rustfmt (main)" cargo fmt --all --check
+step "rustfmt (bridge)" cargo fmt --manifest-path sample-apps/wsgi/Cargo.toml --all --check
+step "clippy (main)" cargo clippy --workspace --all-targets -- -D warnings
+step "clippy (bridge)" cargo clippy --manifest-path sample-apps/wsgi/Cargo.toml --workspace --all-targets -- -D warnings
 
 # Unit tests and doctests (debug): every crate but the host, then the
 # host's own unit tests.
-cargo test --workspace --exclude stoa
-cargo test -p stoa --lib --bins
+step "unit tests (crates)" cargo test --workspace --exclude stoa
+step "unit tests (host)" cargo test -p stoa --lib --bins
 # The end-to-end suite against the release build.
-cargo test --release -p stoa --test e2e
+step "e2e (main)" cargo test --release -p stoa --test e2e
 # The WSGI bridge's own workspace: its unit tests, then its end-to-end
 # suite against the same release host.
-cargo test --manifest-path sample-apps/wsgi/Cargo.toml --lib
-cargo test --release --manifest-path sample-apps/wsgi/Cargo.toml --test e2e
+step "unit tests (bridge)" cargo test --manifest-path sample-apps/wsgi/Cargo.toml --lib
+step "e2e (bridge)" cargo test --release --manifest-path sample-apps/wsgi/Cargo.toml --test e2e
+
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "tests/run.sh: ${#failed[@]} step(s) failed:" >&2
+    printf '  %s\n' "${failed[@]}" >&2
+    exit 1
+fi
+echo "tests/run.sh: every step passed"

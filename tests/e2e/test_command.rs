@@ -104,12 +104,107 @@ fn a_missing_rustfmt_alone_is_named_and_stops_the_run() {
     assert!(!stderr.contains("clippy (rustup"), "{stderr}");
 }
 
-/// The script's commands: its lines without comments and blank lines.
+/// The script's commands: its lines without comments and blank lines, a
+/// step's command without its `step "name"` prefix.
 fn commands(text: &str) -> Vec<&str> {
     text.lines()
         .map(str::trim)
         .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .map(|line| match line.strip_prefix("step \"") {
+            Some(rest) => rest.split_once("\" ").map_or(rest, |(_, command)| command),
+            None => line,
+        })
         .collect()
+}
+
+/// Tools the script checks for, each a stand-in that succeeds, and a
+/// `cargo` that notes each call's arguments in `cargo.log` beside it and
+/// fails the calls whose arguments contain `fail_on`.
+fn stand_in_tools(dir: &Path, fail_on: &str) -> PathBuf {
+    let bin = bare_path(dir);
+    let ok = "#!/bin/sh\nexit 0\n";
+    for tool in [
+        "rustup",
+        "nginx",
+        "haproxy",
+        "curl",
+        "openssl",
+        "testssl",
+        "systemd-socket-activate",
+        "systemd-analyze",
+        "python3",
+        "python3-config",
+        "prlimit",
+        "unshare",
+        "kubernetes-validate",
+        "hadolint",
+    ] {
+        write_script(&bin.join(tool), ok);
+    }
+    let log = dir.join("cargo.log");
+    let cargo = format!(
+        "#!/bin/sh\necho \"$*\" >> '{}'\ncase \"$*\" in *'{fail_on}'*) exit 101 ;; esac\nexit 0\n",
+        log.display()
+    );
+    write_script(&bin.join("cargo"), &cargo);
+    bin
+}
+
+fn write_script(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).expect("write a stand-in tool");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        .expect("make a stand-in tool executable");
+}
+
+#[test]
+fn a_failing_suite_hides_no_other_and_fails_the_run() {
+    let dir = crate::harness::TempDir::new("run-sh-all");
+    let out = Command::new("bash")
+        .arg(script())
+        .arg("--no-install")
+        .env_clear()
+        .env("PATH", stand_in_tools(dir.path(), "-p stoa --test e2e"))
+        .output()
+        .expect("run tests/run.sh");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let calls = std::fs::read_to_string(dir.path().join("cargo.log")).expect("cargo was run");
+    // The bridge's suites, after the failing main e2e suite, still ran.
+    let main_e2e = calls
+        .lines()
+        .position(|l| l.contains("-p stoa --test e2e"))
+        .unwrap_or_else(|| panic!("the main e2e suite never ran:\n{calls}"));
+    let bridge_e2e = calls
+        .lines()
+        .position(|l| l.contains("sample-apps/wsgi/Cargo.toml --test e2e"))
+        .unwrap_or_else(|| panic!("the bridge's e2e suite never ran:\n{calls}"));
+    assert!(main_e2e < bridge_e2e, "{calls}");
+    assert!(stderr.contains("1 step(s) failed"), "{stderr}");
+    assert!(
+        stderr.contains("e2e (main): cargo test --release -p stoa --test e2e"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("e2e (bridge)"), "{stderr}");
+}
+
+#[test]
+fn a_run_whose_steps_all_pass_says_so() {
+    let dir = crate::harness::TempDir::new("run-sh-green");
+    let out = Command::new("bash")
+        .arg(script())
+        .arg("--no-install")
+        .env_clear()
+        .env("PATH", stand_in_tools(dir.path(), "no call has this"))
+        .output()
+        .expect("run tests/run.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("every step passed"), "{stdout}");
+    let calls = std::fs::read_to_string(dir.path().join("cargo.log")).expect("cargo was run");
+    // The tool checks' `--version` calls aside, one call per step.
+    let steps = calls.lines().filter(|l| !l.ends_with("--version")).count();
+    assert_eq!(steps, 9, "{calls}");
 }
 
 #[test]

@@ -189,15 +189,15 @@ pub struct Cli {
           value_parser = RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub workers: Option<usize>,
 
-    /// How the workers run: thread (one process, one event-loop thread per
-    /// worker) or process (a small supervisor that never loads app code,
-    /// and one worker process per worker, each with one event loop and
-    /// every app, accepting on the same sockets: a worker that crashes,
-    /// hangs past --worker-timeout or reaches a --worker-max-* limit is
-    /// replaced, the others serve on). Crash containment exists only in
-    /// process mode. The blocking pool (--blocking-threads, its shares) is
-    /// per worker process.
-    #[arg(long, env = "STOA_WORKER_MODE", value_name = "MODE", default_value = "thread",
+    /// How the workers run: process (the default: a small supervisor that
+    /// never loads app code, and one worker process per worker, each with
+    /// one event loop and every app, accepting on the same sockets: a
+    /// worker that crashes, hangs past --worker-timeout or reaches a
+    /// --worker-max-* limit is replaced, the others serve on) or thread
+    /// (one process, one event-loop thread per worker: for comparison and
+    /// small hosts, with no crash containment). The blocking pool
+    /// (--blocking-threads, its shares) is per worker process.
+    #[arg(long, env = "STOA_WORKER_MODE", value_name = "MODE", default_value = "process",
           value_enum, help_heading = SERVING)]
     pub worker_mode: WorkerMode,
 

@@ -15,10 +15,10 @@ pub enum OnGenerationCap {
 /// How the workers run (`--worker-mode`).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WorkerMode {
+    /// A supervisor and one worker process per worker (the default).
+    Process,
     /// One process, one event-loop thread per worker.
     Thread,
-    /// A supervisor and one worker process per worker.
-    Process,
 }
 
 /// How log lines are written.
