@@ -118,6 +118,7 @@ fn act(steered: &Arc<Steered>, upgrading: &Arc<AtomicBool>, request: Request) {
                 log::info!("{why}: asking the supervisor for a fresh worker process");
                 row.ask_recycle(Recycle::GenerationCap);
             }
+            None if std::process::id() == 1 => refuse_as_pid_1(&why),
             None => {
                 if why.starts_with("--on-generation-cap") {
                     log::warn!(
@@ -159,6 +160,19 @@ fn drain(steered: &Arc<Steered>, why: &str) {
             std::thread::sleep(graceful);
             control.force();
         });
+}
+
+/// Thread mode as PID 1 (a container without an init): the new process
+/// would serve, then this one would exit, and that exit ends the PID
+/// namespace, the new process with it. Process mode's supervisor replaces
+/// its workers and keeps PID 1 instead.
+fn refuse_as_pid_1(why: &str) {
+    log::error!(
+        "{why} refused: this stoa is PID 1 in thread mode, where a re-exec ends the \
+         container when the old process exits; run with --worker-mode process (the \
+         default), whose supervisor keeps PID 1 while it replaces the workers, or \
+         restart the container"
+    );
 }
 
 /// Runs an upgrade on its own thread (the new process may take a while to

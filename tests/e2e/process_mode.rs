@@ -232,6 +232,70 @@ fn replaces_past_the_generation_cap_as_pid_1_recycle_workers_and_lose_nothing() 
     assert_eq!(server.get("/article").status, 200);
 }
 
+/// Thread mode as PID 1 (a container without an init): a re-exec would
+/// end the namespace when the old process exits, so the replace past
+/// `--max-generations` and SIGUSR2 are refused with a line naming
+/// `--worker-mode process`, and the host serves on, the old version
+/// mounted.
+#[test]
+fn thread_mode_as_pid_1_refuses_to_reexec_and_serves_on() {
+    use crate::common::{bytes, install_atomically, wait_body, HOT};
+    let server = Server::launch("epoll")
+        .apps(&["article"])
+        .file(HOT, &bytes("hot-v1"))
+        .shell(&as_pid_1())
+        .args(&["--worker-mode", "thread", "--max-generations", "2"])
+        .start();
+    wait_body(&server, "/hot", "v1");
+    let dir = server.apps_dir();
+    install_atomically(&dir, HOT, &bytes("hot-v2"));
+    wait_body(&server, "/hot", "v2");
+    // The third generation is past the cap: a re-exec would load it.
+    install_atomically(&dir, HOT, &bytes("hot-v1"));
+    let refused = "refused: this stoa is PID 1 in thread mode";
+    assert!(
+        server.wait_log(&[
+            "--on-generation-cap reexec",
+            refused,
+            "--worker-mode process"
+        ]),
+        "{}",
+        server.log()
+    );
+    // SIGUSR2 goes to stoa itself: the child of `unshare --fork`.
+    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", server.pid()))
+        .expect("read unshare's children");
+    let stoa: i32 = children
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("unshare has a child");
+    let pid = rustix::process::Pid::from_raw(stoa).expect("a pid");
+    rustix::process::kill_process(pid, Signal::USR2).expect("signal stoa");
+    assert!(
+        server.wait_log(&["SIGUSR2 refused: this stoa is PID 1 in thread mode"]),
+        "{}",
+        server.log()
+    );
+    assert!(
+        !server.log_contains("re-executing the host"),
+        "{}",
+        server.log()
+    );
+    assert!(
+        !server.log_contains("starting a new stoa"),
+        "{}",
+        server.log()
+    );
+    // Still the one process, serving the version it had.
+    assert!(alive(server.pid()) && alive(stoa as u32));
+    assert_eq!(
+        crate::common::fetch(&server, "/hot"),
+        (200, "v2".to_string())
+    );
+    assert_eq!(server.get("/article").status, 200);
+}
+
 /// A plugin is vetted once for the whole host, at start-up and on a hot
 /// drop: one load probe however many workers, and the other workers load
 /// the copy the probe passed.
