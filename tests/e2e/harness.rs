@@ -301,9 +301,24 @@ pub struct Launch {
     shell: Option<String>,
     prepare: Vec<Prepare>,
     stdout_pipe: Option<usize>,
+    /// Leaves `--worker-mode` to the binary's default (process).
+    default_mode: bool,
 }
 
 impl Launch {
+    /// Starts the binary in its default worker mode, process mode: a
+    /// supervisor and worker processes. Without it (and without a
+    /// `--worker-mode` of the test's own or `STOA_WORKER_MODE`) the harness
+    /// passes `--worker-mode thread`: most tests are of the request path,
+    /// which both modes share, and one process per test is faster to start
+    /// and to read; process mode's own behaviour (crashes, replacing,
+    /// signals, the default itself) is tested in `process_mode.rs`,
+    /// `supervisor.rs`, `process_upgrade.rs` and the default-mode tests.
+    pub fn default_worker_mode(mut self) -> Self {
+        self.default_mode = true;
+        self
+    }
+
     /// The plugins (short names) to copy into the apps directory.
     pub fn apps(mut self, apps: &[&str]) -> Self {
         self.apps.extend(apps.iter().map(|a| a.to_string()));
@@ -481,6 +496,12 @@ impl Launch {
             cmd.arg("--tls-cert").arg(tls_fixture("cert.pem"));
             cmd.arg("--tls-key").arg(tls_fixture("key.pem"));
         }
+        let chooses_mode = self.default_mode
+            || self.args.iter().any(|a| a.starts_with("--worker-mode"))
+            || self.env.iter().any(|(k, _)| k == "STOA_WORKER_MODE");
+        if !chooses_mode {
+            cmd.args(["--worker-mode", "thread"]);
+        }
         let mut child = cmd
             .args(&self.args)
             .stdin(Stdio::null())
@@ -578,6 +599,7 @@ impl Server {
             sparse: Vec::new(),
             shell: None,
             stdout_pipe: None,
+            default_mode: false,
             prepare: Vec::new(),
         }
     }

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 matrix!(
+    the_default_mode_contains_a_crash_on_the_loop_and_on_the_pool,
     a_crash_takes_down_only_its_worker,
     a_stuck_worker_is_killed_while_others_answer,
     fresh_connections_reach_both_workers,
@@ -308,6 +309,98 @@ fn article_client(port: u16, stop: &AtomicBool) -> Tally {
         }
     }
     tally
+}
+
+/// With no `--worker-mode` (process mode is the default), a native
+/// handler writing through NULL on the loop and one aborting on the
+/// blocking pool each cost their own request and the connections of their
+/// worker: `/article` clients meanwhile see only answers or, on the dead
+/// worker, a closed connection; each death is logged naming the app and
+/// the request (where it ran), and each lost request has an access-log
+/// line with status 502.
+fn the_default_mode_contains_a_crash_on_the_loop_and_on_the_pool(poller: &str) {
+    let server = Server::launch(poller)
+        .apps(&["crashy", "article"])
+        .default_worker_mode()
+        .access_log()
+        .args(&["--workers", "2", "--quarantine-after", "0"])
+        .shell("ulimit -c 0")
+        .start();
+    assert!(server.wait_log(&["supervisor: 2 worker process(es)"]));
+    let first = worker_pids(&server, 2);
+    assert_eq!(first.len(), 2, "two workers never answered: {first:?}");
+    let stop = StopOnDrop(Arc::new(AtomicBool::new(false)));
+    let clients: Vec<_> = (0..ARTICLE_CLIENTS)
+        .map(|_| {
+            let (port, stop) = (server.port, stop.0.clone());
+            std::thread::spawn(move || article_client(port, &stop))
+        })
+        .collect();
+    let crashes = [
+        (
+            "/crashy/null",
+            "was killed by signal 11 (SIGSEGV); in flight: 1 request(s): crashy GET /crashy/null",
+        ),
+        (
+            "/crashy/abort?pool=1",
+            "was killed by signal 6 (SIGABRT); in flight: 1 request(s): \
+             crashy GET /crashy/abort?pool=1 (blocking pool)",
+        ),
+    ];
+    for (k, (path, line)) in crashes.iter().enumerate() {
+        crash(&server, path);
+        let ready = |t: &str| t.lines().filter(|l| l.contains(") ready")).count();
+        let replaced = server
+            .log_reader()
+            .wait(RESPAWN, |t| t.contains(line) && ready(t) >= 3 + k);
+        assert!(
+            replaced,
+            "no line `{line}`, or its worker not ready again; log:\n{}",
+            server.log()
+        );
+    }
+    drop(stop);
+    let tallies: Vec<Tally> = clients
+        .into_iter()
+        .map(|c| c.join().expect("an article client"))
+        .collect();
+    let ok: u64 = tallies.iter().map(|t| t.ok).sum();
+    let wrong: Vec<_> = tallies.iter().flat_map(|t| &t.wrong).collect();
+    let hung: u64 = tallies.iter().map(|t| t.hung).sum();
+    let ended: Vec<_> = tallies.iter().flat_map(|t| &t.ended).collect();
+    assert!(ok > 0, "no /article answered during the crashes");
+    assert!(wrong.is_empty(), "answers other than 200: {wrong:?}");
+    assert_eq!(hung, 0, "requests with no answer within {HANG:?}");
+    let dead: BTreeSet<u32> = server
+        .log_lines(&["was killed by signal"])
+        .iter()
+        .filter_map(|l| pid_in(l))
+        .collect();
+    assert_eq!(dead.len(), 2, "{}", server.log());
+    let on_live: Vec<_> = ended
+        .iter()
+        .filter(|(pid, _)| pid.is_some_and(|p| !dead.contains(&p)))
+        .collect();
+    assert!(
+        on_live.is_empty(),
+        "requests ended on a worker that did not die: {on_live:?}"
+    );
+    // The lost requests' lines, written by the supervisor.
+    let lost = [
+        "\"GET /crashy/null HTTP/1.1\" 502 0 \"-\" \"-\" app=crashy gen=-",
+        "\"GET /crashy/abort?pool=1 HTTP/1.1\" 502 0 \"-\" \"-\" app=crashy gen=-",
+    ];
+    let read = || std::fs::read_to_string(server.access_log_path()).unwrap_or_default();
+    let logged = wait_until(RESPAWN, || lost.iter().all(|l| read().contains(l)));
+    assert!(
+        logged,
+        "no 502 lines {lost:?} in the access log:\n{}",
+        read()
+    );
+    for l in lost {
+        let n = read().lines().filter(|line| line.contains(l)).count();
+        assert_eq!(n, 1, "{l}: {n} lines:\n{}", read());
+    }
 }
 
 fn a_crash_takes_down_only_its_worker(poller: &str) {

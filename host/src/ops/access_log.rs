@@ -22,9 +22,10 @@ pub struct AccessInfo {
     pub protocol: String,
     pub referer: Option<String>,
     pub user_agent: Option<String>,
-    /// The app that answered and its library generation; `None` for the
-    /// host's own answers (no mount, the host endpoints).
-    pub app: Option<(String, u32)>,
+    /// The app that answered and its library generation (`None` where
+    /// it is not known: a request lost with its worker process); `None`
+    /// for the host's own answers (no mount, the host endpoints).
+    pub app: Option<(String, Option<u32>)>,
 }
 
 /// How a request was answered.
@@ -92,7 +93,10 @@ fn host_of(client: &str) -> &str {
 fn text_line(info: &AccessInfo, answered: &Answered, now: SystemTime) -> String {
     let request_line = format!("{} {} {}", info.method, info.target, info.protocol);
     let (app, generation) = match &info.app {
-        Some((name, generation)) => (escape_word(name), generation.to_string()),
+        Some((name, generation)) => (
+            escape_word(name),
+            generation.map_or_else(|| "-".to_string(), |g| g.to_string()),
+        ),
         None => ("-".to_string(), "-".to_string()),
     };
     format!(
@@ -121,7 +125,7 @@ fn json_line(info: &AccessInfo, answered: &Answered, now: SystemTime) -> String 
         "referer": info.referer,
         "user_agent": info.user_agent,
         "app": info.app.as_ref().map(|(name, _)| name),
-        "gen": info.app.as_ref().map(|(_, generation)| generation),
+        "gen": info.app.as_ref().and_then(|(_, generation)| *generation),
         "us": answered.micros,
     })
     .to_string()
@@ -197,7 +201,7 @@ mod tests {
         assert_eq!(escape_word("my app\""), "my?app?");
     }
 
-    fn info(app: Option<(String, u32)>) -> AccessInfo {
+    fn info(app: Option<(String, Option<u32>)>) -> AccessInfo {
         AccessInfo {
             client: "10.0.0.1:5000".into(),
             method: "GET".into(),
@@ -222,7 +226,7 @@ mod tests {
         let t = UNIX_EPOCH + Duration::from_secs(971_186_136);
         let answered = answered(200, 12, 345);
         assert_eq!(
-            text_line(&info(Some(("hello".into(), 2))), &answered, t),
+            text_line(&info(Some(("hello".into(), Some(2)))), &answered, t),
             "10.0.0.1 - - [10/Oct/2000:13:55:36 +0000] \"GET /a?b=?c? HTTP/1.1\" 200 12 \"-\" \"ua ?x?\" app=hello gen=2 us=345"
         );
         assert!(text_line(&info(None), &answered, t).ends_with(" app=- gen=- us=345"));

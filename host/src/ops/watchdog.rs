@@ -7,32 +7,25 @@
 //! unlinked or replaced while serving (`listen::watch_unix_sockets`).
 //!
 //! Each worker publishes a [`Beat`]: a turn counter with a "waiting in the
-//! poller" bit (two relaxed stores per turn), and the app and path it is in
-//! while it runs app code inline (a few relaxed stores per request: the path
-//! is copied into a fixed array of atomic words, its first
-//! [`PATH_BYTES`] bytes, guarded by a sequence number; no lock, no
-//! allocation). The watchdog samples the beats a few times a second.
+//! poller" bit (two relaxed stores per turn), and the app and request it is
+//! in while it runs app code inline (its `Spot`: a few relaxed stores per
+//! request, no lock, no allocation). The watchdog samples the beats a few
+//! times a second.
 
 use crate::apps::pool::Pool;
 use crate::apps::services::set_current_app;
 use crate::control::Control;
 use crate::ops::access_log::AccessLog;
 use crate::ops::peers::{process_counts, Peers};
-use crate::ops::worker_row::{load_bytes, store_bytes, Recycle, Row, PATH_WORDS, SPOT_WORDS};
+use crate::ops::spot::{Running, Spot, Spotted, IN_HOST, IN_TIMER};
+use crate::ops::worker_row::{Recycle, Row};
 use crate::stats::Stats;
 use socket2::Socket;
 use std::net::{Shutdown, SocketAddr};
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{fence, AtomicBool, AtomicU64};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// How much of a path a beat keeps for the log.
-pub const PATH_BYTES: usize = PATH_WORDS * 8;
-
-/// `Spot::slot` when the loop is in host code, and in a timer callback.
-const IN_HOST: usize = usize::MAX;
-const IN_TIMER: usize = usize::MAX - 1;
 
 /// What a beat's path reads while an app's timer callback runs.
 const TIMER_PATH: &str = "(timer callback)";
@@ -40,91 +33,6 @@ const TIMER_PATH: &str = "(timer callback)";
 /// After the graceful timeout has forced the workers closed, how long the
 /// watchdog lets them return before it ends the process.
 const FORCE_GRACE: Duration = Duration::from_millis(500);
-
-/// Where a worker is in app code: a seqlock over atomic words (the writer
-/// is the worker alone; a reader retries a read that raced a write). Its
-/// words are `[seq, slot, len, method, path...]`, in the worker's row of
-/// the shared area in process mode, so the supervisor can read where a
-/// dead worker was.
-#[derive(Clone, Copy)]
-pub struct Spot(&'static [AtomicU64]);
-
-const SEQ: usize = 0;
-const SLOT: usize = 1;
-const LEN: usize = 2;
-const METHOD: usize = 3;
-const PATH: usize = 4;
-
-impl Spot {
-    /// The spot kept in `words` (`SPOT_WORDS` of them), starting in host
-    /// code.
-    pub fn over(words: &'static [AtomicU64]) -> Self {
-        let spot = Spot::over_existing(words);
-        spot.0[SLOT].store(IN_HOST as u64, Relaxed);
-        spot
-    }
-
-    /// The spot another process keeps in `words`, to read.
-    fn over_existing(words: &'static [AtomicU64]) -> Self {
-        Spot(&words[..SPOT_WORDS])
-    }
-
-    #[inline]
-    fn enter(&self, slot: usize, method: &str, path: &str) {
-        let w = self.0;
-        let seq = w[SEQ].load(Relaxed);
-        w[SEQ].store(seq.wrapping_add(1), Relaxed);
-        fence(Release);
-        let bytes = path.as_bytes();
-        store_bytes(&w[PATH..], &bytes[..bytes.len().min(PATH_BYTES)]);
-        let m = method.as_bytes();
-        let mut word = [0u8; 8];
-        let n = m.len().min(8);
-        word[..n].copy_from_slice(&m[..n]);
-        w[METHOD].store(u64::from_le_bytes(word), Relaxed);
-        w[LEN].store(bytes.len() as u64, Relaxed);
-        w[SLOT].store(slot as u64, Relaxed);
-        w[SEQ].store(seq.wrapping_add(2), Release);
-    }
-
-    fn leave(&self) {
-        self.0[SLOT].store(IN_HOST as u64, Release);
-    }
-
-    /// The slot and "METHOD path" (or the path alone when no method was
-    /// given), or `None` if a write was under way.
-    pub fn read(&self) -> Option<(usize, String)> {
-        let w = self.0;
-        let before = w[SEQ].load(Acquire);
-        if before & 1 == 1 {
-            return None;
-        }
-        let slot = usize::try_from(w[SLOT].load(Relaxed)).unwrap_or(IN_HOST);
-        let len = usize::try_from(w[LEN].load(Relaxed)).unwrap_or(0);
-        let method = w[METHOD].load(Relaxed).to_le_bytes();
-        let bytes = load_bytes(&w[PATH..], len.min(PATH_BYTES));
-        fence(Acquire);
-        if w[SEQ].load(Relaxed) != before {
-            return None;
-        }
-        let method = String::from_utf8_lossy(&method);
-        let method = method.trim_end_matches('\0');
-        let mut path = String::from_utf8_lossy(&bytes).into_owned();
-        if len > PATH_BYTES {
-            path.push_str("...");
-        }
-        if !method.is_empty() {
-            path = format!("{method} {path}");
-        }
-        Some((slot, path))
-    }
-
-    /// True while the loop runs app code (a handler or a timer callback).
-    pub fn in_app(&self) -> Option<usize> {
-        let slot = usize::try_from(self.0[SLOT].load(Relaxed)).unwrap_or(IN_HOST);
-        (slot != IN_HOST && slot != IN_TIMER).then_some(slot)
-    }
-}
 
 /// One worker's heartbeat: the worker writes it every turn, the watchdog
 /// (and in process mode the supervisor) reads it a few times a second. Its
@@ -169,17 +77,18 @@ impl Beat {
         self.state.store((s | 1).wrapping_add(1), Relaxed);
     }
 
-    /// The loop calls app `slot`'s handler for `method` `path`.
-    pub fn enter(&self, slot: usize, method: &str, path: &str) {
-        self.spot.enter(slot, method, path);
+    /// The loop calls app `slot`'s code for `running` (a request, or a
+    /// WebSocket callback).
+    pub fn enter(&self, slot: usize, running: &Running<'_>) {
+        self.spot.enter(slot, running);
         set_current_app(Some(slot));
     }
 
     /// The loop runs a timer callback set by app `slot` (if known).
     pub fn enter_timer(&self, slot: Option<usize>) {
         match slot {
-            Some(slot) => self.spot.enter(slot, "", TIMER_PATH),
-            None => self.spot.enter(IN_TIMER, "", ""),
+            Some(slot) => self.spot.enter(slot, &Running::callback(TIMER_PATH)),
+            None => self.spot.enter(IN_TIMER, &Running::callback("")),
         }
         set_current_app(slot);
     }
@@ -299,6 +208,12 @@ impl Board {
         &self.beats[worker.min(self.beats.len() - 1)]
     }
 
+    /// The board of requests worker `worker`'s blocking pool runs (in
+    /// process mode where the supervisor reads it).
+    pub fn flights(&self, worker: usize) -> crate::ops::in_flight::Flights {
+        self.rows[worker.min(self.rows.len() - 1)].flights()
+    }
+
     /// `at` on the machine's monotonic clock, in milliseconds: the same
     /// clock in every process, so a worker process's stuck time reads the
     /// same in the others.
@@ -407,13 +322,13 @@ pub fn unhealthy(
 
 /// Where a worker is: its app (named by its counters slot) and path.
 fn place(stats: &Stats, beat: &Beat) -> String {
-    let Some((slot, path)) = (0..3).find_map(|_| beat.spot.read()) else {
+    let Some(spotted) = (0..3).find_map(|_| beat.spot.read()) else {
         return "app code (changing)".to_string();
     };
-    match slot {
+    match spotted.slot {
         IN_HOST => "host code".to_string(),
         IN_TIMER => "a timer callback".to_string(),
-        slot => format!("app {} {path}", stats.app_name(slot)),
+        slot => format!("app {} {}", stats.app_name(slot), spotted.place()),
     }
 }
 
@@ -559,10 +474,16 @@ pub fn slot_in_row(row: &Row) -> Option<usize> {
 /// Where the loop of a worker process is, read from its row: its app and
 /// "METHOD path", or `None` in host code.
 pub fn place_in_row(row: &Row) -> Option<String> {
+    spot_in_row(row).map(|(app, spotted)| format!("{app} {}", spotted.place()))
+}
+
+/// What the loop of a worker process runs, read from its row: its app's
+/// name and the request (or callback), or `None` in host code.
+pub fn spot_in_row(row: &Row) -> Option<(String, Spotted)> {
     let spot = Spot::over_existing(&row.pulse()[2..]);
     let slot = spot.in_app()?;
-    let (_, path) = (0..8).find_map(|_| spot.read())?;
-    Some(format!("{} {path}", app_in_row(row, slot).0))
+    let spotted = (0..8).find_map(|_| spot.read())?;
+    Some((app_in_row(row, slot).0, spotted))
 }
 
 /// Compares one worker's beat with the last sample: a worker that has not
@@ -636,34 +557,6 @@ fn give_up(watched: &Watched) -> ! {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn spot() -> Spot {
-        Spot::over(&Row::private().pulse()[2..])
-    }
-
-    #[test]
-    fn spot_keeps_the_slot_and_path() {
-        let spot = spot();
-        assert_eq!(spot.read(), Some((IN_HOST, String::new())));
-        spot.enter(3, "", "/_stuck/spin");
-        assert_eq!(spot.read(), Some((3, "/_stuck/spin".to_string())));
-        spot.enter(4, "GET", "/a");
-        assert_eq!(spot.read(), Some((4, "GET /a".to_string())));
-        assert_eq!(spot.in_app(), Some(4));
-        spot.enter(5, "PROPFIND", "/8-bytes");
-        assert_eq!(spot.read(), Some((5, "PROPFIND /8-bytes".to_string())));
-        spot.leave();
-        assert_eq!(spot.read().map(|(s, _)| s), Some(IN_HOST));
-    }
-
-    #[test]
-    fn spot_truncates_a_long_path() {
-        let spot = spot();
-        let long = "x".repeat(PATH_BYTES + 10);
-        spot.enter(1, "", &long);
-        let (_, path) = spot.read().unwrap();
-        assert_eq!(path, format!("{}...", &long[..PATH_BYTES]));
-    }
 
     #[test]
     fn beat_counts_turns_and_waits() {

@@ -20,11 +20,14 @@ pub const ROW_WORDS: usize = 256;
 const CELL_WORDS: usize = 8192;
 
 /// The words of a loop's pulse (`watchdog::Beat`): the turn state, when
-/// it was found stuck, and its spot (sequence, slot, length, method, path).
+/// it was found stuck, and its spot (`spot::Spot`: sequence, slot, length,
+/// method, meta, path, client).
 pub const PULSE_WORDS: usize = 2 + SPOT_WORDS;
-pub const SPOT_WORDS: usize = 4 + PATH_WORDS;
+pub const SPOT_WORDS: usize = 5 + PATH_WORDS + CLIENT_WORDS;
 /// Words of a spot's path: its first 96 bytes.
 pub const PATH_WORDS: usize = 12;
+/// Words of a spot's client address: 48 bytes.
+pub const CLIENT_WORDS: usize = 6;
 
 const PID: usize = 0;
 const PHASE: usize = 1;
@@ -45,8 +48,18 @@ const HAZARD: usize = NOTE + NOTE_WORDS;
 const HAZARD_WORDS: usize = 40;
 const _: () = assert!(HAZARD + HAZARD_WORDS <= ROW_WORDS);
 
-/// The words an area of `rows` rows needs.
+/// Words of a row's board of requests on the blocking pool
+/// (`in_flight::Flights`).
+pub const FLIGHT_WORDS: usize = crate::ops::in_flight::WORDS;
+
+/// The words an area of `rows` rows needs: the header, the rows, the
+/// supervisor's and the retired cell, a snapshot per row, then a board of
+/// pool requests per row.
 pub fn area_words(rows: usize) -> usize {
+    flights_start(rows) + rows * FLIGHT_WORDS
+}
+
+fn flights_start(rows: usize) -> usize {
     cells_start(rows) + (2 + rows) * CELL_WORDS
 }
 
@@ -76,7 +89,8 @@ const _: () = assert!(TICKET_KEYS + crate::listen::tls::tickets::WORDS <= HEADER
 
 /// The area's rows (from its size).
 fn rows_of(area: &'static [AtomicU64]) -> usize {
-    area.len().saturating_sub(HEADER_WORDS + 2 * CELL_WORDS) / (ROW_WORDS + CELL_WORDS)
+    area.len().saturating_sub(HEADER_WORDS + 2 * CELL_WORDS)
+        / (ROW_WORDS + CELL_WORDS + FLIGHT_WORDS)
 }
 
 fn cell(area: &'static [AtomicU64], i: usize) -> Option<TextCell> {
@@ -145,6 +159,7 @@ impl Recycle {
 pub struct Row {
     words: &'static [AtomicU64],
     snapshot: &'static [AtomicU64],
+    flights: &'static [AtomicU64],
 }
 
 impl Row {
@@ -156,20 +171,24 @@ impl Row {
         }
         let start = HEADER_WORDS + i * ROW_WORDS;
         let snap = cells_start(rows) + (2 + i) * CELL_WORDS;
+        let flights = flights_start(rows) + i * FLIGHT_WORDS;
         Some(Row {
             words: area.get(start..start + ROW_WORDS)?,
             snapshot: area.get(snap..snap + CELL_WORDS)?,
+            flights: area.get(flights..flights + FLIGHT_WORDS)?,
         })
     }
 
     /// A row of its own, for a process without a shared area (thread
     /// mode, tests): leaked, as the shared one is never unmapped.
     pub fn private() -> Row {
-        let words: Vec<AtomicU64> = (0..ROW_WORDS + 2).map(|_| AtomicU64::new(0)).collect();
+        let len = ROW_WORDS + 2 + FLIGHT_WORDS;
+        let words: Vec<AtomicU64> = (0..len).map(|_| AtomicU64::new(0)).collect();
         let words: &'static [AtomicU64] = Box::leak(words.into_boxed_slice());
         Row {
             words: &words[..ROW_WORDS],
-            snapshot: &words[ROW_WORDS..],
+            snapshot: &words[ROW_WORDS..ROW_WORDS + 2],
+            flights: &words[ROW_WORDS + 2..],
         }
     }
 
@@ -191,7 +210,13 @@ impl Row {
     /// Clears the row for a new worker (the supervisor, before it starts
     /// one on it).
     pub fn reset(&self) {
-        for w in self.words.iter().chain(self.snapshot.iter().take(2)) {
+        let flights = self.flights.iter();
+        for w in self
+            .words
+            .iter()
+            .chain(self.snapshot.iter().take(2))
+            .chain(flights)
+        {
             w.store(0, Relaxed);
         }
     }
@@ -281,6 +306,11 @@ impl Row {
         TextCell(&self.words[HAZARD..HAZARD + HAZARD_WORDS])
     }
 
+    /// The requests the worker's blocking pool runs.
+    pub fn flights(&self) -> crate::ops::in_flight::Flights {
+        crate::ops::in_flight::Flights::over(self.flights)
+    }
+
     /// Where the worker's loop is stuck, as its watchdog said.
     pub fn note(&self) -> TextCell {
         TextCell(&self.words[NOTE..NOTE + NOTE_WORDS])
@@ -293,6 +323,11 @@ impl Row {
 pub struct TextCell(&'static [AtomicU64]);
 
 impl TextCell {
+    /// A cell over `words` (a sequence word, a length word, the bytes).
+    pub fn over(words: &'static [AtomicU64]) -> Self {
+        TextCell(words)
+    }
+
     /// The most bytes it keeps.
     pub fn capacity(&self) -> usize {
         self.0.len().saturating_sub(2) * 8

@@ -21,6 +21,8 @@ use crate::listen::Stream;
 use crate::ops::access_log::AccessInfo;
 use crate::ops::access_log::Answered;
 use crate::ops::admin;
+use crate::ops::in_flight::{Flight, Flights};
+use crate::ops::spot::Running;
 use crate::poller::Token;
 use crate::server::request::{with_view, HeadText, Meta, OwnedRequest};
 use crate::server::responder::{begin_inline, end_inline, responder, ReplyTo};
@@ -198,6 +200,8 @@ impl Dispatcher {
                                 app,
                                 path,
                                 deadline: now + timeout,
+                                board: shared.board.flights(self.worker),
+                                flight: flight_of(app, request),
                             };
                             let r = submit_blocking(pool, job, owned, responder);
                             (r, Some(Box::<str>::from(path)))
@@ -300,7 +304,12 @@ impl Dispatcher {
         } = call;
         let shared = &*self.shared;
         let beat = shared.board.beat(self.worker);
-        beat.enter(app.slot, request.method.as_str(), path);
+        let running = Running {
+            method: request.method.as_str(),
+            path,
+            request: Some((request.peer.as_str(), request.version_minor)),
+        };
+        beat.enter(app.slot, &running);
         begin_inline(&self.queue, reply.id);
         app.handle(
             request,
@@ -540,6 +549,9 @@ struct BlockingJob<'a> {
     app: &'a Arc<LoadedApp>,
     path: &'a str,
     deadline: Instant,
+    /// Where the job is shown while it runs, and as what.
+    board: Flights,
+    flight: Flight,
 }
 
 /// An app's answer must be a final status (`is_final`); one that is not
@@ -586,10 +598,17 @@ fn submit_blocking(
         app,
         path,
         deadline,
+        board,
+        flight,
     } = job;
     let run_app = app.clone();
     let work = Box::new(move |fate: Fate| match fate {
-        Fate::Run => owned.with_view(|request| run_app.handle(request, responder)),
+        Fate::Run => {
+            // On the board while it runs: the supervisor names it, and logs
+            // it, if the process dies meanwhile.
+            let _on_board = board.enter(&flight);
+            owned.with_view(|request| run_app.handle(request, responder))
+        }
         Fate::Expired => responder.respond(HostAnswer::AppTimeout.response()),
         Fate::Reclaimed => responder.respond(HostAnswer::ShareReclaimed.response()),
     });
@@ -608,6 +627,22 @@ fn submit_blocking(
     }
 }
 
+/// A request as the board of the pool's requests keeps it.
+fn flight_of(app: &LoadedApp, request: &stoa_app_api::abi::Request<'_>) -> Flight {
+    let mut target = format!("{}{}", request.script_name, request.path_info);
+    if !request.query.is_empty() {
+        target.push('?');
+        target.push_str(request.query.as_str());
+    }
+    Flight {
+        app: app.name.clone(),
+        client: request.peer.to_string(),
+        method: request.method.to_string(),
+        target,
+        protocol: format!("HTTP/1.{}", request.version_minor),
+    }
+}
+
 fn access_info(parts: &HeadText<'_>, client: &Arc<str>, app: Option<&LoadedApp>) -> AccessInfo {
     let (head, buf) = (parts.head, parts.buf);
     let header = |name| {
@@ -622,6 +657,6 @@ fn access_info(parts: &HeadText<'_>, client: &Arc<str>, app: Option<&LoadedApp>)
         protocol: format!("HTTP/1.{}", head.version_minor),
         referer: header("referer"),
         user_agent: header("user-agent"),
-        app: app.map(|a| (a.name.clone(), a.generation)),
+        app: app.map(|a| (a.name.clone(), Some(a.generation))),
     }
 }

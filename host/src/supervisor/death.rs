@@ -1,9 +1,13 @@
 //! How a worker process ended, in words, and what it was serving then
 //! (read from its row, which outlives it).
 
-use crate::ops::watchdog::{app_in_row, place_in_row, slot_in_row};
+use crate::ops::access_log::AccessInfo;
+use crate::ops::in_flight::Flight;
+use crate::ops::spot::Spotted;
+use crate::ops::watchdog::{app_in_row, slot_in_row, spot_in_row};
 use crate::ops::worker_row::Row;
 use rustix::process::WaitStatus;
+use std::sync::Arc;
 
 /// How a process ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,10 +59,15 @@ fn signal_name(sig: i32) -> &'static str {
 }
 
 /// What a dead worker was serving: the request its loop was running (if
-/// it was in app code) and its open connections, which died with it.
+/// it was in app code), the requests its blocking pool was running, and
+/// its open connections, which died with it.
 pub struct InFlight {
-    /// "app METHOD path" of the request on the loop.
-    pub on_loop: Option<String>,
+    /// The app and request (or callback) on the loop.
+    pub on_loop: Option<(String, Spotted)>,
+    /// The requests on the blocking pool.
+    pub on_pool: Vec<Flight>,
+    /// Pool requests past the board's entries: counted, not named.
+    pub unlisted: u64,
     /// Connections open at the worker's last report (a tenth of a second
     /// old at most).
     pub open: u64,
@@ -69,7 +78,6 @@ pub struct InFlight {
 
 impl InFlight {
     pub fn of(row: &Row) -> Self {
-        let on_loop = place_in_row(row);
         let from_loop = slot_in_row(row)
             .map(|slot| app_in_row(row, slot))
             .and_then(|(app, digest)| Some((app, digest?)));
@@ -77,8 +85,11 @@ impl InFlight {
         let from_apps_thread = hazard
             .split_once('\t')
             .map(|(what, digest)| (what.to_string(), digest.to_string()));
+        let (on_pool, unlisted) = row.flights().running();
         InFlight {
-            on_loop,
+            on_loop: spot_in_row(row),
+            on_pool,
+            unlisted,
             open: row.open(),
             culprit: from_loop.or(from_apps_thread),
         }
@@ -86,21 +97,57 @@ impl InFlight {
 
     /// The app the loop was in, if any.
     pub fn app(&self) -> Option<&str> {
-        let place = self.on_loop.as_deref()?;
-        Some(place.split_once(' ').map_or(place, |(app, _)| app))
+        self.on_loop.as_ref().map(|(app, _)| app.as_str())
     }
 
-    /// "in flight: 1 request(s): crashy GET /crashy/segv; 3 open
-    /// connection(s) closed".
+    /// "in flight: 2 request(s): crashy GET /crashy/segv, wsgi GET /abort
+    /// (blocking pool); 3 open connection(s) closed".
     pub fn describe(&self) -> String {
-        let mut text = match &self.on_loop {
-            Some(place) => format!("in flight: 1 request(s): {place}"),
-            None => "in flight: 0 request(s) on its loop".to_string(),
+        let mut named: Vec<String> = Vec::new();
+        if let Some((app, spotted)) = &self.on_loop {
+            named.push(format!("{app} {}", spotted.place()));
+        }
+        for f in &self.on_pool {
+            named.push(format!(
+                "{} {} {} (blocking pool)",
+                f.app, f.method, f.target
+            ));
+        }
+        let count = named.len() as u64 + self.unlisted;
+        let mut text = match (count, self.unlisted) {
+            (0, _) => "in flight: 0 request(s) on its loop or its blocking pool".to_string(),
+            (_, 0) => format!("in flight: {count} request(s): {}", named.join(", ")),
+            (_, more) => format!(
+                "in flight: {count} request(s): {}{}{more} more on its blocking pool",
+                named.join(", "),
+                if named.is_empty() { "" } else { ", " }
+            ),
         };
         if self.open > 0 {
             text.push_str(&format!("; {} open connection(s) closed", self.open));
         }
         text
+    }
+
+    /// The access-log lines of the requests lost with the worker (a
+    /// callback on the loop is no request): each answered 502, as nginx
+    /// logs a request whose upstream died, with its app.
+    pub fn lost_requests(&self) -> Vec<AccessInfo> {
+        let on_loop = self.on_loop.iter().filter(|(_, s)| !s.client.is_empty());
+        let on_loop = on_loop.map(|(app, s)| AccessInfo {
+            client: Arc::from(s.client.as_str()),
+            method: s.method.clone(),
+            target: s.path.clone(),
+            protocol: s.protocol.clone(),
+            referer: None,
+            user_agent: None,
+            app: Some((app.clone(), None)),
+        });
+        let on_pool = self.on_pool.iter().map(|f| AccessInfo {
+            app: Some((f.app.clone(), None)),
+            ..f.access_info()
+        });
+        on_loop.chain(on_pool).collect()
     }
 }
 

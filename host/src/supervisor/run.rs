@@ -15,6 +15,7 @@ use crate::error::BootError;
 use crate::listen;
 use crate::listen::tls::expiry::unix_now;
 use crate::listen::tls::watch::{Part, Watch};
+use crate::ops::access_log::{AccessLog, Answered};
 use crate::ops::notify;
 use crate::ops::pid_file::PidFile;
 use crate::ops::watchdog::place_in_row;
@@ -71,6 +72,9 @@ struct Supervisor {
     /// Deaths by plugin bytes, for the quarantine.
     deaths: Deaths,
     tls: Option<TlsWatch>,
+    /// `--access-log`: the supervisor writes the lines of requests lost
+    /// with a worker that died.
+    access_log: Option<AccessLog>,
 }
 
 /// The supervisor's copy of the TLS sites, read again when their files
@@ -140,6 +144,13 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
     let path = crate::ops::upgrade::own_binary();
     let binary = Binary::open(&path, 64 + sockets.len())
         .map_err(|e| BootError::file("open the binary workers start from", &path, e))?;
+    let access_log = match &cli.access_log {
+        Some(target) => Some(
+            AccessLog::open(target, cli.log_format)
+                .map_err(|e| e.within("--access-log", target))?,
+        ),
+        None => None,
+    };
     log::info!(
         "supervisor: {workers} worker process(es), backlog={backlog}, worker_timeout={:?}",
         cli.worker_timeout
@@ -166,6 +177,7 @@ pub fn run(cli: Cli) -> Result<(), BootError> {
         tally,
         deaths: Deaths::new(cli.quarantine_after, cli.quarantine_window),
         tls,
+        access_log,
     };
     if let Some(tls) = &mut sup.tls {
         tls.watch.tick(unix_now());
@@ -317,6 +329,9 @@ impl Supervisor {
                 log::info!("{what}");
                 if signal == SIGUSR1 {
                     crate::ops::error_log::reopen();
+                    if let Some(log) = &self.access_log {
+                        log.reopen();
+                    }
                 }
                 let sig = if signal == SIGHUP {
                     Signal::HUP
@@ -379,6 +394,22 @@ impl Supervisor {
         None
     }
 
+    /// One access-log line for each request lost with a dead worker, as
+    /// a 502 (what nginx logs when its upstream dies mid-request).
+    fn log_lost(&self, in_flight: &InFlight) {
+        let Some(log) = &self.access_log else {
+            return;
+        };
+        let answered = Answered {
+            status: 502,
+            bytes: 0,
+            micros: 0,
+        };
+        for info in in_flight.lost_requests() {
+            log.write(&info, &answered);
+        }
+    }
+
     fn kill_all(&mut self) {
         for p in self.places.iter().flat_map(Place::all) {
             p.signal(Signal::KILL);
@@ -418,6 +449,9 @@ impl Supervisor {
             return Ok(());
         };
         let in_flight = InFlight::of(&proc.row);
+        if end.is_crash() {
+            self.log_lost(&in_flight);
+        }
         self.tally.retire(&proc.row);
         give_back_holdings(self.area.words, &proc.row);
         // No longer a worker of the host's status.

@@ -143,7 +143,10 @@ impl Link {
             return;
         };
         let beat = self.watch.board.beat(self.watch.worker);
-        beat.enter(self.slot, "", "(a WebSocket callback)");
+        beat.enter(
+            self.slot,
+            &crate::ops::spot::Running::callback("(a WebSocket callback)"),
+        );
         let started = Instant::now();
         f(session);
         beat.leave();

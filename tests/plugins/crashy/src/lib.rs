@@ -1,6 +1,7 @@
 //! Test-only plugin mounted at `/crashy`, whose handlers end, grow or hold
 //! the process they run in (for tests of worker processes):
 //! - `/segv`: the process gets SIGSEGV (sent to its own pid);
+//! - `/null`: writes through a null pointer (SIGSEGV from the kernel);
 //! - `/abort`: `std::process::abort` (SIGABRT);
 //! - `/exit?code=N`: `std::process::exit(N)`, N in 0..=255;
 //! - `/alloc?mb=N`: allocates N MiB, writes every byte (so it counts in the
@@ -11,6 +12,9 @@
 //!   (the request is in flight meanwhile, and the event loop free);
 //! - `/pid`: answers the process id, so worker processes can be told apart;
 //! - `/ok` answers at once.
+//!
+//! `pool=1` in the query runs any of them on the host's blocking pool
+//! (the app declares it blocking) instead of the event loop.
 //!
 //! With `[apps.crashy.settings] abort_in_constructor = true` its
 //! constructor aborts the process instead (a plugin that cannot start).
@@ -43,6 +47,7 @@ struct Crashy {
 enum Action {
     Answer(Response),
     Segv,
+    Null,
     Abort,
     Exit(i32),
     Alloc(usize),
@@ -67,6 +72,7 @@ fn number<T: std::str::FromStr>(request: &Request<'_>, key: &str) -> Result<T, R
 fn action(request: &Request<'_>) -> Action {
     let asked = match request.path_info.as_str() {
         "/segv" => Ok(Action::Segv),
+        "/null" => Ok(Action::Null),
         "/abort" => Ok(Action::Abort),
         "/exit" => number::<i32>(request, "code").and_then(|code| match code {
             0..=255 => Ok(Action::Exit(code)),
@@ -124,11 +130,27 @@ impl Crashy {
 }
 
 impl App for Crashy {
+    /// `pool=1` in the query runs the route on the host's blocking pool.
+    fn blocks(&self, request: &Request<'_>) -> bool {
+        request.query.as_str().split('&').any(|p| p == "pool=1")
+    }
+
     fn handle(&self, request: &Request<'_>, responder: Responder) {
         let path = request.path_info.as_str();
         match action(request) {
             Action::Answer(response) => responder.respond(response),
             Action::Segv => responder.respond(segv()),
+            Action::Null => {
+                let null = std::hint::black_box(std::ptr::null_mut::<u64>());
+                // SAFETY: none: writing through a null pointer is the
+                // crash this route exists for (a plugin with a bug); the
+                // kernel ends the process with SIGSEGV.
+                #[allow(unsafe_code)]
+                unsafe {
+                    null.write_volatile(1)
+                };
+                responder.respond(Response::text(500, "wrote through NULL and lived\n"));
+            }
             Action::Abort => std::process::abort(),
             Action::Exit(code) => std::process::exit(code),
             Action::Alloc(mb) => responder.respond(self.alloc(mb)),

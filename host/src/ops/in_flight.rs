@@ -1,0 +1,216 @@
+//! The requests a worker process's blocking pool runs, on a board in the
+//! worker's row of the shared area (`worker_row`), so that the supervisor
+//! can name them, and write their access-log lines, when the worker dies
+//! while running them (its loop's request is in its `Spot`).
+//!
+//! A pool thread takes an entry when it starts a request's handler and
+//! gives it back when the handler returns. The entries are taken from a
+//! bitmask word with a compare-and-swap (only this process's threads write
+//! it); each entry is a `TextCell` with its own sequence word, so the
+//! supervisor reads a settled text or none. Past the last entry a request
+//! is counted only (`unlisted`). Writes happen once per pool request,
+//! never on the loop's inline path.
+
+use crate::ops::access_log::AccessInfo;
+use crate::ops::worker_row::TextCell;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+use std::sync::Arc;
+
+/// Entries of a board: requests it names at once.
+const ENTRIES: usize = 32;
+/// Words of one entry (a sequence and a length word, then 176 bytes).
+const ENTRY_WORDS: usize = 24;
+/// The bitmask of entries taken.
+const TAKEN: usize = 0;
+/// Requests running without an entry.
+const UNLISTED: usize = 1;
+/// Words of a board.
+pub const WORDS: usize = 2 + ENTRIES * ENTRY_WORDS;
+
+/// A request as the board keeps it: enough for a crash line and an
+/// access-log line.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Flight {
+    pub app: String,
+    /// `ADDR:PORT`.
+    pub client: String,
+    pub method: String,
+    /// The request target (path and query); cut when the entry is full.
+    pub target: String,
+    /// `HTTP/1.x`.
+    pub protocol: String,
+}
+
+impl Flight {
+    /// Its entry's text: the fields separated by tabs (a tab inside one,
+    /// which a request line cannot hold, becomes a space). The target comes
+    /// last, so a cut shortens it only.
+    fn text(&self) -> String {
+        let clean = |s: &str| s.replace('\t', " ");
+        [
+            clean(&self.app),
+            clean(&self.client),
+            clean(&self.method),
+            clean(&self.protocol),
+            clean(&self.target),
+        ]
+        .join("\t")
+    }
+
+    fn parse(text: &str) -> Option<Flight> {
+        let mut fields = text.splitn(5, '\t');
+        let mut next = || fields.next().map(str::to_string);
+        Some(Flight {
+            app: next()?,
+            client: next()?,
+            method: next()?,
+            protocol: next()?,
+            target: next()?,
+        })
+    }
+
+    /// What the access log needs of it (no referer or user agent: the
+    /// board does not keep them).
+    pub fn access_info(&self) -> AccessInfo {
+        AccessInfo {
+            client: Arc::from(self.client.as_str()),
+            method: self.method.clone(),
+            target: self.target.clone(),
+            protocol: self.protocol.clone(),
+            referer: None,
+            user_agent: None,
+            app: None,
+        }
+    }
+}
+
+/// One worker's board: see the module's doc.
+#[derive(Clone, Copy)]
+pub struct Flights(&'static [AtomicU64]);
+
+impl Flights {
+    /// The board kept in `words` (`WORDS` of them).
+    pub fn over(words: &'static [AtomicU64]) -> Self {
+        Flights(&words[..WORDS])
+    }
+
+    fn cell(&self, i: usize) -> TextCell {
+        let start = 2 + i * ENTRY_WORDS;
+        TextCell::over(&self.0[start..start + ENTRY_WORDS])
+    }
+
+    /// Puts `flight` on the board until the returned guard drops.
+    pub fn enter(self, flight: &Flight) -> OnBoard {
+        let taken = &self.0[TAKEN];
+        let mut mask = taken.load(Relaxed);
+        loop {
+            let free = (!mask).trailing_zeros() as usize;
+            if free >= ENTRIES {
+                self.0[UNLISTED].fetch_add(1, Relaxed);
+                return OnBoard {
+                    board: self,
+                    entry: None,
+                };
+            }
+            match taken.compare_exchange_weak(mask, mask | 1 << free, Acquire, Relaxed) {
+                Ok(_) => {
+                    self.cell(free).write(&flight.text());
+                    return OnBoard {
+                        board: self,
+                        entry: Some(free),
+                    };
+                }
+                Err(now) => mask = now,
+            }
+        }
+    }
+
+    /// The requests on the board, and how many more ran unlisted.
+    pub fn running(&self) -> (Vec<Flight>, u64) {
+        let listed = (0..ENTRIES)
+            .map(|i| self.cell(i).read_settled())
+            .filter(|text| !text.is_empty())
+            .filter_map(|text| Flight::parse(&text))
+            .collect();
+        (listed, self.0[UNLISTED].load(Relaxed))
+    }
+}
+
+/// A request on the board; dropping it takes it off.
+pub struct OnBoard {
+    board: Flights,
+    entry: Option<usize>,
+}
+
+impl Drop for OnBoard {
+    fn drop(&mut self) {
+        match self.entry {
+            Some(i) => {
+                self.board.cell(i).write("");
+                self.board.0[TAKEN].fetch_and(!(1 << i), AcqRel);
+            }
+            None => {
+                self.board.0[UNLISTED].fetch_sub(1, Relaxed);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::worker_row::Row;
+
+    fn flight(n: usize) -> Flight {
+        Flight {
+            app: "wsgi".into(),
+            client: "127.0.0.1:5000".into(),
+            method: "GET".into(),
+            target: format!("/abort?n={n}"),
+            protocol: "HTTP/1.1".into(),
+        }
+    }
+
+    #[test]
+    fn a_request_is_on_the_board_while_its_guard_lives() {
+        let board = Row::private().flights();
+        let a = board.enter(&flight(1));
+        let b = board.enter(&flight(2));
+        let (running, unlisted) = board.running();
+        assert_eq!(running, vec![flight(1), flight(2)]);
+        assert_eq!(unlisted, 0);
+        drop(a);
+        assert_eq!(board.running().0, vec![flight(2)]);
+        // The freed entry is taken again.
+        let _c = board.enter(&flight(3));
+        assert_eq!(board.running().0, vec![flight(3), flight(2)]);
+        drop(b);
+    }
+
+    #[test]
+    fn past_the_last_entry_requests_are_counted() {
+        let board = Row::private().flights();
+        let held: Vec<OnBoard> = (0..ENTRIES + 2).map(|n| board.enter(&flight(n))).collect();
+        let (running, unlisted) = board.running();
+        assert_eq!((running.len(), unlisted), (ENTRIES, 2));
+        drop(held);
+        assert_eq!(board.running(), (vec![], 0));
+    }
+
+    #[test]
+    fn a_long_target_is_cut_and_a_tab_cannot_shift_the_fields() {
+        let board = Row::private().flights();
+        let mut long = flight(0);
+        long.target = format!("/{}", "x".repeat(400));
+        long.client = "a\tb".into();
+        let _on = board.enter(&long);
+        let seen = &board.running().0[0];
+        assert_eq!(seen.client, "a b");
+        assert_eq!(
+            (seen.app.as_str(), seen.protocol.as_str()),
+            ("wsgi", "HTTP/1.1")
+        );
+        assert!(seen.target.starts_with("/xxx") && seen.target.len() < 200);
+    }
+}
