@@ -21,6 +21,7 @@ mod asgi_mount;
 mod asgi_stream;
 mod asgi_tls;
 mod asgi_ws;
+mod crash;
 mod declared;
 mod django;
 mod loading;

@@ -77,7 +77,7 @@ impl Wsgi {
 }
 
 /// A configuration file with the `[apps.wsgi]` table (`extra` lines in it).
-fn config(module: &str, python_path: &Path, mount: &str, extra: &str) -> (TempDir, String) {
+pub fn config(module: &str, python_path: &Path, mount: &str, extra: &str) -> (TempDir, String) {
     let dir = TempDir::new("wsgi-config");
     let path = dir.path().join("stoa.toml");
     let text = format!(
