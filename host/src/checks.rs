@@ -228,6 +228,23 @@ fn placed(cli: &Cli, e: BootError) -> Result<(), BootError> {
     })
 }
 
+/// How the checked configuration runs its workers, in words: "process
+/// mode: a supervisor and 4 worker processes".
+fn workers_line(cli: &Cli) -> String {
+    let n = cli
+        .workers
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    match cli.worker_mode {
+        crate::settings::WorkerMode::Process => {
+            format!("process mode: a supervisor and {n} worker process(es), each its own apps")
+        }
+        crate::settings::WorkerMode::Thread => format!(
+            "thread mode: one process, {n} event-loop thread(s); no crash containment \
+             (--worker-mode process has it)"
+        ),
+    }
+}
+
 /// Thread mode: the flags only worker processes have are refused when
 /// given, naming `--worker-mode process`.
 pub fn process_mode_only(cli: &Cli) -> Result<(), BootError> {
@@ -550,6 +567,8 @@ pub fn check(cli: &Cli) -> Result<(), BootError> {
     ) {
         Ok(registry) => {
             let state = registry.state();
+            println!("# workers");
+            println!("{}", workers_line(cli));
             println!("# mounts");
             for app in state.mounts.apps() {
                 let mount = if app.mount.is_empty() {

@@ -448,6 +448,17 @@ fn check_passes_a_good_configuration_and_prints_the_mounts() {
     assert!(stdout.contains("/news -> article 0.1.0"), "{stdout}");
     assert!(stdout.contains("/demo -> demo 0.1.0"), "{stdout}");
     assert!(stdout.contains("max_body = \"8M\""), "{stdout}");
+    // The default worker mode, said.
+    assert!(
+        stdout.contains("# workers\nprocess mode: a supervisor and "),
+        "{stdout}"
+    );
+    let thread = setup.run(&["check", "--worker-mode", "thread", "--workers", "3"]);
+    let said = text(&thread.stdout);
+    assert!(
+        said.contains("thread mode: one process, 3 event-loop thread(s); no crash containment"),
+        "{said}"
+    );
     assert!(
         stdout.contains("stoa check: the configuration is OK"),
         "{stdout}"
