@@ -24,8 +24,14 @@ pub const STOA: &str = env!("CARGO_BIN_EXE_stoa");
 /// How long the host may take to load its apps and print its port.
 pub const START_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// How long to wait for a log line or an access-log line.
+/// How long to wait for a state a test polls (a status field, a count).
 pub const WAIT: Duration = Duration::from_secs(5);
+
+/// How long `wait_log`, `wait_lines` and `access_lines` wait for a line:
+/// long, since on two shared cores under a full suite a line that follows
+/// a worker's death and replacement (a new process loading its apps) can
+/// take seconds; a wait that succeeds returns at the line.
+pub const LOG_WAIT: Duration = Duration::from_secs(30);
 
 /// Runs a test function `fn name(poller: &str)` once per backend, as four
 /// `#[test]`s `name::select`, `name::poll`, `name::epoll` and
@@ -670,7 +676,7 @@ impl Server {
 
     /// Waits until the log holds a line containing every needle.
     pub fn wait_log(&self, needles: &[&str]) -> bool {
-        self.log.wait(WAIT, |t| {
+        self.log.wait(LOG_WAIT, |t| {
             t.lines().any(|l| needles.iter().all(|n| l.contains(n)))
         })
     }
@@ -678,7 +684,7 @@ impl Server {
     /// Waits until at least `n` log lines contain every needle (a line the
     /// host writes after its answer may lag it), then returns all of them.
     pub fn wait_lines(&self, needles: &[&str], n: usize) -> Vec<String> {
-        self.log.wait(WAIT, |t| {
+        self.log.wait(LOG_WAIT, |t| {
             t.lines()
                 .filter(|l| needles.iter().all(|x| l.contains(x)))
                 .count()
@@ -710,7 +716,7 @@ impl Server {
     /// Waits until the access log has `n` lines, and returns them.
     pub fn access_lines(&self, n: usize) -> Vec<String> {
         let read = || std::fs::read_to_string(&self.access_log).unwrap_or_default();
-        wait_until(WAIT, || read().lines().count() >= n);
+        wait_until(LOG_WAIT, || read().lines().count() >= n);
         read().lines().map(str::to_string).collect()
     }
 }

@@ -697,7 +697,11 @@ fn crash_three_times(server: &Server) {
             "{}",
             server.log()
         );
-        server.wait_lines(&["replaced by pid"], round);
+        assert!(
+            server.wait_lines(&["replaced by pid"], round).len() >= round,
+            "{}",
+            server.log()
+        );
     }
 }
 
