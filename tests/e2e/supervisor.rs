@@ -20,6 +20,7 @@ use std::time::Duration;
 
 matrix!(
     the_default_mode_contains_a_crash_on_the_loop_and_on_the_pool,
+    a_crash_names_and_logs_the_requests_waiting_for_an_answer,
     a_crash_takes_down_only_its_worker,
     a_stuck_worker_is_killed_while_others_answer,
     fresh_connections_reach_both_workers,
@@ -401,6 +402,51 @@ fn the_default_mode_contains_a_crash_on_the_loop_and_on_the_pool(poller: &str) {
         let n = read().lines().filter(|line| line.contains(l)).count();
         assert_eq!(n, 1, "{l}: {n} lines:\n{}", read());
     }
+}
+
+/// A request whose answer comes later (from a thread of the app's) is in
+/// flight too: a crash meanwhile names it beside the request that crashed,
+/// and logs a 502 line for each.
+fn a_crash_names_and_logs_the_requests_waiting_for_an_answer(poller: &str) {
+    let server = Server::launch(poller)
+        .apps(&["crashy"])
+        .default_worker_mode()
+        .access_log()
+        .args(&["--workers", "1", "--quarantine-after", "0"])
+        .shell("ulimit -c 0")
+        .start();
+    let mut slow = Conn::open(server.port, RESPAWN).expect("connect to stoa");
+    slow.stream
+        .write_all(&request("GET", "/crashy/slow?ms=60000", &[]))
+        .expect("send /slow");
+    assert!(
+        server.wait_log(&["crashy: /slow started"]),
+        "{}",
+        server.log()
+    );
+    crash(&server, "/crashy/null");
+    let line = "in flight: 2 request(s): crashy GET /crashy/null, \
+                crashy GET /crashy/slow?ms=60000 (waiting for its answer)";
+    assert!(
+        server.wait_log(&[line]),
+        "no line {line:?}:\n{}",
+        server.log()
+    );
+    let lost = [
+        "\"GET /crashy/null HTTP/1.1\" 502 ",
+        "\"GET /crashy/slow?ms=60000 HTTP/1.1\" 502 ",
+    ];
+    let read = || std::fs::read_to_string(server.access_log_path()).unwrap_or_default();
+    let logged = wait_until(RESPAWN, || lost.iter().all(|l| read().contains(l)));
+    assert!(
+        logged,
+        "no 502 lines {lost:?} in the access log:\n{}",
+        read()
+    );
+    // Its connection died with the worker, unanswered.
+    let mut rest = Vec::new();
+    let _ = slow.stream.read_to_end(&mut rest);
+    assert!(!String::from_utf8_lossy(&rest).starts_with("HTTP/1.1 200"));
 }
 
 fn a_crash_takes_down_only_its_worker(poller: &str) {

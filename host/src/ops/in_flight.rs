@@ -1,21 +1,50 @@
-//! The requests a worker process's blocking pool runs, on a board in the
-//! worker's row of the shared area (`worker_row`), so that the supervisor
-//! can name them, and write their access-log lines, when the worker dies
-//! while running them (its loop's request is in its `Spot`).
+//! The requests in flight in a worker process beyond the loop's own call
+//! (on the blocking pool, or waiting for an answer the app gives later),
+//! on a board in the worker's row of the shared area (`worker_row`), so
+//! that the supervisor can name them, and write their access-log lines,
+//! when the worker dies with them (the request the loop itself runs is in
+//! its `Spot`).
 //!
-//! A pool thread takes an entry when it starts a request's handler and
-//! gives it back when the handler returns. The entries are taken from a
-//! bitmask word with a compare-and-swap (only this process's threads write
-//! it); each entry is a `TextCell` with its own sequence word, so the
-//! supervisor reads a settled text or none. Past the last entry a request
-//! is counted only (`unlisted`). Writes happen once per pool request,
-//! never on the loop's inline path.
+//! The loop puts a request on the board when its handler returns without
+//! an answer (or before a pool thread may run it); the entry goes when the
+//! answer is queued or the connection closes. The entries are taken from
+//! a bitmask word with a compare-and-swap; each entry is a `TextCell` with
+//! its own sequence word, so the supervisor reads a settled text or none.
+//! Past the last entry a request is counted only (`unlisted`). A request
+//! answered in its handler's call (the common case) never touches it.
 
 use crate::ops::access_log::AccessInfo;
 use crate::ops::worker_row::TextCell;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::sync::Arc;
+
+/// Where a request on the board waits for its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Waits {
+    /// Queued for, or running on, the blocking pool.
+    OnPool,
+    /// The app answers later (a timer, a thread of its own, an event loop).
+    #[default]
+    Later,
+}
+
+impl Waits {
+    fn word(self) -> &'static str {
+        match self {
+            Waits::OnPool => "pool",
+            Waits::Later => "later",
+        }
+    }
+
+    /// How a crash line says it.
+    pub fn said(self) -> &'static str {
+        match self {
+            Waits::OnPool => "blocking pool",
+            Waits::Later => "waiting for its answer",
+        }
+    }
+}
 
 /// Entries of a board: requests it names at once.
 const ENTRIES: usize = 32;
@@ -40,6 +69,7 @@ pub struct Flight {
     pub target: String,
     /// `HTTP/1.x`.
     pub protocol: String,
+    pub waits: Waits,
 }
 
 impl Flight {
@@ -53,19 +83,24 @@ impl Flight {
             clean(&self.client),
             clean(&self.method),
             clean(&self.protocol),
+            self.waits.word().to_string(),
             clean(&self.target),
         ]
         .join("\t")
     }
 
     fn parse(text: &str) -> Option<Flight> {
-        let mut fields = text.splitn(5, '\t');
+        let mut fields = text.splitn(6, '\t');
         let mut next = || fields.next().map(str::to_string);
         Some(Flight {
             app: next()?,
             client: next()?,
             method: next()?,
             protocol: next()?,
+            waits: match next()?.as_str() {
+                "pool" => Waits::OnPool,
+                _ => Waits::Later,
+            },
             target: next()?,
         })
     }
@@ -169,6 +204,11 @@ mod tests {
             method: "GET".into(),
             target: format!("/abort?n={n}"),
             protocol: "HTTP/1.1".into(),
+            waits: if n % 2 == 0 {
+                Waits::OnPool
+            } else {
+                Waits::Later
+            },
         }
     }
 

@@ -21,7 +21,7 @@ use crate::listen::Stream;
 use crate::ops::access_log::AccessInfo;
 use crate::ops::access_log::Answered;
 use crate::ops::admin;
-use crate::ops::in_flight::{Flight, Flights};
+use crate::ops::in_flight::{Flight, Waits};
 use crate::ops::spot::Running;
 use crate::poller::Token;
 use crate::server::request::{with_view, HeadText, Meta, OwnedRequest};
@@ -159,6 +159,10 @@ impl Dispatcher {
         // `on_gone` task it registered.
         let mut after = now;
         let mut on_gone = None;
+        // A request the app did not answer in its call is on the board of
+        // requests in flight until its answer (see `in_flight`).
+        let board = shared.board.flights(self.worker);
+        let mut on_board = None;
         let (answer, blocking_path) = match (refusal, &target, app) {
             (Some(refusal), _, _) => (Some(Answer::Response(refusal, &[])), None),
             (None, Target::Host, _) => {
@@ -200,10 +204,14 @@ impl Dispatcher {
                                 app,
                                 path,
                                 deadline: now + timeout,
-                                board: shared.board.flights(self.worker),
-                                flight: flight_of(app, request),
                             };
+                            // On the board before a pool thread can run it.
+                            let flight = flight_of(app, request, Waits::OnPool);
+                            let guard = board.enter(&flight);
                             let r = submit_blocking(pool, job, owned, responder);
+                            if r.is_none() {
+                                on_board = Some(guard);
+                            }
                             (r, Some(Box::<str>::from(path)))
                         }
                         None => {
@@ -214,6 +222,10 @@ impl Dispatcher {
                                 started: now,
                             };
                             let (inline, gone, read) = self.run_inline(call, reply, accept, tls);
+                            if inline.is_none() {
+                                on_board =
+                                    Some(board.enter(&flight_of(app, request, Waits::Later)));
+                            }
                             after = read;
                             on_gone = gone.map(|task| Gone {
                                 task,
@@ -227,6 +239,9 @@ impl Dispatcher {
         };
         let timeout = app.and_then(|(app, _)| app.limits.app_timeout);
         conn.begin_dispatch(id, now, slot, blocking_path, access);
+        if let Some(guard) = on_board {
+            conn.hold_on_board(guard);
+        }
         if let Some(timeout) = timeout {
             conn.set_app_timeout(timeout);
         }
@@ -549,9 +564,6 @@ struct BlockingJob<'a> {
     app: &'a Arc<LoadedApp>,
     path: &'a str,
     deadline: Instant,
-    /// Where the job is shown while it runs, and as what.
-    board: Flights,
-    flight: Flight,
 }
 
 /// An app's answer must be a final status (`is_final`); one that is not
@@ -598,17 +610,10 @@ fn submit_blocking(
         app,
         path,
         deadline,
-        board,
-        flight,
     } = job;
     let run_app = app.clone();
     let work = Box::new(move |fate: Fate| match fate {
-        Fate::Run => {
-            // On the board while it runs: the supervisor names it, and logs
-            // it, if the process dies meanwhile.
-            let _on_board = board.enter(&flight);
-            owned.with_view(|request| run_app.handle(request, responder))
-        }
+        Fate::Run => owned.with_view(|request| run_app.handle(request, responder)),
         Fate::Expired => responder.respond(HostAnswer::AppTimeout.response()),
         Fate::Reclaimed => responder.respond(HostAnswer::ShareReclaimed.response()),
     });
@@ -627,8 +632,8 @@ fn submit_blocking(
     }
 }
 
-/// A request as the board of the pool's requests keeps it.
-fn flight_of(app: &LoadedApp, request: &stoa_app_api::abi::Request<'_>) -> Flight {
+/// A request as the board of requests in flight keeps it.
+fn flight_of(app: &LoadedApp, request: &stoa_app_api::abi::Request<'_>, waits: Waits) -> Flight {
     let mut target = format!("{}{}", request.script_name, request.path_info);
     if !request.query.is_empty() {
         target.push('?');
@@ -640,6 +645,7 @@ fn flight_of(app: &LoadedApp, request: &stoa_app_api::abi::Request<'_>) -> Fligh
         method: request.method.to_string(),
         target,
         protocol: format!("HTTP/1.{}", request.version_minor),
+        waits,
     }
 }
 

@@ -59,14 +59,15 @@ fn signal_name(sig: i32) -> &'static str {
 }
 
 /// What a dead worker was serving: the request its loop was running (if
-/// it was in app code), the requests its blocking pool was running, and
+/// it was in app code), the requests on its blocking pool or waiting for
+/// an answer the app gives later, and
 /// its open connections, which died with it.
 pub struct InFlight {
     /// The app and request (or callback) on the loop.
     pub on_loop: Option<(String, Spotted)>,
-    /// The requests on the blocking pool.
-    pub on_pool: Vec<Flight>,
-    /// Pool requests past the board's entries: counted, not named.
+    /// The requests on the blocking pool or waiting for a later answer.
+    pub waiting: Vec<Flight>,
+    /// Requests past the board's entries: counted, not named.
     pub unlisted: u64,
     /// Connections open at the worker's last report (a tenth of a second
     /// old at most).
@@ -85,10 +86,10 @@ impl InFlight {
         let from_apps_thread = hazard
             .split_once('\t')
             .map(|(what, digest)| (what.to_string(), digest.to_string()));
-        let (on_pool, unlisted) = row.flights().running();
+        let (waiting, unlisted) = row.flights().running();
         InFlight {
             on_loop: spot_in_row(row),
-            on_pool,
+            waiting,
             unlisted,
             open: row.open(),
             culprit: from_loop.or(from_apps_thread),
@@ -107,18 +108,21 @@ impl InFlight {
         if let Some((app, spotted)) = &self.on_loop {
             named.push(format!("{app} {}", spotted.place()));
         }
-        for f in &self.on_pool {
+        for f in &self.waiting {
             named.push(format!(
-                "{} {} {} (blocking pool)",
-                f.app, f.method, f.target
+                "{} {} {} ({})",
+                f.app,
+                f.method,
+                f.target,
+                f.waits.said()
             ));
         }
         let count = named.len() as u64 + self.unlisted;
         let mut text = match (count, self.unlisted) {
-            (0, _) => "in flight: 0 request(s) on its loop or its blocking pool".to_string(),
+            (0, _) => "in flight: 0 request(s)".to_string(),
             (_, 0) => format!("in flight: {count} request(s): {}", named.join(", ")),
             (_, more) => format!(
-                "in flight: {count} request(s): {}{}{more} more on its blocking pool",
+                "in flight: {count} request(s): {}{}{more} more",
                 named.join(", "),
                 if named.is_empty() { "" } else { ", " }
             ),
@@ -143,11 +147,11 @@ impl InFlight {
             user_agent: None,
             app: Some((app.clone(), None)),
         });
-        let on_pool = self.on_pool.iter().map(|f| AccessInfo {
+        let waiting = self.waiting.iter().map(|f| AccessInfo {
             app: Some((f.app.clone(), None)),
             ..f.access_info()
         });
-        on_loop.chain(on_pool).collect()
+        on_loop.chain(waiting).collect()
     }
 }
 

@@ -31,6 +31,7 @@ mod ws;
 
 use crate::http::output::Output;
 use crate::http::reader::{BufPool, RequestReader};
+use crate::ops::in_flight::OnBoard;
 use crate::poller::Interest;
 use crate::server::body_feed::BodyLink;
 use crate::server::route::Route;
@@ -152,6 +153,9 @@ pub struct Pending {
     /// The app's task for a request abandoned before its answer
     /// (`RawResponder::on_gone`).
     gone: Option<Gone>,
+    /// Its entry on the board of requests in flight (`ops::in_flight`),
+    /// while the app has not answered.
+    on_board: Option<OnBoard>,
     /// What the request's head asked for (version, `Connection`).
     keep_alive: bool,
     version_minor: u8,

@@ -9,6 +9,7 @@ use crate::http::parse::Head;
 use crate::http::reader::{BodyPlan, BufPool, ReadState};
 use crate::http::response::{Fixed, Persist};
 use crate::http::HttpError;
+use crate::ops::in_flight::OnBoard;
 use crate::server::body_feed::BodyLink;
 use crate::server::route::Route;
 use crate::settings::ConnParams;
@@ -55,6 +56,14 @@ impl<S> Conn<S> {
     /// for its answer, reading nothing meanwhile, and the request's bytes
     /// leave the buffer. HEAD and the keep-alive wishes are taken from its
     /// head; `path` is kept for jobs on the blocking pool.
+    /// Keeps the request's entry on the board of requests in flight until
+    /// it is answered (or its connection closes).
+    pub fn hold_on_board(&mut self, guard: OnBoard) {
+        if let Phase::Dispatched(d) = &mut self.phase {
+            d.pending.on_board = Some(guard);
+        }
+    }
+
     pub fn begin_dispatch(
         &mut self,
         id: u64,
@@ -80,6 +89,7 @@ impl<S> Conn<S> {
             access,
             timeout: None,
             gone: None,
+            on_board: None,
             keep_alive,
             version_minor,
         };
