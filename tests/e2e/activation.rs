@@ -29,6 +29,8 @@ fn activated(
     }
     cmd.args(extra)
         .arg(STOA)
+        // Thread mode's upgrade: a new process takes the sockets over.
+        .args(["--worker-mode", "thread"])
         .args(["--poller", "epoll", "--workers", "2", "--apps"])
         .arg(apps)
         .stdin(Stdio::null())

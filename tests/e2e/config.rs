@@ -244,7 +244,7 @@ fn every_mistake_is_reported_at_once_at_its_line_and_column() {
         at(
             "3:15",
             "`worker_mode`: unknown value \"proces\" (did you mean \"process\"?); \
-             valid: thread, process",
+             valid: process, thread",
         ),
         at("4:12", "`no_watch`: expected true or false, got \"yes\""),
         at("5:12", "`max_body`: unknown size unit \"Q\" in \"1Q\""),
@@ -281,7 +281,10 @@ fn print_config_refuses_what_check_refuses() {
             "stuck_after = \"2s\"\nworker_mode = \"process\"\nworker_timeout = \"2s\"\n",
             "(stuck_after at CONFIG:1:15; worker_timeout at CONFIG:3:18)",
         ),
-        ("worker_max_requests = 100\n", "--worker-max-requests"),
+        (
+            "worker_mode = \"thread\"\nworker_max_requests = 100\n",
+            "--worker-max-requests",
+        ),
     ] {
         let setup = Setup::new(toml, &[]);
         let needle = needle.replace("CONFIG", &setup.config().display().to_string());

@@ -319,7 +319,8 @@ fn sigusr2_upgrade_under_load_loses_nothing(poller: &str) {
     assert_eq!(status_of(port, "/article"), 200, "the new stoa serves");
 }
 
-/// Starts `binary` (a copy of stoa) serving `apps` on `poller`; its port.
+/// Starts `binary` (a copy of stoa) serving `apps` on `poller` in thread
+/// mode; its port.
 pub(crate) fn start_copy(
     binary: &Path,
     apps: &Path,
@@ -327,7 +328,9 @@ pub(crate) fn start_copy(
     extra: &[&std::ffi::OsStr],
 ) -> (Group, u16, Arc<std::sync::Mutex<String>>) {
     let mut cmd = Command::new(binary);
-    cmd.args(["--bind", "127.0.0.1:0", "--poller", poller, "--apps"])
+    // Thread mode's upgrade: SIGUSR2 starts a new process.
+    cmd.args(["--worker-mode", "thread"])
+        .args(["--bind", "127.0.0.1:0", "--poller", poller, "--apps"])
         .arg(apps)
         .args(extra)
         .stdin(Stdio::null())
