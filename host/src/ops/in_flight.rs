@@ -204,7 +204,7 @@ mod tests {
             method: "GET".into(),
             target: format!("/abort?n={n}"),
             protocol: "HTTP/1.1".into(),
-            waits: if n % 2 == 0 {
+            waits: if n.is_multiple_of(2) {
                 Waits::OnPool
             } else {
                 Waits::Later
