@@ -312,6 +312,28 @@ fn article_client(port: u16, stop: &AtomicBool) -> Tally {
     tally
 }
 
+/// What the `/article` clients saw while workers crashed: answers (some),
+/// all 200, none hung, and only requests on a worker in `dead` ended
+/// unanswered; how many did.
+fn lost_only_on_the_dead(tallies: &[Tally], dead: &BTreeSet<u32>) -> usize {
+    let ok: u64 = tallies.iter().map(|t| t.ok).sum();
+    let wrong: Vec<_> = tallies.iter().flat_map(|t| &t.wrong).collect();
+    let hung: u64 = tallies.iter().map(|t| t.hung).sum();
+    let ended: Vec<_> = tallies.iter().flat_map(|t| &t.ended).collect();
+    assert!(ok > 0, "no /article answered during the crashes");
+    assert!(wrong.is_empty(), "answers other than 200: {wrong:?}");
+    assert_eq!(hung, 0, "requests with no answer within {HANG:?}");
+    let on_live: Vec<_> = ended
+        .iter()
+        .filter(|(pid, _)| pid.is_some_and(|p| !dead.contains(&p)))
+        .collect();
+    assert!(
+        on_live.is_empty(),
+        "requests ended on a worker that did not die ({ok} answered): {on_live:?}"
+    );
+    ended.len()
+}
+
 /// With no `--worker-mode` (process mode is the default), a native
 /// handler writing through NULL on the loop and one aborting on the
 /// blocking pool each cost their own request and the connections of their
@@ -365,27 +387,13 @@ fn the_default_mode_contains_a_crash_on_the_loop_and_on_the_pool(poller: &str) {
         .into_iter()
         .map(|c| c.join().expect("an article client"))
         .collect();
-    let ok: u64 = tallies.iter().map(|t| t.ok).sum();
-    let wrong: Vec<_> = tallies.iter().flat_map(|t| &t.wrong).collect();
-    let hung: u64 = tallies.iter().map(|t| t.hung).sum();
-    let ended: Vec<_> = tallies.iter().flat_map(|t| &t.ended).collect();
-    assert!(ok > 0, "no /article answered during the crashes");
-    assert!(wrong.is_empty(), "answers other than 200: {wrong:?}");
-    assert_eq!(hung, 0, "requests with no answer within {HANG:?}");
     let dead: BTreeSet<u32> = server
         .log_lines(&["was killed by signal"])
         .iter()
         .filter_map(|l| pid_in(l))
         .collect();
     assert_eq!(dead.len(), 2, "{}", server.log());
-    let on_live: Vec<_> = ended
-        .iter()
-        .filter(|(pid, _)| pid.is_some_and(|p| !dead.contains(&p)))
-        .collect();
-    assert!(
-        on_live.is_empty(),
-        "requests ended on a worker that did not die: {on_live:?}"
-    );
+    lost_only_on_the_dead(&tallies, &dead);
     // The lost requests' lines, written by the supervisor.
     let lost = [
         "\"GET /crashy/null HTTP/1.1\" 502 0 \"-\" \"-\" app=crashy gen=-",
@@ -493,32 +501,16 @@ fn a_crash_takes_down_only_its_worker(poller: &str) {
     let dead: BTreeSet<u32> = deaths.iter().filter_map(|l| pid_in(l)).collect();
     assert_eq!(dead.len(), CRASHES, "a pid per death: {deaths:#?}");
 
-    let ok: u64 = tallies.iter().map(|t| t.ok).sum();
-    let wrong: Vec<_> = tallies.iter().flat_map(|t| &t.wrong).collect();
-    let hung: u64 = tallies.iter().map(|t| t.hung).sum();
-    let ended: Vec<_> = tallies.iter().flat_map(|t| &t.ended).collect();
-    assert!(ok > 0, "no /article answered during the crashes");
-    assert!(wrong.is_empty(), "answers other than 200: {wrong:?}");
-    assert_eq!(hung, 0, "requests with no answer within {HANG:?}");
-    // Only requests on a worker that died may end unanswered. A crash ends
-    // the connections of its worker, costing each client there one
-    // request (it then opens a new connection, on a live worker), and the
-    // crashes come one at a time: at most CRASHES x (clients on the
-    // crashed worker). Which worker a connection lands on is the kernel's
-    // choice, so clients-per-worker is bounded by ARTICLE_CLIENTS only.
-    let on_live: Vec<_> = ended
-        .iter()
-        .filter(|(pid, _)| pid.is_some_and(|p| !dead.contains(&p)))
-        .collect();
+    // A crash ends the connections of its worker, costing each client
+    // there one request (it then opens a new connection, on a live
+    // worker), and the crashes come one at a time: at most CRASHES x
+    // (clients on the crashed worker). Which worker a connection lands on
+    // is the kernel's choice, so clients-per-worker is bounded by
+    // ARTICLE_CLIENTS only.
+    let ended = lost_only_on_the_dead(&tallies, &dead);
     assert!(
-        on_live.is_empty(),
-        "requests ended on a worker that did not die: {on_live:?}"
-    );
-    assert!(
-        ended.len() <= CRASHES * ARTICLE_CLIENTS,
-        "{} /article requests ended unanswered over {CRASHES} crashes \
-         ({ok} answered): {ended:?}",
-        ended.len()
+        ended <= CRASHES * ARTICLE_CLIENTS,
+        "{ended} /article requests ended unanswered over {CRASHES} crashes"
     );
     let now = worker_pids(&server, 2);
     assert_eq!(now.len(), 2, "both workers are not back: {now:?}");
