@@ -9,7 +9,8 @@
 #   docker run -p 8443:8443 -v /etc/stoa/tls:/etc/stoa/tls:ro \
 #     -e STOA_BIND=127.0.0.1:8000,tls://0.0.0.0:8443 \
 #     -e STOA_TLS_CERT=/etc/stoa/tls/tls.crt -e STOA_TLS_KEY=/etc/stoa/tls/tls.key stoa
-# Process mode (STOA_WORKER_MODE=process): stoa runs as PID 1 as a supervisor
+# Process mode (the default; STOA_WORKER_MODE=process below says it for the
+# reader): stoa runs as PID 1 as a supervisor
 # that loads no app code, reaps every child and turns `docker stop`'s SIGTERM
 # into a drain of its worker processes (one per CPU, or STOA_WORKERS); an app
 # that crashes or hangs costs one worker, which is replaced. Size the memory
