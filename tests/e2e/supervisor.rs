@@ -712,6 +712,42 @@ fn a_supervisor_killed_leaves_no_worker() {
     );
 }
 
+/// The supervisor's store of plugin copies, `stoa-generations-PID-*` in
+/// the temp dir, if there is one for `pid`.
+fn store_of(pid: u32) -> Option<std::path::PathBuf> {
+    let prefix = format!("stoa-generations-{pid}-");
+    std::fs::read_dir(std::env::temp_dir())
+        .ok()?
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+}
+
+/// A supervisor killed with SIGKILL cannot remove its store of plugin
+/// copies; the next one to start removes it (a host killed over and over
+/// does not fill the disk with copies of its plugins).
+#[test]
+fn a_killed_supervisor_s_store_is_removed_by_the_next() {
+    let mut first = start("epoll", &["crashy"], &[]);
+    let pid = first.pid();
+    let store = store_of(pid).unwrap_or_else(|| panic!("no store of pid {pid}"));
+    let _reap = Reap(worker_pids(&first, 2));
+    first.signal(Signal::KILL);
+    assert!(first.wait_exit(Duration::from_secs(10)).is_some());
+    drop(first);
+    assert!(store.exists(), "{} went with SIGKILL", store.display());
+    let next = start("epoll", &["crashy"], &[]);
+    let removed = wait_until(RESPAWN, || !store.exists());
+    assert!(
+        removed,
+        "{} is still there once the next stoa runs:\n{}",
+        store.display(),
+        next.log()
+    );
+    // The next one's own store is there while it runs.
+    assert!(store_of(next.pid()).is_some_and(|s| s.exists()));
+}
+
 /// Two worker processes, plugins quarantined after three deaths.
 const QUARANTINE_AFTER_3: [&str; 6] = [
     "--worker-mode",

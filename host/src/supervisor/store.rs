@@ -1,11 +1,18 @@
 //! The store of plugin copies the workers keep for rollbacks (see
-//! `apps::quarantine`): a 0700 directory the supervisor makes at start-up,
-//! names to its workers in `ops::peers::STORE_ENV`, keeps across its
-//! re-execution, and removes when it exits.
+//! `apps::quarantine`): a 0700 directory the supervisor makes at start-up
+//! (`stoa-generations-PID-XXXXXX` in the temp dir), names to its workers in
+//! `ops::peers::STORE_ENV`, keeps across its re-execution, and removes when
+//! it exits. A supervisor that could not remove its store (SIGKILL, the
+//! OOM killer, a power cut) leaves it behind, with copies of every plugin
+//! it vetted: the next supervisor to start removes each store whose pid is
+//! gone, so a host killed again and again does not fill the disk.
 
 use crate::error::BootError;
 use crate::ops::peers::STORE_ENV;
-use std::path::PathBuf;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+const PREFIX: &str = "stoa-generations-";
 
 pub struct Store(PathBuf);
 
@@ -17,8 +24,9 @@ impl Store {
                 return Ok(Store(PathBuf::from(path)));
             }
         }
+        sweep_orphans(&std::env::temp_dir());
         let dir = tempfile::Builder::new()
-            .prefix("stoa-generations-")
+            .prefix(&format!("{PREFIX}{}-", std::process::id()))
             .tempdir()
             .map_err(|e| BootError::system("create the store of plugin copies", e))?;
         let path = dir.keep();
@@ -32,5 +40,84 @@ impl Drop for Store {
         if let Err(e) = std::fs::remove_dir_all(&self.0) {
             log::warn!("cannot remove {}: {e}", self.0.display());
         }
+    }
+}
+
+/// Removes the stores in `dir` that this user owns and whose supervisor's
+/// pid is no longer alive. A store without a pid in its name (an older
+/// release's) is left alone, as is one whose pid lives (it may be reused
+/// by another process: then the store stays, which is the safe mistake).
+fn sweep_orphans(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let me = rustix::process::geteuid().as_raw();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = orphan_pid(&name.to_string_lossy()) else {
+            continue;
+        };
+        let path = entry.path();
+        let ours = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir() && m.uid() == me);
+        if !ours || alive(pid) {
+            continue;
+        }
+        match std::fs::remove_dir_all(&path) {
+            Ok(()) => log::info!(
+                "removed {}: the store of plugin copies of a stoa (pid {pid}) that ended \
+                 without removing it",
+                path.display()
+            ),
+            Err(e) => log::warn!("cannot remove the stale store {}: {e}", path.display()),
+        }
+    }
+}
+
+/// The pid in a store's name `stoa-generations-PID-XXXXXX`.
+fn orphan_pid(name: &str) -> Option<i32> {
+    let rest = name.strip_prefix(PREFIX)?;
+    let (pid, _) = rest.split_once('-')?;
+    pid.parse().ok().filter(|&p| p > 0)
+}
+
+fn alive(pid: i32) -> bool {
+    match rustix::process::Pid::from_raw(pid) {
+        // EPERM: alive, another user's.
+        Some(pid) => !matches!(
+            rustix::process::test_kill_process(pid),
+            Err(rustix::io::Errno::SRCH)
+        ),
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_s_name_gives_its_pid() {
+        assert_eq!(orphan_pid("stoa-generations-4242-aB3xYz"), Some(4242));
+        assert_eq!(orphan_pid("stoa-generations-aB3xYz"), None);
+        assert_eq!(orphan_pid("stoa-generations-0-aB3xYz"), None);
+        assert_eq!(orphan_pid("other-4242-x"), None);
+    }
+
+    #[test]
+    fn only_stores_of_gone_pids_are_swept() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        // A pid that cannot be alive (past pid_max), ours, and a legacy name.
+        let gone = dir.path().join(format!("{PREFIX}2147483000-abc"));
+        let live = dir
+            .path()
+            .join(format!("{PREFIX}{}-abc", std::process::id()));
+        let legacy = dir.path().join(format!("{PREFIX}abcdef"));
+        for d in [&gone, &live, &legacy] {
+            std::fs::create_dir(d).expect("mkdir");
+            std::fs::write(d.join("libx.so"), b"copy").expect("write");
+        }
+        sweep_orphans(dir.path());
+        assert!(!gone.exists());
+        assert!(live.exists() && legacy.exists());
     }
 }
