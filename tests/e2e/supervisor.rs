@@ -312,6 +312,36 @@ fn article_client(port: u16, stop: &AtomicBool) -> Tally {
     tally
 }
 
+/// `ARTICLE_CLIENTS` keep-alive `/article` clients, each on a thread of
+/// its own, told to stop when the load is finished or dropped (a test that
+/// fails leaves none running).
+struct ArticleLoad {
+    stop: StopOnDrop,
+    clients: Vec<std::thread::JoinHandle<Tally>>,
+}
+
+impl ArticleLoad {
+    fn start(port: u16) -> Self {
+        let stop = StopOnDrop(Arc::new(AtomicBool::new(false)));
+        let clients = (0..ARTICLE_CLIENTS)
+            .map(|_| {
+                let stop = stop.0.clone();
+                std::thread::spawn(move || article_client(port, &stop))
+            })
+            .collect();
+        ArticleLoad { stop, clients }
+    }
+
+    /// Stops the clients; what each saw.
+    fn finish(self) -> Vec<Tally> {
+        drop(self.stop);
+        self.clients
+            .into_iter()
+            .map(|c| c.join().expect("an article client"))
+            .collect()
+    }
+}
+
 /// What the `/article` clients saw while workers crashed: answers (some),
 /// all 200, none hung, and only requests on a worker in `dead` ended
 /// unanswered; how many did.
@@ -352,13 +382,7 @@ fn the_default_mode_contains_a_crash_on_the_loop_and_on_the_pool(poller: &str) {
     assert!(server.wait_log(&["supervisor: 2 worker process(es)"]));
     let first = worker_pids(&server, 2);
     assert_eq!(first.len(), 2, "two workers never answered: {first:?}");
-    let stop = StopOnDrop(Arc::new(AtomicBool::new(false)));
-    let clients: Vec<_> = (0..ARTICLE_CLIENTS)
-        .map(|_| {
-            let (port, stop) = (server.port, stop.0.clone());
-            std::thread::spawn(move || article_client(port, &stop))
-        })
-        .collect();
+    let load = ArticleLoad::start(server.port);
     let crashes = [
         (
             "/crashy/null",
@@ -382,11 +406,7 @@ fn the_default_mode_contains_a_crash_on_the_loop_and_on_the_pool(poller: &str) {
             server.log()
         );
     }
-    drop(stop);
-    let tallies: Vec<Tally> = clients
-        .into_iter()
-        .map(|c| c.join().expect("an article client"))
-        .collect();
+    let tallies = load.finish();
     let dead: BTreeSet<u32> = server
         .log_lines(&["was killed by signal"])
         .iter()
@@ -461,13 +481,7 @@ fn a_crash_takes_down_only_its_worker(poller: &str) {
     let server = start(poller, &["crashy", "article"], &[]);
     let first = worker_pids(&server, 2);
     assert_eq!(first.len(), 2, "two workers never answered: {first:?}");
-    let stop = StopOnDrop(Arc::new(AtomicBool::new(false)));
-    let clients: Vec<_> = (0..ARTICLE_CLIENTS)
-        .map(|_| {
-            let (port, stop) = (server.port, stop.0.clone());
-            std::thread::spawn(move || article_client(port, &stop))
-        })
-        .collect();
+    let load = ArticleLoad::start(server.port);
     let died = "was killed by signal 11 (SIGSEGV)";
     // One crash at a time, each once the last one's replacement serves: a
     // worker is always up, and the article clients on it keep answering.
@@ -483,11 +497,7 @@ fn a_crash_takes_down_only_its_worker(poller: &str) {
             server.log()
         );
     }
-    drop(stop);
-    let tallies: Vec<Tally> = clients
-        .into_iter()
-        .map(|c| c.join().expect("an article client"))
-        .collect();
+    let tallies = load.finish();
     let deaths = server.log_lines(&[died]);
     assert_eq!(deaths.len(), CRASHES, "{deaths:#?}");
     let unnamed: Vec<_> = deaths
