@@ -568,9 +568,13 @@
 //!
 //! ## Shared state done right
 //!
-//! One app instance serves every worker thread at once (the constructor
-//! runs once per loaded library), hence `App: Send + Sync`: state lives in
-//! atomics or behind a lock, never in a plain field mutated through `&self`.
+//! One app instance serves every thread of its process at once (the event
+//! loop, the blocking pool; under `--worker-mode thread` every worker
+//! thread), and the constructor runs once per loaded library, hence
+//! `App: Send + Sync`: state lives in atomics or behind a lock, never in a
+//! plain field mutated through `&self`. In the default process mode each
+//! worker process has an instance of its own, so what must be shared across
+//! workers (a counter, a session) belongs in a database or cache server.
 //! Hold a lock briefly and never across a blocking call on the event loop.
 //! State lives in memory: a hot replace starts a new instance from its
 //! constructor (see [`Context`] for settings).

@@ -186,7 +186,7 @@ pub enum BootError {
         stuck_after: Duration,
     },
     /// A worker-process flag given in thread mode.
-    #[error("{flags} replace(s) worker processes: give --worker-mode process too (thread mode has one process)")]
+    #[error("{flags} replace(s) worker processes: drop --worker-mode thread, or give --worker-mode process (the default; thread mode has one process)")]
     ProcessModeOnly { flags: String },
     /// `--worker-timeout` at or under `--stuck-after`.
     #[error(
