@@ -713,6 +713,21 @@ impl Server {
         &self.access_log
     }
 
+    /// Waits until the access log holds a line containing each of `lines`;
+    /// false (after `LOG_WAIT`) if one never comes.
+    pub fn wait_access_log(&self, lines: &[&str]) -> bool {
+        let read = || std::fs::read_to_string(&self.access_log).unwrap_or_default();
+        wait_until(LOG_WAIT, || {
+            let text = read();
+            lines.iter().all(|l| text.contains(l))
+        })
+    }
+
+    /// The access log's text as it stands now.
+    pub fn access_log_text(&self) -> String {
+        std::fs::read_to_string(&self.access_log).unwrap_or_default()
+    }
+
     /// Waits until the access log has `n` lines, and returns them.
     pub fn access_lines(&self, n: usize) -> Vec<String> {
         let read = || std::fs::read_to_string(&self.access_log).unwrap_or_default();

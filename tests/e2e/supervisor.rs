@@ -419,16 +419,15 @@ fn the_default_mode_contains_a_crash_on_the_loop_and_on_the_pool(poller: &str) {
         "\"GET /crashy/null HTTP/1.1\" 502 0 \"-\" \"-\" app=crashy gen=-",
         "\"GET /crashy/abort?pool=1 HTTP/1.1\" 502 0 \"-\" \"-\" app=crashy gen=-",
     ];
-    let read = || std::fs::read_to_string(server.access_log_path()).unwrap_or_default();
-    let logged = wait_until(RESPAWN, || lost.iter().all(|l| read().contains(l)));
     assert!(
-        logged,
+        server.wait_access_log(&lost),
         "no 502 lines {lost:?} in the access log:\n{}",
-        read()
+        server.access_log_text()
     );
+    let text = server.access_log_text();
     for l in lost {
-        let n = read().lines().filter(|line| line.contains(l)).count();
-        assert_eq!(n, 1, "{l}: {n} lines:\n{}", read());
+        let n = text.lines().filter(|line| line.contains(l)).count();
+        assert_eq!(n, 1, "{l}: {n} lines:\n{text}");
     }
 }
 
@@ -464,12 +463,10 @@ fn a_crash_names_and_logs_the_requests_waiting_for_an_answer(poller: &str) {
         "\"GET /crashy/null HTTP/1.1\" 502 ",
         "\"GET /crashy/slow?ms=60000 HTTP/1.1\" 502 ",
     ];
-    let read = || std::fs::read_to_string(server.access_log_path()).unwrap_or_default();
-    let logged = wait_until(RESPAWN, || lost.iter().all(|l| read().contains(l)));
     assert!(
-        logged,
+        server.wait_access_log(&lost),
         "no 502 lines {lost:?} in the access log:\n{}",
-        read()
+        server.access_log_text()
     );
     // Its connection died with the worker, unanswered.
     let mut rest = Vec::new();

@@ -14,6 +14,7 @@
 //! answered in its handler's call (the common case) never touches it.
 
 use crate::ops::access_log::AccessInfo;
+use crate::ops::spot::Spotted;
 use crate::ops::worker_row::TextCell;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
@@ -105,8 +106,20 @@ impl Flight {
         })
     }
 
-    /// What the access log needs of it (no referer or user agent: the
-    /// board does not keep them).
+    /// The request a worker's loop was running (`Spot`), of app `app`.
+    pub fn on_loop(app: &str, spotted: &Spotted) -> Flight {
+        Flight {
+            app: app.to_string(),
+            client: spotted.client.clone(),
+            method: spotted.method.clone(),
+            target: spotted.path.clone(),
+            protocol: spotted.protocol.clone(),
+            waits: Waits::Later,
+        }
+    }
+
+    /// What the access log needs of it: its app (the generation is not
+    /// known), and no referer or user agent (neither is kept).
     pub fn access_info(&self) -> AccessInfo {
         AccessInfo {
             client: Arc::from(self.client.as_str()),
@@ -115,7 +128,7 @@ impl Flight {
             protocol: self.protocol.clone(),
             referer: None,
             user_agent: None,
-            app: None,
+            app: Some((self.app.clone(), None)),
         }
     }
 }

@@ -7,7 +7,6 @@ use crate::ops::spot::Spotted;
 use crate::ops::watchdog::{app_in_row, slot_in_row, spot_in_row};
 use crate::ops::worker_row::Row;
 use rustix::process::WaitStatus;
-use std::sync::Arc;
 
 /// How a process ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -138,20 +137,11 @@ impl InFlight {
     /// logs a request whose upstream died, with its app.
     pub fn lost_requests(&self) -> Vec<AccessInfo> {
         let on_loop = self.on_loop.iter().filter(|(_, s)| !s.client.is_empty());
-        let on_loop = on_loop.map(|(app, s)| AccessInfo {
-            client: Arc::from(s.client.as_str()),
-            method: s.method.clone(),
-            target: s.path.clone(),
-            protocol: s.protocol.clone(),
-            referer: None,
-            user_agent: None,
-            app: Some((app.clone(), None)),
-        });
-        let waiting = self.waiting.iter().map(|f| AccessInfo {
-            app: Some((f.app.clone(), None)),
-            ..f.access_info()
-        });
-        on_loop.chain(waiting).collect()
+        let on_loop = on_loop.map(|(app, s)| Flight::on_loop(app, s));
+        on_loop
+            .chain(self.waiting.iter().cloned())
+            .map(|f| f.access_info())
+            .collect()
     }
 }
 

@@ -72,10 +72,9 @@ fn an_abort_in_a_python_request_costs_only_its_worker(poller: &str) {
         server.log()
     );
     let lost = "\"GET /py/abort HTTP/1.1\" 502 0 \"-\" \"-\" app=wsgi gen=-";
-    let read = || std::fs::read_to_string(server.access_log_path()).unwrap_or_default();
     assert!(
-        wait_until(RESPAWN, || read().contains(lost)),
+        server.wait_access_log(&[lost]),
         "no line {lost:?} in the access log:\n{}",
-        read()
+        server.access_log_text()
     );
 }
