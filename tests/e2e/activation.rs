@@ -238,17 +238,21 @@ fn watchdog_keepalives_go_on_to_the_service_manager_after_an_upgrade() {
     let new = upgrade(&mut server, Duration::from_secs(30));
     // The new process was told READY=1 goes to a private socket, and
     // everything after to the service manager's.
-    let private = environ_of(new.0, "NOTIFY_SOCKET").expect("the new process's NOTIFY_SOCKET");
+    let private = environ_of(new.pid, "NOTIFY_SOCKET").expect("the new process's NOTIFY_SOCKET");
     assert_ne!(private, path);
     assert_eq!(
-        environ_of(new.0, "STOA_SERVICE_NOTIFY_SOCKET").as_deref(),
+        environ_of(new.pid, "STOA_SERVICE_NOTIFY_SOCKET").as_deref(),
         Some(path)
     );
     assert!(
         !std::path::Path::new(&private).exists(),
         "the private socket {private} is still there"
     );
-    let told = wait_message(&sock, &format!("MAINPID={}", new.0), Duration::from_secs(5));
+    let told = wait_message(
+        &sock,
+        &format!("MAINPID={}", new.pid),
+        Duration::from_secs(5),
+    );
     assert!(told.is_some(), "the manager was not told the new main pid");
     // The old process has exited: what comes now is the new one's.
     while sock.recv(&mut [0u8; 512]).is_ok() {}
@@ -257,7 +261,7 @@ fn watchdog_keepalives_go_on_to_the_service_manager_after_an_upgrade() {
         assert!(
             late.is_some(),
             "no WATCHDOG=1 from the new process {}",
-            new.0
+            new.pid
         );
     }
     assert_eq!(
@@ -302,7 +306,7 @@ fn a_drain_during_an_unfinished_upgrade_stops_the_new_process() {
         .first()
         .and_then(|l| l.split("(pid ").nth(1)?.split(')').next()?.parse().ok())
         .unwrap_or_else(|| panic!("no start line: {}", server.log()));
-    let _new = KillPid(new_pid);
+    let _new = KillPid::new(new_pid, server.pid());
     assert!(
         server.wait_log(&["slow-init constructor sleeping"]),
         "{}",
@@ -357,7 +361,7 @@ fn a_new_process_that_ignores_sigterm_is_killed_when_the_old_one_drains() {
         .nth(1)
         .and_then(|t| t.split(')').next()?.parse().ok())
         .unwrap_or_else(|| panic!("no pid: {}", text()));
-    let _new = KillPid(new_pid);
+    let _new = KillPid::new(new_pid, child.0.id());
     rustix::process::kill_process(old, Signal::TERM).expect("SIGTERM");
     let exited = wait_until(Duration::from_secs(20), || {
         child.0.try_wait().ok().flatten().is_some()

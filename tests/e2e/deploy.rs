@@ -5,7 +5,7 @@
 //! under load (nothing lost; a broken new binary leaves the old serving).
 
 use crate::client::get;
-use crate::harness::{wait_until, Group, Server, TempDir, STOA};
+use crate::harness::{group_and_start, wait_until, Group, Server, TempDir, STOA};
 use rustix::process::{kill_process, Pid, Signal};
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -42,11 +42,36 @@ pub(crate) fn apps_dir(dir: &TempDir, apps: &[&str]) -> PathBuf {
 }
 
 /// Kills the process `pid` when dropped (a process the harness did not start).
-pub(crate) struct KillPid(pub(crate) u32);
+/// A process an upgrade started, killed on drop if it is still that
+/// process: in the test's process group, with the start time it had when
+/// it was named. A pid read from the log may belong to a process that
+/// exited long ago, its number since given to another test's stoa (a
+/// blind SIGKILL there failed tests that ran beside this one).
+pub(crate) struct KillPid {
+    pub(crate) pid: u32,
+    /// The process's group and start time when it was named; `None` if it
+    /// was not one of the test's processes then (nothing to kill).
+    known: Option<(u32, u64)>,
+}
+
+impl KillPid {
+    /// Names `pid`, a process of the group `group` leads (a stoa the
+    /// harness started with `process_group(0)`, and its successors).
+    pub(crate) fn new(pid: u32, group: u32) -> Self {
+        let known = group_and_start(pid).filter(|&(g, _)| g == group);
+        KillPid { pid, known }
+    }
+}
 
 impl Drop for KillPid {
     fn drop(&mut self) {
-        if let Some(pid) = Pid::from_raw(self.0 as i32) {
+        let Some(known) = self.known else {
+            return;
+        };
+        if group_and_start(self.pid) != Some(known) {
+            return;
+        }
+        if let Some(pid) = Pid::from_raw(self.pid as i32) {
             let _ = kill_process(pid, Signal::KILL);
         }
     }
@@ -309,7 +334,7 @@ fn sigusr2_upgrade_under_load_loses_nothing(poller: &str) {
     let load = Load::start(port, 4);
     std::thread::sleep(Duration::from_millis(300));
     let new = upgrade(&mut server, Duration::from_secs(30));
-    let new_pid = new.0;
+    let new_pid = new.pid;
     std::thread::sleep(Duration::from_millis(300));
     let (ok, failed) = load.finish();
     eprintln!("upgrade under load: {ok} answered, {failed} failed");
@@ -487,7 +512,7 @@ pub(crate) fn upgrade(server: &mut Server, within: Duration) -> KillPid {
     let new_pid = upgraded_pids(server)
         .pop()
         .unwrap_or_else(|| panic!("no upgrade line: {}", server.log()));
-    let new = KillPid(new_pid);
+    let new = KillPid::new(new_pid, server.pid());
     assert!(
         exited.is_some(),
         "the old stoa did not exit after the upgrade: {}",
@@ -535,7 +560,10 @@ fn replaces_past_the_generation_cap_re_execute_the_host(poller: &str) {
     // wait for the three lines rather than read the log at once.
     server.wait_lines(&["upgrade: the new stoa (pid "], 3);
     let pids = upgraded_pids(&server);
-    let _kill: Vec<KillPid> = pids.iter().map(|&p| KillPid(p)).collect();
+    let _kill: Vec<KillPid> = pids
+        .iter()
+        .map(|&p| KillPid::new(p, server.pid()))
+        .collect();
     eprintln!(
         "6 replaces past --max-generations 2: {} re-execs, {ok} answered, {failed} failed",
         pids.len()

@@ -199,13 +199,15 @@ impl Captured {
             let mut line = Vec::new();
             loop {
                 line.clear();
-                let n = lines.read_until(b'\n', &mut line).unwrap_or(0);
+                // A read error ends the text too, said in it (it would
+                // otherwise look like the child closing its end).
+                let n = lines.read_until(b'\n', &mut line).unwrap_or_else(|e| {
+                    line = format!("(the test could not read on: {e})\n").into_bytes();
+                    0
+                });
                 let mut state = sink.state.lock().unwrap_or_else(|p| p.into_inner());
-                if n == 0 {
-                    state.1 = true;
-                } else {
-                    state.0.push_str(&String::from_utf8_lossy(&line));
-                }
+                state.0.push_str(&String::from_utf8_lossy(&line));
+                state.1 = n == 0;
                 sink.changed.notify_all();
                 if n == 0 {
                     return;
@@ -786,6 +788,16 @@ impl Drop for Group {
     fn drop(&mut self) {
         kill_group(&mut self.0);
     }
+}
+
+/// The process group and start time (in clock ticks since boot) of `pid`,
+/// from `/proc/PID/stat`; `None` if there is no such process.
+pub fn group_and_start(pid: u32) -> Option<(u32, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command's closing parenthesis: the state (3),
+    // ppid (4), pgrp (5), ... starttime (22).
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    Some((fields.get(2)?.parse().ok()?, fields.get(19)?.parse().ok()?))
 }
 
 /// Polls `done` until it holds or `timeout` passes; returns its last value.

@@ -9,7 +9,7 @@
 //! SIGKILL leaves no worker behind. The `crashy` plugin does the crashing.
 
 use crate::client::request;
-use crate::harness::{wait_until, Server};
+use crate::harness::{group_and_start, wait_until, Server};
 use rustix::process::Signal;
 use std::collections::BTreeSet;
 use std::io::{ErrorKind, Read, Write};
@@ -217,14 +217,22 @@ fn parent_of(pid: u32) -> Option<u32> {
 }
 
 /// Worker pids killed on drop if still running (a test that fails after
-/// killing the supervisor leaves none behind, even outside its group).
-struct Reap(BTreeSet<u32>);
+/// killing the supervisor leaves none behind, even outside its group):
+/// each only if it is still the process named, with the group and start
+/// time it had then (its number may since have gone to another test's
+/// process).
+struct Reap(Vec<(u32, Option<(u32, u64)>)>);
+
+impl Reap {
+    fn new(pids: &BTreeSet<u32>) -> Self {
+        Reap(pids.iter().map(|&p| (p, group_and_start(p))).collect())
+    }
+}
 
 impl Drop for Reap {
     fn drop(&mut self) {
-        for &pid in &self.0 {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            if ended(pid) || !String::from_utf8_lossy(&cmdline).contains("stoa") {
+        for &(pid, known) in &self.0 {
+            if known.is_none() || group_and_start(pid) != known {
                 continue;
             }
             if let Some(pid) = i32::try_from(pid)
@@ -697,7 +705,7 @@ fn a_supervisor_killed_leaves_no_worker() {
     let mut server = start("epoll", &["crashy"], &[]);
     let pids = worker_pids(&server, 2);
     assert_eq!(pids.len(), 2, "two workers never answered: {pids:?}");
-    let _reap = Reap(pids.clone());
+    let _reap = Reap::new(&pids);
     server.signal(Signal::KILL);
     assert!(
         server.wait_exit(Duration::from_secs(10)).is_some(),
@@ -738,7 +746,7 @@ fn a_killed_supervisor_s_store_is_removed_by_the_next() {
     let mut first = start("epoll", &["crashy"], &[]);
     let pid = first.pid();
     let store = store_of(pid).unwrap_or_else(|| panic!("no store of pid {pid}"));
-    let _reap = Reap(worker_pids(&first, 2));
+    let _reap = Reap::new(&worker_pids(&first, 2));
     first.signal(Signal::KILL);
     assert!(first.wait_exit(Duration::from_secs(10)).is_some());
     drop(first);
