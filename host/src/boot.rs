@@ -27,6 +27,7 @@ use crate::ops::watchdog::{self, Board, Watched};
 use crate::ops::worker_row::{buffered_word, open_words, Phase, Row};
 use crate::poller::{self, Poller};
 use crate::server::handles::Handles;
+use crate::server::listeners::Listeners;
 use crate::server::spares::Spares;
 use crate::server::Server;
 use crate::settings::{Bind, OnGenerationCap, Overload, Settings};
@@ -147,6 +148,12 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
         handles.apps.load().refused.len()
     );
 
+    // One table of every listener's facts, shared by the loops.
+    let facts = Arc::new(Listeners::of_bound(
+        &bound,
+        tls.as_ref(),
+        handles.settings.https_redirect,
+    ));
     let mut servers = Vec::with_capacity(workers);
     for (i, ((poller, listeners), inbox)) in pollers
         .into_iter()
@@ -155,11 +162,9 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
         .enumerate()
     {
         handles.control.add_waker(poller.waker());
-        let locals = bound.locals.clone();
         servers.push(
-            Server::new(i, poller, listeners, locals, handles.clone(), inbox)
-                .map_err(|e| BootError::system(format!("start worker {i}"), e))?
-                .with_tls(&bound.tls, tls.as_ref()),
+            Server::new(i, poller, listeners, facts.clone(), handles.clone(), inbox)
+                .map_err(|e| BootError::system(format!("start worker {i}"), e))?,
         );
     }
     let stop_apps = registry.events();

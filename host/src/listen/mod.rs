@@ -106,12 +106,21 @@ impl Bound {
 
     /// The address of each TLS listener (`None` where it cannot be read).
     pub fn tls_addrs(&self) -> Vec<Option<SocketAddr>> {
+        self.local_addrs()
+            .into_iter()
+            .zip(&self.tls)
+            .filter(|(_, tls)| **tls)
+            .map(|(a, _)| a)
+            .collect()
+    }
+
+    /// The local address of each listener, as the socket says (passed ones
+    /// included; `None` for a Unix socket or where it cannot be read).
+    pub fn local_addrs(&self) -> Vec<Option<SocketAddr>> {
         let first = self.per_worker.first().map(Vec::as_slice).unwrap_or(&[]);
         first
             .iter()
-            .zip(&self.tls)
-            .filter(|(_, tls)| **tls)
-            .map(|(l, _)| match l {
+            .map(|l| match l {
                 Listener::Tcp(l) => l.local_addr().ok(),
                 Listener::Unix(_) => None,
             })

@@ -121,17 +121,6 @@ impl Acceptor {
         closed
     }
 
-    /// Each listener's TCP address (`None` for a Unix one, or one closed).
-    pub fn local_addrs(&self) -> Vec<Option<SocketAddr>> {
-        self.slots
-            .iter()
-            .map(|s| match &s.listener {
-                Some(Listener::Tcp(l)) => l.local_addr().ok(),
-                _ => None,
-            })
-            .collect()
-    }
-
     /// Duplicates of this worker's own TCP listeners (`addrs[i]` is set
     /// for those), for the watchdog to shut down; shared sockets (Unix, or
     /// passed by a service manager) are left alone.

@@ -5,6 +5,7 @@
 use super::clock::Stamp;
 use super::conn::{Conn, Due, Gone, Pending, Tail, Terms};
 use super::handles::Handles;
+use super::listeners::Listeners;
 use super::ws::line::Line;
 use super::ws::{Link, LinkWatch};
 use crate::apps::loader::LoadedApp;
@@ -45,14 +46,8 @@ pub(super) struct Dispatcher {
     /// The loop's inbox, where deferred answers come back.
     queue: Arc<Inbox>,
     next_id: u64,
-    /// The server name and port apps see, per listener.
-    locals: Vec<(Arc<str>, u16)>,
-    /// The listeners that serve TLS: their requests' scheme is `https`.
-    tls: Vec<bool>,
-    /// The listeners whose requests are redirected to HTTPS
-    /// (`--https-redirect`), and the port they go to.
-    redirect: Vec<bool>,
-    https_port: u16,
+    /// Each listener's facts: the name and port apps see, TLS, redirects.
+    listeners: Arc<Listeners>,
 }
 
 impl Dispatcher {
@@ -60,35 +55,25 @@ impl Dispatcher {
         worker: usize,
         shared: Arc<Handles>,
         queue: Arc<Inbox>,
-        locals: Vec<(Arc<str>, u16)>,
+        listeners: Arc<Listeners>,
     ) -> Self {
         Dispatcher {
             worker,
             shared,
             queue,
             next_id: 1,
-            locals,
-            tls: Vec::new(),
-            redirect: Vec::new(),
-            https_port: 443,
+            listeners,
         }
-    }
-
-    /// Redirects the requests of the listeners `redirect` marks to HTTPS
-    /// on `port`.
-    pub(super) fn set_redirect(&mut self, redirect: &[bool], port: u16) {
-        self.redirect = redirect.to_vec();
-        self.https_port = port;
-    }
-
-    /// Marks the listeners that serve TLS (by index).
-    pub(super) fn set_tls(&mut self, tls: &[bool]) {
-        self.tls = tls.to_vec();
     }
 
     /// True if listener `via` serves TLS.
     pub(super) fn serves_tls(&self, via: usize) -> bool {
-        self.tls.get(via) == Some(&true)
+        self.listeners.serves_tls(via)
+    }
+
+    /// The TLS configuration a new session on listener `via` starts with.
+    pub(super) fn tls_config(&self, via: usize) -> Option<Arc<rustls::ServerConfig>> {
+        self.listeners.tls_config(via)
     }
 
     /// Hands the request ready on `conn` (reported as `token`), which
@@ -131,15 +116,12 @@ impl Dispatcher {
             },
         };
         // A plain bind under --https-redirect answers every request so.
-        let refusal = match self.redirect.get(conn.listener()) == Some(&true) {
-            true => {
-                let fallback = self
-                    .locals
-                    .get(conn.listener())
-                    .map_or("localhost", |l| &*l.0);
-                Some(super::redirect::answer(&parts, self.https_port, fallback))
+        let refusal = match self.listeners.redirect_to(conn.listener()) {
+            Some(port) => {
+                let (fallback, _) = self.listeners.local(conn.listener());
+                Some(super::redirect::answer(&parts, port, &fallback))
             }
-            false => refusal,
+            None => refusal,
         };
         let Route {
             client,
@@ -282,11 +264,7 @@ impl Dispatcher {
 
     /// What the app sees of the listener and the client.
     fn meta(&self, listener: usize, peer: Arc<str>, scheme: &'static str) -> Meta {
-        let (server_name, server_port) = self
-            .locals
-            .get(listener)
-            .cloned()
-            .unwrap_or_else(|| ("localhost".into(), 0));
+        let (server_name, server_port) = self.listeners.local(listener);
         // On a TLS listener the scheme is https whatever a proxy's header
         // says.
         let scheme = match self.serves_tls(listener) {

@@ -17,6 +17,7 @@ pub(crate) mod conn;
 mod dispatch;
 pub(crate) mod handles;
 mod lingering;
+pub mod listeners;
 mod redirect;
 pub(crate) mod request;
 pub(crate) mod responder;
@@ -49,6 +50,7 @@ use conn::{Conn, Deadline, Flow, Gone};
 use dispatch::{warn_if_blocked, Dispatcher};
 use handles::Handles;
 use lingering::Lingerers;
+use listeners::Listeners;
 use shed::Shedder;
 pub use shed::MAX_LINGERING;
 use slab::Slab;
@@ -97,21 +99,17 @@ pub struct Server {
     retry_accept_at: Option<Instant>,
     /// When an overload was last logged (once a minute at most).
     overload_logged: Option<Instant>,
-    /// The sites the TLS listeners serve, and each listener's site (by
-    /// listener index; `None` for a plain one).
-    tls: Option<Arc<crate::listen::tls::TlsSites>>,
-    tls_site: Vec<Option<usize>>,
 }
 
 impl Server {
-    /// Builds a loop over already bound, non-blocking listeners (`locals`:
-    /// the server name and port apps see on each); `queue` must have been
-    /// made from this poller's waker.
+    /// Builds a loop over already bound, non-blocking listeners (`facts`:
+    /// what apps see of each, its TLS site, its redirect); `queue` must
+    /// have been made from this poller's waker.
     pub fn new(
         worker: usize,
         mut poller: Box<dyn Poller>,
         listeners: Vec<Listener>,
-        locals: Vec<(Arc<str>, u16)>,
+        facts: Arc<Listeners>,
         shared: Arc<Handles>,
         queue: Arc<Inbox>,
     ) -> io::Result<Self> {
@@ -127,7 +125,7 @@ impl Server {
             poller,
             acceptor,
             conns: Slab::with_capacity(1024),
-            dispatcher: Dispatcher::new(worker, shared.clone(), queue.clone(), locals),
+            dispatcher: Dispatcher::new(worker, shared.clone(), queue.clone(), facts),
             clock: Clock::new(),
             sweep_every: sweep_interval(
                 &shared.settings.conn,
@@ -148,49 +146,13 @@ impl Server {
             paused_at_cap: false,
             retry_accept_at: None,
             overload_logged: None,
-            tls: None,
-            tls_site: Vec::new(),
         })
-    }
-
-    /// Serves TLS from `sites` on the listeners `tls` marks (by index, as
-    /// the listeners were given; each its site by its address), and says
-    /// so to apps (`https`).
-    pub fn with_tls(
-        mut self,
-        tls: &[bool],
-        sites: Option<&Arc<crate::listen::tls::TlsSites>>,
-    ) -> Self {
-        let addrs = self.acceptor.local_addrs();
-        self.tls_site = tls
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                let local = addrs.get(i).copied().flatten();
-                sites.filter(|_| *t).and_then(|s| s.site_of(local))
-            })
-            .collect();
-        self.tls = sites.cloned();
-        self.dispatcher.set_tls(tls);
-        if self.shared.settings.https_redirect {
-            // Every plain TCP listener redirects to the first TLS one.
-            let https = addrs.iter().zip(tls).find(|(_, t)| **t);
-            let port = https.and_then(|(a, _)| a.map(|a| a.port())).unwrap_or(443);
-            let plain_tcp: Vec<bool> = addrs
-                .iter()
-                .zip(tls)
-                .map(|(a, t)| a.is_some() && !*t)
-                .collect();
-            self.dispatcher.set_redirect(&plain_tcp, port);
-        }
-        self
     }
 
     /// The configuration a new session on listener `via` starts with, if
     /// it serves TLS (its site's latest load).
     fn tls_of(&self, via: usize) -> Option<Arc<rustls::ServerConfig>> {
-        let site = self.tls_site.get(via).copied().flatten()?;
-        self.tls.as_ref().and_then(|s| s.config(site))
+        self.dispatcher.tls_config(via)
     }
 
     /// This worker's heartbeat for the watchdog.

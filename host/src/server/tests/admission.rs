@@ -8,6 +8,7 @@ use crate::inbox::Inbox;
 use crate::listen::Listener;
 use crate::poller::create;
 use crate::poller::Wake;
+use crate::server::listeners::Listeners;
 use crate::server::testing::{handles, handles_for, settings};
 use crate::server::Server;
 use crate::settings::Overload;
@@ -26,7 +27,10 @@ fn server(overload: Overload) -> (Server, SocketAddr) {
     let poller = create("poll").expect("a poller");
     let queue = Arc::new(Inbox::new(poller.waker()));
     let shared = handles(settings(1, overload), Vec::new());
-    let locals = vec![(Arc::from("localhost"), addr.port())];
+    let locals = Arc::new(Listeners::plain(vec![(
+        Arc::from("localhost"),
+        addr.port(),
+    )]));
     let listeners = vec![Listener::Tcp(listener)];
     let server = Server::new(0, poller, listeners, locals, shared, queue).expect("a loop");
     (server, addr)
@@ -151,7 +155,10 @@ fn two_loops() -> Loops {
         shared.control.add_waker(counted.clone());
         wakers.push(counted);
         let queue = Arc::new(Inbox::new(poller.waker()));
-        let locals = vec![(Arc::from("localhost"), addr.port())];
+        let locals = Arc::new(Listeners::plain(vec![(
+            Arc::from("localhost"),
+            addr.port(),
+        )]));
         let listeners = vec![Listener::Tcp(listener)];
         let server =
             Server::new(worker, poller, listeners, locals, shared.clone(), queue).expect("a loop");

@@ -13,6 +13,7 @@ use crate::server::conn::mem::Mem;
 use crate::server::conn::Conn;
 use crate::server::dispatch::Dispatcher;
 use crate::server::handles::Handles;
+use crate::server::listeners::Listeners;
 use crate::server::testing::{app, handles, kept_responder, logged, settings, NoWake};
 use crate::settings::{AppLimits, Overload, Settings};
 use crate::stream_line::{LineAddr, StreamLine};
@@ -36,9 +37,9 @@ struct Rig {
 fn rig(settings: Settings, limits: AppLimits) -> Rig {
     let handles = handles(settings, vec![app("/app", limits)]);
     let queue = Arc::new(Inbox::new(Arc::new(NoWake)));
-    let locals = vec![(Arc::from("localhost"), 8080)];
+    let listeners = Arc::new(Listeners::plain(vec![(Arc::from("localhost"), 8080)]));
     Rig {
-        dispatcher: Dispatcher::new(0, handles.clone(), queue, locals),
+        dispatcher: Dispatcher::new(0, handles.clone(), queue, listeners),
         handles,
         pool: BufPool::default(),
     }

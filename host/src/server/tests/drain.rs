@@ -6,6 +6,7 @@
 use crate::inbox::Inbox;
 use crate::listen::Listener;
 use crate::poller::create;
+use crate::server::listeners::Listeners;
 use crate::server::testing::{handles, settings};
 use crate::server::Server;
 use crate::settings::Overload;
@@ -22,7 +23,10 @@ fn a_sweep_before_the_drains_grace_ends_keeps_the_next_one_by_it() {
     let poller = create("poll").expect("a poller");
     let queue = Arc::new(Inbox::new(poller.waker()));
     let shared = handles(settings(8, Overload::Shed), Vec::new());
-    let locals = vec![(Arc::from("localhost"), addr.port())];
+    let locals = Arc::new(Listeners::plain(vec![(
+        Arc::from("localhost"),
+        addr.port(),
+    )]));
     let mut server = Server::new(
         0,
         poller,
