@@ -4,6 +4,7 @@
 
 use super::clock::Stamp;
 use super::conn::{Conn, Due, Gone, Pending, Tail, Terms};
+use super::exchange::{Begun, Incoming, Outcome};
 use super::handles::Handles;
 use super::listeners::Listeners;
 use super::ws::line::Line;
@@ -76,26 +77,25 @@ impl Dispatcher {
         self.listeners.tls_config(via)
     }
 
-    /// Hands the request ready on `conn` (reported as `token`), which
-    /// starts at `now`, to the host's endpoints or its app, by its route
-    /// (kept from its head, or decided now). Returns the answer if it was
-    /// given at once, and the loop's time after (read again only after a
-    /// handler that ran on the loop). Either way the connection then waits
-    /// for the answer.
-    pub(super) fn dispatch<S: super::conn::Transport>(
-        &mut self,
-        conn: &mut Conn<S>,
-        token: Token,
-        now: Instant,
-    ) -> (Option<Answer>, Instant) {
+    /// Hands `req` (of the connection reported as `token`), which starts at
+    /// `now`, to the host's endpoints or its app, by its route (kept from
+    /// its head, or decided now). The outcome says what its connection
+    /// keeps of it until its answer, the answer if it was given at once,
+    /// and the loop's time after (read again only after a handler that ran
+    /// on the loop).
+    pub(super) fn dispatch(&mut self, req: Incoming<'_>, token: Token, now: Instant) -> Outcome {
         let id = self.next_id;
         self.next_id += 1;
         let shared = &*self.shared;
-        let kept = conn.take_route();
-        let tls = conn.tls_session();
-        let Some((head, buf, body)) = conn.request_parts() else {
-            return (None, now);
-        };
+        let Incoming {
+            head,
+            buf,
+            body,
+            route: kept,
+            tls,
+            peer,
+            via,
+        } = req;
         let parts = HeadText::new(head, buf);
         let path = parts.path;
         let apps;
@@ -103,7 +103,7 @@ impl Dispatcher {
             Some(route) => route,
             None => {
                 apps = shared.apps.load();
-                Route::decide(&shared.settings, &apps.mounts, &parts, conn.peer())
+                Route::decide(&shared.settings, &apps.mounts, &parts, peer)
             }
         };
         // A request asking for a WebSocket is checked before any app sees
@@ -116,9 +116,9 @@ impl Dispatcher {
             },
         };
         // A plain bind under --https-redirect answers every request so.
-        let refusal = match self.listeners.redirect_to(conn.listener()) {
+        let refusal = match self.listeners.redirect_to(via) {
             Some(port) => {
-                let (fallback, _) = self.listeners.local(conn.listener());
+                let (fallback, _) = self.listeners.local(via);
                 Some(super::redirect::answer(&parts, port, &fallback))
             }
             None => refusal,
@@ -132,106 +132,137 @@ impl Dispatcher {
             Target::App { app, split } if refusal.is_none() => Some((&**app, *split)),
             _ => None,
         };
-        let slot = app.map(|(app, _)| app.slot);
         let access = shared
             .access_log
             .as_ref()
             .map(|_| Box::new(access_info(&parts, &client, app.map(|(app, _)| &**app))));
-        // The clock read after a handler that ran on the loop, and the
-        // `on_gone` task it registered.
-        let mut after = now;
-        let mut on_gone = None;
+        let mut begun = Begun {
+            id,
+            started: now,
+            slot: app.map(|(app, _)| app.slot),
+            blocking_path: None,
+            access,
+            on_board: None,
+            app_timeout: app.and_then(|(app, _)| app.limits.app_timeout),
+            on_gone: None,
+        };
+        let host_answer = match (refusal, &target, app) {
+            (Some(refusal), _, _) => Some(refusal),
+            // Every path under the prefix is the host's to answer.
+            (None, Target::Host, _) => Some(
+                admin::answer(&shared.sources(), path, &client)
+                    .unwrap_or_else(|| HostAnswer::NoEndpoint.response()),
+            ),
+            (None, Target::Held(why), None) => {
+                Some(HostAnswer::OutOfService(why.clone()).response())
+            }
+            (None, _, None) => Some(HostAnswer::NoMount.response()),
+            (None, _, Some(_)) => None,
+        };
+        if let Some(response) = host_answer {
+            return Outcome {
+                begun,
+                answer: Some(Answer::Response(response, &[])),
+                after: now,
+            };
+        }
+        let Some((app, split)) = app else {
+            // Unreachable: every request without an app was answered above.
+            return Outcome {
+                begun,
+                answer: Some(Answer::Response(HostAnswer::NoMount.response(), &[])),
+                after: now,
+            };
+        };
+        let call = AppCall {
+            app,
+            split,
+            meta: self.meta(via, client, scheme),
+            reply: ReplyTo {
+                queue: self.queue.clone(),
+                token,
+                id,
+            },
+            accept,
+            tls,
+        };
+        let (answer, after) = self.to_app(call, &parts, body, &mut begun);
+        Outcome {
+            begun,
+            answer,
+            after,
+        }
+    }
+
+    /// Hands a request to its app: on the blocking pool when the app says
+    /// it blocks (and there is one), else on this loop. Notes in `begun`
+    /// what its connection keeps (the board entry, the pool job's path,
+    /// the `on_gone` task); the answer if given at once, and the clock
+    /// after.
+    fn to_app(
+        &self,
+        call: AppCall<'_>,
+        parts: &HeadText<'_>,
+        body: &[u8],
+        begun: &mut Begun,
+    ) -> (Option<Answer>, Instant) {
+        let shared = &*self.shared;
+        let now = begun.started;
+        let path = parts.path;
         // A request the app did not answer in its call is on the board of
         // requests in flight until its answer (see `in_flight`).
         let board = shared.board.flights(self.worker);
-        let mut on_board = None;
-        let (answer, blocking_path) = match (refusal, &target, app) {
-            (Some(refusal), _, _) => (Some(Answer::Response(refusal, &[])), None),
-            (None, Target::Host, _) => {
-                // Every path under the prefix is the host's to answer.
-                let response = admin::answer(&shared.sources(), path, &client)
-                    .unwrap_or_else(|| HostAnswer::NoEndpoint.response());
-                (Some(Answer::Response(response, &[])), None)
-            }
-            (None, Target::Held(why), None) => (
-                Some(Answer::Response(
-                    HostAnswer::OutOfService(why.clone()).response(),
-                    &[],
-                )),
-                None,
-            ),
-            (None, _, None) => (
-                Some(Answer::Response(HostAnswer::NoMount.response(), &[])),
-                None,
-            ),
-            (None, _, Some((app, split))) => {
-                let meta = self.meta(conn.listener(), client, scheme);
-                let reply = ReplyTo {
-                    queue: self.queue.clone(),
-                    token,
-                    id,
-                };
-                with_view(&parts, body, split, &meta, |request| {
-                    match shared.pool.as_ref().filter(|_| app.blocks(request)) {
-                        Some(pool) => {
-                            let owned = OwnedRequest::copy(&parts, body, split, &meta)
-                                .held_on(&shared.budget);
-                            let timeout = app
-                                .limits
-                                .app_timeout
-                                .unwrap_or(shared.settings.conn.app_timeout);
-                            let responder =
-                                responder(reply, app, &shared.settings.conn, accept, tls);
-                            let job = BlockingJob {
-                                app,
-                                path,
-                                deadline: now + timeout,
-                            };
-                            // On the board before a pool thread can run it.
-                            let flight = flight_of(app, request, Waits::OnPool);
-                            let guard = board.enter(&flight);
-                            let r = submit_blocking(pool, job, owned, responder);
-                            if r.is_none() {
-                                on_board = Some(guard);
-                            }
-                            (r, Some(Box::<str>::from(path)))
-                        }
-                        None => {
-                            let call = InlineCall {
-                                app,
-                                path,
-                                request,
-                                started: now,
-                            };
-                            let (inline, gone, read) = self.run_inline(call, reply, accept, tls);
-                            if inline.is_none() {
-                                on_board =
-                                    Some(board.enter(&flight_of(app, request, Waits::Later)));
-                            }
-                            after = read;
-                            on_gone = gone.map(|task| Gone {
-                                task,
-                                slot: app.slot,
-                            });
-                            (inline, None)
-                        }
+        let AppCall {
+            app,
+            split,
+            meta,
+            reply,
+            accept,
+            tls,
+        } = call;
+        with_view(parts, body, split, &meta, |request| {
+            match shared.pool.as_ref().filter(|_| app.blocks(request)) {
+                Some(pool) => {
+                    let owned =
+                        OwnedRequest::copy(parts, body, split, &meta).held_on(&shared.budget);
+                    let timeout = app
+                        .limits
+                        .app_timeout
+                        .unwrap_or(shared.settings.conn.app_timeout);
+                    let responder = responder(reply, app, &shared.settings.conn, accept, tls);
+                    let job = BlockingJob {
+                        app,
+                        path,
+                        deadline: now + timeout,
+                    };
+                    // On the board before a pool thread can run it.
+                    let guard = board.enter(&flight_of(app, request, Waits::OnPool));
+                    let r = submit_blocking(pool, job, owned, responder);
+                    if r.is_none() {
+                        begun.on_board = Some(guard);
                     }
-                })
+                    begun.blocking_path = Some(Box::<str>::from(path));
+                    (r, now)
+                }
+                None => {
+                    let call = InlineCall {
+                        app,
+                        path,
+                        request,
+                        started: now,
+                    };
+                    let (inline, gone, read) = self.run_inline(call, reply, accept, tls);
+                    if inline.is_none() {
+                        begun.on_board = Some(board.enter(&flight_of(app, request, Waits::Later)));
+                    }
+                    begun.on_gone = gone.map(|task| Gone {
+                        task,
+                        slot: app.slot,
+                    });
+                    (inline, read)
+                }
             }
-        };
-        let timeout = app.and_then(|(app, _)| app.limits.app_timeout);
-        conn.begin_dispatch(id, now, slot, blocking_path, access);
-        if let Some(guard) = on_board {
-            conn.hold_on_board(guard);
-        }
-        if let Some(timeout) = timeout {
-            conn.set_app_timeout(timeout);
-        }
-        // Answered inline, the request is over: the task goes unrun.
-        if let (None, Some(gone)) = (&answer, on_gone) {
-            let _ = conn.set_gone(id, gone);
-        }
-        (answer, after)
+        })
     }
 
     /// Routes a request with a body once its head is parsed (the reader
@@ -524,6 +555,18 @@ impl Dispatcher {
         log::trace!("request {} answered {status} in {took:?}", pending.id);
         took
     }
+}
+
+/// A request on its way to its app: the app and where its path splits,
+/// what the app sees of the listener and client, where its answer goes,
+/// a WebSocket handshake it may accept, and its TLS session.
+struct AppCall<'a> {
+    app: &'a Arc<LoadedApp>,
+    split: usize,
+    meta: Meta,
+    reply: ReplyTo,
+    accept: Option<Accepting>,
+    tls: Option<Arc<TlsSession>>,
 }
 
 /// What an app's handler is called with on the loop: the app, the path

@@ -15,6 +15,7 @@ mod body_feed;
 mod clock;
 pub(crate) mod conn;
 mod dispatch;
+pub(crate) mod exchange;
 pub(crate) mod handles;
 mod lingering;
 pub mod listeners;
@@ -444,9 +445,14 @@ impl Server {
                 Ok(false) => return (served, false),
                 Ok(true) => {
                     served += 1;
-                    let (answer, now) = self.dispatcher.dispatch(conn, token, self.clock.now());
+                    let Some(req) = conn.incoming() else {
+                        return (served, false);
+                    };
+                    let outcome = self.dispatcher.dispatch(req, token, self.clock.now());
+                    let now = outcome.after;
                     self.clock.advance_to(now);
-                    let Some(answer) = answer else {
+                    conn.begin(outcome.begun, outcome.answer.is_some());
+                    let Some(answer) = outcome.answer else {
                         return (served, false);
                     };
                     let at = Stamp {

@@ -274,14 +274,6 @@ impl<S> Conn<S> {
         &mut self.stream
     }
 
-    /// The TLS session apps see (none on a plain connection).
-    pub fn tls_session(&mut self) -> Option<Arc<stoa_app_api::abi::TlsSession>>
-    where
-        S: Transport,
-    {
-        self.stream.tls_session()
-    }
-
     /// The peer's address, as `ip:port`.
     pub fn peer(&self) -> &Arc<str> {
         &self.peer

@@ -9,13 +9,13 @@ use crate::http::parse::Head;
 use crate::http::reader::{BodyPlan, BufPool, ReadState};
 use crate::http::response::{Fixed, Persist};
 use crate::http::HttpError;
-use crate::ops::in_flight::OnBoard;
 use crate::server::body_feed::BodyLink;
+use crate::server::exchange::{Begun, Incoming};
 use crate::server::route::Route;
 use crate::settings::ConnParams;
 use std::cell::Cell;
 use std::io;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use stoa_app_api::abi::BODY_COMPLETE;
 use stoa_app_api::Response;
 
@@ -37,6 +37,7 @@ pub struct Terms<'a> {
 
 impl<S> Conn<S> {
     /// The ready request's head, bytes and body.
+    #[cfg(test)]
     pub fn request_parts(&self) -> Option<(&Head, &[u8], &[u8])> {
         self.reader.parts()
     }
@@ -51,19 +52,56 @@ impl<S> Conn<S> {
         }
     }
 
+    /// The ready request, as the dispatcher sees it: its route (kept from
+    /// its head) taken, its TLS session, its peer and listener.
+    pub fn incoming(&mut self) -> Option<Incoming<'_>>
+    where
+        S: Transport,
+    {
+        let route = self.take_route();
+        let tls = self.stream.tls_session();
+        let (head, buf, body) = self.reader.parts()?;
+        Some(Incoming {
+            head,
+            buf,
+            body,
+            route,
+            tls,
+            peer: &self.peer,
+            via: self.via,
+        })
+    }
+
+    /// Applies the dispatcher's `Outcome::begun` to the ready request: it
+    /// waits here for its answer (`begin_dispatch`), with its entry on the
+    /// board of requests in flight, its app's own timeout and, unless it
+    /// was `answered` at once, its app's `on_gone` task.
+    pub fn begin(&mut self, begun: Begun, answered: bool) {
+        let Begun {
+            id,
+            started,
+            slot,
+            blocking_path,
+            access,
+            on_board,
+            app_timeout,
+            on_gone,
+        } = begun;
+        self.begin_dispatch(id, started, slot, blocking_path, access);
+        if let Phase::Dispatched(d) = &mut self.phase {
+            d.pending.on_board = on_board;
+            d.pending.timeout = app_timeout;
+            if !answered {
+                d.pending.gone = on_gone;
+            }
+        }
+    }
+
     /// The ready request has gone to an app (`slot`; `None` for the host's
     /// own answers) at `started`, numbered `id`: the connection now waits
     /// for its answer, reading nothing meanwhile, and the request's bytes
     /// leave the buffer. HEAD and the keep-alive wishes are taken from its
     /// head; `path` is kept for jobs on the blocking pool.
-    /// Keeps the request's entry on the board of requests in flight until
-    /// it is answered (or its connection closes).
-    pub fn hold_on_board(&mut self, guard: OnBoard) {
-        if let Phase::Dispatched(d) = &mut self.phase {
-            d.pending.on_board = Some(guard);
-        }
-    }
-
     pub fn begin_dispatch(
         &mut self,
         id: u64,
@@ -108,7 +146,8 @@ impl<S> Conn<S> {
     }
 
     /// Gives the request with the app its app's own `app_timeout`.
-    pub fn set_app_timeout(&mut self, timeout: Duration) {
+    #[cfg(test)]
+    pub fn set_app_timeout(&mut self, timeout: std::time::Duration) {
         if let Phase::Dispatched(d) = &mut self.phase {
             d.pending.timeout = Some(timeout);
         }

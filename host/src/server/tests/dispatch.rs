@@ -75,8 +75,11 @@ impl Rig {
 
     /// Dispatches the request ready on `c`; the answer given at once.
     fn dispatch(&mut self, c: &mut Conn<Mem>) -> Option<Answer> {
-        let (answer, _) = self.dispatcher.dispatch(c, Token(1), Instant::now());
-        answer
+        let req = c.incoming()?;
+        let outcome = self.dispatcher.dispatch(req, Token(1), Instant::now());
+        let answered = outcome.answer.is_some();
+        c.begin(outcome.begun, answered);
+        outcome.answer
     }
 
     /// Queues `answer` on `c` as the loop does and writes it out: all

@@ -1,0 +1,71 @@
+//! The seam between a connection's protocol and the request path.
+//!
+//! A protocol yields requests as `Incoming` (the head, its bytes, the body
+//! read with it, the route decided with the head, the TLS session, the
+//! peer and the listener) and keeps, per request, what `Begun` says until
+//! its answer. The dispatcher sees an `Incoming`, never a connection, and
+//! returns one `Outcome`, which the loop applies: the request begins on
+//! its connection (`Conn::begin`), and an answer given at once is queued
+//! as any later one is. HTTP/1.1 (`conn`) yields one request at a time per
+//! connection; a protocol with many streams on one connection yields one
+//! `Incoming` per stream, each with its own `Begun`.
+
+use super::conn::Gone;
+use super::route::Route;
+use crate::http::parse::Head;
+use crate::inbox::Answer;
+use crate::ops::access_log::AccessInfo;
+use crate::ops::in_flight::OnBoard;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use stoa_app_api::abi::TlsSession;
+
+/// A request a connection yields, ready for its app.
+pub struct Incoming<'a> {
+    pub head: &'a Head,
+    /// The bytes `head`'s ranges index.
+    pub buf: &'a [u8],
+    /// The body read with the request (empty when its app reads it as it
+    /// comes, or when it has none).
+    pub body: &'a [u8],
+    /// The route given when the head was whole (a request with a body);
+    /// `None`: the dispatcher decides it now.
+    pub route: Option<Route<'static>>,
+    /// The TLS session apps see (none on a plain connection).
+    pub tls: Option<Arc<TlsSession>>,
+    /// The peer's address, as `ip:port`.
+    pub peer: &'a Arc<str>,
+    /// The listener it came in on (its index in the listener table).
+    pub via: usize,
+}
+
+/// What a connection keeps of a request from its dispatch to its answer.
+pub struct Begun {
+    /// The request's number on its loop (answers come back by it).
+    pub id: u64,
+    pub started: Instant,
+    /// The app's counters slot; `None` for the host's own answers.
+    pub slot: Option<usize>,
+    /// The path of a job on the blocking pool (for the hung-job log).
+    pub blocking_path: Option<Box<str>>,
+    /// Its access-log line, when there is an access log.
+    pub access: Option<Box<AccessInfo>>,
+    /// Its entry on the board of requests in flight, while its app has not
+    /// answered.
+    pub on_board: Option<OnBoard>,
+    /// Its app's own `app_timeout`, if it has one.
+    pub app_timeout: Option<Duration>,
+    /// The app's task for the request abandoned before its answer.
+    pub on_gone: Option<Gone>,
+}
+
+/// What the dispatcher made of a request, for the loop to apply.
+pub struct Outcome {
+    pub begun: Begun,
+    /// The answer, when it was given at once (the host's own, a refusal,
+    /// an app that answered inside its call).
+    pub answer: Option<Answer>,
+    /// The loop's clock after the dispatch (read again only after a
+    /// handler that ran on the loop).
+    pub after: Instant,
+}
