@@ -11,6 +11,7 @@
 
 mod acceptor;
 mod admission;
+mod answering;
 mod body_feed;
 mod clock;
 pub(crate) mod conn;

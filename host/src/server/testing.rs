@@ -16,12 +16,15 @@ use crate::poller::Wake;
 use crate::settings::{AppLimits, ConnParams, NetList, Overload, Settings, WsParams};
 use crate::stats::Stats;
 use abi_stable::prefix_type::PrefixTypeTrait;
-use abi_stable::std_types::{ROption, RResult, RStr, RString, RVec};
+use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::std_types::{ROption, RResult, RSlice, RStr, RString, RVec};
 use std::cell::RefCell;
 use std::io;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-use stoa_app_api::abi::{AppModule, InitContextRef, Request, ResponderBox};
+use stoa_app_api::abi::{
+    AppModule, InitContextRef, RawWsSession, RawWsSession_TO, Request, ResponderBox, WsSenderBox,
+};
 use stoa_app_api::Response;
 
 /// A waker for an inbox no poller waits on.
@@ -96,7 +99,7 @@ pub fn handles_for(workers: usize, settings: Settings, apps: Vec<Arc<LoadedApp>>
 /// The test app, mounted at `mount` with its own `limits`. By its
 /// PATH_INFO: `/status/N` answers status N; `/later` keeps its responder
 /// (`kept_responder`) unanswered; `/stream...` reads its body as it
-/// arrives; anything else answers 200 `app saw SCRIPT_NAME|PATH_INFO`.
+/// arrives; `/ws` accepts a WebSocket (`sessions_opened`); anything else answers 200 `app saw SCRIPT_NAME|PATH_INFO`.
 pub fn app(mount: &str, limits: AppLimits) -> Arc<LoadedApp> {
     let module = AppModule {
         name: RStr::from_str("probe"),
@@ -118,6 +121,31 @@ thread_local! {
     static KEPT: RefCell<Option<ResponderBox>> = const { RefCell::new(None) };
 }
 
+/// The test app's WebSocket session (`/ws`): notes on this thread that it
+/// was opened, and ignores what comes.
+struct Opened;
+
+thread_local! {
+    /// How many of the test app's WebSocket sessions were opened on this
+    /// thread.
+    static OPENED: RefCell<usize> = const { RefCell::new(0) };
+}
+
+/// How many of the test app's WebSocket sessions this thread has opened.
+pub fn sessions_opened() -> usize {
+    OPENED.with(|o| *o.borrow())
+}
+
+impl RawWsSession for Opened {
+    fn on_open(&mut self, _sender: WsSenderBox) {
+        OPENED.with(|o| *o.borrow_mut() += 1);
+    }
+
+    fn on_message(&mut self, _kind: u8, _data: RSlice<'_, u8>) {}
+
+    fn on_close(&mut self, _code: u16, _reason: RStr<'_>) {}
+}
+
 /// The responder the test app kept on this thread, if any.
 pub fn kept_responder() -> Option<ResponderBox> {
     KEPT.with(|k| k.borrow_mut().take())
@@ -131,6 +159,11 @@ extern "C" fn probe_handle(request: &Request<'_>, responder: ResponderBox) {
     let path = request.path_info.as_str();
     if path == "/later" {
         KEPT.with(|k| *k.borrow_mut() = Some(responder));
+        return;
+    }
+    if path == "/ws" {
+        let session = RawWsSession_TO::from_value(Opened, TD_Opaque);
+        responder.accept_websocket(session);
         return;
     }
     let response = match path.strip_prefix("/status/") {

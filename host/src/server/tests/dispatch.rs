@@ -14,7 +14,9 @@ use crate::server::conn::Conn;
 use crate::server::dispatch::Dispatcher;
 use crate::server::handles::Handles;
 use crate::server::listeners::Listeners;
-use crate::server::testing::{app, handles, kept_responder, logged, settings, NoWake};
+use crate::server::testing::{
+    app, handles, kept_responder, logged, sessions_opened, settings, NoWake,
+};
 use crate::settings::{AppLimits, Overload, Settings};
 use crate::stream_line::{LineAddr, StreamLine};
 use std::sync::atomic::AtomicU64;
@@ -254,4 +256,60 @@ fn a_request_keeps_the_route_its_head_was_given() {
     let answer = r.dispatch(&mut c).expect("an answer at once");
     let out = r.answer(&mut c, answer);
     assert!(out.contains("HTTP/1.1 404"), "{out}");
+}
+
+const HANDSHAKE: &str = " HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n\
+     Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+     Sec-WebSocket-Version: 13\r\n\r\n";
+
+/// The app accepts a WebSocket in its call: the dispatcher's answer is the
+/// switch, which it queues as `101` with the handshake's accept value,
+/// counts, and opens the app's session; the connection then speaks
+/// WebSocket.
+#[test]
+fn an_accepted_websocket_is_switched_counted_and_opened() {
+    let mut r = rig(settings(16, Overload::Queue), AppLimits::default());
+    let (mut c, ready) = r.read(&format!("GET /app/ws{HANDSHAKE}"));
+    assert_eq!(ready, Ok(true));
+    let answer = r.dispatch(&mut c).expect("accepted in its call");
+    assert!(matches!(answer, Answer::Upgrade(_)));
+    let opened = sessions_opened();
+    let pool = &mut r.pool;
+    r.dispatcher.answer(&mut c, Token(1), answer, stamp(), pool);
+    c.flush(pool).expect("flush");
+    let out = c.stream().text();
+    assert!(
+        out.starts_with("HTTP/1.1 101 Switching Protocols\r\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"),
+        "{out}"
+    );
+    assert!(c.is_upgraded());
+    assert_eq!(sessions_opened(), opened + 1);
+    assert_eq!(r.counted(Some(0), 1), 1);
+}
+
+/// A switch answered while the host drains would be closed at once: it is
+/// refused with 503 and the connection closes after it; the session is
+/// never opened.
+#[test]
+fn a_websocket_accepted_while_draining_is_refused_503_and_closes() {
+    let mut r = rig(settings(16, Overload::Queue), AppLimits::default());
+    let (mut c, ready) = r.read(&format!("GET /app/ws{HANDSHAKE}"));
+    assert_eq!(ready, Ok(true));
+    let answer = r.dispatch(&mut c).expect("accepted in its call");
+    r.handles.control.drain();
+    let opened = sessions_opened();
+    let pool = &mut r.pool;
+    r.dispatcher.answer(&mut c, Token(1), answer, stamp(), pool);
+    c.flush(pool).expect("flush");
+    let out = c.stream().text();
+    assert!(out.starts_with("HTTP/1.1 503"), "{out}");
+    assert!(out.contains("Connection: close\r\n"), "{out}");
+    assert!(!c.is_upgraded());
+    assert!(c.finished());
+    assert_eq!(sessions_opened(), opened);
+    assert_eq!(r.counted(Some(0), 5), 1);
 }
