@@ -12,6 +12,7 @@
 mod acceptor;
 mod admission;
 mod answering;
+mod apply;
 mod body_feed;
 mod clock;
 pub(crate) mod conn;
@@ -26,6 +27,7 @@ pub(crate) mod responder;
 pub(crate) mod route;
 mod shed;
 pub(crate) mod spares;
+mod sweep;
 pub(crate) mod timers;
 pub(crate) mod ws;
 
@@ -34,21 +36,18 @@ mod testing;
 #[cfg(test)]
 mod tests;
 
-use crate::http::answer::HostAnswer;
 use crate::http::parse::Head;
 use crate::http::reader::BufPool;
 use crate::http::response::DateCache;
-use crate::http::HttpError;
-use crate::inbox::{Inbox, InboxItems, StreamNotice};
+use crate::inbox::{Inbox, InboxItems};
 use crate::listen::{Listener, Stream};
 use crate::ops::watchdog::{Beat, Finished};
 use crate::poller::{Event, Poller, Token, WAKER};
 use crate::settings::ConnParams;
 use crate::stats::bump;
 use acceptor::{listener_of, Acceptor};
-use body_feed::{BodyLink, LoopAddr};
 use clock::{Clock, Stamp};
-use conn::{Conn, Deadline, Flow, Gone};
+use conn::{Conn, Flow, Gone};
 use dispatch::{warn_if_blocked, Dispatcher};
 use handles::Handles;
 use lingering::Lingerers;
@@ -471,130 +470,6 @@ impl Server {
         }
     }
 
-    fn apply_inbox(&mut self) {
-        if !self.queue.drain(&mut self.inbox) {
-            return;
-        }
-        let mut inbox = std::mem::take(&mut self.inbox);
-        for (at, app, task) in inbox.timers.drain(..) {
-            self.timers.add(at, app, task);
-        }
-        // Before the answers: a task is registered before its request's
-        // answer is given, so one for a request no longer pending is for
-        // a request abandoned already, and runs now.
-        for g in inbox.gone.drain(..) {
-            let gone = Gone {
-                task: g.task,
-                slot: g.slot,
-            };
-            let refused = match self.conns.get_mut(g.token.0) {
-                Some(conn) => conn.set_gone(g.id, gone).err(),
-                None => Some(gone),
-            };
-            if let Some(gone) = refused {
-                self.run_gone(gone);
-            }
-        }
-        for c in inbox.completions.drain(..) {
-            let Some(conn) = self
-                .conns
-                .get_mut(c.token.0)
-                .filter(|conn| conn.waits_for(c.id))
-            else {
-                log::debug!(
-                    "dropping the answer to request {}: its connection is gone",
-                    c.id
-                );
-                continue;
-            };
-            let at = Stamp {
-                now: self.clock.now(),
-                date: self.date.get(),
-            };
-            self.dispatcher
-                .answer(conn, c.token, c.answer, at, &mut self.bufs);
-            // Bytes may have arrived while the app worked.
-            conn.note_ready(true, false);
-            self.pump(c.token);
-        }
-        for notice in inbox.streams.drain(..) {
-            self.on_stream(notice);
-        }
-        for attach in inbox.bodies.drain(..) {
-            let link = match (&self.shared.pool, attach.on_pool) {
-                (Some(pool), true) => {
-                    let addr = LoopAddr {
-                        inbox: self.queue.clone(),
-                        token: attach.token,
-                        id: attach.id,
-                    };
-                    BodyLink::on_pool(attach.sink, attach.responder, pool.clone(), addr)
-                }
-                // No pool (`--blocking-on-loop`): on the loop.
-                _ => BodyLink::new(attach.sink, attach.responder),
-            };
-            match self.conns.get_mut(attach.token.0) {
-                Some(conn) if conn.waits_for(attach.id) => {
-                    conn.attach_body(link);
-                    self.pump(attach.token);
-                }
-                // The connection went: the sink hears the body broke.
-                _ => drop(link),
-            }
-        }
-        for (token, id) in inbox.body_notices.drain(..) {
-            // A pool sink finished its piece: the body is read on.
-            if let Some(conn) = self.conns.get_mut(token.0).filter(|c| c.waits_for(id)) {
-                conn.note_ready(true, false);
-                self.pump(token);
-            }
-        }
-        for (token, id) in inbox.ws_notices.drain(..) {
-            let Some(conn) = self.conns.get_mut(token.0) else {
-                continue;
-            };
-            if conn.link().is_some_and(|link| link.id() == id) {
-                conn.take_outgoing(self.clock.now(), &mut self.bufs);
-                self.pump_ws(token);
-            }
-        }
-        self.inbox = inbox;
-    }
-
-    /// A streamed answer started, or its app sent more or ended it: the
-    /// chunks go to the connection's output and out. A notice for a
-    /// connection that has gone closes the line (the app's next send
-    /// answers closed).
-    fn on_stream(&mut self, notice: StreamNotice) {
-        let StreamNotice { token, id, start } = notice;
-        let draining = self.shared.control.draining();
-        let Some(conn) = self.conns.get_mut(token.0) else {
-            if let Some(start) = start {
-                start.line.close();
-            }
-            return;
-        };
-        if let Some(start) = start {
-            if !conn.waits_for(id) {
-                start.line.close();
-                return;
-            }
-            let open = self.shared.stats.worker(self.worker).streams.clone();
-            let at = Stamp {
-                now: self.clock.now(),
-                date: self.date.get(),
-            };
-            self.dispatcher
-                .start_stream(conn, start, open, at, &mut self.bufs);
-        } else if !conn.streams_for(id) {
-            return;
-        }
-        conn.pull_stream(&mut self.bufs, draining);
-        // Pipelined bytes may wait behind a stream that just ended.
-        conn.note_ready(true, false);
-        self.pump(token);
-    }
-
     /// Serves a WebSocket connection: its frames in, the app's out.
     fn pump_ws(&mut self, token: Token) {
         let Some(conn) = self.conns.get_mut(token.0) else {
@@ -666,100 +541,6 @@ impl Server {
         }
         if self.shared.open.has_room() && !self.acceptor.is_accepting() {
             self.resume_accepts();
-        }
-    }
-
-    /// Applies every connection deadline that has passed (a sweep over the
-    /// slab is cheaper than a timer per connection): 408 for a stalled head
-    /// or body, 504 for an app that did not answer, and a quiet close for
-    /// an idle or stuck connection or an unfinished TLS handshake.
-    fn sweep(&mut self, now: Instant) {
-        let expired: Vec<(usize, Deadline)> = self
-            .conns
-            .iter()
-            .filter_map(|(k, c)| {
-                c.deadline()
-                    .filter(|(at, _)| *at <= now)
-                    .map(|(_, d)| (k, d))
-            })
-            .collect();
-        for (key, deadline) in expired {
-            let token = Token(key);
-            let Some(conn) = self.conns.get_mut(key) else {
-                continue;
-            };
-            // The host gives up on a pending request (a 504 for its app,
-            // a 408 for its body): its app hears of it. (A close below
-            // runs it too.)
-            if matches!(deadline, Deadline::App | Deadline::Body) {
-                if let Some(gone) = conn.take_gone() {
-                    self.run_gone(gone);
-                }
-            }
-            let Some(conn) = self.conns.get_mut(key) else {
-                continue;
-            };
-            match deadline {
-                Deadline::WebSocket => {
-                    match conn.expire_ws(now, &mut self.bufs) {
-                        Flow::Open => self.pump_ws(token),
-                        Flow::Close => self.close(token),
-                    }
-                    continue;
-                }
-                Deadline::Linger if conn.lingers_on() => {
-                    self.settle(token);
-                    continue;
-                }
-                Deadline::Handshake => {
-                    conn.handshake_timed_out();
-                    self.close(token);
-                    continue;
-                }
-                Deadline::Idle | Deadline::Send | Deadline::Linger => {
-                    log::debug!("{}: {deadline:?} timeout, closing", conn.peer());
-                    self.close(token);
-                    continue;
-                }
-                Deadline::StreamIdle => {
-                    log::info!(
-                        "{}: the app sent nothing for stream_idle_timeout ({:?}); ending its stream",
-                        conn.peer(),
-                        self.shared.settings.conn.stream_idle_timeout
-                    );
-                    self.close(token);
-                    continue;
-                }
-                Deadline::Head => {
-                    conn.fail(&HttpError::HeadTimeout, self.date.get(), &mut self.bufs)
-                }
-                Deadline::Body => {
-                    let error = conn.body_timeout_error(&self.shared.settings.conn, now);
-                    conn.fail(&error, self.date.get(), &mut self.bufs)
-                }
-                Deadline::App => {
-                    if let Some(pending) = conn.pending() {
-                        log::warn!(
-                            "app {} did not answer {} within app_timeout ({:?}); answering 504",
-                            pending
-                                .slot
-                                .map_or_else(|| "?".into(), |s| self.shared.stats.app_name(s)),
-                            pending.path.as_deref().unwrap_or("a request"),
-                            pending
-                                .timeout
-                                .unwrap_or(self.shared.settings.conn.app_timeout)
-                        );
-                    }
-                    let timeout = HostAnswer::AppTimeout.response();
-                    let at = Stamp {
-                        now,
-                        date: self.date.get(),
-                    };
-                    self.dispatcher
-                        .finish(conn, timeout, &[], true, at, &mut self.bufs);
-                }
-            }
-            self.pump(token);
         }
     }
 }
