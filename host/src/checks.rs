@@ -357,20 +357,18 @@ pub fn tls_config(
     use crate::listen::tls::{tickets, Resumption, TlsSites};
     tls_binds_apart(&cli.bind)?;
     if cli.tls_cert.is_some() != cli.tls_key.is_some() {
-        return Err(BootError::Tls(
+        return Err(BootError::tls(
             "--tls-cert and --tls-key go together (tls_cert and tls_key in the configuration \
-             file): give both"
-                .into(),
+             file): give both",
         ));
     }
     if cli.hsts_subdomains && cli.hsts.is_none_or(|d| d.is_zero()) {
-        return Err(BootError::Tls(
+        return Err(BootError::tls(
             "--hsts-subdomains adds to --hsts, which is not given: add --hsts 365d (or leave \
-             --hsts-subdomains out)"
-                .into(),
+             --hsts-subdomains out)",
         ));
     }
-    let sites = cli.tls_sites().map_err(BootError::Tls)?;
+    let sites = cli.tls_sites().map_err(BootError::tls)?;
     if tls_addrs.is_empty() {
         let given = [
             (cli.tls_cert.is_some(), "--tls-cert and --tls-key"),
@@ -380,7 +378,7 @@ pub fn tls_config(
             (cli.hsts.is_some(), "--hsts"),
         ];
         return match given.iter().find(|(yes, _)| *yes) {
-            Some((_, what)) => Err(BootError::Tls(format!(
+            Some((_, what)) => Err(BootError::tls(format!(
                 "{what} serve tls:// binds, and no --bind is one (nor a passed socket named \
                  tls): add --bind tls://IP:PORT (under socket activation, name the socket tls: \
                  FileDescriptorName=tls), or leave them out"
@@ -390,11 +388,10 @@ pub fn tls_config(
     }
     let default_used = tls_addrs.iter().any(|a| sites.table_of(*a).is_none());
     if default_used && sites.default.certs.is_empty() {
-        return Err(BootError::Tls(
+        return Err(BootError::tls(
             "a tls:// bind (or a passed socket named tls) needs --tls-cert FILE and --tls-key \
              FILE (tls_cert and tls_key in the configuration file), or a [tls.\"ADDR\"] table \
-             with its certificates"
-                .into(),
+             with its certificates",
         ));
     }
     let resumption = Resumption::new(tickets(ticket_keys));
@@ -422,7 +419,7 @@ fn tls_binds_apart(binds: &[Bind]) -> Result<(), BootError> {
             _ => false,
         });
         if let Some(plain) = plain {
-            return Err(BootError::Tls(format!(
+            return Err(BootError::tls(format!(
                 "--bind tls://{tls} and --bind {plain} take the same port: a client would get \
                  TLS or plain HTTP by chance; give the TLS bind a port of its own"
             )));

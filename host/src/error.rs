@@ -96,7 +96,7 @@ pub enum BootError {
     /// TLS settings that cannot serve: a missing or unreadable file, a key
     /// that is not the certificate's, a TLS bind without them.
     #[error("{0}")]
-    Tls(String),
+    Tls(#[from] crate::listen::tls::TlsError),
     /// A failure that belongs to one flag's value (`--access-log PATH:
     /// ...`).
     #[error("{setting} {value}: {source}")]
@@ -283,6 +283,11 @@ pub enum UnixRefusal {
 }
 
 impl BootError {
+    /// TLS flags that do not go together, or a TLS bind without them.
+    pub fn tls(why: impl Into<String>) -> Self {
+        BootError::Tls(crate::listen::tls::TlsError::Settings(why.into()))
+    }
+
     /// `doing` on the file at `path` failed.
     pub fn file(doing: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
         BootError::File {

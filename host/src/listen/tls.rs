@@ -42,6 +42,7 @@ use std::sync::Arc;
 pub const SEND_LIMIT: usize = 64 << 10;
 
 mod config;
+mod error;
 pub mod expiry;
 mod session;
 mod sites;
@@ -49,6 +50,7 @@ pub mod tickets;
 pub mod watch;
 
 pub use config::{facts, CertFacts, Resumption};
+pub use error::TlsError;
 pub use sites::{log_reload, site_name, TlsSites};
 
 /// Session tickets sealed with `shared` keys (a worker process's, which
@@ -367,7 +369,7 @@ mod tests {
     /// SEC1; an encrypted key is refused), TLS 1.3 and 1.2, ALPN `http/1.1`
     /// only (a client that offers only `h2` is refused with
     /// `no_application_protocol`). The error names the file and the reason.
-    fn server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, String> {
+    fn server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, TlsError> {
         let site = crate::settings::Site {
             certs: vec![crate::settings::CertPair {
                 cert: cert.to_path_buf(),
@@ -679,12 +681,18 @@ mod tests {
         let other = std::env::temp_dir().join(format!("stoa-tls-other-{}.pem", std::process::id()));
         // The CA's certificate as the chain, with the leaf's key.
         let e = server_config(&fixture("ca.pem"), &fixture("key.pem")).expect_err("mismatch");
-        assert!(e.contains("ca.pem") && e.contains("key.pem"), "{e}");
+        assert!(matches!(e, TlsError::KeyMismatch { .. }), "{e}");
+        let said = e.to_string();
+        assert!(said.contains("ca.pem") && said.contains("key.pem"), "{e}");
         std::fs::write(&other, "not a key").expect("write");
         let e = server_config(&fixture("cert.pem"), &other).expect_err("no key");
-        assert!(e.contains(&other.display().to_string()), "{e}");
+        assert!(matches!(e, TlsError::Key { .. }), "{e}");
+        assert!(e.to_string().contains(&other.display().to_string()), "{e}");
         let _ = std::fs::remove_file(&other);
         let e = server_config(&fixture("missing.pem"), &fixture("key.pem")).expect_err("missing");
-        assert!(e.contains("missing.pem"), "{e}");
+        assert!(matches!(e, TlsError::Read { .. }), "{e}");
+        assert!(e.to_string().contains("missing.pem"), "{e}");
+        let e = server_config(&fixture("key.pem"), &fixture("key.pem")).expect_err("no chain");
+        assert!(matches!(e, TlsError::NoPem { .. }), "{e}");
     }
 }

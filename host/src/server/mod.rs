@@ -1,13 +1,18 @@
 //! The event loop: one poller, one listener, a slab of connections, and the
 //! completion queue that deferred answers come back through.
 //!
-//! Each turn: apply completions and due timers, wait for readiness, accept
-//! until `WouldBlock`, serve ready connections, sweep deadlines. An error
-//! closes its connection, never the loop. The loop moves bytes and
-//! readiness and owns the clock (`clock`); each connection decides its own
-//! protocol steps (`conn`), a request's route is decided once (`route`),
-//! the `Dispatcher` hands requests to apps by it (`dispatch`), the
-//! `Acceptor` owns the listener (`acceptor`).
+//! Each turn: apply completions and due timers (`apply`, one method per
+//! kind of inbox item), wait for readiness, accept until `WouldBlock`,
+//! serve ready connections, sweep deadlines (`sweep`, one method per kind
+//! of deadline). An error closes its connection, never the loop. The loop
+//! moves bytes and readiness and owns the clock (`clock`); each connection
+//! decides its own protocol steps (`conn`) and yields its requests through
+//! the protocol seam (`exchange`): the `Dispatcher` sees a request, never
+//! a connection, and hands it to the host's endpoints or its app by its
+//! route (`route`, decided once), returning an outcome the loop applies;
+//! its answering half (`answering`) queues the answer on the connection.
+//! The `Acceptor` owns the listener (`acceptor`); what each listener is,
+//! one table built at boot (`listeners`).
 
 mod acceptor;
 mod admission;

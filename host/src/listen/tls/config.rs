@@ -5,6 +5,7 @@
 //! offered, ALPN `http/1.1` alone, no 0-RTT. What the host shows of the
 //! certificates (names, expiry) is read here too.
 
+use super::error::TlsError;
 use crate::settings::{CertPair, ClientAuth, MinVersion, Site};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
@@ -56,10 +57,10 @@ pub fn provider() -> Arc<CryptoProvider> {
 }
 
 /// Builds `site`'s configuration; the error names the file and the reason.
-pub fn load(site: &Site, resumption: &Resumption) -> Result<Loaded, String> {
+pub fn load(site: &Site, resumption: &Resumption) -> Result<Loaded, TlsError> {
     let provider = provider();
     if site.certs.is_empty() {
-        return Err("no certificate to serve".into());
+        return Err(TlsError::NoCertificate);
     }
     let mut keys = Vec::with_capacity(site.certs.len());
     let mut certs = Vec::with_capacity(site.certs.len());
@@ -74,7 +75,7 @@ pub fn load(site: &Site, resumption: &Resumption) -> Result<Loaded, String> {
     };
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(versions)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| TlsError::Versions(e.to_string()))?;
     let builder = match &site.client_ca {
         None => builder.with_no_client_auth(),
         Some(ca) => {
@@ -84,9 +85,10 @@ pub fn load(site: &Site, resumption: &Resumption) -> Result<Loaded, String> {
                 ClientAuth::Required => verifier,
                 ClientAuth::Optional => verifier.allow_unauthenticated(),
             };
-            let verifier = verifier
-                .build()
-                .map_err(|e| format!("{}: {e}", ca.display()))?;
+            let verifier = verifier.build().map_err(|e| TlsError::ClientCa {
+                path: ca.clone(),
+                reason: e.to_string(),
+            })?;
             builder.with_client_cert_verifier(verifier)
         }
     };
@@ -105,36 +107,34 @@ pub fn load(site: &Site, resumption: &Resumption) -> Result<Loaded, String> {
 fn certified(
     pair: &CertPair,
     provider: &CryptoProvider,
-) -> Result<(CertifiedKey, CertFacts), String> {
+) -> Result<(CertifiedKey, CertFacts), TlsError> {
     let (cert, key) = (&pair.cert, &pair.key);
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-        .and_then(|certs| certs.collect())
-        .map_err(|e| format!("{}: {e}", cert.display()))?;
+    let chain = pem_certificates(cert)?;
     let Some(leaf) = chain.first() else {
-        return Err(format!("{}: no PEM certificate in it", cert.display()));
+        return Err(TlsError::NoPem { path: cert.clone() });
     };
     let facts = facts(cert, leaf)?;
-    let private = PrivateKeyDer::from_pem_file(key).map_err(|e| {
-        format!(
-            "{}: {e} (a PEM private key, PKCS#8, PKCS#1 or SEC1, unencrypted)",
-            key.display()
-        )
+    let private = PrivateKeyDer::from_pem_file(key).map_err(|e| TlsError::Key {
+        path: key.clone(),
+        reason: e.to_string(),
     })?;
-    let certified = CertifiedKey::from_der(chain, private, provider).map_err(|e| {
-        format!(
-            "{} and {}: {e} (is the key the certificate's?)",
-            cert.display(),
-            key.display()
-        )
-    })?;
+    let certified =
+        CertifiedKey::from_der(chain, private, provider).map_err(|e| TlsError::KeyMismatch {
+            cert: cert.clone(),
+            key: key.clone(),
+            reason: e.to_string(),
+        })?;
     Ok((certified, facts))
 }
 
 /// The names and expiry of the certificate `leaf` of file `path`.
-pub fn facts(path: &Path, leaf: &CertificateDer<'_>) -> Result<CertFacts, String> {
+pub fn facts(path: &Path, leaf: &CertificateDer<'_>) -> Result<CertFacts, TlsError> {
     use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
-    let (_, parsed) = X509Certificate::from_der(leaf.as_ref())
-        .map_err(|e| format!("{}: the certificate does not parse: {e}", path.display()))?;
+    let (_, parsed) =
+        X509Certificate::from_der(leaf.as_ref()).map_err(|e| TlsError::Certificate {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
     let names = match parsed.subject_alternative_name() {
         Ok(Some(san)) => san
             .value
@@ -155,20 +155,31 @@ pub fn facts(path: &Path, leaf: &CertificateDer<'_>) -> Result<CertFacts, String
 }
 
 /// The CAs of `file`, for verifying client certificates.
-fn client_roots(file: &Path) -> Result<Arc<rustls::RootCertStore>, String> {
+fn client_roots(file: &Path) -> Result<Arc<rustls::RootCertStore>, TlsError> {
     let mut roots = rustls::RootCertStore::empty();
-    let cas: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(file)
-        .and_then(|certs| certs.collect())
-        .map_err(|e| format!("{}: {e}", file.display()))?;
+    let cas = pem_certificates(file)?;
     if cas.is_empty() {
-        return Err(format!("{}: no PEM certificate in it", file.display()));
+        return Err(TlsError::NoPem {
+            path: file.to_path_buf(),
+        });
     }
     for ca in cas {
-        roots
-            .add(ca)
-            .map_err(|e| format!("{}: a CA that cannot be used: {e}", file.display()))?;
+        roots.add(ca).map_err(|e| TlsError::ClientCa {
+            path: file.to_path_buf(),
+            reason: e.to_string(),
+        })?;
     }
     Ok(Arc::new(roots))
+}
+
+/// The PEM certificates of `file`, in order.
+fn pem_certificates(file: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    CertificateDer::pem_file_iter(file)
+        .and_then(|certs| certs.collect())
+        .map_err(|e| TlsError::Read {
+            path: file.to_path_buf(),
+            reason: e.to_string(),
+        })
 }
 
 /// Chooses a site's certificate by the name the client asks for: the

@@ -4,6 +4,7 @@
 //! files do not load keeps serving what it had.
 
 use super::config::{self, CertFacts, Resumption};
+use super::error::TlsError;
 use crate::settings::{Site, Sites};
 use arc_swap::ArcSwap;
 use rustls::ServerConfig;
@@ -24,9 +25,11 @@ impl Live {
         addr: Option<SocketAddr>,
         site: &Site,
         resumption: &Resumption,
-    ) -> Result<Self, String> {
-        let loaded =
-            config::load(site, resumption).map_err(|e| format!("{}: {e}", site_name(addr)))?;
+    ) -> Result<Self, TlsError> {
+        let loaded = config::load(site, resumption).map_err(|e| TlsError::Site {
+            site: site_name(addr),
+            source: Box::new(e),
+        })?;
         Ok(Live {
             addr,
             site: site.clone(),
@@ -57,7 +60,11 @@ impl TlsSites {
     /// Loads the sites of `sites` that serve: the tables', and the
     /// default one if `default_used` (a TLS listener has no table). The
     /// error names the table or the flags, the file and the reason.
-    pub fn load(sites: &Sites, default_used: bool, resumption: Resumption) -> Result<Self, String> {
+    pub fn load(
+        sites: &Sites,
+        default_used: bool,
+        resumption: Resumption,
+    ) -> Result<Self, TlsError> {
         let mut live = Vec::with_capacity(sites.by_addr.len() + 1);
         for (addr, site) in &sites.by_addr {
             live.push(Live::load(Some(*addr), site, &resumption)?);
