@@ -42,15 +42,14 @@ use std::sync::Arc;
 pub const SEND_LIMIT: usize = 64 << 10;
 
 mod config;
-mod error;
 pub mod expiry;
 mod session;
 mod sites;
 pub mod tickets;
 pub mod watch;
 
+pub use crate::error::TlsError;
 pub use config::{facts, CertFacts, Resumption};
-pub use error::TlsError;
 pub use sites::{log_reload, site_name, TlsSites};
 
 /// Session tickets sealed with `shared` keys (a worker process's, which

@@ -25,6 +25,7 @@ use crate::server::route::{Route, Target};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use stoa_app_api::abi::{TaskBox, TlsSession};
+use stoa_app_api::Response;
 
 /// Hands parsed requests to the host's endpoints or to their apps, and
 /// queues their answers on the connection. One per loop; the loop owns
@@ -86,7 +87,6 @@ impl Dispatcher {
             via,
         } = req;
         let parts = HeadText::new(head, buf);
-        let path = parts.path;
         let apps;
         let route = match kept {
             Some(route) => route,
@@ -95,23 +95,7 @@ impl Dispatcher {
                 Route::decide(&shared.settings, &apps.mounts, &parts, peer)
             }
         };
-        // A request asking for a WebSocket is checked before any app sees
-        // it: a malformed handshake is the host's to refuse.
-        let (refusal, accept) = match handshake::asks_for_websocket(head) {
-            false => (None, None),
-            true => match handshake::check(head, buf) {
-                Ok(accept) => (None, Some(Accepting::new(accept, head, buf))),
-                Err(r) => (Some(HostAnswer::WebSocket(r).response()), None),
-            },
-        };
-        // A plain bind under --https-redirect answers every request so.
-        let refusal = match self.listeners.redirect_to(via) {
-            Some(port) => {
-                let (fallback, _) = self.listeners.local(via);
-                Some(super::redirect::answer(&parts, port, &fallback))
-            }
-            None => refusal,
-        };
+        let (refusal, accept) = self.refusal(&parts, via);
         let Route {
             client,
             scheme,
@@ -135,31 +119,12 @@ impl Dispatcher {
             app_timeout: app.and_then(|(app, _)| app.limits.app_timeout),
             on_gone: None,
         };
-        let host_answer = match (refusal, &target, app) {
-            (Some(refusal), _, _) => Some(refusal),
-            // Every path under the prefix is the host's to answer.
-            (None, Target::Host, _) => Some(
-                admin::answer(&shared.sources(), path, &client)
-                    .unwrap_or_else(|| HostAnswer::NoEndpoint.response()),
-            ),
-            (None, Target::Held(why), None) => {
-                Some(HostAnswer::OutOfService(why.clone()).response())
-            }
-            (None, _, None) => Some(HostAnswer::NoMount.response()),
-            (None, _, Some(_)) => None,
-        };
-        if let Some(response) = host_answer {
+        let Some((app, split)) = app else {
+            let response =
+                refusal.unwrap_or_else(|| self.host_answer(&target, parts.path, &client));
             return Outcome {
                 begun,
                 answer: Some(Answer::Response(response, &[])),
-                after: now,
-            };
-        }
-        let Some((app, split)) = app else {
-            // Unreachable: every request without an app was answered above.
-            return Outcome {
-                begun,
-                answer: Some(Answer::Response(HostAnswer::NoMount.response(), &[])),
                 after: now,
             };
         };
@@ -180,6 +145,41 @@ impl Dispatcher {
             begun,
             answer,
             after,
+        }
+    }
+
+    /// What the host answers before any app sees the request, if anything:
+    /// a malformed WebSocket handshake (a well-formed one gives what its
+    /// app's acceptance needs), or, on a plain bind under
+    /// `--https-redirect`, the redirect every request gets.
+    fn refusal(&self, parts: &HeadText<'_>, via: usize) -> (Option<Response>, Option<Accepting>) {
+        let (head, buf) = (parts.head, parts.buf);
+        let (refusal, accept) = match handshake::asks_for_websocket(head) {
+            false => (None, None),
+            true => match handshake::check(head, buf) {
+                Ok(accept) => (None, Some(Accepting::new(accept, head, buf))),
+                Err(r) => (Some(HostAnswer::WebSocket(r).response()), None),
+            },
+        };
+        match self.listeners.redirect_to(via) {
+            Some(port) => {
+                let (fallback, _) = self.listeners.local(via);
+                let redirect = super::redirect::answer(parts, port, &fallback);
+                (Some(redirect), accept)
+            }
+            None => (refusal, accept),
+        }
+    }
+
+    /// The answer to a request no app takes: the host's endpoint under its
+    /// prefix (every path there is the host's to answer), 503 for a mount
+    /// held out of service, else 404.
+    fn host_answer(&self, target: &Target<'_>, path: &str, client: &Arc<str>) -> Response {
+        match target {
+            Target::Host => admin::answer(&self.shared.sources(), path, client)
+                .unwrap_or_else(|| HostAnswer::NoEndpoint.response()),
+            Target::Held(why) => HostAnswer::OutOfService(why.clone()).response(),
+            Target::App { .. } | Target::NoMount => HostAnswer::NoMount.response(),
         }
     }
 

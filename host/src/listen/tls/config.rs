@@ -5,7 +5,7 @@
 //! offered, ALPN `http/1.1` alone, no 0-RTT. What the host shows of the
 //! certificates (names, expiry) is read here too.
 
-use super::error::TlsError;
+use crate::error::TlsError;
 use crate::settings::{CertPair, ClientAuth, MinVersion, Site};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;

@@ -4,7 +4,7 @@
 //! files do not load keeps serving what it had.
 
 use super::config::{self, CertFacts, Resumption};
-use super::error::TlsError;
+use crate::error::TlsError;
 use crate::settings::{Site, Sites};
 use arc_swap::ArcSwap;
 use rustls::ServerConfig;
