@@ -6,6 +6,7 @@
 use super::clock::Stamp;
 use super::conn::{Conn, Due, Pending, Tail, Terms, Transport};
 use super::dispatch::Dispatcher;
+use super::exchange::Exchange;
 use super::ws::line::Line;
 use super::ws::{Link, LinkWatch};
 use crate::http::answer::{is_final, HostAnswer};
@@ -16,7 +17,6 @@ use crate::ops::access_log::Answered;
 use crate::poller::Token;
 use crate::server::responder::ReplyTo;
 use crate::stats::{bump, Stats};
-use std::io::{Read, Write};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,12 +24,12 @@ use stoa_app_api::Response;
 
 impl Dispatcher {
     /// Queues `response` (with its constant headers `fixed`) as the answer
-    /// to the request `conn` waits on, counts it and writes its access-log
+    /// to the request `conn` (its protocol's answering side) has waiting, counts it and writes its access-log
     /// line. `close` closes the connection after it (a timed-out app); so
     /// does draining.
-    pub(super) fn finish<S: Read + Write>(
+    pub(super) fn finish(
         &self,
-        conn: &mut Conn<S>,
+        conn: &mut impl Exchange,
         response: Response,
         fixed: Fixed,
         close: bool,
@@ -81,9 +81,9 @@ impl Dispatcher {
     /// and `open` (the worker's count of open streams) counts it while it
     /// runs. A head with a status that is not final is answered 500
     /// instead.
-    pub(super) fn start_stream<S: Read + Write>(
+    pub(super) fn start_stream(
         &self,
-        conn: &mut Conn<S>,
+        conn: &mut impl Exchange,
         start: StreamStart,
         open: Arc<AtomicU64>,
         at: Stamp<'_>,
@@ -114,7 +114,7 @@ impl Dispatcher {
     /// Counts the streamed answer or WebSocket `conn` has just begun for
     /// `pending` (its head given at `now`) and leaves its access-log line
     /// and bytes to its end.
-    fn follow<S>(&self, conn: &mut Conn<S>, mut pending: Pending, status: u16, now: Instant) {
+    fn follow(&self, conn: &mut impl Exchange, mut pending: Pending, status: u16, now: Instant) {
         self.count(&pending, status, 0, now);
         let log = match (&self.shared.access_log, pending.access.take()) {
             (Some(log), Some(info)) => Some((log.clone(), info)),

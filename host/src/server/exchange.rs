@@ -9,16 +9,26 @@
 //! as any later one is. HTTP/1.1 (`conn`) yields one request at a time per
 //! connection; a protocol with many streams on one connection yields one
 //! `Incoming` per stream, each with its own `Begun`.
+//!
+//! The other way, the dispatcher's answering half (`answering`) queues an
+//! answer through `Exchange`: the request waiting, its listener, and how
+//! a whole answer or a streamed one's head goes out. It counts the answer
+//! and writes its access-log line whatever the protocol.
 
-use super::conn::Gone;
+use super::conn::{Gone, Pending, Tail, Terms};
 use super::route::Route;
 use crate::http::parse::Head;
+use crate::http::reader::BufPool;
+use crate::http::response::Fixed;
 use crate::inbox::Answer;
 use crate::ops::access_log::AccessInfo;
 use crate::ops::in_flight::OnBoard;
+use crate::stream_line::StreamLine;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use stoa_app_api::abi::TlsSession;
+use stoa_app_api::Response;
 
 /// A request a connection yields, ready for its app.
 pub struct Incoming<'a> {
@@ -68,4 +78,38 @@ pub struct Outcome {
     /// The loop's clock after the dispatch (read again only after a
     /// handler that ran on the loop).
     pub after: Instant,
+}
+
+/// Where a request's answer goes: the answering side of a protocol, for
+/// the request it has waiting. HTTP/1.1's connection (`Conn`) is one, with
+/// at most one request waiting; a multiplexed connection would give one
+/// per stream.
+pub trait Exchange {
+    /// The request waiting for its answer, if any.
+    fn pending(&self) -> Option<&Pending>;
+    /// The listener the request came in on (its index in the table).
+    fn listener(&self) -> usize;
+    /// Queues `response` (and the constant headers `fixed`) as the waiting
+    /// request's answer under `terms`; the request answered.
+    fn answer(
+        &mut self,
+        response: &mut Response,
+        fixed: Fixed,
+        terms: &Terms,
+        pool: &mut BufPool,
+    ) -> Option<Pending>;
+    /// Queues `head` as the start of a streamed answer whose body comes
+    /// through `line` (`open` counts it while it runs); the request
+    /// answered.
+    fn start_stream(
+        &mut self,
+        head: &mut Response,
+        line: Arc<StreamLine>,
+        open: Arc<AtomicU64>,
+        terms: &Terms,
+        pool: &mut BufPool,
+    ) -> Option<Pending>;
+    /// Keeps `tail` (the access-log line and byte count of the streamed
+    /// answer or WebSocket just begun) until its body is written.
+    fn follow(&mut self, tail: Tail);
 }

@@ -34,6 +34,7 @@ use crate::http::reader::{BufPool, RequestReader};
 use crate::ops::in_flight::OnBoard;
 use crate::poller::Interest;
 use crate::server::body_feed::BodyLink;
+use crate::server::exchange::Exchange;
 use crate::server::route::Route;
 use crate::server::ws::Link;
 pub use gone::Gone;
@@ -259,11 +260,6 @@ impl<S> Conn<S> {
         self
     }
 
-    /// The listener the connection came in on.
-    pub fn listener(&self) -> usize {
-        self.via
-    }
-
     pub fn stream(&self) -> &S {
         &self.stream
     }
@@ -421,6 +417,42 @@ impl<S> Conn<S> {
                 // A WebSocket ends at the peer's EOF, after its last frame.
                 Phase::Reading(_) | Phase::Upgraded(_) | Phase::Lingering(_) => self.read_closed,
             }
+    }
+}
+
+/// HTTP/1.1's answering side: the one request a connection has waiting.
+impl<S> Exchange for Conn<S> {
+    fn pending(&self) -> Option<&Pending> {
+        Conn::pending(self)
+    }
+
+    fn listener(&self) -> usize {
+        self.via
+    }
+
+    fn answer(
+        &mut self,
+        response: &mut stoa_app_api::Response,
+        fixed: crate::http::response::Fixed,
+        terms: &Terms,
+        pool: &mut BufPool,
+    ) -> Option<Pending> {
+        Conn::answer(self, response, fixed, terms, pool)
+    }
+
+    fn start_stream(
+        &mut self,
+        head: &mut stoa_app_api::Response,
+        line: Arc<crate::stream_line::StreamLine>,
+        open: Arc<std::sync::atomic::AtomicU64>,
+        terms: &Terms,
+        pool: &mut BufPool,
+    ) -> Option<Pending> {
+        Conn::start_stream(self, head, line, open, terms, pool)
+    }
+
+    fn follow(&mut self, tail: Tail) {
+        Conn::follow(self, tail)
     }
 }
 
