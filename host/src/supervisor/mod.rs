@@ -23,6 +23,7 @@
 
 mod binary;
 mod death;
+mod decide;
 pub mod handoff;
 mod procs;
 mod quarantine;

@@ -3,8 +3,9 @@
 
 use super::binary::Binary;
 use super::death::{End, InFlight};
+use super::decide::{decide, Decision, Ending, Then};
 use super::handoff::{inherited_area, Handoff};
-use super::procs::{backoff, unasked, Place, Proc, Role, Rows};
+use super::procs::{backoff, Place, Proc, Rows};
 use super::quarantine::Deaths;
 use super::resume::{self, Resumed};
 use super::store::Store;
@@ -438,6 +439,8 @@ impl Supervisor {
         }
     }
 
+    /// A worker process ended: frees what it held, gathers the facts,
+    /// and does what `decide` says.
     fn ended(&mut self, pid: Pid, end: End) -> Result<(), BootError> {
         let found = self
             .places
@@ -452,91 +455,125 @@ impl Supervisor {
         if end.is_crash() {
             self.log_lost(&in_flight);
         }
-        self.tally.retire(&proc.row);
-        give_back_holdings(self.area.words, &proc.row);
-        // No longer a worker of the host's status.
-        proc.row.reset();
-        self.rows.give_back(proc.row_index);
-        let place = &mut self.places[i];
-        if matches!(role, Role::Leaving) || self.draining.is_some() {
-            if unasked(end, proc.killed) {
-                log::warn!(
-                    "worker {i} (pid {}) {} while draining; {}",
-                    proc.pid(),
-                    end.how(),
-                    in_flight.describe()
-                );
-            } else {
+        self.free_row(&proc);
+        let now = Instant::now();
+        let culprit = in_flight.culprit.as_ref();
+        let place = &self.places[i];
+        let ending = Ending {
+            role,
+            end,
+            ready: proc.ready,
+            killed: proc.killed,
+            from_candidate: proc.from_candidate,
+            blame: culprit.map(|(_, digest)| self.deaths.blame(digest, now)),
+            draining: self.draining.is_some(),
+            announced: self.announced,
+            upgrading: self.candidate.is_some(),
+            next_starting: place.next.is_some(),
+            failed_starts: place.failed_starts,
+        };
+        let (quarantine, then) = match decide(&ending) {
+            Decision::LetGo { unasked: true } => {
+                let (pid, how, what) = (proc.pid(), end.how(), in_flight.describe());
+                log::warn!("worker {i} (pid {pid}) {how} while draining; {what}");
+                return Ok(());
+            }
+            Decision::LetGo { unasked: false } => {
                 log::info!(
                     "worker {i} (pid {}) {} after draining",
                     proc.pid(),
                     end.how()
                 );
+                return Ok(());
             }
-            return Ok(());
-        }
-        place.crashes += 1;
-        self.tally.crashed(i, in_flight.app());
-        if let Some((app, digest)) = &in_flight.culprit {
-            if let Some(q) = self.deaths.count(app, digest, Instant::now()) {
-                log::error!(
-                    "quarantined: {}; every worker refuses it, and takes it out of service",
-                    q.why()
-                );
-                self.tally.quarantine(q);
-            }
-        }
-        let place = &mut self.places[i];
+            Decision::Counted { quarantine, then } => (quarantine, then),
+        };
+        self.count_death(i, &in_flight, quarantine, now);
         log::error!(
             "worker {i} (pid {}) {}; {}",
             proc.pid(),
             end.how(),
             in_flight.describe()
         );
-        if !self.announced && !proc.ready && in_flight.culprit.is_none() {
-            // A worker that cannot start at all: the start-up fails, as a
-            // host that cannot load its apps does.
-            self.kill_all();
-            return Err(BootError::system(
-                format!("start worker {i}"),
-                std::io::Error::other(format!(
-                    "it {} before it served (its log lines above say why)",
-                    end.how()
-                )),
-            ));
+        self.follow(i, then, end)
+    }
+
+    /// A worker ended: its counters join the retired ones, what it held
+    /// in the host-wide counts is free again, and its row is no longer a
+    /// worker of the host's status.
+    fn free_row(&mut self, proc: &Proc) {
+        self.tally.retire(&proc.row);
+        give_back_holdings(self.area.words, &proc.row);
+        proc.row.reset();
+        self.rows.give_back(proc.row_index);
+    }
+
+    /// Counts a death against place `i`, the app its loop was in, and the
+    /// plugin bytes it died of (quarantined now if `quarantine`).
+    fn count_death(&mut self, i: usize, in_flight: &InFlight, quarantine: bool, now: Instant) {
+        self.places[i].crashes += 1;
+        self.tally.crashed(i, in_flight.app());
+        let Some((app, digest)) = &in_flight.culprit else {
+            return;
+        };
+        self.deaths.record(digest, now);
+        if quarantine {
+            let q = self.deaths.quarantined(app, digest);
+            log::error!(
+                "quarantined: {}; every worker refuses it, and takes it out of service",
+                q.why()
+            );
+            self.tally.quarantine(q);
         }
-        match role {
-            Role::Serving => {
-                if let Some(next) = place.next.take() {
-                    // Its replacement was on the way: it takes over.
-                    place.serving = Some(next);
-                } else if proc.ready {
-                    place.failed_starts = 0;
-                    self.start(i)?;
-                    if let Some(new) = &self.places[i].serving {
-                        log::info!("worker {i} replaced by pid {}", new.pid());
-                    }
-                } else {
-                    place.failed_starts += 1;
-                    let pause = backoff(place.failed_starts);
-                    log::warn!(
-                        "worker {i} died before it served ({} time(s) in a row); starting it \
-                         again in {pause:?}",
-                        place.failed_starts
-                    );
-                    place.start_at = Some(Instant::now() + pause);
+    }
+
+    /// Does what place `i` needs after a death (`end`) that counts.
+    fn follow(&mut self, i: usize, then: Then, end: End) -> Result<(), BootError> {
+        let place = &mut self.places[i];
+        match then {
+            Then::FailStart => {
+                // A worker that cannot start at all: the start-up fails,
+                // as a host that cannot load its apps does.
+                self.kill_all();
+                return Err(BootError::system(
+                    format!("start worker {i}"),
+                    std::io::Error::other(format!(
+                        "it {} before it served (its log lines above say why)",
+                        end.how()
+                    )),
+                ));
+            }
+            // Its replacement was on the way: it takes over.
+            Then::TakeOver => place.serving = place.next.take(),
+            Then::Replace => {
+                place.failed_starts = 0;
+                self.start(i)?;
+                if let Some(new) = &self.places[i].serving {
+                    log::info!("worker {i} replaced by pid {}", new.pid());
                 }
             }
-            Role::Next if self.candidate.is_some() && proc.from_candidate => {
-                self.abandon_upgrade(&format!("a worker started from it {}", end.how()));
-            }
-            Role::Next => {
-                place.failed_starts += 1;
-                let pause = backoff(place.failed_starts);
-                log::warn!("worker {i}: its replacement died before it served; again in {pause:?}");
+            Then::ReplaceAfterBackoff {
+                failed_starts,
+                pause,
+            } => {
+                log::warn!(
+                    "worker {i} died before it served ({failed_starts} time(s) in a row); \
+                     starting it again in {pause:?}"
+                );
+                place.failed_starts = failed_starts;
                 place.start_at = Some(Instant::now() + pause);
             }
-            Role::Leaving => {}
+            Then::RetryReplacement {
+                failed_starts,
+                pause,
+            } => {
+                log::warn!("worker {i}: its replacement died before it served; again in {pause:?}");
+                place.failed_starts = failed_starts;
+                place.start_at = Some(Instant::now() + pause);
+            }
+            Then::AbandonUpgrade => {
+                self.abandon_upgrade(&format!("a worker started from it {}", end.how()))
+            }
         }
         Ok(())
     }
