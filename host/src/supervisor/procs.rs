@@ -73,6 +73,7 @@ pub struct Place {
 }
 
 /// Which process of a place a pid was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
     Serving,
     Next,

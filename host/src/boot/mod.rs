@@ -1,6 +1,14 @@
 //! Start-up and shutdown: pollers and listeners first (low descriptors),
 //! then the blocking pool and the apps, then one event-loop thread per
-//! worker; signals drain them.
+//! worker; signals drain them. One assembly (`serve`) for both ways a
+//! process serves, thread mode (`threads`) and a worker process of process
+//! mode (`worker`); what differs between them is their `mode::Mode`.
+
+mod mode;
+mod threads;
+mod worker;
+
+pub use worker::WorkerRole;
 
 use crate::apps::plugin_copy::PluginCopies;
 use crate::apps::pool::Pool;
@@ -9,63 +17,52 @@ use crate::apps::registry::{AppState, AppTable, Registry, Scan};
 use crate::apps::retire;
 use crate::apps::services;
 use crate::apps::watcher::{self, Event};
-use crate::budget::{size_text, Budget};
+use crate::budget::size_text;
 use crate::checks;
 use crate::cli::{Cli, Measured};
 use crate::control::{Control, Request, Requests};
 use crate::error::BootError;
 use crate::inbox::Inbox;
 use crate::listen;
-use crate::open_count::OpenCount;
 use crate::ops::access_log::AccessLog;
 use crate::ops::log_writer::EXIT_FLUSH;
-use crate::ops::notify;
-use crate::ops::peers::{process_counts, Peers, RowGuard};
-use crate::ops::pid_file::PidFile;
 use crate::ops::upgrade::Upgrade;
 use crate::ops::watchdog::{self, Board, Watched};
-use crate::ops::worker_row::{buffered_word, open_words, Phase, Row};
+use crate::ops::worker_row::Row;
 use crate::poller::{self, Poller};
 use crate::server::handles::Handles;
 use crate::server::listeners::Listeners;
 use crate::server::spares::Spares;
 use crate::server::Server;
-use crate::settings::{Bind, OnGenerationCap, Overload, Settings};
+use crate::settings::{OnGenerationCap, Overload, Settings};
 use crate::signals::{self, Steered};
 use crate::stats::Stats;
 use crossbeam_channel::{Receiver, Sender};
+use mode::{Loops, Mode};
 use std::collections::HashMap;
-use std::io::{self, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use threads::Threads;
+use worker::Worker;
 
 /// Thread mode: this process serves, one event-loop thread per worker.
 pub fn run(cli: Cli) -> Result<(), BootError> {
     checks::process_mode_only(&cli)?;
-    serve(cli, None)
+    serve(cli, Threads::default())
 }
 
 /// One worker process of process mode: one event loop on the sockets the
 /// supervisor handed over, its state in `role.row`.
 pub fn run_worker(mut cli: Cli, role: WorkerRole) -> Result<(), BootError> {
     cli.workers = Some(1);
-    serve(cli, Some(role))
+    serve(cli, Worker::new(role))
 }
 
-/// What a worker process has from its supervisor.
-pub struct WorkerRole {
-    /// Its row of the shared area.
-    pub row: Row,
-    /// The whole area, its rows, and which one is this worker's.
-    pub area: &'static [std::sync::atomic::AtomicU64],
-    pub rows: usize,
-    pub row_index: usize,
-    /// The listening sockets, shared with every other worker.
-    pub sockets: Vec<listen::Passed>,
-}
-
-fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
+/// Builds every handle and thread of a process in `mode`, serves until
+/// the drain, and shuts down.
+fn serve(cli: Cli, mut mode: impl Mode) -> Result<(), BootError> {
     match listen::raise_fd_limit() {
         Ok(n) => log::info!("file descriptor limit (RLIMIT_NOFILE) = {n}"),
         Err(e) => log::warn!("cannot raise RLIMIT_NOFILE: {e}"),
@@ -73,28 +70,14 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
     let pollers = pollers(&cli)?;
     let workers = pollers.len();
     let settings = Arc::new(cli.settings(measure(&cli, &pollers)?));
-    let budget = buffer_budget(&cli, &settings, role.as_ref())?;
+    let budget = mode.budget(max_buffered(&cli, &settings)?);
     let backlog = cli.backlog.unwrap_or_else(listen::somaxconn);
-    let bound = match role.as_mut() {
-        Some(role) => listen::adopt_all(std::mem::take(&mut role.sockets), 1)?,
-        None => listeners(&cli, workers, backlog)?,
-    };
-    let ticket_keys = role
-        .as_ref()
-        .map(|r| crate::ops::worker_row::ticket_words(r.area));
-    let tls = checks::tls_config(&cli, &bound.tls_addrs(), ticket_keys)?;
+    let mut bound = mode.listeners(&cli, workers, backlog)?;
+    let tls = checks::tls_config(&cli, &bound.tls_addrs(), mode.ticket_keys())?;
     let upgrade = Arc::new(Upgrade::new(bound.duplicates()?));
     log::info!("workers={workers} backlog={backlog}");
-    let mut pid_file = match role {
-        Some(_) => None,
-        None => cli.pid_file.as_deref().map(PidFile::claim).transpose()?,
-    };
-    let row = role.as_ref().map(|r| r.row);
-    let rows = match row {
-        Some(row) => vec![row],
-        None => (0..workers).map(|_| Row::private()).collect(),
-    };
-    let board = watchdog(&cli, rows, bound.tcp_addrs.clone(), backlog)?;
+    mode.claim_pid_file(&cli)?;
+    let board = watchdog(&cli, mode.rows(workers), bound.tcp_addrs.clone(), backlog)?;
 
     // Timers and the pool must exist before apps are initialised.
     let inboxes: Vec<Arc<Inbox>> = pollers
@@ -104,32 +87,14 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
     let pool = start_pool(&cli, &inboxes[0])?;
     let stats = Arc::new(Stats::new(workers));
     let (requests, incoming) = signals::channel();
-    let peers = role
-        .as_ref()
-        .map(|r| Arc::new(Peers::new(r.area, r.rows, r.row_index)));
-    let guard = match (&peers, row) {
-        (Some(peers), Some(row)) => Some(Arc::new(RowGuard {
-            row,
-            peers: peers.clone(),
-            store: std::env::var_os(crate::ops::peers::STORE_ENV).map(std::path::PathBuf::from),
-            names: std::sync::Mutex::new(()),
-        }) as Arc<dyn Guard>),
-        _ => None,
-    };
-    let registry = load_apps(&cli, &stats, Some(&requests), guard)?;
+    let registry = load_apps(&cli, &stats, Some(&requests), mode.guard())?;
     // One spare descriptor per loop of this process (`server::spares`).
     let spares = Spares::new(match settings.overload {
         Overload::Shed => workers,
         Overload::Queue => 0,
     });
     let handles = Arc::new(Handles {
-        open: match &role {
-            Some(r) => {
-                let (open, waiting) = open_words(r.area);
-                OpenCount::shared(open, waiting, r.row.held(), settings.max_connections)
-            }
-            None => OpenCount::new(settings.max_connections),
-        },
+        open: mode.open_count(settings.max_connections),
         settings,
         apps: AppTable::new(mounted(&cli, &registry)?),
         pool: (!cli.blocking_on_loop).then_some(pool),
@@ -138,7 +103,7 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
         board: Arc::new(board),
         stats,
         budget,
-        peers,
+        peers: mode.peers(),
         spares,
         tls: tls.clone(),
     });
@@ -148,25 +113,7 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
         handles.apps.load().refused.len()
     );
 
-    // One table of every listener's facts, shared by the loops.
-    let facts = Arc::new(Listeners::of_bound(
-        &bound,
-        tls.as_ref(),
-        handles.settings.https_redirect,
-    ));
-    let mut servers = Vec::with_capacity(workers);
-    for (i, ((poller, listeners), inbox)) in pollers
-        .into_iter()
-        .zip(bound.per_worker)
-        .zip(inboxes)
-        .enumerate()
-    {
-        handles.control.add_waker(poller.waker());
-        servers.push(
-            Server::new(i, poller, listeners, facts.clone(), handles.clone(), inbox)
-                .map_err(|e| BootError::system(format!("start worker {i}"), e))?,
-        );
-    }
+    let servers = servers(pollers, inboxes, &mut bound, &handles)?;
     let stop_apps = registry.events();
     let (started_tx, started) = crossbeam_channel::bounded(1);
     let apps = AppsThread {
@@ -176,58 +123,13 @@ fn serve(cli: Cli, mut role: Option<WorkerRole>) -> Result<(), BootError> {
     let steering = Steering {
         requests,
         incoming,
-        tls: tls.clone(),
+        tls,
     };
-    let apps_thread = start_threads(&cli, apps, &handles, upgrade, row, steering)?;
-    let threads = match row {
-        Some(row) => {
-            // A worker process starts accepting only once its start-up
-            // constructors returned: until then the others serve.
-            let ready = await_start_up(&started, &handles);
-            let threads = spawn_workers(servers)?;
-            if ready {
-                log::info!("worker process serving");
-                row.set_phase(Phase::Ready);
-            }
-            threads
-        }
-        None => {
-            let threads = spawn_workers(servers)?;
-            // Before READY=1: the stoa this one upgrades drains once it is told.
-            if let Some(file) = &mut pid_file {
-                file.serving()?;
-            }
-            announce(&bound.shown);
-            if await_start_up(&started, &handles) {
-                ready(&bound.shown, &handles);
-                notify::spawn_watchdog(handles.control.clone(), handles.board.clone())?;
-            }
-            threads
-        }
-    };
-
-    let failed = join_workers(threads);
-    if let Some(peers) = &handles.peers {
-        // The last counters, for the supervisor to keep.
-        peers.publish(&process_counts(
-            &handles.stats,
-            handles.access_log.as_deref(),
-            handles.pool.as_deref(),
-        ));
-    }
-    retire_mounted(&handles.apps, &stop_apps, apps_thread);
-    if let Some(log) = &handles.access_log {
-        if !log.flush(EXIT_FLUSH) {
-            log::warn!("the access log did not take its last lines within {EXIT_FLUSH:?}");
-        }
-    }
-    match failed {
-        Some(e) => Err(e),
-        None => {
-            log::info!("drained; exiting");
-            Ok(())
-        }
-    }
+    let apps_thread = start_threads(&cli, apps, &handles, upgrade, &mode, steering)?;
+    let loops = mode.start(servers, &started, &handles, &bound.shown)?;
+    let failed = join_loops(loops);
+    mode.leave(&handles);
+    shut_down(&handles, &stop_apps, apps_thread, failed)
 }
 
 /// One poller per worker (`--workers`, or one per CPU), of the backend
@@ -265,22 +167,15 @@ fn measure(cli: &Cli, pollers: &[Box<dyn Poller>]) -> Result<Measured, BootError
     })
 }
 
-/// The host-wide budget of buffered bytes (`--max-buffered`).
-fn buffer_budget(
-    cli: &Cli,
-    settings: &Settings,
-    role: Option<&WorkerRole>,
-) -> Result<Budget, BootError> {
+/// The host-wide bound on buffered bytes (`--max-buffered`), said once.
+fn max_buffered(cli: &Cli, settings: &Settings) -> Result<usize, BootError> {
     let (max_buffered, rule) = crate::ops::memory::max_buffered(cli.max_buffered, settings)?;
     log::info!(
         "max_buffered={} ({rule}); body_min_rate={} bytes/s after body_timeout",
         size_text(max_buffered),
         cli.body_min_rate
     );
-    Ok(match role {
-        Some(r) => Budget::shared(max_buffered, buffered_word(r.area), r.row.buffered()),
-        None => Budget::new(max_buffered),
-    })
+    Ok(max_buffered)
 }
 
 /// The blocking pool, installed for the apps' `spawn_blocking` (timers
@@ -338,7 +233,7 @@ fn start_threads(
     apps: AppsThread,
     handles: &Handles,
     upgrade: Arc<Upgrade>,
-    row: Option<Row>,
+    mode: &dyn Mode,
     steering: Steering,
 ) -> Result<JoinHandle<()>, BootError> {
     let AppsThread { registry, started } = apps;
@@ -366,16 +261,14 @@ fn start_threads(
         stats: handles.stats.clone(),
         control: handles.control.clone(),
         pool: handles.pool.clone(),
-        max_requests: row.and(max_requests(cli)),
+        max_requests: mode.max_requests(cli),
         peers: handles.peers.clone(),
         access_log: handles.access_log.clone(),
-        worker_timeout: row.map(|_| cli.worker_timeout),
+        worker_timeout: mode.pool_hung_bound(cli),
     })
     .map_err(|e| BootError::thread("the watchdog", e))?;
     if let Some(sites) = &tls {
-        use crate::listen::tls::watch::{self, Part};
-        let part = row.map_or(Part::Serves, |_| Part::Worker);
-        watch::spawn(sites.clone(), part, cli.tls_watch_interval)?;
+        crate::listen::tls::watch::spawn(sites.clone(), mode.tls_part(), cli.tls_watch_interval)?;
     }
     let steered = Steered {
         control: handles.control.clone(),
@@ -383,7 +276,7 @@ fn start_threads(
         apps: events,
         upgrade,
         graceful: cli.graceful_timeout,
-        row,
+        row: mode.row(),
         tls,
     };
     signals::watch(steered, requests, incoming)?;
@@ -406,8 +299,36 @@ struct Steering {
     tls: Option<Arc<crate::listen::tls::TlsSites>>,
 }
 
-/// One thread per worker's loop.
-fn spawn_workers(servers: Vec<Server>) -> Result<Vec<JoinHandle<io::Result<()>>>, BootError> {
+/// One event loop per poller, each on its share of the listeners.
+fn servers(
+    pollers: Vec<Box<dyn Poller>>,
+    inboxes: Vec<Arc<Inbox>>,
+    bound: &mut listen::Bound,
+    handles: &Arc<Handles>,
+) -> Result<Vec<Server>, BootError> {
+    // One table of every listener's facts, shared by the loops (read
+    // before the loops take their listeners).
+    let facts = Arc::new(Listeners::of_bound(
+        bound,
+        handles.tls.as_ref(),
+        handles.settings.https_redirect,
+    ));
+    let per_worker = std::mem::take(&mut bound.per_worker);
+    let mut servers = Vec::with_capacity(pollers.len());
+    for (i, ((poller, listeners), inbox)) in
+        pollers.into_iter().zip(per_worker).zip(inboxes).enumerate()
+    {
+        handles.control.add_waker(poller.waker());
+        servers.push(
+            Server::new(i, poller, listeners, facts.clone(), handles.clone(), inbox)
+                .map_err(|e| BootError::system(format!("start worker {i}"), e))?,
+        );
+    }
+    Ok(servers)
+}
+
+/// One thread per loop.
+fn spawn_loops(servers: Vec<Server>) -> Result<Loops, BootError> {
     servers
         .into_iter()
         .enumerate()
@@ -454,19 +375,10 @@ fn await_start_up(started: &Receiver<()>, handles: &Handles) -> bool {
     }
 }
 
-/// Tells the service manager the host is ready.
-fn ready(shown: &[String], handles: &Handles) {
-    notify::ready(&format!(
-        "serving {} app(s) on {}",
-        handles.apps.load().mounts.apps().len(),
-        shown.join(", ")
-    ));
-}
-
-/// Waits for every worker to drain; the last failure, if any.
-fn join_workers(threads: Vec<JoinHandle<io::Result<()>>>) -> Option<BootError> {
+/// Waits for every loop to drain; the last failure, if any.
+fn join_loops(loops: Loops) -> Option<BootError> {
     let mut failed = None;
-    for (i, h) in threads.into_iter().enumerate() {
+    for (i, h) in loops.into_iter().enumerate() {
         match h.join() {
             Ok(Ok(())) => {}
             Ok(Err(source)) => failed = Some(BootError::Worker { worker: i, source }),
@@ -474,6 +386,29 @@ fn join_workers(threads: Vec<JoinHandle<io::Result<()>>>) -> Option<BootError> {
         }
     }
     failed
+}
+
+/// After the drain: the apps retired, the access log's last lines
+/// written, and the loops' failure, if any, as the result.
+fn shut_down(
+    handles: &Handles,
+    stop_apps: &Sender<Event>,
+    apps_thread: JoinHandle<()>,
+    failed: Option<BootError>,
+) -> Result<(), BootError> {
+    retire_mounted(&handles.apps, stop_apps, apps_thread);
+    if let Some(log) = &handles.access_log {
+        if !log.flush(EXIT_FLUSH) {
+            log::warn!("the access log did not take its last lines within {EXIT_FLUSH:?}");
+        }
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => {
+            log::info!("drained; exiting");
+            Ok(())
+        }
+    }
 }
 
 /// After the drain: stops the apps thread and unpublishes the apps, so the
@@ -539,26 +474,6 @@ pub fn print_config(cli: &Cli) -> Result<(), BootError> {
     checks::print_config(cli)
 }
 
-/// The listeners: the sockets a service manager passed (socket
-/// activation), else every `--bind` address (each TCP one checked free
-/// first unless `--reuse-port`).
-fn listeners(cli: &Cli, workers: usize, backlog: i32) -> Result<listen::Bound, BootError> {
-    if let Some(sockets) = listen::inherited()? {
-        log::info!(
-            "serving {} socket(s) passed by the service manager or the stoa this one \
-             upgrades (LISTEN_FDS); --bind is not used",
-            sockets.len()
-        );
-        return listen::adopt_all(sockets, workers);
-    }
-    if !cli.reuse_port {
-        for b in cli.bind.iter().filter(|b| !matches!(b, Bind::Unix(_))) {
-            checks::address_is_free(b)?;
-        }
-    }
-    listen::bind_all(&cli.bind, workers, backlog, cli.unix_mode)
-}
-
 /// The watchdog's board, from `--stuck-after` and `--unhealthy-after`.
 fn watchdog(
     cli: &Cli,
@@ -579,19 +494,4 @@ fn watchdog(
         addrs,
         backlog,
     ))
-}
-
-/// A worker process's `--worker-max-requests`, with its own share of the
-/// jitter; `None` without a limit.
-fn max_requests(cli: &Cli) -> Option<u64> {
-    use std::hash::{BuildHasher, Hasher};
-    if cli.worker_max_requests == 0 {
-        return None;
-    }
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    let jitter = h.finish() % cli.worker_max_requests_jitter.saturating_add(1);
-    let limit = cli.worker_max_requests.saturating_add(jitter);
-    log::info!("this worker is replaced after {limit} requests (--worker-max-requests)");
-    Some(limit)
 }
