@@ -231,6 +231,80 @@ pub fn parse_hsts(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+pub fn parse_mode(s: &str) -> Result<u32, String> {
+    match u32::from_str_radix(s.trim_start_matches("0o"), 8) {
+        Ok(m) if m <= 0o777 => Ok(m),
+        _ => Err(format!(
+            "expected an octal file mode such as 660 or 666, got {s:?}"
+        )),
+    }
+}
+
+/// Readiness backends of other systems, and the Linux one to use instead.
+const FOREIGN_POLLERS: [(&str, &str); 4] = [
+    ("kqueue", "epoll"),
+    ("iocp", "epoll"),
+    ("devpoll", "poll"),
+    ("evport", "epoll"),
+];
+
+/// `--poller`: `auto` or a backend's name; another name is refused with
+/// the nearest (`uring` is `io_uring`) or the Linux counterpart of another
+/// system's backend (`kqueue` is BSD's: `epoll` here).
+pub fn parse_poller(s: &str) -> Result<String, String> {
+    let names: Vec<&str> = std::iter::once("auto")
+        .chain(crate::poller::BACKENDS.iter().copied())
+        .collect();
+    if names.contains(&s) {
+        return Ok(s.to_string());
+    }
+    let lower = s.to_ascii_lowercase();
+    let hint = match FOREIGN_POLLERS
+        .iter()
+        .find(|(other, _)| lower.contains(other))
+    {
+        Some((other, ours)) => {
+            format!(" ({other} is not a Linux backend: did you mean {ours:?}?)")
+        }
+        None => nearest(&lower, &names)
+            .map(|n| format!(" (did you mean {n:?}?)"))
+            .unwrap_or_default(),
+    };
+    Err(format!(
+        "unknown poller {s:?}{hint}; valid: {}",
+        names.join(", ")
+    ))
+}
+
+pub fn parse_level(s: &str) -> Result<log::LevelFilter, String> {
+    s.parse().map_err(|_| {
+        format!("unknown log level {s:?}: use error, warn, info, debug or trace (or off)")
+    })
+}
+
+/// `--stream-queue`: a size from 4K to 64M (below, every chunk would
+/// wait; above, a slow client could hold that much per connection).
+pub fn parse_stream_queue(s: &str) -> Result<usize, String> {
+    const RANGE: std::ops::RangeInclusive<usize> = 4 * 1024..=64 * 1024 * 1024;
+    let n = parse_size_usize(s)?;
+    if RANGE.contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!(
+            "stream queue {s:?} is out of range: give 4K to 64M, e.g. 256K"
+        ))
+    }
+}
+
+pub fn parse_mount(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, prefix)) if !name.is_empty() && prefix.starts_with('/') => {
+            Ok((name.to_string(), prefix.to_string()))
+        }
+        _ => Err(format!("expected NAME=/prefix, got {s:?}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,79 +390,5 @@ mod tests {
             let e = parse_bind(bad).expect_err(bad);
             assert!(e.contains(&format!("{bad:?}")), "{e}");
         }
-    }
-}
-
-pub fn parse_mode(s: &str) -> Result<u32, String> {
-    match u32::from_str_radix(s.trim_start_matches("0o"), 8) {
-        Ok(m) if m <= 0o777 => Ok(m),
-        _ => Err(format!(
-            "expected an octal file mode such as 660 or 666, got {s:?}"
-        )),
-    }
-}
-
-/// Readiness backends of other systems, and the Linux one to use instead.
-const FOREIGN_POLLERS: [(&str, &str); 4] = [
-    ("kqueue", "epoll"),
-    ("iocp", "epoll"),
-    ("devpoll", "poll"),
-    ("evport", "epoll"),
-];
-
-/// `--poller`: `auto` or a backend's name; another name is refused with
-/// the nearest (`uring` is `io_uring`) or the Linux counterpart of another
-/// system's backend (`kqueue` is BSD's: `epoll` here).
-pub fn parse_poller(s: &str) -> Result<String, String> {
-    let names: Vec<&str> = std::iter::once("auto")
-        .chain(crate::poller::BACKENDS.iter().copied())
-        .collect();
-    if names.contains(&s) {
-        return Ok(s.to_string());
-    }
-    let lower = s.to_ascii_lowercase();
-    let hint = match FOREIGN_POLLERS
-        .iter()
-        .find(|(other, _)| lower.contains(other))
-    {
-        Some((other, ours)) => {
-            format!(" ({other} is not a Linux backend: did you mean {ours:?}?)")
-        }
-        None => nearest(&lower, &names)
-            .map(|n| format!(" (did you mean {n:?}?)"))
-            .unwrap_or_default(),
-    };
-    Err(format!(
-        "unknown poller {s:?}{hint}; valid: {}",
-        names.join(", ")
-    ))
-}
-
-pub fn parse_level(s: &str) -> Result<log::LevelFilter, String> {
-    s.parse().map_err(|_| {
-        format!("unknown log level {s:?}: use error, warn, info, debug or trace (or off)")
-    })
-}
-
-/// `--stream-queue`: a size from 4K to 64M (below, every chunk would
-/// wait; above, a slow client could hold that much per connection).
-pub fn parse_stream_queue(s: &str) -> Result<usize, String> {
-    const RANGE: std::ops::RangeInclusive<usize> = 4 * 1024..=64 * 1024 * 1024;
-    let n = parse_size_usize(s)?;
-    if RANGE.contains(&n) {
-        Ok(n)
-    } else {
-        Err(format!(
-            "stream queue {s:?} is out of range: give 4K to 64M, e.g. 256K"
-        ))
-    }
-}
-
-pub fn parse_mount(s: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((name, prefix)) if !name.is_empty() && prefix.starts_with('/') => {
-            Ok((name.to_string(), prefix.to_string()))
-        }
-        _ => Err(format!("expected NAME=/prefix, got {s:?}")),
     }
 }
