@@ -92,71 +92,83 @@ pub(super) fn tls_sections(
             ));
             continue;
         };
-        let mut section = TlsSection::default();
-        let mut single = (None, None);
-        for (key, v) in table {
-            let at = format!("tls.{addr}.{key}");
-            let mut bad = |text: String| problems.push(Problem::value(at.clone(), text));
-            let path = |v: &toml::Value| v.as_str().map(PathBuf::from);
-            match key.as_str() {
-                "certs" => match pairs(v) {
-                    Ok(p) => section.certs = p,
-                    Err(e) => bad(format!("`{name}.certs`: {e}")),
-                },
-                "cert" | "key" | "client_ca" => match path(v) {
-                    Some(p) if key == "cert" => single.0 = Some(p),
-                    Some(p) if key == "key" => single.1 = Some(p),
-                    Some(p) => section.client_ca = Some(p),
-                    None => bad(format!("`{name}.{key}`: expected a file path, got {v}")),
-                },
-                "client_auth" => match v.as_str().map(ClientAuth::parse) {
-                    Some(Ok(a)) => section.client_auth = Some(a),
-                    Some(Err(e)) => bad(format!("`{name}.client_auth`: {e}")),
-                    None => bad(format!(
-                        "`{name}.client_auth`: expected \"required\" or \"optional\", got {v}"
-                    )),
-                },
-                "min_version" => match v.as_str().map(MinVersion::parse) {
-                    Some(Ok(m)) => section.min_version = Some(m),
-                    Some(Err(e)) => bad(format!("`{name}.min_version`: {e}")),
-                    None => bad(format!(
-                        "`{name}.min_version`: expected \"1.2\" or \"1.3\" (a string), got {v}"
-                    )),
-                },
-                other => {
-                    let hint = crate::cli::nearest(other, &KEYS)
-                        .map(|n| format!(" (did you mean `{n}`?)"))
-                        .unwrap_or_default();
-                    problems.push(Problem::key(
-                        at.clone(),
-                        format!(
-                            "unknown key `{name}.{other}`{hint}: a TLS bind's table takes {}",
-                            KEYS.join(", ")
-                        ),
-                    ));
-                }
-            }
-        }
-        match single {
-            (Some(cert), Some(key)) if section.certs.is_empty() => {
-                section.certs.push(CertPair { cert, key })
-            }
-            (None, None) => {}
-            (Some(_), Some(_)) => problems.push(Problem::key(
-                format!("tls.{addr}.cert"),
-                format!("`{name}`: give `cert` and `key`, or `certs`, not both"),
-            )),
-            (Some(_), None) | (None, Some(_)) => problems.push(Problem::key(
-                format!("tls.{addr}"),
-                format!("`{name}`: `cert` and `key` go together"),
-            )),
-        }
+        let section = tls_section(addr, &name, table, &mut problems);
         sections.insert(addr.clone(), section);
     }
     match problems.is_empty() {
         true => Ok(sections),
         false => Err(problems),
     }
+}
+
+/// The section of one `[tls."ADDR"]` table (`name` as messages show it);
+/// each problem of its keys goes to `problems`.
+fn tls_section(
+    addr: &str,
+    name: &str,
+    table: &toml::map::Map<String, toml::Value>,
+    problems: &mut Vec<Problem>,
+) -> TlsSection {
+    let mut section = TlsSection::default();
+    let mut single = (None, None);
+    for (key, v) in table {
+        let at = format!("tls.{addr}.{key}");
+        let mut bad = |text: String| problems.push(Problem::value(at.clone(), text));
+        let path = |v: &toml::Value| v.as_str().map(PathBuf::from);
+        match key.as_str() {
+            "certs" => match pairs(v) {
+                Ok(p) => section.certs = p,
+                Err(e) => bad(format!("`{name}.certs`: {e}")),
+            },
+            "cert" | "key" | "client_ca" => match path(v) {
+                Some(p) if key == "cert" => single.0 = Some(p),
+                Some(p) if key == "key" => single.1 = Some(p),
+                Some(p) => section.client_ca = Some(p),
+                None => bad(format!("`{name}.{key}`: expected a file path, got {v}")),
+            },
+            "client_auth" => match v.as_str().map(ClientAuth::parse) {
+                Some(Ok(a)) => section.client_auth = Some(a),
+                Some(Err(e)) => bad(format!("`{name}.client_auth`: {e}")),
+                None => bad(format!(
+                    "`{name}.client_auth`: expected \"required\" or \"optional\", got {v}"
+                )),
+            },
+            "min_version" => match v.as_str().map(MinVersion::parse) {
+                Some(Ok(m)) => section.min_version = Some(m),
+                Some(Err(e)) => bad(format!("`{name}.min_version`: {e}")),
+                None => bad(format!(
+                    "`{name}.min_version`: expected \"1.2\" or \"1.3\" (a string), got {v}"
+                )),
+            },
+            other => {
+                let hint = crate::cli::nearest(other, &KEYS)
+                    .map(|n| format!(" (did you mean `{n}`?)"))
+                    .unwrap_or_default();
+                problems.push(Problem::key(
+                    at.clone(),
+                    format!(
+                        "unknown key `{name}.{other}`{hint}: a TLS bind's table takes {}",
+                        KEYS.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    match single {
+        (Some(cert), Some(key)) if section.certs.is_empty() => {
+            section.certs.push(CertPair { cert, key })
+        }
+        (None, None) => {}
+        (Some(_), Some(_)) => problems.push(Problem::key(
+            format!("tls.{addr}.cert"),
+            format!("`{name}`: give `cert` and `key`, or `certs`, not both"),
+        )),
+        (Some(_), None) | (None, Some(_)) => problems.push(Problem::key(
+            format!("tls.{addr}"),
+            format!("`{name}`: `cert` and `key` go together"),
+        )),
+    }
+    section
 }
 
 impl super::Cli {

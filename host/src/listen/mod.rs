@@ -316,33 +316,7 @@ pub fn bind_all(
 /// are shared, a duplicate each), and every worker has the same listener
 /// layout (apps see one server name and port per listener index).
 pub fn adopt_all(sockets: Vec<Passed>, workers: usize) -> Result<Bound, BootError> {
-    let mut groups: Vec<PassedGroup> = Vec::new();
-    for (order, passed) in sockets.into_iter().enumerate() {
-        // A TLS socket never joins a plain one on the same address: their
-        // shown schemes differ.
-        let tls = passed.name.as_deref().is_some_and(is_tls_name);
-        let (local, shown) = describe(&passed.listener, tls)?;
-        let unnamed_unix = shown == UNNAMED_UNIX;
-        match groups
-            .iter_mut()
-            .find(|g| g.shown == shown && !unnamed_unix)
-        {
-            Some(group) => {
-                group.name = group.name.take().or(passed.name.clone());
-                group.sockets.push((order, passed));
-            }
-            None => groups.push(PassedGroup {
-                local,
-                shown,
-                addr: match &passed.listener {
-                    Listener::Tcp(l) => l.local_addr().ok(),
-                    Listener::Unix(_) => None,
-                },
-                name: passed.name.clone(),
-                sockets: vec![(order, passed)],
-            }),
-        }
-    }
+    let groups = group_passed(sockets)?;
     let mut bound = Bound::new(workers);
     let mut handed = Vec::new();
     let mut all_orders = Vec::new();
@@ -402,6 +376,40 @@ pub fn adopt_all(sockets: Vec<Passed>, workers: usize) -> Result<Bound, BootErro
     ordered.sort_by_key(|(order, _)| *order);
     bound.handed = ordered.into_iter().map(|(_, h)| h).collect();
     Ok(bound)
+}
+
+/// The passed sockets by address, in the order each address first came
+/// (a TLS socket never joins a plain one on the same address: their shown
+/// schemes differ; each Unix socket without a path is a group of its own).
+fn group_passed(sockets: Vec<Passed>) -> Result<Vec<PassedGroup>, BootError> {
+    let mut groups: Vec<PassedGroup> = Vec::new();
+    for (order, passed) in sockets.into_iter().enumerate() {
+        // A TLS socket never joins a plain one on the same address: their
+        // shown schemes differ.
+        let tls = passed.name.as_deref().is_some_and(is_tls_name);
+        let (local, shown) = describe(&passed.listener, tls)?;
+        let unnamed_unix = shown == UNNAMED_UNIX;
+        match groups
+            .iter_mut()
+            .find(|g| g.shown == shown && !unnamed_unix)
+        {
+            Some(group) => {
+                group.name = group.name.take().or(passed.name.clone());
+                group.sockets.push((order, passed));
+            }
+            None => groups.push(PassedGroup {
+                local,
+                shown,
+                addr: match &passed.listener {
+                    Listener::Tcp(l) => l.local_addr().ok(),
+                    Listener::Unix(_) => None,
+                },
+                name: passed.name.clone(),
+                sockets: vec![(order, passed)],
+            }),
+        }
+    }
+    Ok(groups)
 }
 
 /// Passed sockets on one address.

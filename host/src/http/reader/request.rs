@@ -52,38 +52,15 @@ impl RequestReader {
                 return Ok(false);
             }
             let bytes = &self.buf[self.start..self.end];
-            match parse_head_reusing(bytes, params, &mut self.spare_headers)? {
-                None => return Ok(false),
-                Some(head) => {
-                    // A request without a body has nothing to plan.
-                    let plan = match head.body {
-                        BodyKind::None => BodyPlan::default(),
-                        _ => body_plan(&head, bytes),
-                    };
-                    self.body_limit = plan.limit;
-                    self.stream_body = plan.stream;
-                    let (limit, too_large) = if plan.stream {
-                        let limit = plan.limit.unwrap_or(params.max_stream_body);
-                        (limit, HttpError::StreamBodyTooLarge)
-                    } else {
-                        (
-                            plan.limit.unwrap_or(params.max_body),
-                            HttpError::BodyTooLarge,
-                        )
-                    };
-                    self.stream_limit = limit;
-                    if let BodyKind::Length(n) = head.body {
-                        if n > limit {
-                            self.spare_headers = head.into_spare();
-                            return Err(too_large);
-                        }
-                    }
-                    self.decoder = (head.body == BodyKind::Chunked).then(ChunkedDecoder::default);
-                    self.body.clear();
-                    self.continue_sent = false;
-                    self.head = Some(head);
-                }
-            }
+            let Some(head) = parse_head_reusing(bytes, params, &mut self.spare_headers)? else {
+                return Ok(false);
+            };
+            // A request without a body has nothing to plan.
+            let plan = match head.body {
+                BodyKind::None => BodyPlan::default(),
+                _ => body_plan(&head, bytes),
+            };
+            self.begin_body(head, plan, params)?;
         }
         let Some(head) = &self.head else {
             return Ok(false);
@@ -125,6 +102,41 @@ impl RequestReader {
             self.continue_due = true;
         }
         Ok(complete)
+    }
+
+    /// Takes a parsed head and its body's plan: the body's limit (an app's
+    /// own, or `max_body`, or `max_stream_body` for a body streamed to its
+    /// app) is checked against a declared length before any of it is read,
+    /// and a chunked body's decoder readied.
+    fn begin_body(
+        &mut self,
+        head: Head,
+        plan: BodyPlan,
+        params: &ConnParams,
+    ) -> Result<(), HttpError> {
+        self.body_limit = plan.limit;
+        self.stream_body = plan.stream;
+        let (limit, too_large) = if plan.stream {
+            let limit = plan.limit.unwrap_or(params.max_stream_body);
+            (limit, HttpError::StreamBodyTooLarge)
+        } else {
+            (
+                plan.limit.unwrap_or(params.max_body),
+                HttpError::BodyTooLarge,
+            )
+        };
+        self.stream_limit = limit;
+        if let BodyKind::Length(n) = head.body {
+            if n > limit {
+                self.spare_headers = head.into_spare();
+                return Err(too_large);
+            }
+        }
+        self.decoder = (head.body == BodyKind::Chunked).then(ChunkedDecoder::default);
+        self.body.clear();
+        self.continue_sent = false;
+        self.head = Some(head);
+        Ok(())
     }
 
     /// True once per request that asked `Expect: 100-continue` and whose
