@@ -10,6 +10,7 @@
 use crate::client::{tls_fixture, Client, Response, Transport};
 pub use crate::plugins::{plugins, SAMPLE_APPS};
 use rustix::process::Signal;
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -518,6 +519,7 @@ impl Launch {
             .process_group(0)
             .spawn()
             .expect("spawn stoa");
+        note_spawned(child.id());
         let out = child.stdout.take().expect("piped stdout");
         if let Some(bytes) = self.stdout_pipe {
             rustix::pipe::fcntl_setpipe_size(&out, bytes).expect("F_SETPIPE_SZ on stdout's pipe");
@@ -639,6 +641,11 @@ impl Server {
 
     /// Sends `signal` to the server's pid only.
     pub fn signal(&self, signal: Signal) {
+        assert!(
+            !reused(self.pid()),
+            "the server (pid {}) is gone and its number taken",
+            self.pid()
+        );
         let pid = i32::try_from(self.pid())
             .ok()
             .and_then(rustix::process::Pid::from_raw)
@@ -763,6 +770,7 @@ impl Drop for Server {
 pub fn kill_group(child: &mut Child) {
     let group = i32::try_from(child.id())
         .ok()
+        .filter(|_| !reused(child.id()))
         .and_then(rustix::process::Pid::from_raw);
     if let Some(group) = group {
         // ESRCH when every member is gone already: nothing to do.
@@ -770,6 +778,36 @@ pub fn kill_group(child: &mut Child) {
     }
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// The start time of each process the harness spawned as a group leader,
+/// by pid. Pid numbers wrap (at `pid_max`, 32768 on the CI machine, within
+/// minutes of a busy suite): a test that reaped its child and kills its
+/// group later must not hit another test's new group of the same number.
+static SPAWNED: Mutex<BTreeMap<u32, u64>> = Mutex::new(BTreeMap::new());
+
+/// Notes the start time of `pid`, a group leader just spawned.
+pub fn note_spawned(pid: u32) {
+    if let Some((_, start)) = group_and_start(pid) {
+        SPAWNED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(pid, start);
+    }
+}
+
+/// True if the number `pid` of a process the harness spawned now belongs
+/// to another process (its start time differs from the one noted).
+fn reused(pid: u32) -> bool {
+    let noted = SPAWNED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&pid)
+        .copied();
+    match (noted, group_and_start(pid)) {
+        (Some(noted), Some((_, now))) => noted != now,
+        _ => false,
+    }
 }
 
 /// A child process started in a process group of its own (nginx and its
@@ -780,7 +818,9 @@ pub struct Group(pub Child);
 impl Group {
     /// Spawns `cmd` as the leader of a new process group.
     pub fn spawn(cmd: &mut Command) -> std::io::Result<Group> {
-        cmd.process_group(0).spawn().map(Group)
+        let child = cmd.process_group(0).spawn()?;
+        note_spawned(child.id());
+        Ok(Group(child))
     }
 }
 
