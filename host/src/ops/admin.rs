@@ -13,6 +13,7 @@ use crate::ops::certificates;
 use crate::ops::log_writer::{self, LineCounts};
 use crate::ops::netfilter::peer_ip;
 use crate::ops::peers::{process_counts, Peer, Peers, SupervisorNotes};
+use crate::ops::prometheus::label;
 use crate::ops::survival;
 use crate::ops::watchdog::{not_ready, unhealthy, Board, StuckWorker};
 use crate::settings::Settings;
@@ -369,15 +370,6 @@ fn generations_json(state: &AppState) -> Vec<Value> {
         .collect()
 }
 
-/// A Prometheus label value: backslash, double quote and newline escaped
-/// (an app's name is the plugin's to choose).
-pub(crate) fn label(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
 /// The metrics endpoint's text, one family after another.
 fn metrics_text(shared: &Sources<'_>) -> String {
     let mut out = String::new();
@@ -643,15 +635,4 @@ fn buffered_metrics(budget: &Budget, out: &mut String) {
         budget.refused(Refusal::Body),
         budget.refused(Refusal::Message)
     );
-}
-
-#[cfg(test)]
-mod tests {
-    use super::label;
-
-    #[test]
-    fn label_values_are_escaped() {
-        assert_eq!(label("plain"), "plain");
-        assert_eq!(label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
-    }
 }
