@@ -6,7 +6,7 @@
 //! the pid file, the memory limit behind `--max-buffered` (`memory`),
 //! address rules for status and proxies (`netfilter`), the run state
 //! that signals change (`control`), and the loop watchdog with what it
-//! reports (`watchdog`, `spot`, `survival`), what a worker runs for the
+//! reports (`watchdog`, `spot`, `stuck`, `survival`), what a worker runs for the
 //! supervisor to name after a crash (`in_flight`).
 
 pub(crate) mod access_log;
@@ -23,6 +23,7 @@ pub(crate) mod peers;
 pub(crate) mod pid_file;
 pub(crate) mod prometheus;
 pub(crate) mod spot;
+pub(crate) mod stuck;
 pub(crate) mod survival;
 pub(crate) mod upgrade;
 pub(crate) mod watchdog;
