@@ -1,8 +1,8 @@
 //! The host's own endpoints under `/.well-known/stoa/`, answered before
 //! any mount: health, readiness, status (JSON) and metrics (Prometheus).
 
+use crate::apps::plugin_copy::mapped_bytes;
 use crate::apps::pool::Pool;
-use crate::apps::registry::mapped_bytes;
 use crate::apps::registry::{AppState, AppTable};
 use crate::budget::{Budget, Refusal};
 use crate::control::Control;
