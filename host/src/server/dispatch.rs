@@ -3,8 +3,7 @@
 //! blocking pool. The answer is queued on the connection's output.
 
 use super::clock::warn_if_blocked;
-use super::conn::Gone;
-use super::exchange::{Begun, Incoming, Outcome};
+use super::exchange::{Begun, Gone, Incoming, Outcome};
 use super::handles::Handles;
 use super::listeners::Listeners;
 use crate::apps::loader::LoadedApp;

@@ -10,7 +10,6 @@
 //! connection; a protocol with many streams on one connection yields one
 //! `Incoming` per stream, each with its own `Begun`.
 
-use super::conn::Gone;
 use super::route::Route;
 use crate::http::parse::Head;
 use crate::inbox::Answer;
@@ -18,7 +17,7 @@ use crate::ops::access_log::AccessInfo;
 use crate::ops::in_flight::OnBoard;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use stoa_app_api::abi::TlsSession;
+use stoa_app_api::abi::{TaskBox, TlsSession};
 
 /// A request a connection yields, ready for its app.
 pub struct Incoming<'a> {
@@ -57,6 +56,14 @@ pub struct Begun {
     pub app_timeout: Option<Duration>,
     /// The app's task for the request abandoned before its answer.
     pub on_gone: Option<Gone>,
+}
+
+/// An app's task for a request abandoned before its answer is complete,
+/// and the app's counters slot (which names it to the watchdog): a
+/// connection keeps it with the request (`Begun::on_gone`, `Conn::set_gone`).
+pub struct Gone {
+    pub task: TaskBox,
+    pub slot: usize,
 }
 
 /// What the dispatcher made of a request, for the loop to apply.
