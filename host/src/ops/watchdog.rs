@@ -290,9 +290,12 @@ fn tick(stuck_after: Duration) -> Duration {
     (stuck_after / 10).clamp(Duration::from_millis(10), Duration::from_millis(100))
 }
 
-/// What the watchdog thread reads: the workers' beats, the counters'
-/// app names (to say where a worker is stuck), the run state (a forced
-/// drain) and the pool (whose overruns it reports).
+/// What the watchdog thread holds: six handles (the workers' beats and
+/// rows; the counters, whose app names say where a worker is stuck and
+/// whose requests and open connections go into its row; the run state, a
+/// forced drain; the pool, whose overruns it reports; in process mode the
+/// peers it publishes this worker's counters to, with the access log's
+/// line counts) and two settings.
 pub struct Watched {
     pub board: Arc<Board>,
     pub stats: Arc<Stats>,
