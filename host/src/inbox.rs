@@ -6,7 +6,7 @@
 //! responses post their notices here too (`stream_line`).
 
 use crate::poller::{Token, Wake};
-use crate::stream_line::StreamLine;
+use crate::stream_line::{LinePost, StreamLine};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -165,7 +165,7 @@ impl Inbox {
         CURRENT.try_with(|c| c.borrow().clone()).ok().flatten()
     }
 
-    fn push(self: &Arc<Self>, add: impl FnOnce(&mut InboxItems)) {
+    fn push(&self, add: impl FnOnce(&mut InboxItems)) {
         let was_empty = {
             let mut items = self.items.lock().unwrap_or_else(|p| p.into_inner());
             let was_empty = items.is_empty();
@@ -178,11 +178,7 @@ impl Inbox {
         // A non-empty inbox already has a wake-up on its way; the loop's own
         // thread drains the inbox before it waits again.
         let on_loop = CURRENT
-            .try_with(|c| {
-                c.borrow()
-                    .as_deref()
-                    .is_some_and(|i| std::ptr::eq(i, &**self))
-            })
+            .try_with(|c| c.borrow().as_deref().is_some_and(|i| std::ptr::eq(i, self)))
             .unwrap_or(false);
         if was_empty && !on_loop {
             if let Err(e) = self.waker.wake() {
@@ -244,6 +240,27 @@ impl Inbox {
         let mut items = self.items.lock().unwrap_or_else(|p| p.into_inner());
         std::mem::swap(&mut *items, into);
         true
+    }
+}
+
+/// A streamed response's line posts its notices and drain tasks here.
+impl LinePost for Inbox {
+    fn post_notice(&self, token: Token, id: u64) {
+        self.push(|items| {
+            items.streams.push(StreamNotice {
+                token,
+                id,
+                start: None,
+            })
+        });
+    }
+
+    fn post_task(&self, slot: usize, task: TaskBox) {
+        self.push(|items| items.timers.push((Instant::now(), Some(slot), task)));
+    }
+
+    fn is_current(&self) -> bool {
+        Inbox::current().is_some_and(|i| std::ptr::eq(&*i, self))
     }
 }
 

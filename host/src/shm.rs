@@ -2,7 +2,7 @@
 //! made by the supervisor before it starts any worker, inherited by each
 //! worker at a descriptor the supervisor names, and mapped shared in every
 //! process. What the words mean is the business of the modules that lay
-//! them out (`ops::pulse`); this module only maps them. The mapping is
+//! them out (`ops::worker_row`); this module only maps them. The mapping is
 //! never unmapped: it lives as long as the process.
 //!
 //! The only `unsafe` outside the poller backends, fenced here.

@@ -8,7 +8,6 @@ use crate::apps::error::{AbiMismatch, LibraryRefusal, LoadError};
 use crate::apps::retire;
 use crate::settings::AppLimits;
 use abi_stable::library::{lib_header_from_path, LibraryError, RootModule};
-use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::sabi_types::VersionNumber;
 use abi_stable::std_types::{RResult, RSlice, RStr};
 use abi_stable::StableAbi;
@@ -16,9 +15,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use stoa_app_api::abi::{
-    AppModuleRef, HostModule, HostRef, InitContext, LogLevel, Request, ResponderBox,
-};
+use stoa_app_api::abi::{AppModuleRef, HostRef, InitContext, Request, ResponderBox};
 
 /// One loaded app (its constructor is run by `init`). Once constructed,
 /// dropping the last `Arc` of it retires it (`retire.rs`): the registry,
@@ -47,12 +44,13 @@ pub struct LoadedApp {
 }
 
 impl LoadedApp {
-    /// Runs the app's constructor (the plugin's `init`) with the state its
-    /// previous generation handed over; it may take long, so the registry
-    /// calls it on a thread of its own.
-    pub fn init(&self, previous_state: Option<&[u8]>) -> Result<(), LoadError> {
+    /// Runs the app's constructor (the plugin's `init`) with the host's
+    /// services (`services::host_module`) and the state its previous
+    /// generation handed over; it may take long, so the registry calls it
+    /// on a thread of its own.
+    pub fn init(&self, host: HostRef, previous_state: Option<&[u8]>) -> Result<(), LoadError> {
         let context = InitContext {
-            host: host_module(),
+            host,
             settings_json: RStr::from(&*self.settings),
             previous_state: previous_state.map(RSlice::from_slice).into(),
         };
@@ -287,29 +285,6 @@ pub fn normalise_mount(prefix: &str) -> Option<String> {
         return None;
     }
     Some(prefix.trim_end_matches('/').to_string())
-}
-
-/// The host services handed to each plugin at init.
-fn host_module() -> HostRef {
-    HostModule {
-        log_max_level: log::max_level() as LogLevel,
-        log: host_log,
-        call_later: crate::apps::services::call_later,
-        spawn_blocking: crate::apps::services::spawn_blocking,
-    }
-    .leak_into_prefix()
-}
-
-/// Receives a plugin's log record; must not unwind (it is called from C ABI).
-extern "C" fn host_log(level: LogLevel, target: RStr<'_>, message: RStr<'_>) {
-    let level = match level {
-        1 => log::Level::Error,
-        2 => log::Level::Warn,
-        3 => log::Level::Info,
-        4 => log::Level::Debug,
-        _ => log::Level::Trace,
-    };
-    log::log!(target: target.as_str(), level, "{}", message.as_str());
 }
 
 #[cfg(test)]

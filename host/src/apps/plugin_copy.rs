@@ -333,7 +333,7 @@ impl PluginCopy {
     /// number must never be reused for another library); a private file is
     /// unlinked. Returns the mapping's name for `mapped_bytes`.
     pub fn finish(self, loaded: bool) -> String {
-        if self.is_memfd() && (loaded || crate::apps::registry::mapped_bytes(&self.mapping) > 0) {
+        if self.is_memfd() && (loaded || mapped_bytes(&self.mapping) > 0) {
             // Deliberately never closed: see the module's notes.
             let _ = self.file.into_raw_fd();
         }
@@ -449,6 +449,24 @@ fn sanitise(name: &str) -> String {
         .collect();
     out.truncate(240);
     out
+}
+
+/// Bytes of this process's address space mapped from the file named
+/// `mapping` in /proc/self/maps (a library's segments; an unlinked copy or
+/// a memfd shows with ` (deleted)` after its name).
+pub fn mapped_bytes(mapping: &str) -> u64 {
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return 0;
+    };
+    let deleted = format!("{mapping} (deleted)");
+    maps.lines()
+        .filter(|l| l.ends_with(mapping) || l.ends_with(&deleted))
+        .filter_map(|l| {
+            let (range, _) = l.split_once(' ')?;
+            let (a, b) = range.split_once('-')?;
+            Some(u64::from_str_radix(b, 16).ok()? - u64::from_str_radix(a, 16).ok()?)
+        })
+        .sum()
 }
 
 #[cfg(test)]

@@ -506,21 +506,3 @@ impl Registry {
         }
     }
 }
-
-/// Bytes of this process's address space mapped from the file named
-/// `mapping` in /proc/self/maps (a library's segments; an unlinked copy or
-/// a memfd shows with ` (deleted)` after its name).
-pub fn mapped_bytes(mapping: &str) -> u64 {
-    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
-        return 0;
-    };
-    let deleted = format!("{mapping} (deleted)");
-    maps.lines()
-        .filter(|l| l.ends_with(mapping) || l.ends_with(&deleted))
-        .filter_map(|l| {
-            let (range, _) = l.split_once(' ')?;
-            let (a, b) = range.split_once('-')?;
-            Some(u64::from_str_radix(b, 16).ok()? - u64::from_str_radix(a, 16).ok()?)
-        })
-        .sum()
-}

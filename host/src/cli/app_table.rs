@@ -3,10 +3,13 @@
 //! `max_stream_body`, `app_timeout`, `blocking_share`, read by the same parsers as the flags)
 //! and its free-form `settings`, handed to its constructor as JSON.
 
-use super::config::{Problem, APPS_DIR_KEY};
-use super::{parse_secs, parse_size_usize};
+use super::problem::Problem;
+use super::values::{nearest, parse_secs, parse_size_usize};
 use crate::settings::AppLimits;
 use std::collections::BTreeMap;
+
+/// The key for `--apps`: `[apps.NAME]` tables take the name `apps`.
+pub(super) const APPS_DIR_KEY: &str = "apps_dir";
 
 /// One `[apps.NAME]` table.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -147,7 +150,7 @@ pub(super) fn app_sections(
                         "app_timeout",
                         "blocking_share",
                     ];
-                    let hint = crate::cli::nearest(other, &keys)
+                    let hint = nearest(other, &keys)
                         .map(|n| format!(" (did you mean `{n}`?)"))
                         .unwrap_or_default();
                     problems.push(Problem::key(

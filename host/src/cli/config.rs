@@ -7,8 +7,9 @@
 //! environment > file > defaults. `--print-config` writes the effective
 //! configuration back as TOML that loads unchanged.
 
-use super::app_table::{app_sections, AppSection};
+use super::app_table::{app_sections, AppSection, APPS_DIR_KEY};
 use super::file_map::Located;
+use super::problem::{At, Problem};
 use super::tls_table::{tls_sections, TlsSection};
 use super::Cli;
 use clap::parser::ValueSource;
@@ -26,9 +27,6 @@ const NOT_KEYS: [&str; 5] = ["help", "version", "config", "check_config", "print
 /// is refused, and they are printed as strings.
 const TEXT_KEYS: [&str; 2] = ["bind", "unix_mode"];
 
-/// The key for `--apps`: `[apps.NAME]` tables take the name `apps`.
-pub(super) const APPS_DIR_KEY: &str = "apps_dir";
-
 /// The flags a file stands for, its app tables, the (`--flag`, key) of
 /// each value it gave, and its TLS tables.
 type FileArgs = (
@@ -45,43 +43,6 @@ pub enum LoadError {
     /// The configuration file: its path, and one line per problem (every
     /// problem of the file, and the command line's, at once).
     File(String),
-}
-
-/// One mistake in the file: the key's dotted name, where it points, and
-/// what is wrong.
-pub(super) struct Problem {
-    /// `poller`, `apps.demo.mount`.
-    pub key: String,
-    /// The key itself (an unknown key) or its value (a bad value).
-    pub at: At,
-    pub text: String,
-}
-
-/// What a problem's line and column point at.
-#[derive(Clone, Copy)]
-pub(super) enum At {
-    Key,
-    Value,
-    /// The item of an array value.
-    Item(usize),
-}
-
-impl Problem {
-    pub(super) fn key(key: impl Into<String>, text: impl Into<String>) -> Self {
-        Problem {
-            key: key.into(),
-            at: At::Key,
-            text: text.into(),
-        }
-    }
-
-    pub(super) fn value(key: impl Into<String>, text: impl Into<String>) -> Self {
-        Problem {
-            key: key.into(),
-            at: At::Value,
-            text: text.into(),
-        }
-    }
 }
 
 /// Parses the command line, the environment and the configuration file.

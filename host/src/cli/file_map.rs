@@ -2,7 +2,7 @@
 //! those of its value (and of an array's items), so that every problem is
 //! reported at its place (`stoa.toml:3:10: ...`), as a compiler does.
 
-use super::config::{At, Problem};
+use super::problem::{At, Problem};
 use std::collections::HashMap;
 use toml::de::{DeTable, DeValue};
 

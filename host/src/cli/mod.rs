@@ -6,6 +6,7 @@ mod app_table;
 mod config;
 mod file_map;
 pub mod new_app;
+mod problem;
 mod settings;
 mod tls_table;
 mod values;

@@ -15,7 +15,8 @@
 //! `cert` and `key` (one certificate) may stand for `certs`; a table with
 //! neither serves `tls_cert`/`tls_key`.
 
-use super::config::Problem;
+use super::problem::Problem;
+use super::values::nearest;
 use crate::settings::{CertPair, ClientAuth, MinVersion};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -141,7 +142,7 @@ fn tls_section(
                 )),
             },
             other => {
-                let hint = crate::cli::nearest(other, &KEYS)
+                let hint = nearest(other, &KEYS)
                     .map(|n| format!(" (did you mean `{n}`?)"))
                     .unwrap_or_default();
                 problems.push(Problem::key(

@@ -4,7 +4,7 @@
 //! the stoa this one upgrades (which also names the sockets it bound
 //! itself).
 
-use super::Listener;
+use super::socket::Listener;
 use crate::error::BootError;
 use std::io;
 use std::sync::Arc;

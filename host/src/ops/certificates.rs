@@ -6,7 +6,7 @@
 
 use crate::listen::tls::expiry::rfc3339;
 use crate::listen::tls::TlsSites;
-use crate::ops::admin::label;
+use crate::ops::prometheus::label;
 use serde_json::{json, Value};
 use std::fmt::Write;
 

@@ -15,7 +15,7 @@
 
 use crate::ops::access_log::AccessInfo;
 use crate::ops::spot::Spotted;
-use crate::ops::worker_row::TextCell;
+use crate::ops::worker_row::{Row, TextCell, FLIGHT_ENTRIES, FLIGHT_ENTRY_WORDS, FLIGHT_WORDS};
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::sync::Arc;
@@ -47,16 +47,10 @@ impl Waits {
     }
 }
 
-/// Entries of a board: requests it names at once.
-const ENTRIES: usize = 32;
-/// Words of one entry (a sequence and a length word, then 176 bytes).
-const ENTRY_WORDS: usize = 24;
 /// The bitmask of entries taken.
 const TAKEN: usize = 0;
 /// Requests running without an entry.
 const UNLISTED: usize = 1;
-/// Words of a board.
-pub const WORDS: usize = 2 + ENTRIES * ENTRY_WORDS;
 
 /// A request as the board keeps it: enough for a crash line and an
 /// access-log line.
@@ -137,15 +131,23 @@ impl Flight {
 #[derive(Clone, Copy)]
 pub struct Flights(&'static [AtomicU64]);
 
+impl Row {
+    /// The requests the worker's blocking pool runs: the board in its row
+    /// (here, with the board, so the row's layout need not name it).
+    pub fn flights(&self) -> Flights {
+        Flights::over(self.flight_words())
+    }
+}
+
 impl Flights {
-    /// The board kept in `words` (`WORDS` of them).
+    /// The board kept in `words` (`FLIGHT_WORDS` of them).
     pub fn over(words: &'static [AtomicU64]) -> Self {
-        Flights(&words[..WORDS])
+        Flights(&words[..FLIGHT_WORDS])
     }
 
     fn cell(&self, i: usize) -> TextCell {
-        let start = 2 + i * ENTRY_WORDS;
-        TextCell::over(&self.0[start..start + ENTRY_WORDS])
+        let start = 2 + i * FLIGHT_ENTRY_WORDS;
+        TextCell::over(&self.0[start..start + FLIGHT_ENTRY_WORDS])
     }
 
     /// Puts `flight` on the board until the returned guard drops.
@@ -154,7 +156,7 @@ impl Flights {
         let mut mask = taken.load(Relaxed);
         loop {
             let free = (!mask).trailing_zeros() as usize;
-            if free >= ENTRIES {
+            if free >= FLIGHT_ENTRIES {
                 self.0[UNLISTED].fetch_add(1, Relaxed);
                 return OnBoard {
                     board: self,
@@ -176,7 +178,7 @@ impl Flights {
 
     /// The requests on the board, and how many more ran unlisted.
     pub fn running(&self) -> (Vec<Flight>, u64) {
-        let listed = (0..ENTRIES)
+        let listed = (0..FLIGHT_ENTRIES)
             .map(|i| self.cell(i).read_settled())
             .filter(|text| !text.is_empty())
             .filter_map(|text| Flight::parse(&text))
@@ -208,7 +210,6 @@ impl Drop for OnBoard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::worker_row::Row;
 
     fn flight(n: usize) -> Flight {
         Flight {
@@ -244,9 +245,11 @@ mod tests {
     #[test]
     fn past_the_last_entry_requests_are_counted() {
         let board = Row::private().flights();
-        let held: Vec<OnBoard> = (0..ENTRIES + 2).map(|n| board.enter(&flight(n))).collect();
+        let held: Vec<OnBoard> = (0..FLIGHT_ENTRIES + 2)
+            .map(|n| board.enter(&flight(n)))
+            .collect();
         let (running, unlisted) = board.running();
-        assert_eq!((running.len(), unlisted), (ENTRIES, 2));
+        assert_eq!((running.len(), unlisted), (FLIGHT_ENTRIES, 2));
         drop(held);
         assert_eq!(board.running(), (vec![], 0));
     }

@@ -8,7 +8,7 @@
 use crate::apps::pool::Pool;
 use crate::apps::quarantine::Guard;
 use crate::ops::access_log::AccessLog;
-use crate::ops::watchdog::{monotonic_millis, stuck_for, StuckWorker};
+use crate::ops::stuck::{monotonic_millis, stuck_for, StuckWorker};
 use crate::ops::worker_row::{retired_cell, supervisor_cell, Phase, Row, TextCell};
 use crate::stats::{Counts, Stats};
 use serde::{Deserialize, Serialize};

@@ -2,7 +2,7 @@
 //! workers (from the watchdog) and the blocking pool's use per app.
 
 use crate::apps::pool::{Pool, Usage};
-use crate::ops::watchdog::StuckWorker;
+use crate::ops::stuck::StuckWorker;
 use serde_json::{json, Value};
 use std::fmt::Write;
 

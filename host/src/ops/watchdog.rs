@@ -18,6 +18,7 @@ use crate::control::Control;
 use crate::ops::access_log::AccessLog;
 use crate::ops::peers::{process_counts, Peers};
 use crate::ops::spot::{Running, Spot, Spotted, IN_HOST, IN_TIMER};
+use crate::ops::stuck::{monotonic_millis, not_ready, StuckWorker};
 use crate::ops::worker_row::{Recycle, Row};
 use crate::stats::Stats;
 use socket2::Socket;
@@ -167,16 +168,6 @@ pub struct Board {
     pub backlog: i32,
 }
 
-/// A stuck worker, as status and the endpoints report it.
-pub struct StuckWorker {
-    pub worker: usize,
-    /// Process mode: its process.
-    pub pid: Option<u32>,
-    pub stuck_for: Duration,
-    /// "app NAME PATH", "a timer callback" or "host code".
-    pub place: String,
-}
-
 impl Board {
     /// A board for one loop per row of `rows` (one at least).
     pub fn new(
@@ -270,56 +261,6 @@ impl Board {
     }
 }
 
-/// The monotonic clock now, in milliseconds (as `Board` stamps stuck
-/// times).
-pub fn monotonic_millis() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    let secs = u64::try_from(t.tv_sec).unwrap_or(0);
-    let millis = u64::try_from(t.tv_nsec / 1_000_000).unwrap_or(0);
-    secs.saturating_mul(1000).saturating_add(millis)
-}
-
-/// How long a worker whose pulse is `pulse` has been stuck, if it is, read
-/// from another process (`now`: `monotonic_millis`).
-pub fn stuck_for(pulse: &[AtomicU64], now: u64) -> Option<Duration> {
-    let since = pulse.get(1)?.load(Relaxed).checked_sub(1)?;
-    Some(Duration::from_millis(now.saturating_sub(since)))
-}
-
-/// Why the host is not ready: a worker (of `workers`) is stuck. (The
-/// probes are open to anyone: where it is stuck is for status and the
-/// log.)
-pub fn not_ready(stuck: &[StuckWorker], workers: usize) -> Option<String> {
-    let first = stuck.first()?;
-    Some(format!(
-        "{} of {workers} worker(s) stuck in app code (worker {} for {} s)",
-        stuck.len(),
-        first.worker,
-        first.stuck_for.as_secs(),
-    ))
-}
-
-/// Why the host is unhealthy: a worker stuck past `unhealthy_after`, or
-/// every one of `workers` stuck.
-pub fn unhealthy(
-    stuck: &[StuckWorker],
-    workers: usize,
-    unhealthy_after: Duration,
-) -> Option<String> {
-    if !stuck.is_empty() && stuck.len() >= workers {
-        return Some("every worker is stuck in app code".to_string());
-    }
-    let worst = stuck.iter().max_by_key(|s| s.stuck_for)?;
-    (worst.stuck_for >= unhealthy_after).then(|| {
-        format!(
-            "worker {} stuck in app code for {} s (unhealthy_after {} s)",
-            worst.worker,
-            worst.stuck_for.as_secs(),
-            unhealthy_after.as_secs_f32(),
-        )
-    })
-}
-
 /// Where a worker is: its app (named by its counters slot) and path.
 fn place(stats: &Stats, beat: &Beat) -> String {
     let Some(spotted) = (0..3).find_map(|_| beat.spot.read()) else {
@@ -349,9 +290,12 @@ fn tick(stuck_after: Duration) -> Duration {
     (stuck_after / 10).clamp(Duration::from_millis(10), Duration::from_millis(100))
 }
 
-/// What the watchdog thread reads: the workers' beats, the counters'
-/// app names (to say where a worker is stuck), the run state (a forced
-/// drain) and the pool (whose overruns it reports).
+/// What the watchdog thread holds: six handles (the workers' beats and
+/// rows; the counters, whose app names say where a worker is stuck and
+/// whose requests and open connections go into its row; the run state, a
+/// forced drain; the pool, whose overruns it reports; in process mode the
+/// peers it publishes this worker's counters to, with the access log's
+/// line counts) and two settings.
 pub struct Watched {
     pub board: Arc<Board>,
     pub stats: Arc<Stats>,

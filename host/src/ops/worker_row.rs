@@ -49,8 +49,14 @@ const HAZARD_WORDS: usize = 40;
 const _: () = assert!(HAZARD + HAZARD_WORDS <= ROW_WORDS);
 
 /// Words of a row's board of requests on the blocking pool
-/// (`in_flight::Flights`).
-pub const FLIGHT_WORDS: usize = crate::ops::in_flight::WORDS;
+/// (`in_flight::Flights`): the bitmask of entries taken and the count of
+/// requests running without one, then the entries.
+pub const FLIGHT_WORDS: usize = 2 + FLIGHT_ENTRIES * FLIGHT_ENTRY_WORDS;
+/// Entries of a board: requests it names at once (one bit each of its
+/// first word).
+pub const FLIGHT_ENTRIES: usize = 32;
+/// Words of one entry (a sequence and a length word, then 176 bytes).
+pub const FLIGHT_ENTRY_WORDS: usize = 24;
 
 /// The words an area of `rows` rows needs: the header, the rows, the
 /// supervisor's and the retired cell, a snapshot per row, then a board of
@@ -306,9 +312,10 @@ impl Row {
         TextCell(&self.words[HAZARD..HAZARD + HAZARD_WORDS])
     }
 
-    /// The requests the worker's blocking pool runs.
-    pub fn flights(&self) -> crate::ops::in_flight::Flights {
-        crate::ops::in_flight::Flights::over(self.flights)
+    /// The words of the board of requests the worker's blocking pool runs
+    /// (`FLIGHT_WORDS`; read as `in_flight::Flights` by `Row::flights`).
+    pub fn flight_words(&self) -> &'static [AtomicU64] {
+        self.flights
     }
 
     /// Where the worker's loop is stuck, as its watchdog said.

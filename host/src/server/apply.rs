@@ -6,7 +6,7 @@
 
 use super::body_feed::{BodyLink, LoopAddr};
 use super::clock::Stamp;
-use super::conn::Gone;
+use super::exchange::Gone;
 use super::Server;
 use crate::inbox::{BodyAttach, Completion, GoneTask, StreamNotice};
 use crate::poller::Token;

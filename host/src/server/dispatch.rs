@@ -2,8 +2,8 @@
 //! table; the app runs inline on the loop or, when it says it blocks, on the
 //! blocking pool. The answer is queued on the connection's output.
 
-use super::conn::Gone;
-use super::exchange::{Begun, Incoming, Outcome};
+use super::clock::warn_if_blocked;
+use super::exchange::{Begun, Gone, Incoming, Outcome};
 use super::handles::Handles;
 use super::listeners::Listeners;
 use crate::apps::loader::LoadedApp;
@@ -23,7 +23,7 @@ use crate::server::request::{with_view, HeadText, Meta, OwnedRequest};
 use crate::server::responder::{begin_inline, end_inline, responder, ReplyTo};
 use crate::server::route::{Route, Target};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use stoa_app_api::abi::{TaskBox, TlsSession};
 use stoa_app_api::Response;
 
@@ -371,22 +371,6 @@ struct BlockingJob<'a> {
     app: &'a Arc<LoadedApp>,
     path: &'a str,
     deadline: Instant,
-}
-
-/// Tornado's blocking log threshold: app code should never hold the loop.
-/// `who` names the code, `hint` the remedy.
-pub(super) fn warn_if_blocked(
-    limit: Duration,
-    held: Duration,
-    who: std::fmt::Arguments<'_>,
-    hint: &str,
-) {
-    if held > limit {
-        log::warn!(
-            "event loop blocked for {} ms by {who}; {hint}",
-            held.as_millis()
-        );
-    }
 }
 
 /// Runs a blocking handler on the pool, if it starts before `deadline`

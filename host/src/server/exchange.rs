@@ -15,7 +15,7 @@
 //! a whole answer or a streamed one's head goes out. It counts the answer
 //! and writes its access-log line whatever the protocol.
 
-use super::conn::{Gone, Pending, Tail, Terms};
+use super::conn::{Pending, Tail, Terms};
 use super::route::Route;
 use crate::http::parse::Head;
 use crate::http::reader::BufPool;
@@ -27,7 +27,7 @@ use crate::stream_line::StreamLine;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use stoa_app_api::abi::TlsSession;
+use stoa_app_api::abi::{TaskBox, TlsSession};
 use stoa_app_api::Response;
 
 /// A request a connection yields, ready for its app.
@@ -67,6 +67,14 @@ pub struct Begun {
     pub app_timeout: Option<Duration>,
     /// The app's task for the request abandoned before its answer.
     pub on_gone: Option<Gone>,
+}
+
+/// An app's task for a request abandoned before its answer is complete,
+/// and the app's counters slot (which names it to the watchdog): a
+/// connection keeps it with the request (`Begun::on_gone`, `Conn::set_gone`).
+pub struct Gone {
+    pub task: TaskBox,
+    pub slot: usize,
 }
 
 /// What the dispatcher made of a request, for the loop to apply.

@@ -22,7 +22,6 @@
 //! never left waiting for a drain that cannot come.
 
 use crate::budget::Reservation;
-use crate::inbox::Inbox;
 use crate::poller::Token;
 use abi_stable::std_types::RSlice;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -76,11 +75,25 @@ impl LineState {
     }
 }
 
+/// What a line needs of its loop's inbox (`inbox::Inbox` is the one
+/// kind): a trait, so that the inbox, which carries a stream's line to the
+/// loop, is not named back here.
+pub trait LinePost: Send + Sync {
+    /// Tells the loop that connection `token`'s request `id` has a line
+    /// to take from.
+    fn post_notice(&self, token: Token, id: u64);
+    /// Runs `task` on the loop (at once), counted to app `slot`.
+    fn post_task(&self, slot: usize, task: TaskBox);
+    /// True on the thread running this inbox's loop (which cannot wait for
+    /// itself to drain the line).
+    fn is_current(&self) -> bool;
+}
+
 /// Where the line's notices and drain tasks go: the connection's loop.
 pub struct LineAddr {
     pub token: Token,
     pub id: u64,
-    pub inbox: Arc<Inbox>,
+    pub inbox: Arc<dyn LinePost>,
     /// The app's counters slot (names it in the loop's timer accounting).
     pub slot: usize,
     /// The app's name, for logs.
@@ -139,9 +152,7 @@ impl StreamLine {
     /// already on its way; call with the lock released.
     fn post(&self, needed: bool) {
         if needed {
-            self.addr
-                .inbox
-                .push_stream(self.addr.token, self.addr.id, None);
+            self.addr.inbox.post_notice(self.addr.token, self.addr.id);
         }
     }
 
@@ -222,7 +233,7 @@ impl StreamLine {
     }
 
     fn on_own_loop(&self) -> bool {
-        Inbox::current().is_some_and(|i| Arc::ptr_eq(&i, &self.addr.inbox))
+        self.addr.inbox.is_current()
     }
 
     /// `on_drain`: runs `task` on the loop once there is room (now, if
@@ -239,9 +250,7 @@ impl StreamLine {
     }
 
     fn run_on_loop(&self, task: TaskBox) {
-        self.addr
-            .inbox
-            .push_timer(Instant::now(), Some(self.addr.slot), task);
+        self.addr.inbox.post_task(self.addr.slot, task);
     }
 
     /// `finish`: ends the body; `SEND_CLOSED` when it cannot end well.

@@ -2,7 +2,7 @@
 //! the drain task run once there is room, closed lines refusing.
 
 use super::*;
-use crate::inbox::InboxItems;
+use crate::inbox::{Inbox, InboxItems};
 use crate::poller::Wake;
 use abi_stable::sabi_trait::TD_Opaque;
 use std::sync::atomic::{AtomicUsize, Ordering};

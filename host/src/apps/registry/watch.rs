@@ -12,6 +12,7 @@ use crate::apps::dir::{Health, Stamp};
 use crate::apps::error::{Distrust, LoadError};
 use crate::apps::fingerprint::{self, Fingerprint};
 use crate::apps::loader::{mount_free, LoadedApp};
+use crate::apps::services;
 use crate::apps::watcher::{Built, Event, CONSTRUCTOR_BOUND};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -120,7 +121,7 @@ impl Registry {
                 if let (Some(guard), Some(digest)) = (&guard, &constructing.digest) {
                     guard.entering(&constructing.name, digest);
                 }
-                let result = constructing.init(state.as_deref());
+                let result = constructing.init(services::host_module(), state.as_deref());
                 if let Some(guard) = &guard {
                     guard.left();
                 }

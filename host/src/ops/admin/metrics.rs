@@ -10,7 +10,8 @@ use crate::ops::survival;
 use crate::stats::{AppCounts, Counts, HandshakeFailure, APP_SLOTS, HOST, LATENCY_BUCKETS};
 use std::fmt::Write;
 
-use super::{label, log_refs, logs, names, stuck_workers, view, Sources, View, WorkerView};
+use super::view::{log_refs, logs, names, stuck_workers, view, Sources, View, WorkerView};
+use crate::ops::prometheus::label;
 
 /// The metrics endpoint's text, one family after another.
 pub(super) fn metrics_text(shared: &Sources<'_>) -> String {

@@ -1,7 +1,7 @@
 //! The status endpoint's JSON: the host, its workers, apps, logs and
 //! certificates, from one view of the workers.
 
-use crate::apps::registry::mapped_bytes;
+use crate::apps::plugin_copy::mapped_bytes;
 use crate::apps::registry::AppState;
 use crate::budget::{Budget, Refusal};
 use crate::listen::tls::expiry::unix_now;
@@ -12,7 +12,7 @@ use crate::ops::survival;
 use crate::stats::{Counts, HandshakeFailure};
 use serde_json::{json, Value};
 
-use super::{log_refs, logs, names, stuck_workers, view, Sources, View};
+use super::view::{log_refs, logs, names, stuck_workers, view, Sources, View};
 
 /// The status endpoint's document: one section per concern.
 pub(super) fn status_json(shared: &Sources<'_>) -> String {

@@ -13,14 +13,7 @@
 //! and ASGI's `http.disconnect` do; so does a reset.
 
 use super::{Conn, Phase};
-use stoa_app_api::abi::TaskBox;
-
-/// An app's task for a request abandoned before its answer is complete,
-/// and the app's counters slot (which names it to the watchdog).
-pub struct Gone {
-    pub task: TaskBox,
-    pub slot: usize,
-}
+use crate::server::exchange::Gone;
 
 impl<S> Conn<S> {
     /// True while a request is pending and the connection reads only to

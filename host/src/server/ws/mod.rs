@@ -150,7 +150,7 @@ impl Link {
         let started = Instant::now();
         f(session);
         beat.leave();
-        super::dispatch::warn_if_blocked(
+        super::clock::warn_if_blocked(
             self.watch.settings.loop_block_warn,
             started.elapsed(),
             format_args!("app {} (a WebSocket callback)", self.app),
