@@ -3,7 +3,7 @@
 //! Apps' answers never pass through here.
 
 use super::response::reason;
-use super::ws::handshake::Refusal;
+use super::websocket::handshake::Refusal;
 use super::HttpError;
 use std::borrow::Cow;
 use stoa_app_api::Response;
@@ -141,9 +141,12 @@ impl HostAnswer {
             | HostAnswer::Http(HttpError::OverBudget(_)) => {
                 response.with_header("Retry-After", "1")
             }
-            HostAnswer::WebSocket(r) if r.status() == 426 => response
-                .with_header("Upgrade", "websocket")
-                .with_header("Sec-WebSocket-Version", super::ws::handshake::VERSION),
+            HostAnswer::WebSocket(r) if r.status() == 426 => {
+                response.with_header("Upgrade", "websocket").with_header(
+                    "Sec-WebSocket-Version",
+                    super::websocket::handshake::VERSION,
+                )
+            }
             _ => response,
         }
     }

@@ -11,7 +11,7 @@ pub(crate) mod output;
 pub mod parse;
 pub mod reader;
 pub mod response;
-pub mod ws;
+pub mod websocket;
 
 /// Why a request could not be read. Every variant ends the connection.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

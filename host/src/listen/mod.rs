@@ -19,7 +19,7 @@ mod unix;
 /// listeners (an upgrade passes every worker's socket per address).
 pub const MAX_LISTENERS: usize = 64;
 pub use activation::{inherited, Passed, OWN_SOCKETS_ENV, UPGRADED_FROM_ENV};
-pub use socket::{Listener, Stream, UNIX_PEER};
+pub use socket::{Accepted, Listener, UNIX_PEER};
 pub use unix::{
     adopt_created, bind_unix, created_files, keep_unix_sockets, remove_unix_sockets,
     watch_unix_sockets, PRIVATE_PREFIX,

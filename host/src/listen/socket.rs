@@ -17,8 +17,8 @@ pub enum Listener {
     Unix(UnixListener),
 }
 
-/// A client connection.
-pub enum Stream {
+/// An accepted client connection: TCP, Unix, or TLS over TCP.
+pub enum Accepted {
     Tcp(TcpStream),
     Unix(UnixStream),
     /// A TLS session over a TCP connection (a `tls://` bind).
@@ -27,15 +27,15 @@ pub enum Stream {
 
 impl Listener {
     /// Accepts one connection and names its peer.
-    pub fn accept(&self) -> io::Result<(Stream, Arc<str>)> {
+    pub fn accept(&self) -> io::Result<(Accepted, Arc<str>)> {
         match self {
             Listener::Tcp(l) => {
                 let (s, addr) = l.accept()?;
-                Ok((Stream::Tcp(s), addr.to_string().into()))
+                Ok((Accepted::Tcp(s), addr.to_string().into()))
             }
             Listener::Unix(l) => {
                 let (s, _) = l.accept()?;
-                Ok((Stream::Unix(s), UNIX_PEER.into()))
+                Ok((Accepted::Unix(s), UNIX_PEER.into()))
             }
         }
     }
@@ -74,12 +74,12 @@ impl AsRawFd for Listener {
     }
 }
 
-impl Stream {
+impl Accepted {
     /// The same connection under a TLS session (a TCP one; any other is
     /// given back as it is).
-    pub fn into_tls(self, config: Arc<rustls::ServerConfig>) -> io::Result<Stream> {
+    pub fn into_tls(self, config: Arc<rustls::ServerConfig>) -> io::Result<Accepted> {
         match self {
-            Stream::Tcp(s) => Ok(Stream::Tls(Box::new(TlsStream::new(s, config)?))),
+            Accepted::Tcp(s) => Ok(Accepted::Tls(Box::new(TlsStream::new(s, config)?))),
             other => Ok(other),
         }
     }
@@ -87,67 +87,67 @@ impl Stream {
     /// A pending socket error (a reset), if any.
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
         match self {
-            Stream::Tcp(s) => s.take_error(),
-            Stream::Unix(s) => s.take_error(),
-            Stream::Tls(s) => s.socket().take_error(),
+            Accepted::Tcp(s) => s.take_error(),
+            Accepted::Unix(s) => s.take_error(),
+            Accepted::Tls(s) => s.socket().take_error(),
         }
     }
 
     /// Turns Nagle off on TCP (nothing to do on a Unix socket).
     pub fn set_nodelay(&self) -> io::Result<()> {
         match self {
-            Stream::Tcp(s) => s.set_nodelay(true),
-            Stream::Unix(_) => Ok(()),
-            Stream::Tls(s) => s.socket().set_nodelay(true),
+            Accepted::Tcp(s) => s.set_nodelay(true),
+            Accepted::Unix(_) => Ok(()),
+            Accepted::Tls(s) => s.socket().set_nodelay(true),
         }
     }
 }
 
-impl Stream {
+impl Accepted {
     /// Ends the sending half with a FIN; reads go on.
     pub fn shutdown_write(&mut self) -> io::Result<()> {
         match self {
-            Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Write),
-            Stream::Unix(s) => s.shutdown(std::net::Shutdown::Write),
-            Stream::Tls(s) => s.shutdown_write(),
+            Accepted::Tcp(s) => s.shutdown(std::net::Shutdown::Write),
+            Accepted::Unix(s) => s.shutdown(std::net::Shutdown::Write),
+            Accepted::Tls(s) => s.shutdown_write(),
         }
     }
 }
 
-impl AsRawFd for Stream {
+impl AsRawFd for Accepted {
     fn as_raw_fd(&self) -> RawFd {
         match self {
-            Stream::Tcp(s) => s.as_raw_fd(),
-            Stream::Unix(s) => s.as_raw_fd(),
-            Stream::Tls(s) => s.socket().as_raw_fd(),
+            Accepted::Tcp(s) => s.as_raw_fd(),
+            Accepted::Unix(s) => s.as_raw_fd(),
+            Accepted::Tls(s) => s.socket().as_raw_fd(),
         }
     }
 }
 
-impl Read for Stream {
+impl Read for Accepted {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
-            Stream::Tcp(s) => s.read(buf),
-            Stream::Unix(s) => s.read(buf),
-            Stream::Tls(s) => s.read(buf),
+            Accepted::Tcp(s) => s.read(buf),
+            Accepted::Unix(s) => s.read(buf),
+            Accepted::Tls(s) => s.read(buf),
         }
     }
 }
 
-impl Write for Stream {
+impl Write for Accepted {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
-            Stream::Tcp(s) => s.write(buf),
-            Stream::Unix(s) => s.write(buf),
-            Stream::Tls(s) => s.write(buf),
+            Accepted::Tcp(s) => s.write(buf),
+            Accepted::Unix(s) => s.write(buf),
+            Accepted::Tls(s) => s.write(buf),
         }
     }
 
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         match self {
-            Stream::Tcp(s) => s.write_vectored(bufs),
-            Stream::Unix(s) => s.write_vectored(bufs),
-            Stream::Tls(s) => s.write_vectored(bufs),
+            Accepted::Tcp(s) => s.write_vectored(bufs),
+            Accepted::Unix(s) => s.write_vectored(bufs),
+            Accepted::Tls(s) => s.write_vectored(bufs),
         }
     }
 
@@ -155,7 +155,7 @@ impl Write for Stream {
     /// it now (nothing to do on a bare socket).
     fn flush(&mut self) -> io::Result<()> {
         match self {
-            Stream::Tls(s) => s.flush(),
+            Accepted::Tls(s) => s.flush(),
             _ => Ok(()),
         }
     }

@@ -7,7 +7,7 @@
 //! by every worker, so it is never shut down: a stuck worker just does not
 //! accept from it.
 
-use crate::listen::{self, Listener, Stream};
+use crate::listen::{self, Accepted, Listener};
 use crate::ops::watchdog::Beat;
 use crate::poller::{Poller, Token};
 use socket2::{SockRef, Socket};
@@ -65,7 +65,7 @@ impl Acceptor {
 
     /// Accepts one connection from listener `i` (`WouldBlock` when none
     /// waits; `None` when it is not accepting).
-    pub fn accept(&self, i: usize) -> Option<io::Result<(Stream, Arc<str>)>> {
+    pub fn accept(&self, i: usize) -> Option<io::Result<(Accepted, Arc<str>)>> {
         let slot = self.slots.get(i)?;
         slot.listener
             .as_ref()

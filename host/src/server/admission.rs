@@ -20,7 +20,7 @@ use super::conn::Conn;
 use super::Server;
 use crate::http::answer::HostAnswer;
 use crate::http::response::{write_response, DateCache, Persist};
-use crate::listen::Stream;
+use crate::listen::Accepted;
 use crate::poller::{Interest, Token};
 use crate::settings::Overload;
 use crate::stats::{bump, stamp};
@@ -63,14 +63,14 @@ impl Server {
     /// Accepts what waits on listener `i`: up to the cap, then as
     /// `--overload` says.
     pub(super) fn accept(&mut self, i: usize) {
-        let queue = self.shared.settings.overload == Overload::Queue;
+        let queue = self.handles.settings.overload == Overload::Queue;
         loop {
             // Under `queue` the slot is taken first, so a full host leaves
             // clients in the backlog; under `shed` only once a client is
             // accepted, so an accept that finds nobody (another worker, or
             // process, woken for the same connection took it) never makes
             // the host look full to a third.
-            if queue && !self.shared.open.try_open() {
+            if queue && !self.handles.open.try_open() {
                 self.pause_at_cap();
                 return;
             }
@@ -85,10 +85,10 @@ impl Server {
                 // The process is out of descriptors and this client took
                 // the one a spare left: it is answered 503 and closed, so
                 // the descriptor goes back to the pool.
-                Ok((stream, peer)) if !queue && self.shared.spares.short() => {
+                Ok((stream, peer)) if !queue && self.handles.spares.short() => {
                     self.shed(i, stream, peer, false, Some(&descriptors_short()))
                 }
-                Ok((stream, peer)) if !queue && !self.shared.open.try_open() => {
+                Ok((stream, peer)) if !queue && !self.handles.open.try_open() => {
                     self.shed(i, stream, peer, true, None)
                 }
                 Ok((stream, peer)) => self.admit(stream, peer, i),
@@ -120,10 +120,10 @@ impl Server {
     /// the backlog, so an empty backlog shows only here (`NoneWaits`:
     /// without it, a full table would keep the loop accepting forever).
     fn shed_with_spare(&mut self, i: usize, why: &io::Error) -> Spare {
-        if self.shared.settings.overload != Overload::Shed {
+        if self.handles.settings.overload != Overload::Shed {
             return Spare::Missing;
         }
-        let Some(spare) = self.shared.spares.take() else {
+        let Some(spare) = self.handles.spares.take() else {
             return Spare::Missing;
         };
         drop(spare);
@@ -144,7 +144,7 @@ impl Server {
             // Out of descriptors still: another loop took the slot.
             _ => Spare::Missing,
         };
-        match self.shared.spares.refill() {
+        match self.handles.spares.refill() {
             true => outcome,
             false => Spare::Missing,
         }
@@ -157,7 +157,7 @@ impl Server {
     fn shed(
         &mut self,
         via: usize,
-        stream: Stream,
+        stream: Accepted,
         peer: Arc<str>,
         keep_fd: bool,
         why: Option<&io::Error>,
@@ -170,16 +170,16 @@ impl Server {
                 .shedder
                 .shed(stream, peer, date, now, keep_fd, &mut self.bufs),
         }
-        bump(&self.shared.stats.worker(self.worker).shed, 1);
+        bump(&self.handles.stats.worker(self.worker).shed, 1);
         self.log_overload("answering new clients 503 with Retry-After: 1", why);
     }
 
     /// Gives back a connection's slot in the host-wide count and wakes the
     /// other workers that paused at the cap.
     pub(super) fn give_back_slot(&mut self) {
-        let waiting = self.shared.open.close();
+        let waiting = self.handles.open.close();
         if !waiting.none() {
-            self.shared
+            self.handles
                 .control
                 .wake_some(|i| waiting.wants(i), self.worker);
         }
@@ -200,10 +200,10 @@ impl Server {
     /// worker, whose next turn marks it again (another worker may have
     /// taken the slot first), so no wake-up is lost.
     fn wait_for_room(&mut self) {
-        self.shared.open.wait_for_room(self.worker);
-        if self.shared.open.has_room() {
+        self.handles.open.wait_for_room(self.worker);
+        if self.handles.open.has_room() {
             self.retry_accept_at = Some(self.clock.now());
-        } else if self.shared.open.across_processes() && self.retry_accept_at.is_none() {
+        } else if self.handles.open.across_processes() && self.retry_accept_at.is_none() {
             // Another process's close cannot wake this loop.
             self.retry_accept_at = Some(self.clock.now() + RETRY_ACCEPT);
         }
@@ -222,7 +222,7 @@ impl Server {
         }
         self.acceptor.pause(&mut *self.poller);
         self.paused_since = Some(now);
-        let stats = &self.shared.stats.worker(self.worker);
+        let stats = &self.handles.stats.worker(self.worker);
         stats.paused_since.store(stamp(now), Relaxed);
         let what = match why {
             None => "accepts paused; new clients wait in the backlog",
@@ -236,12 +236,12 @@ impl Server {
         // Even if it cannot resume: a loop that may not accept does not wait
         // for room (nor spin on it).
         self.paused_at_cap = false;
-        if self.shared.control.draining() || !self.acceptor.resume(&mut *self.poller) {
+        if self.handles.control.draining() || !self.acceptor.resume(&mut *self.poller) {
             return;
         }
         self.retry_accept_at = None;
         if let Some(since) = self.paused_since.take() {
-            let stats = &self.shared.stats.worker(self.worker);
+            let stats = &self.handles.stats.worker(self.worker);
             let held = self.clock.now().saturating_duration_since(since);
             bump(
                 &stats.paused_us,
@@ -266,7 +266,7 @@ impl Server {
         if self.paused_at_cap {
             self.wait_for_room();
         }
-        if self.shared.spares.short() && !self.shared.spares.refill() {
+        if self.handles.spares.short() && !self.handles.spares.refill() {
             // Until the pool is whole the process's loops shed what they
             // accept: look again every turn, and at least every
             // `RETRY_ACCEPT`.
@@ -274,7 +274,7 @@ impl Server {
         }
         if self.retry_accept_at.is_some_and(|at| at <= now) {
             self.retry_accept_at = None;
-            if self.shared.open.has_room() {
+            if self.handles.open.has_room() {
                 self.resume_accepts();
             }
         }
@@ -290,12 +290,12 @@ impl Server {
             return;
         }
         self.overload_logged = Some(now);
-        let shared = &self.shared;
+        let handles = &self.handles;
         let cause = match why {
             Some(e) => format!("accept failed ({e})"),
             None => format!(
                 "at the connection cap ({} open host-wide, {} on this worker)",
-                shared.open.open(),
+                handles.open.open(),
                 self.conns.len()
             ),
         };
@@ -303,14 +303,14 @@ impl Server {
             "worker {}: {cause}: {what} (--max-connections {} host-wide over {} worker(s); \
              --overload {}; logged once a minute, counted in status and metrics)",
             self.worker,
-            shared.settings.max_connections,
-            shared.stats.workers().len(),
-            shared.settings.overload.name()
+            handles.settings.max_connections,
+            handles.stats.workers().len(),
+            handles.settings.overload.name()
         );
     }
 
     /// Watches a new connection (503 if it cannot be watched).
-    fn admit(&mut self, stream: Stream, addr: Arc<str>, via: usize) {
+    fn admit(&mut self, stream: Accepted, addr: Arc<str>, via: usize) {
         if let Err(e) = stream.set_nodelay() {
             log::debug!("TCP_NODELAY on {addr}: {e}");
         }
@@ -347,14 +347,14 @@ impl Server {
         };
         let conn = entry.insert(Conn::new(stream, addr.clone()).via(via));
         // A client that never sends a byte is still timed out.
-        conn.update_deadline(&self.shared.settings.conn, self.clock.now());
-        bump(&self.shared.stats.worker(self.worker).accepted, 1);
+        conn.update_deadline(&self.handles.settings.conn, self.clock.now());
+        bump(&self.handles.stats.worker(self.worker).accepted, 1);
         log::trace!("accepted {addr} as {}", token.0);
     }
 }
 
 /// Answers 503 to a connection that cannot be served, best effort, and closes it.
-fn refuse(mut stream: Stream, date: &DateCache) {
+fn refuse(mut stream: Accepted, date: &DateCache) {
     use std::io::Write;
     let mut out = Vec::new();
     let resp = HostAnswer::AtCapacity.response();

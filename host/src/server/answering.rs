@@ -7,8 +7,8 @@ use super::clock::Stamp;
 use super::conn::{Conn, Due, Pending, Tail, Terms, Transport};
 use super::dispatch::Dispatcher;
 use super::exchange::Exchange;
-use super::ws::line::Line;
-use super::ws::{Link, LinkWatch};
+use super::ws_link::line::Line;
+use super::ws_link::{Link, LinkWatch};
 use crate::http::answer::{is_final, HostAnswer};
 use crate::http::reader::BufPool;
 use crate::http::response::Fixed;
@@ -39,14 +39,14 @@ impl Dispatcher {
         let Some(slot) = conn.pending().map(|p| p.slot) else {
             return;
         };
-        let mut response = final_status(response, slot, &self.shared.stats);
+        let mut response = final_status(response, slot, &self.handles.stats);
         self.add_hsts(conn.listener(), &mut response);
         let (status, body_len) = (response.status, response.body.len());
-        let close = close || self.shared.control.draining();
+        let close = close || self.handles.control.draining();
         // A large body is moved to the output as it is, not copied.
         let terms = Terms {
             date: at.date,
-            params: &self.shared.settings.conn,
+            params: &self.handles.settings.conn,
             close,
         };
         let Some(pending) = conn.answer(&mut response, fixed, &terms, pool) else {
@@ -58,7 +58,7 @@ impl Dispatcher {
     /// Adds `Strict-Transport-Security` (`--hsts`) to an answer on TLS
     /// listener `via`, unless the app gave its own.
     fn add_hsts(&self, via: usize, response: &mut Response) {
-        let Some(value) = &self.shared.settings.hsts else {
+        let Some(value) = &self.handles.settings.hsts else {
             return;
         };
         let own = || {
@@ -90,19 +90,19 @@ impl Dispatcher {
         pool: &mut BufPool,
     ) {
         let StreamStart { mut head, line } = start;
-        line.attach(self.shared.budget.reservation());
+        line.attach(self.handles.budget.reservation());
         if !is_final(head.status) {
             line.close();
             // `finish` answers a status that is not final with a 500.
             self.finish(conn, head, &[], false, at, pool);
             return;
         }
-        let close = self.shared.control.draining();
+        let close = self.handles.control.draining();
         let status = head.status;
         self.add_hsts(conn.listener(), &mut head);
         let terms = Terms {
             date: at.date,
-            params: &self.shared.settings.conn,
+            params: &self.handles.settings.conn,
             close,
         };
         let Some(pending) = conn.start_stream(&mut head, line, open, &terms, pool) else {
@@ -116,13 +116,13 @@ impl Dispatcher {
     /// and bytes to its end.
     fn follow(&self, conn: &mut impl Exchange, mut pending: Pending, status: u16, now: Instant) {
         self.count(&pending, status, 0, now);
-        let log = match (&self.shared.access_log, pending.access.take()) {
+        let log = match (&self.handles.access_log, pending.access.take()) {
             (Some(log), Some(info)) => Some((log.clone(), info)),
             _ => None,
         };
         conn.follow(Tail::new(Due {
             log,
-            stats: self.shared.stats.clone(),
+            stats: self.handles.stats.clone(),
             worker: self.worker,
             slot: pending.slot,
             status,
@@ -161,7 +161,7 @@ impl Dispatcher {
         at: Stamp<'_>,
         pool: &mut BufPool,
     ) {
-        if self.shared.control.draining() {
+        if self.handles.control.draining() {
             // A WebSocket opened now would be closed at once.
             let draining = HostAnswer::Draining.response();
             return self.finish(conn, draining, &[], true, at, pool);
@@ -169,7 +169,7 @@ impl Dispatcher {
         let Some(id) = conn.pending().map(|p| p.id) else {
             return;
         };
-        let params = &self.shared.settings.conn;
+        let params = &self.handles.settings.conn;
         let reply = ReplyTo {
             queue: self.queue.clone(),
             token,
@@ -180,12 +180,12 @@ impl Dispatcher {
         let accept = upgrade.accept.clone();
         let headers = std::mem::take(&mut upgrade.headers);
         let watch = LinkWatch {
-            stats: self.shared.stats.clone(),
-            board: self.shared.board.clone(),
+            stats: self.handles.stats.clone(),
+            board: self.handles.board.clone(),
             worker: self.worker,
-            settings: self.shared.settings.clone(),
+            settings: self.handles.settings.clone(),
         };
-        let budget = self.shared.budget.clone();
+        let budget = self.handles.budget.clone();
         let Some(pending) = conn.upgrade((&accept, &headers), at.date, pool, |rest| {
             Link::new(upgrade, line, watch, rest, budget, at.now)
         }) else {
@@ -203,7 +203,7 @@ impl Dispatcher {
     fn record(&self, pending: &Pending, status: u16, body_len: usize, now: Instant) {
         let bytes = if pending.head_only { 0 } else { body_len };
         let took = self.count(pending, status, bytes, now);
-        if let (Some(log), Some(info)) = (&self.shared.access_log, &pending.access) {
+        if let (Some(log), Some(info)) = (&self.handles.access_log, &pending.access) {
             let answered = Answered {
                 status,
                 bytes,
@@ -217,7 +217,7 @@ impl Dispatcher {
     /// returns the time it took.
     fn count(&self, pending: &Pending, status: u16, bytes: usize, now: Instant) -> Duration {
         let took = now.saturating_duration_since(pending.started);
-        let app = self.shared.stats.worker(self.worker).app(pending.slot);
+        let app = self.handles.stats.worker(self.worker).app(pending.slot);
         app.record(status, took);
         if bytes > 0 {
             bump(&app.bytes, bytes as u64);

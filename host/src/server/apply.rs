@@ -93,7 +93,7 @@ impl Server {
     /// answers closed).
     fn on_stream(&mut self, notice: StreamNotice) {
         let StreamNotice { token, id, start } = notice;
-        let draining = self.shared.control.draining();
+        let draining = self.handles.control.draining();
         let Some(conn) = self.conns.get_mut(token.0) else {
             if let Some(start) = start {
                 start.line.close();
@@ -105,7 +105,7 @@ impl Server {
                 start.line.close();
                 return;
             }
-            let open = self.shared.stats.worker(self.worker).streams.clone();
+            let open = self.handles.stats.worker(self.worker).streams.clone();
             let at = Stamp {
                 now: self.clock.now(),
                 date: self.date.get(),
@@ -126,7 +126,7 @@ impl Server {
     /// one), which reads the body on; dropped (the sink hears the body
     /// broke) if the request has gone.
     fn on_body_sink(&mut self, attach: BodyAttach) {
-        let link = match (&self.shared.pool, attach.on_pool) {
+        let link = match (&self.handles.pool, attach.on_pool) {
             (Some(pool), true) => {
                 let addr = LoopAddr {
                     inbox: self.queue.clone(),

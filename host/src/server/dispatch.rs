@@ -11,8 +11,8 @@ use crate::apps::pool::{Fate, Job, Pool, Refused};
 use crate::http::answer::HostAnswer;
 use crate::http::parse::Head;
 use crate::http::reader::BodyPlan;
-use crate::http::ws::handshake;
-use crate::http::ws::switch::Accepting;
+use crate::http::websocket::handshake;
+use crate::http::websocket::switch::Accepting;
 use crate::inbox::{Answer, Inbox};
 use crate::ops::access_log::AccessInfo;
 use crate::ops::admin;
@@ -33,7 +33,7 @@ use stoa_app_api::Response;
 pub(super) struct Dispatcher {
     /// The loop's worker index (its counters, its heartbeat).
     pub(super) worker: usize,
-    pub(super) shared: Arc<Handles>,
+    pub(super) handles: Arc<Handles>,
     /// The loop's inbox, where deferred answers come back.
     pub(super) queue: Arc<Inbox>,
     next_id: u64,
@@ -44,13 +44,13 @@ pub(super) struct Dispatcher {
 impl Dispatcher {
     pub(super) fn new(
         worker: usize,
-        shared: Arc<Handles>,
+        handles: Arc<Handles>,
         queue: Arc<Inbox>,
         listeners: Arc<Listeners>,
     ) -> Self {
         Dispatcher {
             worker,
-            shared,
+            handles,
             queue,
             next_id: 1,
             listeners,
@@ -76,7 +76,7 @@ impl Dispatcher {
     pub(super) fn dispatch(&mut self, req: Incoming<'_>, token: Token, now: Instant) -> Outcome {
         let id = self.next_id;
         self.next_id += 1;
-        let shared = &*self.shared;
+        let handles = &*self.handles;
         let Incoming {
             head,
             buf,
@@ -91,8 +91,8 @@ impl Dispatcher {
         let route = match kept {
             Some(route) => route,
             None => {
-                apps = shared.apps.load();
-                Route::decide(&shared.settings, &apps.mounts, &parts, peer)
+                apps = handles.apps.load();
+                Route::decide(&handles.settings, &apps.mounts, &parts, peer)
             }
         };
         let (refusal, accept) = self.refusal(&parts, via);
@@ -105,7 +105,7 @@ impl Dispatcher {
             Target::App { app, split } if refusal.is_none() => Some((&**app, *split)),
             _ => None,
         };
-        let access = shared
+        let access = handles
             .access_log
             .as_ref()
             .map(|_| Box::new(access_info(&parts, &client, app.map(|(app, _)| &**app))));
@@ -176,7 +176,7 @@ impl Dispatcher {
     /// held out of service, else 404.
     fn host_answer(&self, target: &Target<'_>, path: &str, client: &Arc<str>) -> Response {
         match target {
-            Target::Host => admin::answer(&self.shared.sources(), path, client)
+            Target::Host => admin::answer(&self.handles.sources(), path, client)
                 .unwrap_or_else(|| HostAnswer::NoEndpoint.response()),
             Target::Held(why) => HostAnswer::OutOfService(why.clone()).response(),
             Target::App { .. } | Target::NoMount => HostAnswer::NoMount.response(),
@@ -195,12 +195,12 @@ impl Dispatcher {
         body: &[u8],
         begun: &mut Begun,
     ) -> (Option<Answer>, Instant) {
-        let shared = &*self.shared;
+        let handles = &*self.handles;
         let now = begun.started;
         let path = parts.path;
         // A request the app did not answer in its call is on the board of
         // requests in flight until its answer (see `in_flight`).
-        let board = shared.board.flights(self.worker);
+        let board = handles.board.flights(self.worker);
         let AppCall {
             app,
             split,
@@ -210,15 +210,15 @@ impl Dispatcher {
             tls,
         } = call;
         with_view(parts, body, split, &meta, |request| {
-            match shared.pool.as_ref().filter(|_| app.blocks(request)) {
+            match handles.pool.as_ref().filter(|_| app.blocks(request)) {
                 Some(pool) => {
                     let owned =
-                        OwnedRequest::copy(parts, body, split, &meta).held_on(&shared.budget);
+                        OwnedRequest::copy(parts, body, split, &meta).held_on(&handles.budget);
                     let timeout = app
                         .limits
                         .app_timeout
-                        .unwrap_or(shared.settings.conn.app_timeout);
-                    let responder = responder(reply, app, &shared.settings.conn, accept, tls);
+                        .unwrap_or(handles.settings.conn.app_timeout);
+                    let responder = responder(reply, app, &handles.settings.conn, accept, tls);
                     let job = BlockingJob {
                         app,
                         path,
@@ -267,10 +267,10 @@ impl Dispatcher {
         peer: &Arc<str>,
         listener: usize,
     ) -> (BodyPlan, Route<'static>) {
-        let shared = &*self.shared;
+        let handles = &*self.handles;
         let parts = HeadText::new(head, buf);
-        let apps = shared.apps.load();
-        let route = Route::decide(&shared.settings, &apps.mounts, &parts, peer);
+        let apps = handles.apps.load();
+        let route = Route::decide(&handles.settings, &apps.mounts, &parts, peer);
         let stream = match route.app() {
             Some((app, split)) if app.may_read_bodies() => {
                 let meta = self.meta(listener, route.client.clone(), route.scheme);
@@ -278,7 +278,7 @@ impl Dispatcher {
             }
             _ => false,
         };
-        let limit = route.body_limit(&shared.settings, stream);
+        let limit = route.body_limit(&handles.settings, stream);
         (BodyPlan { limit, stream }, route.kept())
     }
 
@@ -315,8 +315,8 @@ impl Dispatcher {
             request,
             started,
         } = call;
-        let shared = &*self.shared;
-        let beat = shared.board.beat(self.worker);
+        let handles = &*self.handles;
+        let beat = handles.board.beat(self.worker);
         let running = Running {
             method: request.method.as_str(),
             path,
@@ -326,19 +326,19 @@ impl Dispatcher {
         begin_inline(&self.queue, reply.id);
         app.handle(
             request,
-            responder(reply, app, &shared.settings.conn, accept, tls),
+            responder(reply, app, &handles.settings.conn, accept, tls),
         );
         let (inline, gone) = end_inline();
         beat.leave();
         let now = Instant::now();
-        let hint = if shared.pool.is_some() {
+        let hint = if handles.pool.is_some() {
             "declare the route blocking with App::blocks so it runs on the pool"
         } else {
             "--blocking-on-loop runs even routes declared blocking here"
         };
         let held = now.saturating_duration_since(started);
         let who = format_args!("app {} {path}", app.name);
-        warn_if_blocked(shared.settings.loop_block_warn, held, who, hint);
+        warn_if_blocked(handles.settings.loop_block_warn, held, who, hint);
         (inline, gone, now)
     }
 }

@@ -8,7 +8,7 @@
 
 use super::conn::{Conn, Flow};
 use super::Server;
-use crate::listen::Stream;
+use crate::listen::Accepted;
 use crate::poller::Token;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -29,7 +29,7 @@ pub struct Lingerers {
 
 impl Lingerers {
     /// A connection leaving the slab.
-    pub fn left(&mut self, conn: &Conn<Stream>) {
+    pub fn left(&mut self, conn: &Conn<Accepted>) {
         if conn.is_lingering() && conn.lingering_counted() {
             self.live = self.live.saturating_sub(1);
         }
@@ -42,7 +42,7 @@ impl Server {
     /// cap closes the one lingering longest.
     pub(super) fn linger(&mut self, token: Token) -> bool {
         let now = self.clock.now();
-        let limits = self.shared.settings.conn.linger;
+        let limits = self.handles.settings.conn.linger;
         let Some(conn) = self.conns.get_mut(token.0) else {
             return true;
         };
@@ -59,7 +59,7 @@ impl Server {
         let Some(since) = conn.lingering_since().filter(|_| !begun) else {
             return false;
         };
-        if self.shared.control.draining() {
+        if self.handles.control.draining() {
             // As idle connections in a drain: a short grace, not the full time.
             conn.close_idle_by(now + super::DRAIN_IDLE_GRACE.min(limits.time));
         }
@@ -111,7 +111,7 @@ impl Server {
              of --max-lingering: closing the one lingering longest (its client may see a \
              reset; logged once a minute)",
             self.worker,
-            self.shared.settings.conn.linger.most
+            self.handles.settings.conn.linger.most
         );
     }
 }

@@ -34,7 +34,7 @@ mod shed;
 pub(crate) mod spares;
 mod sweep;
 pub(crate) mod timers;
-pub(crate) mod ws;
+pub(crate) mod ws_link;
 
 #[cfg(test)]
 mod testing;
@@ -45,7 +45,7 @@ use crate::http::parse::Head;
 use crate::http::reader::BufPool;
 use crate::http::response::DateCache;
 use crate::inbox::{Inbox, InboxItems};
-use crate::listen::{Listener, Stream};
+use crate::listen::{Accepted, Listener};
 use crate::ops::watchdog::{Beat, Finished};
 use crate::poller::{Event, Poller, Token, WAKER};
 use crate::settings::ConnParams;
@@ -74,11 +74,11 @@ pub struct Server {
     worker: usize,
     poller: Box<dyn Poller>,
     acceptor: Acceptor,
-    conns: Slab<Conn<Stream>>,
+    conns: Slab<Conn<Accepted>>,
     dispatcher: Dispatcher,
     /// The loop's clock (see `clock`).
     clock: Clock,
-    shared: Arc<Handles>,
+    handles: Arc<Handles>,
     queue: Arc<Inbox>,
     events: Vec<Event>,
     inbox: InboxItems,
@@ -117,28 +117,28 @@ impl Server {
         mut poller: Box<dyn Poller>,
         listeners: Vec<Listener>,
         facts: Arc<Listeners>,
-        shared: Arc<Handles>,
+        handles: Arc<Handles>,
         queue: Arc<Inbox>,
     ) -> io::Result<Self> {
-        let budget = shared.budget.clone();
+        let budget = handles.budget.clone();
         let acceptor = Acceptor::new(listeners, &mut *poller)?;
-        let shedder = Shedder::new(&shared.settings.conn.linger);
-        shared
+        let shedder = Shedder::new(&handles.settings.conn.linger);
+        handles
             .board
             .beat(worker)
-            .set_listeners(acceptor.tcp_duplicates(&shared.board.addrs)?);
+            .set_listeners(acceptor.tcp_duplicates(&handles.board.addrs)?);
         Ok(Server {
             worker,
             poller,
             acceptor,
             conns: Slab::with_capacity(1024),
-            dispatcher: Dispatcher::new(worker, shared.clone(), queue.clone(), facts),
+            dispatcher: Dispatcher::new(worker, handles.clone(), queue.clone(), facts),
             clock: Clock::new(),
             sweep_every: sweep_interval(
-                &shared.settings.conn,
-                shared.settings.shortest_app_timeout,
+                &handles.settings.conn,
+                handles.settings.shortest_app_timeout,
             ),
-            shared,
+            handles,
             queue,
             events: Vec::with_capacity(1024),
             inbox: InboxItems::default(),
@@ -164,18 +164,18 @@ impl Server {
 
     /// This worker's heartbeat for the watchdog.
     fn beat(&self) -> &Beat {
-        self.shared.board.beat(self.worker)
+        self.handles.board.beat(self.worker)
     }
 
     /// Runs until drained (or the poller fails).
     pub fn run(&mut self) -> io::Result<()> {
-        let shared = self.shared.clone();
-        let _finished = Finished(shared.board.beat(self.worker));
+        let handles = self.handles.clone();
+        let _finished = Finished(handles.board.beat(self.worker));
         Inbox::enter(&self.queue);
         loop {
-            if self.shared.control.draining() {
+            if self.handles.control.draining() {
                 self.drain();
-                if self.conns.is_empty() || self.shared.control.forced() {
+                if self.conns.is_empty() || self.handles.control.forced() {
                     if !self.conns.is_empty() {
                         log::warn!(
                             "worker {}: graceful timeout; closing {} connection(s)",
@@ -210,7 +210,7 @@ impl Server {
         // then resets it. They get a short grace; a request in it is
         // answered with `Connection: close`.
         let now = Instant::now();
-        let by = now + DRAIN_IDLE_GRACE.min(self.shared.settings.conn.keep_alive_timeout);
+        let by = now + DRAIN_IDLE_GRACE.min(self.handles.settings.conn.keep_alive_timeout);
         let mut websockets = Vec::new();
         for (key, conn) in self.conns.iter_mut() {
             if conn.is_between_requests() || conn.is_lingering() {
@@ -218,7 +218,7 @@ impl Server {
             }
             if conn.is_upgraded() {
                 // Open WebSockets are told the host is going away (1001)
-                // and get `ws::CLOSE_GRACE` to answer.
+                // and get `ws_link::CLOSE_GRACE` to answer.
                 conn.close_ws(1001, "the server is shutting down", now, &mut self.bufs);
                 websockets.push(Token(key));
             }
@@ -235,7 +235,7 @@ impl Server {
         self.apply_inbox();
         self.run_timers();
         self.apply_inbox();
-        if self.shared.control.draining() && self.conns.is_empty() {
+        if self.handles.control.draining() && self.conns.is_empty() {
             // Drained: let `run` return instead of waiting for nothing.
             return Ok(());
         }
@@ -261,8 +261,8 @@ impl Server {
         self.poller.wait(&mut events, timeout)?;
         self.clock.read();
         self.beat().turned();
-        if self.beat().evicted() && !self.shared.control.draining() {
-            let watch = &self.shared.board;
+        if self.beat().evicted() && !self.handles.control.draining() {
+            let watch = &self.handles.board;
             let beat = watch.beat(self.worker);
             let again = self.acceptor.rejoin(
                 &mut *self.poller,
@@ -323,7 +323,7 @@ impl Server {
         self.beat().leave();
         let held = self.clock.read().saturating_duration_since(started);
         warn_if_blocked(
-            self.shared.settings.loop_block_warn,
+            self.handles.settings.loop_block_warn,
             held,
             format_args!("{what}"),
             "move blocking work to Host::spawn_blocking",
@@ -390,7 +390,7 @@ impl Server {
     /// written once).
     fn pump(&mut self, token: Token) {
         loop {
-            let params = &self.shared.settings.conn;
+            let params = &self.handles.settings.conn;
             let Some(conn) = self.conns.get_mut(token.0) else {
                 return;
             };
@@ -446,7 +446,7 @@ impl Server {
             let plan = |head: &Head, buf: &[u8], peer: &Arc<str>, via: usize| {
                 self.dispatcher.body_plan(head, buf, peer, via)
             };
-            let read = conn.next_request_with(&self.shared.settings.conn, &mut self.bufs, &plan);
+            let read = conn.next_request_with(&self.handles.settings.conn, &mut self.bufs, &plan);
             match read {
                 Ok(false) => return (served, false),
                 Ok(true) => {
@@ -508,7 +508,7 @@ impl Server {
             return;
         }
         conn.report_stream();
-        conn.update_deadline(&self.shared.settings.conn, self.clock.now());
+        conn.update_deadline(&self.handles.settings.conn, self.clock.now());
         conn.release_buffers(&mut self.bufs);
         if let Some(wanted) = conn.interest_change() {
             let fd = conn.stream().as_raw_fd();
@@ -529,7 +529,7 @@ impl Server {
             if let Err(e) = self.poller.deregister(conn.stream().as_raw_fd()) {
                 log::debug!("deregister {}: {e}", conn.peer());
             }
-            let stats = self.shared.stats.worker(self.worker);
+            let stats = self.handles.stats.worker(self.worker);
             if let Some(kind) = conn.handshake_failure() {
                 // Each failure once, as its connection closes; at debug,
                 // as other disconnects: a scan or a flood of them cannot
@@ -543,9 +543,9 @@ impl Server {
             self.give_back_slot();
             // Its descriptor is free: a spare lost to another loop's
             // accept is had back first.
-            self.shared.spares.refill();
+            self.handles.spares.refill();
         }
-        if self.shared.open.has_room() && !self.acceptor.is_accepting() {
+        if self.handles.open.has_room() && !self.acceptor.is_accepting() {
             self.resume_accepts();
         }
     }

@@ -21,8 +21,8 @@
 
 use crate::apps::loader::LoadedApp;
 use crate::http::answer::HostAnswer;
-use crate::http::ws::handshake::Refusal;
-use crate::http::ws::switch::Accepting;
+use crate::http::websocket::handshake::Refusal;
+use crate::http::websocket::switch::Accepting;
 use crate::inbox::{Answer, Completion, GoneTask, Inbox, Upgrade};
 use crate::inbox::{BodyAttach, StreamStart};
 use crate::poller::Token;

@@ -15,7 +15,7 @@
 use super::conn::{Conn, Flow};
 use crate::http::answer::HostAnswer;
 use crate::http::reader::BufPool;
-use crate::listen::Stream;
+use crate::listen::Accepted;
 use crate::settings::LingerLimits;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -31,7 +31,7 @@ pub const LINGER_TICK: Duration = Duration::from_millis(20);
 
 /// The shed connections of one worker.
 pub struct Shedder {
-    lingering: VecDeque<Conn<Stream>>,
+    lingering: VecDeque<Conn<Accepted>>,
     limits: LingerLimits,
 }
 
@@ -54,7 +54,7 @@ impl Shedder {
     /// after one read.
     pub fn shed(
         &mut self,
-        stream: Stream,
+        stream: Accepted,
         peer: Arc<str>,
         date: &str,
         now: Instant,
@@ -105,13 +105,13 @@ mod tests {
     use std::io::Read;
     use std::os::unix::net::UnixStream;
 
-    fn pair() -> (Stream, UnixStream) {
+    fn pair() -> (Accepted, UnixStream) {
         let (a, b) = UnixStream::pair().expect("pair");
         a.set_nonblocking(true).expect("nonblocking");
-        (Stream::Unix(mio::net::UnixStream::from_std(a)), b)
+        (Accepted::Unix(mio::net::UnixStream::from_std(a)), b)
     }
 
-    fn shed(s: &mut Shedder, stream: Stream, now: Instant, keep_fd: bool) {
+    fn shed(s: &mut Shedder, stream: Accepted, now: Instant, keep_fd: bool) {
         let date = "Thu, 01 Jan 1970 00:00:00 GMT";
         let peer: Arc<str> = Arc::from("peer");
         s.shed(stream, peer, date, now, keep_fd, &mut BufPool::default());

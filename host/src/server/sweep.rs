@@ -97,7 +97,7 @@ impl Server {
             log::info!(
                 "{}: the app sent nothing for stream_idle_timeout ({:?}); ending its stream",
                 conn.peer(),
-                self.shared.settings.conn.stream_idle_timeout
+                self.handles.settings.conn.stream_idle_timeout
             );
             self.close(token);
         }
@@ -110,7 +110,7 @@ impl Server {
             return;
         };
         let error = match deadline {
-            Deadline::Body => conn.body_timeout_error(&self.shared.settings.conn, now),
+            Deadline::Body => conn.body_timeout_error(&self.handles.settings.conn, now),
             _ => HttpError::HeadTimeout,
         };
         conn.fail(&error, self.date.get(), &mut self.bufs);
@@ -128,11 +128,11 @@ impl Server {
                 "app {} did not answer {} within app_timeout ({:?}); answering 504",
                 pending
                     .slot
-                    .map_or_else(|| "?".into(), |s| self.shared.stats.app_name(s)),
+                    .map_or_else(|| "?".into(), |s| self.handles.stats.app_name(s)),
                 pending.path.as_deref().unwrap_or("a request"),
                 pending
                     .timeout
-                    .unwrap_or(self.shared.settings.conn.app_timeout)
+                    .unwrap_or(self.handles.settings.conn.app_timeout)
             );
         }
         let timeout = HostAnswer::AppTimeout.response();

@@ -92,7 +92,7 @@ pub struct WorkerStats {
     pub paused_us: AtomicU64,
     /// When the current pause began (`stamp`), 0 when not paused.
     pub paused_since: AtomicU64,
-    /// Streamed answers going out now (each connection's `ConnStream`
+    /// Streamed answers going out now (each connection's `StreamedAnswer`
     /// counts itself in and out).
     pub streams: Arc<AtomicU64>,
     /// TLS handshakes that failed, by kind (`HandshakeFailure::index`).

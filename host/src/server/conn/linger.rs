@@ -11,7 +11,7 @@
 //! count), then closed.
 
 use super::{Conn, Flow, Phase, Transport};
-use crate::server::ws::CLOSE_GRACE;
+use crate::server::ws_link::CLOSE_GRACE;
 use crate::settings::LingerLimits;
 use std::io;
 use std::time::{Duration, Instant};
@@ -229,7 +229,7 @@ mod tests {
     use super::*;
     use crate::http::reader::BufPool;
     use crate::http::HttpError;
-    use crate::listen::Stream;
+    use crate::listen::Accepted;
     use std::io::Read;
     use std::io::Write;
     use std::os::unix::net::UnixStream;
@@ -237,10 +237,10 @@ mod tests {
 
     /// A connection over one end of a socket pair that has answered 413
     /// (its answer written), and the client's end.
-    fn refused(pool: &mut BufPool) -> (Conn<Stream>, UnixStream) {
+    fn refused(pool: &mut BufPool) -> (Conn<Accepted>, UnixStream) {
         let (a, b) = UnixStream::pair().expect("pair");
         a.set_nonblocking(true).expect("nonblocking");
-        let stream = Stream::Unix(mio::net::UnixStream::from_std(a));
+        let stream = Accepted::Unix(mio::net::UnixStream::from_std(a));
         let mut conn = Conn::new(stream, Arc::from("peer"));
         conn.fail(&HttpError::BodyTooLarge, "-", pool);
         conn.flush(pool).expect("flush");

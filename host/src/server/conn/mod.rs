@@ -14,7 +14,7 @@
 //! remembered (`read_ready`), so reading resumes without a new edge.
 //!
 //! Split by concern: `request` (reading, dispatching, answering),
-//! `deadline` (which timeout runs), `stream` (a streamed answer), `ws`
+//! `deadline` (which timeout runs), `stream` (a streamed answer), `upgraded`
 //! (the WebSocket half), `linger` (the lingering close), `handshake` (a
 //! TLS session's, before the first request), `gone` (a client that leaves
 //! while its request is pending), `transport`.
@@ -27,7 +27,7 @@ mod request;
 mod stream;
 mod tail;
 mod transport;
-mod ws;
+mod upgraded;
 
 use crate::http::output::Output;
 use crate::http::reader::{BufPool, RequestReader};
@@ -36,12 +36,12 @@ use crate::poller::Interest;
 use crate::server::body_feed::BodyLink;
 use crate::server::exchange::{Exchange, Gone};
 use crate::server::route::Route;
-use crate::server::ws::Link;
+use crate::server::ws_link::Link;
 use linger::LingerState;
 pub use request::Terms;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use stream::ConnStream;
+use stream::StreamedAnswer;
 pub use tail::{Due, Tail};
 pub use transport::Transport;
 
@@ -85,7 +85,7 @@ enum Phase {
     /// A streamed answer is going out; as in `Dispatched`, nothing is
     /// parsed.
     Streaming {
-        stream: ConnStream,
+        stream: StreamedAnswer,
         /// The app's task for a request abandoned before its end.
         gone: Option<Gone>,
         /// The app sent something since the deadline was last set.
@@ -94,7 +94,7 @@ enum Phase {
         /// body): once it has ended, the connection closes lingering.
         body_left: bool,
     },
-    /// Switched to WebSocket (`ws`): frames, not requests, from now on.
+    /// Switched to WebSocket (`upgraded`): frames, not requests, from now on.
     Upgraded(Box<Link>),
     /// The answer goes out, then the connection closes; `linger`: request
     /// bytes may be left unread, so it lingers instead of closing at once.
@@ -132,7 +132,7 @@ pub enum Deadline {
     /// A streamed answer's app sent nothing for `stream_idle_timeout`:
     /// close (the body ends abnormally).
     StreamIdle,
-    /// An open WebSocket's ping or close timeout (`ws::Link`).
+    /// An open WebSocket's ping or close timeout (`ws_link::Link`).
     WebSocket,
     /// A lingering close's time or its wait for bytes ran out: close.
     Linger,

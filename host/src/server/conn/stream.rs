@@ -14,7 +14,7 @@ use stoa_app_api::Response;
 /// Dropping it (the stream ended, or the connection went) closes the
 /// line, so the app's next send answers closed, and counts the stream as
 /// no longer open.
-pub struct ConnStream {
+pub struct StreamedAnswer {
     line: Arc<StreamLine>,
     framing: Framing,
     /// How the connection goes on once the body has ended well.
@@ -25,7 +25,7 @@ pub struct ConnStream {
     body_from: u64,
 }
 
-impl ConnStream {
+impl StreamedAnswer {
     /// A stream going out, counted in `open` until dropped.
     fn new(
         line: Arc<StreamLine>,
@@ -35,7 +35,7 @@ impl ConnStream {
         body_from: u64,
     ) -> Self {
         open.fetch_add(1, Ordering::Relaxed);
-        ConnStream {
+        StreamedAnswer {
             line,
             framing,
             persist,
@@ -80,7 +80,7 @@ impl ConnStream {
     }
 }
 
-impl Drop for ConnStream {
+impl Drop for StreamedAnswer {
     fn drop(&mut self) {
         self.line.close();
         self.open.fetch_sub(1, Ordering::Relaxed);
@@ -126,7 +126,7 @@ impl<S> Conn<S> {
             .out
             .push_stream_head(pool, head, plan, persist, terms.date);
         self.phase = Phase::Streaming {
-            stream: ConnStream::new(line, plan.framing, persist, open, body_from),
+            stream: StreamedAnswer::new(line, plan.framing, persist, open, body_from),
             gone: pending.gone.take(),
             progress: false,
             body_left,

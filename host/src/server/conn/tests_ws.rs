@@ -9,8 +9,8 @@ use crate::ops::watchdog::Board;
 use crate::poller::Token;
 use crate::server::responder::ReplyTo;
 use crate::server::testing::{settings, NoWake};
-use crate::server::ws::line::Line;
-use crate::server::ws::LinkWatch;
+use crate::server::ws_link::line::Line;
+use crate::server::ws_link::LinkWatch;
 use crate::settings::{ConnParams, LingerLimits, Overload};
 use crate::stats::Stats;
 use abi_stable::sabi_trait::TD_Opaque;
@@ -195,7 +195,7 @@ fn the_peers_close_is_echoed_then_the_connection_lingers_half_closed() {
     // The half-close came after the close frame.
     assert_eq!(c.stream().shut_at, Some(c.stream().written.len()));
     // A WebSocket lingers no longer than its close grace.
-    let grace = crate::server::ws::CLOSE_GRACE;
+    let grace = crate::server::ws_link::CLOSE_GRACE;
     assert!(c.deadline_of_linger().is_some_and(|at| at <= now + grace));
     // What the peer still sends is dropped; its EOF closes.
     c.stream.send(&frame(0x1, b"late"));

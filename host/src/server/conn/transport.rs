@@ -1,11 +1,11 @@
 //! The byte stream under a connection.
 
-use crate::listen::Stream;
+use crate::listen::Accepted;
 use crate::stats::HandshakeFailure;
 use std::io::{self, Read, Write};
 
 /// What a connection reads requests from and writes answers to: a socket
-/// (`listen::Stream`), a test's buffer, and later a TLS session over a
+/// (`listen::Accepted`), a test's buffer, and later a TLS session over a
 /// socket. Reads and writes are non-blocking: they end in `WouldBlock`
 /// when the transport has nothing more to give or take now, and the
 /// poller reports when it has.
@@ -60,49 +60,49 @@ pub trait Transport: Read + Write {
     fn fail_handshake(&mut self, _kind: HandshakeFailure) {}
 }
 
-impl Transport for Stream {
+impl Transport for Accepted {
     /// Sends a FIN (after `close_notify` on TLS).
     fn shutdown_write(&mut self) -> io::Result<()> {
-        Stream::shutdown_write(self)
+        Accepted::shutdown_write(self)
     }
 
     fn has_buffered_input(&self) -> bool {
         match self {
-            Stream::Tls(s) => s.has_buffered_input(),
+            Accepted::Tls(s) => s.has_buffered_input(),
             _ => false,
         }
     }
 
     fn has_buffered_output(&self) -> bool {
         match self {
-            Stream::Tls(s) => s.has_buffered_output(),
+            Accepted::Tls(s) => s.has_buffered_output(),
             _ => false,
         }
     }
 
     fn tls_session(&mut self) -> Option<std::sync::Arc<stoa_app_api::abi::TlsSession>> {
         match self {
-            Stream::Tls(s) => s.session(),
+            Accepted::Tls(s) => s.session(),
             _ => None,
         }
     }
 
     fn is_handshaking(&self) -> bool {
         match self {
-            Stream::Tls(s) => s.is_handshaking(),
+            Accepted::Tls(s) => s.is_handshaking(),
             _ => false,
         }
     }
 
     fn handshake_failure(&self) -> Option<HandshakeFailure> {
         match self {
-            Stream::Tls(s) => s.handshake_failure(),
+            Accepted::Tls(s) => s.handshake_failure(),
             _ => None,
         }
     }
 
     fn fail_handshake(&mut self, kind: HandshakeFailure) {
-        if let Stream::Tls(s) = self {
+        if let Accepted::Tls(s) = self {
             s.fail_handshake(kind);
         }
     }

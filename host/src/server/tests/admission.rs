@@ -77,11 +77,11 @@ fn ask(server: &mut Server, c: &mut TcpStream) -> String {
 }
 
 fn answered(server: &Server) -> u64 {
-    server.shared.stats.worker(0).requests()
+    server.handles.stats.worker(0).requests()
 }
 
 fn counter(server: &Server, pick: fn(&crate::stats::WorkerStats) -> u64) -> u64 {
-    pick(server.shared.stats.worker(0))
+    pick(server.handles.stats.worker(0))
 }
 
 #[test]
@@ -168,13 +168,13 @@ fn two_loops() -> Loops {
 }
 
 fn accepted(s: &Server, worker: usize) -> u64 {
-    s.shared.stats.worker(worker).accepted.load(Relaxed)
+    s.handles.stats.worker(worker).accepted.load(Relaxed)
 }
 
 #[test]
 fn the_cap_is_the_hosts_and_a_close_on_one_loop_resumes_another() {
     let (mut loops, wakers) = two_loops();
-    let shared = loops[0].0.shared.clone();
+    let shared = loops[0].0.handles.clone();
     let first = client(loops[0].1);
     turn_until(&mut loops[0].0, |s| accepted(s, 0) == 1);
     // The other loop has no connection of its own, yet the host is full.
@@ -192,7 +192,7 @@ fn the_cap_is_the_hosts_and_a_close_on_one_loop_resumes_another() {
         second
             .write_all(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
             .expect("send");
-        turn_until(other, |s| s.shared.stats.worker(1).requests() == 1);
+        turn_until(other, |s| s.handles.stats.worker(1).requests() == 1);
         heard(&mut second)
     };
     assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
@@ -225,6 +225,6 @@ fn a_loop_woken_too_late_is_woken_by_the_next_close() {
     third
         .write_all(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
         .expect("send");
-    turn_until(other, |s| s.shared.stats.worker(1).requests() == 1);
+    turn_until(other, |s| s.handles.stats.worker(1).requests() == 1);
     assert!(heard(&mut third).starts_with("HTTP/1.1 404"));
 }

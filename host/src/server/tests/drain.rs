@@ -43,7 +43,7 @@ fn a_sweep_before_the_drains_grace_ends_keeps_the_next_one_by_it() {
     c.write_all(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
         .expect("send");
     let by = Instant::now() + Duration::from_secs(5);
-    while server.shared.stats.worker(0).requests() == 0 {
+    while server.handles.stats.worker(0).requests() == 0 {
         assert!(Instant::now() < by, "never answered");
         server.turn().expect("a turn");
     }
@@ -54,7 +54,7 @@ fn a_sweep_before_the_drains_grace_ends_keeps_the_next_one_by_it() {
     server.sweep_every = Duration::from_secs(1);
     // The drain starts with a periodic sweep already due.
     server.next_sweep = Instant::now();
-    server.shared.control.drain();
+    server.handles.control.drain();
     server.drain();
     let grace_end = server
         .conns

@@ -1,12 +1,12 @@
 //! A connection's WebSocket half: the switch from HTTP (the `101`, the
 //! bytes that followed the handshake) and the moves of its frames between
-//! the socket, the codec and the output (see `server::ws` for the link).
+//! the socket, the codec and the output (see `server::ws_link` for the link).
 
 use super::{Conn, Flow, Pending, Phase, Transport};
 use crate::http::reader::BufPool;
-use crate::http::ws::codec::Step;
-use crate::http::ws::handshake::write_switch;
-use crate::server::ws::{Expired, Link};
+use crate::http::websocket::codec::Step;
+use crate::http::websocket::handshake::write_switch;
+use crate::server::ws_link::{Expired, Link};
 use std::io::{self, Read};
 use std::time::Instant;
 use stoa_app_api::Header;

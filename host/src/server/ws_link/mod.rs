@@ -1,4 +1,4 @@
-//! An open WebSocket on a connection: the framing (`http::ws::codec`), the
+//! An open WebSocket on a connection: the framing (`http::websocket::codec`), the
 //! app's session, and the line its sender posts through (`line`). The
 //! connection stays on its worker's loop and poller; the loop reads frames
 //! into the codec, hands whole messages to the session (on the loop, in
@@ -21,7 +21,7 @@
 pub mod line;
 
 use crate::budget::{size_text, Budget, Refusal, Reservation};
-use crate::http::ws::codec::{code, Codec, Limits, Message, Step};
+use crate::http::websocket::codec::{code, Codec, Limits, Message, Step};
 use crate::ops::watchdog::Board;
 use crate::settings::{Settings, WsParams};
 use crate::stats::{bump, Stats};
