@@ -54,7 +54,7 @@ pub mod apps;
 mod architecture;
 pub mod boot;
 pub mod budget;
-pub(crate) mod checks;
+pub mod checks;
 pub mod cli;
 pub(crate) mod control;
 pub mod error;

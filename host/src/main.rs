@@ -3,6 +3,7 @@
 
 use std::process::ExitCode;
 use stoa::apps::{plugin_copy, probe};
+use stoa::checks::command;
 use stoa::ops::{error_log, log_writer};
 use stoa::settings::WorkerMode;
 use stoa::{boot, cli, supervisor};
@@ -39,7 +40,7 @@ fn main() -> ExitCode {
     };
     if cli.print_config {
         // Its problems, if any, are printed (to stderr) by print_config.
-        return match boot::print_config(&cli) {
+        return match command::print_config(&cli) {
             Ok(()) => ExitCode::SUCCESS,
             Err(_) => ExitCode::FAILURE,
         };
@@ -54,7 +55,7 @@ fn main() -> ExitCode {
         log_writer::write_whole_lines();
     }
     let result = if cli.check_config {
-        boot::check(cli)
+        command::check(&cli)
     } else if worker {
         supervisor::handoff::take().and_then(|role| boot::run_worker(cli, role))
     } else if cli.worker_mode == WorkerMode::Process {

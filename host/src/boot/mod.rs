@@ -464,16 +464,6 @@ pub(crate) fn load_apps(
     Ok(registry)
 }
 
-/// `stoa check`: see `checks::check`.
-pub fn check(cli: Cli) -> Result<(), BootError> {
-    checks::check(&cli)
-}
-
-/// `--print-config`: see `checks::print_config`.
-pub fn print_config(cli: &Cli) -> Result<(), BootError> {
-    checks::print_config(cli)
-}
-
 /// The watchdog's board, from `--stuck-after` and `--unhealthy-after`.
 fn watchdog(
     cli: &Cli,
