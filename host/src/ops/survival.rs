@@ -2,6 +2,7 @@
 //! workers (from the watchdog) and the blocking pool's use per app.
 
 use crate::apps::pool::{Pool, Usage};
+use crate::ops::prometheus::label;
 use crate::ops::stuck::StuckWorker;
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -89,7 +90,25 @@ pub fn metrics(
         let _ = writeln!(out, "# TYPE {metric} gauge");
         for u in &usage {
             let v = [u.busy, u.stuck, u.queued][i];
-            let _ = writeln!(out, "{metric}{{app=\"{}\"}} {v}", u.name);
+            app_gauge(out, metric, &u.name, v);
         }
+    }
+}
+
+/// One app's gauge line, its name escaped as a label value (an app's name
+/// is the plugin's to choose).
+fn app_gauge(out: &mut String, metric: &str, app: &str, value: impl std::fmt::Display) {
+    let _ = writeln!(out, "{metric}{{app=\"{}\"}} {value}", label(app));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::app_gauge;
+
+    #[test]
+    fn an_app_name_is_escaped_in_the_blocking_gauges() {
+        let mut out = String::new();
+        app_gauge(&mut out, "stoa_blocking_busy", "a\"b\\c", 2);
+        assert_eq!(out, "stoa_blocking_busy{app=\"a\\\"b\\\\c\"} 2\n");
     }
 }
