@@ -2,10 +2,11 @@
 //! (`[apps.wsgi]` mount and settings), the Python a test needs, and the
 //! JSON answers of the test application.
 
-use crate::harness::{Server, TempDir};
+use crate::harness::{wait_until, Server, TempDir};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 /// The test applications (`tests/python`).
 pub fn test_apps() -> PathBuf {
@@ -36,6 +37,10 @@ pub fn require_python(modules: &[&str]) {
         }
     }
 }
+
+/// How long a start waits for the bridge's constructor: the host's own
+/// `--init-timeout` default.
+const READY_WAIT: Duration = Duration::from_secs(60);
 
 /// A host serving `module` (from `python_path`) mounted at `mount`, with
 /// the `demo` app beside it and extra flags.
@@ -69,6 +74,21 @@ impl Wsgi {
             .apps(&["wsgi", "demo"])
             .args(&all)
             .start();
+        // The host serves its other apps after 5 s even while a
+        // constructor runs (importing FastAPI on a loaded machine takes
+        // longer): wait, as a balancer does, until /ready says every
+        // constructor has returned (the app mounted, or refused).
+        let ready = wait_until(READY_WAIT, || {
+            !server
+                .get("/.well-known/stoa/ready")
+                .text()
+                .contains("still runs (--init-timeout)")
+        });
+        assert!(
+            ready,
+            "the bridge's constructor did not return within {READY_WAIT:?}: {}",
+            server.log()
+        );
         Wsgi {
             server,
             _config: config,
