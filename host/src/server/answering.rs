@@ -4,9 +4,9 @@
 //! (a streamed answer's and a WebSocket's at their end, `Tail`).
 
 use super::clock::Stamp;
-use super::conn::{Conn, Due, Pending, Tail, Terms, Transport};
+use super::conn::{Conn, Due, Tail, Transport};
 use super::dispatch::Dispatcher;
-use super::exchange::Exchange;
+use super::exchange::{Exchange, Pending, Terms};
 use super::ws_link::line::Line;
 use super::ws_link::{Link, LinkWatch};
 use crate::http::answer::{is_final, HostAnswer};

@@ -13,9 +13,12 @@
 //! The other way, the dispatcher's answering half (`answering`) queues an
 //! answer through `Exchange`: the request waiting, its listener, and how
 //! a whole answer or a streamed one's head goes out. It counts the answer
-//! and writes its access-log line whatever the protocol.
+//! and writes its access-log line whatever the protocol. What a
+//! connection keeps of a request until then is the seam's too (`Pending`,
+//! made from `Begun`), as are the terms an answer is queued under
+//! (`Terms`).
 
-use super::conn::{Pending, Tail, Terms};
+use super::conn::tail::Tail;
 use super::route::Route;
 use crate::http::parse::Head;
 use crate::http::reader::BufPool;
@@ -23,6 +26,7 @@ use crate::http::response::Fixed;
 use crate::inbox::Answer;
 use crate::ops::access_log::AccessInfo;
 use crate::ops::in_flight::OnBoard;
+use crate::settings::ConnParams;
 use crate::stream_line::StreamLine;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -86,6 +90,41 @@ pub struct Outcome {
     /// The loop's clock after the dispatch (read again only after a
     /// handler that ran on the loop).
     pub after: Instant,
+}
+
+/// What a connection keeps of the request with an app until its answer
+/// (made from the dispatcher's `Begun` and what the protocol read of the
+/// request).
+pub struct Pending {
+    pub id: u64,
+    pub head_only: bool,
+    pub started: Instant,
+    /// The app's counters slot; `None` for the host's own answers.
+    pub slot: Option<usize>,
+    /// The path, kept for jobs on the blocking pool (for the hung-job log).
+    pub path: Option<Box<str>>,
+    pub access: Option<Box<AccessInfo>>,
+    /// The app's own `app_timeout`, if it has one.
+    pub timeout: Option<Duration>,
+    /// The app's task for a request abandoned before its answer
+    /// (`RawResponder::on_gone`).
+    pub(super) gone: Option<Gone>,
+    /// Its entry on the board of requests in flight (`ops::in_flight`),
+    /// while the app has not answered.
+    pub(super) on_board: Option<OnBoard>,
+    /// What the request's head asked for (version, `Connection`).
+    pub(super) keep_alive: bool,
+    pub(super) version_minor: u8,
+}
+
+/// What an answer is queued under.
+pub struct Terms<'a> {
+    /// The `Date` header's value.
+    pub date: &'a str,
+    pub params: &'a ConnParams,
+    /// The host closes the connection after the answer whatever the
+    /// request wanted (draining, a timed-out app).
+    pub close: bool,
 }
 
 /// Where a request's answer goes: the answering side of a protocol, for

@@ -25,22 +25,20 @@ mod handshake;
 mod linger;
 mod request;
 mod stream;
-mod tail;
+pub(super) mod tail;
 mod transport;
 mod upgraded;
 
 use crate::http::output::Output;
 use crate::http::reader::{BufPool, RequestReader};
-use crate::ops::in_flight::OnBoard;
 use crate::poller::Interest;
 use crate::server::body_feed::BodyLink;
-use crate::server::exchange::{Exchange, Gone};
+use crate::server::exchange::{Exchange, Gone, Pending, Terms};
 use crate::server::route::Route;
 use crate::server::ws_link::Link;
 use linger::LingerState;
-pub use request::Terms;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use stream::StreamedAnswer;
 pub use tail::{Due, Tail};
 pub use transport::Transport;
@@ -136,29 +134,6 @@ pub enum Deadline {
     WebSocket,
     /// A lingering close's time or its wait for bytes ran out: close.
     Linger,
-}
-
-/// The request currently with an app.
-pub struct Pending {
-    pub id: u64,
-    pub head_only: bool,
-    pub started: Instant,
-    /// The app's counters slot; `None` for the host's own answers.
-    pub slot: Option<usize>,
-    /// The path, kept for jobs on the blocking pool (for the hung-job log).
-    pub path: Option<Box<str>>,
-    pub access: Option<Box<AccessInfo>>,
-    /// The app's own `app_timeout`, if it has one.
-    pub timeout: Option<Duration>,
-    /// The app's task for a request abandoned before its answer
-    /// (`RawResponder::on_gone`).
-    gone: Option<Gone>,
-    /// Its entry on the board of requests in flight (`ops::in_flight`),
-    /// while the app has not answered.
-    on_board: Option<OnBoard>,
-    /// What the request's head asked for (version, `Connection`).
-    keep_alive: bool,
-    version_minor: u8,
 }
 
 /// One client connection over a transport (a socket, or a test's buffer).

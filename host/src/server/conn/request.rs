@@ -3,7 +3,7 @@
 //! stays open after it; a request body streamed to its app; the refusals
 //! that answer in place of a request and close.
 
-use super::{AccessInfo, Conn, Dispatch, Pending, Phase, Transport};
+use super::{AccessInfo, Conn, Dispatch, Phase, Transport};
 use crate::http::answer::HostAnswer;
 use crate::http::parse::Head;
 use crate::http::reader::{BodyPlan, BufPool, ReadState};
@@ -11,6 +11,7 @@ use crate::http::response::{Fixed, Persist};
 use crate::http::HttpError;
 use crate::server::body_feed::BodyLink;
 use crate::server::exchange::{Begun, Incoming};
+use crate::server::exchange::{Pending, Terms};
 use crate::server::route::Route;
 use crate::settings::ConnParams;
 use std::cell::Cell;
@@ -24,16 +25,6 @@ use stoa_app_api::Response;
 /// on.
 pub type Router<'a> =
     dyn Fn(&Head, &[u8], &std::sync::Arc<str>, usize) -> (BodyPlan, Route<'static>) + 'a;
-
-/// What an answer is queued under.
-pub struct Terms<'a> {
-    /// The `Date` header's value.
-    pub date: &'a str,
-    pub params: &'a ConnParams,
-    /// The host closes the connection after the answer whatever the
-    /// request wanted (draining, a timed-out app).
-    pub close: bool,
-}
 
 impl<S> Conn<S> {
     /// The ready request's head, bytes and body.

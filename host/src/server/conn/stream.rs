@@ -1,11 +1,12 @@
 //! A connection's streamed answer: its end of the line to the app, the
 //! framing the host picked, and how the connection goes on after it.
 
-use super::{Conn, Pending, Phase, Terms};
+use super::{Conn, Phase};
 use crate::http::framing::{self, Framing};
 use crate::http::output::Output;
 use crate::http::reader::BufPool;
 use crate::http::response::Persist;
+use crate::server::exchange::{Pending, Terms};
 use crate::stream_line::{End, StreamLine};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

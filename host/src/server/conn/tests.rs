@@ -7,6 +7,7 @@ use crate::settings::{ConnParams, LingerLimits};
 use crate::stream_line::{HostStream, LineAddr, StreamLine};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 use stoa_app_api::Response;
 
 const DATE: &str = "Tue, 01 Dec 2026 00:00:00 GMT";

@@ -5,6 +5,7 @@ use super::mem::Mem;
 use super::*;
 use crate::settings::{ConnParams, LingerLimits};
 use crate::stats::HandshakeFailure;
+use std::time::Duration;
 
 /// A connection whose transport is handshaking.
 fn handshaking() -> Conn<Mem> {

@@ -16,6 +16,7 @@ use crate::stats::Stats;
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{RSlice, RStr};
 use std::sync::Mutex;
+use std::time::Duration;
 use stoa_app_api::abi::{RawWsSession, RawWsSession_TO, WsSenderBox};
 
 /// What the app's session heard, in order.

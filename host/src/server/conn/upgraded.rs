@@ -2,10 +2,11 @@
 //! bytes that followed the handshake) and the moves of its frames between
 //! the socket, the codec and the output (see `server::ws_link` for the link).
 
-use super::{Conn, Flow, Pending, Phase, Transport};
+use super::{Conn, Flow, Phase, Transport};
 use crate::http::reader::BufPool;
 use crate::http::websocket::codec::Step;
 use crate::http::websocket::handshake::write_switch;
+use crate::server::exchange::Pending;
 use crate::server::ws_link::{Expired, Link};
 use std::io::{self, Read};
 use std::time::Instant;
