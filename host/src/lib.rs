@@ -40,9 +40,10 @@
 //!
 //! The `stoa` binary (main.rs) is a thin shell: the load probe's and
 //! `new-app`'s subcommands, the flags, the error log, then `boot::run`,
-//! `boot::check`, `supervisor::run` (process mode) or, in a worker process,
+//! `checks::command::check` (`stoa check`, and `--print-config`),
+//! `supervisor::run` (process mode) or, in a worker process,
 //! `boot::run_worker`. It is a crate of its own, so what it calls is
-//! public (`apps`, `boot`, `cli`, `listen`, `ops`, `settings`,
+//! public (`apps`, `boot`, `checks`, `cli`, `listen`, `ops`, `settings`,
 //! `supervisor`); so are `http` and `settings` for the benches and the
 //! fuzz target, which drive the HTTP layer directly, and `budget`,
 //! `error` and `open_count`.
