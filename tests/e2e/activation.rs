@@ -211,7 +211,7 @@ fn an_upgrade_after_a_worker_rejoined_hands_over_only_listening_sockets() {
 }
 
 /// A variable of process `pid`'s environment as it was started with.
-fn environ_of(pid: u32, key: &str) -> Option<String> {
+pub(crate) fn environ_of(pid: u32, key: &str) -> Option<String> {
     let bytes = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
     let prefix = format!("{key}=");
     bytes

@@ -232,6 +232,35 @@ fn replaces_past_the_generation_cap_as_pid_1_recycle_workers_and_lose_nothing() 
     assert_eq!(server.get("/article").status, 200);
 }
 
+/// A supervisor as PID 1 of its own namespace cannot see the pids of the
+/// supervisors outside it: each looks dead from there. Their stores of
+/// plugin copies must stay (each supervisor holds its store's lock), or the
+/// container would remove a live neighbour's rollback copies.
+#[test]
+fn a_supervisor_as_pid_1_leaves_a_live_neighbours_store_alone() {
+    let outside = process_mode("epoll", &["--workers", "1"]);
+    assert!(outside.wait_log(&["supervisor", ") ready"]));
+    let worker = started_pids(&outside)[0];
+    let store = crate::activation::environ_of(worker, "STOA_GENERATIONS")
+        .map(std::path::PathBuf::from)
+        .expect("the worker's STOA_GENERATIONS");
+    assert!(store.is_dir(), "{}", store.display());
+    let inside = Server::launch("epoll")
+        .apps(&["article"])
+        .shell(&as_pid_1())
+        .args(&["--worker-mode", "process", "--workers", "1"])
+        .start();
+    assert!(inside.wait_log(&["supervisor", ") ready"]));
+    assert_eq!(inside.get("/article").status, 200);
+    assert!(
+        store.is_dir(),
+        "the PID-1 supervisor removed a live store: {}",
+        inside.log()
+    );
+    assert!(!inside.log_contains(&store.display().to_string()));
+    assert_eq!(outside.get("/article").status, 200);
+}
+
 /// Thread mode as PID 1 (a container without an init): a re-exec would
 /// end the namespace when the old process exits, so the replace past
 /// `--max-generations` and SIGUSR2 are refused with a line naming
