@@ -9,7 +9,8 @@
 //! SIGKILL leaves no worker behind. The `crashy` plugin does the crashing.
 
 use crate::client::request;
-use crate::harness::{group_and_start, wait_until, Server};
+use crate::deploy::KillPid;
+use crate::harness::{wait_until, Server};
 use rustix::process::Signal;
 use std::collections::BTreeSet;
 use std::io::{ErrorKind, Read, Write};
@@ -216,33 +217,12 @@ fn parent_of(pid: u32) -> Option<u32> {
     rest.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// Worker pids killed on drop if still running (a test that fails after
-/// killing the supervisor leaves none behind, even outside its group):
-/// each only if it is still the process named, with the group and start
-/// time it had then (its number may since have gone to another test's
-/// process).
-struct Reap(Vec<(u32, Option<(u32, u64)>)>);
-
-impl Reap {
-    fn new(pids: &BTreeSet<u32>) -> Self {
-        Reap(pids.iter().map(|&p| (p, group_and_start(p))).collect())
-    }
-}
-
-impl Drop for Reap {
-    fn drop(&mut self) {
-        for &(pid, known) in &self.0 {
-            if known.is_none() || group_and_start(pid) != known {
-                continue;
-            }
-            if let Some(pid) = i32::try_from(pid)
-                .ok()
-                .and_then(rustix::process::Pid::from_raw)
-            {
-                let _ = rustix::process::kill_process(pid, Signal::KILL);
-            }
-        }
-    }
+/// Worker pids, each killed when what this returns is dropped if it is
+/// still the process named (`KillPid`; a worker leads a group of its
+/// own): a test that fails after killing the supervisor leaves none
+/// behind, even outside its group.
+fn reap(pids: &BTreeSet<u32>) -> Vec<KillPid> {
+    pids.iter().map(|&p| KillPid::new(p, p)).collect()
 }
 
 /// Sets its flag on drop: load threads stop also when the test fails.
@@ -705,7 +685,7 @@ fn a_supervisor_killed_leaves_no_worker() {
     let mut server = start("epoll", &["crashy"], &[]);
     let pids = worker_pids(&server, 2);
     assert_eq!(pids.len(), 2, "two workers never answered: {pids:?}");
-    let _reap = Reap::new(&pids);
+    let _reap = reap(&pids);
     server.signal(Signal::KILL);
     assert!(
         server.wait_exit(Duration::from_secs(10)).is_some(),
@@ -746,7 +726,7 @@ fn a_killed_supervisor_s_store_is_removed_by_the_next() {
     let mut first = start("epoll", &["crashy"], &[]);
     let pid = first.pid();
     let store = store_of(pid).unwrap_or_else(|| panic!("no store of pid {pid}"));
-    let _reap = Reap::new(&worker_pids(&first, 2));
+    let _reap = reap(&worker_pids(&first, 2));
     first.signal(Signal::KILL);
     assert!(first.wait_exit(Duration::from_secs(10)).is_some());
     drop(first);
