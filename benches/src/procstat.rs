@@ -227,16 +227,30 @@ mod tests {
                 .and_then(|stat| parse_ppid(&stat))
                 == Some(child_pid)
         };
+        // Idle: the sleep has replaced its copy of sh, and both wait.
+        let asleep = |p: u32, comm: &str| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            stat.contains(&format!("({comm}) S "))
+        };
         let mut tree = Vec::new();
-        for _ in 0..100 {
+        for _ in 0..500 {
             tree = process_tree(me);
-            if tree.iter().any(|&p| of_child(p)) {
+            let sleeping = tree.iter().any(|&p| of_child(p) && asleep(p, "sleep"));
+            if sleeping && asleep(child_pid, "sh") {
                 break;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        // Stop the grandchild (by its PID: it is ours) before its parent.
         let grandchildren: Vec<u32> = tree.iter().copied().filter(|&p| of_child(p)).collect();
+        // The sum over the child's tree, while its two processes sleep and
+        // their RSS stands still (this test's own RSS moves with the tests
+        // running beside it, so it is not compared with itself).
+        let child_tree_rss = tree_rss_kib(child_pid);
+        let parts: Option<u64> = std::iter::once(child_pid)
+            .chain(grandchildren.iter().copied())
+            .map(rss_kib)
+            .sum();
+        // Stop the grandchild (by its PID: it is ours) before its parent.
         for &p in &grandchildren {
             let _ = std::process::Command::new("kill")
                 .arg(p.to_string())
@@ -248,6 +262,7 @@ mod tests {
         assert!(tree.contains(&child_pid), "{tree:?}");
         assert!(!grandchildren.is_empty(), "no grandchild in {tree:?}");
         assert!(tree_cpu_time(me).is_some());
-        assert!(tree_rss_kib(me).unwrap_or(0) >= rss_kib(me).unwrap_or(0));
+        assert!(parts.is_some_and(|kib| kib > 0), "{parts:?}");
+        assert_eq!(child_tree_rss, parts);
     }
 }
