@@ -507,9 +507,22 @@ pub struct AppModule {
     /// Missing in plugins built against an earlier app-api: never.
     #[sabi(missing_field(option))]
     pub reads_body: extern "C" fn(request: &Request<'_>) -> bool,
+    /// Appended in 0.2.9: names the app had before (`export_app!`'s
+    /// `formerly`). A configuration that still says `[apps.OLD]` or
+    /// `--mount OLD=...` configures the app by its current name. Missing
+    /// in plugins built against an earlier app-api: none.
+    #[sabi(missing_field(option))]
+    pub former_names: RSlice<'static, RStr<'static>>,
 }
 
 impl AppModuleRef {
+    /// The names the app had before (none for a plugin without the field).
+    pub fn formerly(self) -> Vec<&'static str> {
+        self.former_names()
+            .map(|names| names.iter().map(|n| n.as_str()).collect())
+            .unwrap_or_default()
+    }
+
     /// True if the app reads this request's body as it arrives (false for
     /// a plugin without the hook).
     pub fn call_reads_body(self, request: &Request<'_>) -> bool {

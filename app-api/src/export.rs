@@ -210,7 +210,9 @@ fn install_logger(host: HostRef, target: &'static str) {
 /// `abi_stable` among its dependencies. `new` builds the app from its
 /// [`Context`](crate::Context) (settings, handed-over state); `try_new`
 /// may refuse with an error (`Result<A, E: Display>`), which the host logs
-/// as the app's refusal and does not mount the app.
+/// as the app's refusal and does not mount the app. An app renamed lists
+/// its old names after its name (`formerly: ["old"],`): configurations
+/// that still say `[apps.old]` or `--mount old=...` keep configuring it.
 ///
 /// ```
 /// struct Hello;
@@ -223,15 +225,36 @@ fn install_logger(host: HostRef, target: &'static str) {
 /// }
 /// # fn main() {}
 /// ```
+///
+/// A renamed app, which a host finds under its old name too:
+///
+/// ```
+/// struct Python;
+/// impl stoa_app_api::App for Python {}
+///
+/// stoa_app_api::export_app! {
+///     name: "python",
+///     formerly: ["wsgi"],
+///     mount: "/wsgi",
+///     new: |_context| Python,
+/// }
+/// # fn main() {
+/// assert_eq!(__stoa_root_module().formerly(), ["wsgi"]);
+/// # }
+/// ```
 #[macro_export]
 macro_rules! export_app {
-    (name: $name:expr, mount: $mount:expr, new: $new:expr $(,)?) => {
-        $crate::export_app!(@module $name, $mount, init_infallible, $new);
+    (name: $name:expr, $(formerly: [$($old:expr),* $(,)?],)? mount: $mount:expr, new: $new:expr $(,)?) => {
+        $crate::export_app!(@module $name, [$($($old),*)?], $mount, init_infallible, $new);
     };
-    (name: $name:expr, mount: $mount:expr, try_new: $new:expr $(,)?) => {
-        $crate::export_app!(@module $name, $mount, init, $new);
+    (name: $name:expr, $(formerly: [$($old:expr),* $(,)?],)? mount: $mount:expr, try_new: $new:expr $(,)?) => {
+        $crate::export_app!(@module $name, [$($($old),*)?], $mount, init, $new);
     };
-    (@module $name:expr, $mount:expr, $init:ident, $new:expr) => {
+    (@module $name:expr, [$($old:expr),*], $mount:expr, $init:ident, $new:expr) => {
+        #[doc(hidden)]
+        const __STOA_FORMER_NAMES: &[$crate::abi_stable::std_types::RStr<'static>] =
+            &[$($crate::abi_stable::std_types::RStr::from_str($old)),*];
+
         #[doc(hidden)]
         static __STOA_APP: $crate::export::AppSlot = ::std::sync::OnceLock::new();
 
@@ -285,6 +308,9 @@ macro_rules! export_app {
                 retire: __stoa_retire,
                 handover: __stoa_handover,
                 reads_body: __stoa_reads_body,
+                former_names: $crate::abi_stable::std_types::RSlice::from_slice(
+                    __STOA_FORMER_NAMES,
+                ),
             }
             .leak_into_prefix()
         }

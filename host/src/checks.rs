@@ -154,13 +154,17 @@ pub fn address_is_free(bind: &Bind) -> Result<(), BootError> {
 /// loaded (or still being constructed) at start-up, unless the table says
 /// `optional = true`; a typo gets the nearest name.
 pub fn mounts_name_loaded_apps(cli: &Cli, state: &AppState) -> Result<(), BootError> {
-    let mut known: Vec<&str> = state
-        .mounts
-        .apps()
-        .iter()
-        .map(|a| a.name.as_str())
+    // Each app's name and its former names.
+    let apps = state.mounts.apps();
+    let named: Vec<(&str, &[String])> = (apps.iter())
+        .map(|a| (a.name.as_str(), a.formerly.as_slice()))
+        .chain((state.constructing.iter()).map(|c| (c.app.as_str(), c.formerly.as_slice())))
         .collect();
-    known.extend(state.constructing.iter().map(|c| c.app.as_str()));
+    let mut known: Vec<&str> = (named.iter())
+        .flat_map(|(name, formerly)| {
+            std::iter::once(*name).chain(formerly.iter().map(String::as_str))
+        })
+        .collect();
     // A quarantined app (process mode) is known: it killed workers, and
     // the host serves the others rather than refusing to start.
     known.extend(state.refused.iter().filter_map(|r| match &*r.reason {
@@ -168,8 +172,16 @@ pub fn mounts_name_loaded_apps(cli: &Cli, state: &AppState) -> Result<(), BootEr
         _ => None,
     }));
     known.sort_unstable();
+    known.dedup();
+    // What the refusal lists: the apps by their names.
+    let formerly: Vec<&str> = (named.iter())
+        .flat_map(|(_, formerly)| formerly.iter().map(String::as_str))
+        .collect();
+    let loaded: Vec<&str> = (known.iter().copied())
+        .filter(|n| !formerly.contains(n))
+        .collect();
     let optional = |name: &str| cli.app_sections.get(name).is_some_and(|s| s.optional);
-    let named = cli
+    let named_in_config = cli
         .mounts
         .iter()
         .map(|(name, prefix)| (name.as_str(), format!("--mount {name}={prefix}")))
@@ -179,29 +191,51 @@ pub fn mounts_name_loaded_apps(cli: &Cli, state: &AppState) -> Result<(), BootEr
                 .filter(|name| !cli.mounts.iter().any(|(n, _)| n == *name))
                 .map(|name| (name.as_str(), format!("[apps.{name}]"))),
         );
-    let lines: Vec<String> = named
-        .filter(|(name, _)| !known.contains(name) && !optional(name))
-        .map(|(name, what)| {
-            let hint = crate::cli::nearest(name, &known)
-                .map(|n| format!(" (did you mean {n:?}?)"))
-                .unwrap_or_default();
-            let loaded = if known.is_empty() {
-                "no app is loaded".to_string()
-            } else {
-                format!("loaded: {}", known.join(", "))
-            };
-            let what = match cli.app_sections.get(name).and_then(|s| s.mount.as_deref()) {
-                Some(prefix) => format!("[apps.{name}] mount = {prefix:?}"),
-                None => what,
-            };
-            format!("{what}: no app named {name:?}{hint}; {loaded}")
-        })
-        .collect();
+    let mut lines = configured_twice(cli, &named);
+    lines.extend(
+        named_in_config
+            .filter(|(name, _)| !known.contains(name) && !optional(name))
+            .map(|(name, what)| {
+                let hint = crate::cli::nearest(name, &known)
+                    .map(|n| format!(" (did you mean {n:?}?)"))
+                    .unwrap_or_default();
+                let loaded = if known.is_empty() {
+                    "no app is loaded".to_string()
+                } else {
+                    format!("loaded: {}", loaded.join(", "))
+                };
+                let what = match cli.app_sections.get(name).and_then(|s| s.mount.as_deref()) {
+                    Some(prefix) => format!("[apps.{name}] mount = {prefix:?}"),
+                    None => what,
+                };
+                format!("{what}: no app named {name:?}{hint}; {loaded}")
+            }),
+    );
     if lines.is_empty() {
         Ok(())
     } else {
         Err(BootError::UnknownApps { lines })
     }
+}
+
+/// An app the configuration names both by its name and by a former one
+/// (`[apps.python]` beside `[apps.wsgi]`): which table counts is not
+/// guessed; one line each.
+fn configured_twice(cli: &Cli, apps: &[(&str, &[String])]) -> Vec<String> {
+    let says = |name: &str| {
+        cli.app_sections.contains_key(name) || cli.mounts.iter().any(|(n, _)| n == name)
+    };
+    (apps.iter())
+        .filter(|(name, _)| says(name))
+        .flat_map(|(name, formerly)| {
+            (formerly.iter()).filter(|old| says(old)).map(move |old| {
+                format!(
+                    "[apps.{old}] / --mount {old}=: {old:?} is the former name of app {name:?}, \
+                     which the configuration also names {name:?}; keep only [apps.{name}]"
+                )
+            })
+        })
+        .collect()
 }
 
 /// `--unhealthy-after` must be at least `--stuck-after` (a worker is

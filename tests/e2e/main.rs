@@ -46,6 +46,7 @@ mod plugin_files;
 mod process_mode;
 mod process_upgrade;
 mod protocol;
+mod renamed;
 mod rfc9112;
 mod security;
 mod status;

@@ -25,6 +25,7 @@ const PACKAGES: &[(&str, &str)] = &[
     ("slow-init", "stoa-test-slow-init"),
     ("stuck", "stoa-test-stuck"),
     ("crashy", "stoa-test-crashy"),
+    ("renamed", "stoa-test-renamed"),
 ];
 
 /// The three sample apps, as the README's first command installs them.

@@ -22,6 +22,12 @@ use stoa_app_api::abi::{AppModuleRef, HostRef, InitContext, Request, ResponderBo
 /// the routing states and every request in flight on it hold one.
 pub struct LoadedApp {
     pub name: String,
+    /// The names the app had before (`export_app!`'s `formerly`).
+    pub formerly: Vec<String>,
+    /// The name the configuration gives the app (`[apps.NAME]`,
+    /// `--mount NAME=`): its name, or a former one a configuration still
+    /// says.
+    pub configured_as: String,
     pub version: String,
     /// Normalised mount prefix: `""` for the root, else `/x` without a trailing slash.
     pub mount: String,
@@ -115,16 +121,33 @@ pub struct Refusal {
 /// later by `LoadedApp::init`). `copy` is the file opened, `file` the one
 /// the operator sees (both in messages and in status); `taken` are the apps
 /// already mounted or being constructed.
+/// `configured` says whether the configuration names an app (`[apps.NAME]`
+/// or `--mount NAME=`): the app is configured by its name, else by the
+/// first of its former names the configuration still says.
 pub fn load_file(
     copy: &Path,
     file: &Path,
     mounts: &HashMap<String, String>,
+    configured: impl Fn(&str) -> bool,
     taken: &[Arc<LoadedApp>],
 ) -> Result<LoadedApp, LoadError> {
     let module = open_module(copy).map_err(|e| describe(file, &e).naming(copy, file))?;
     let name = module.name().to_string();
+    let formerly: Vec<String> = module.formerly().into_iter().map(String::from).collect();
+    let configured_as = std::iter::once(&name)
+        .chain(&formerly)
+        .find(|n| configured(n))
+        .unwrap_or(&name)
+        .clone();
+    if configured_as != name {
+        log::warn!(
+            "app {name} ({}): the configuration names it {configured_as:?}, its former name; \
+             its name is now {name:?} ([apps.{name}], --mount {name}=...)",
+            file.display()
+        );
+    }
     let wanted = mounts
-        .get(&name)
+        .get(&configured_as)
         .map(String::as_str)
         .unwrap_or(module.default_mount().as_str());
     let mount = normalise_mount(wanted).ok_or_else(|| LoadError::InvalidMount {
@@ -137,6 +160,8 @@ pub fn load_file(
         slot: 0,
         generation: 0,
         name,
+        formerly,
+        configured_as,
         version: module.version().to_string(),
         mount,
         file: file.to_path_buf(),
@@ -157,6 +182,8 @@ pub fn in_process(module: AppModuleRef, mount: &str, limits: AppLimits) -> Loade
         slot: 0,
         generation: 1,
         name: module.name().to_string(),
+        formerly: Vec::new(),
+        configured_as: module.name().to_string(),
         version: module.version().to_string(),
         mount: normalise_mount(mount).unwrap_or_default(),
         file: PathBuf::new(),
@@ -321,10 +348,16 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("x.so");
         std::fs::write(&file, "not a library").unwrap();
-        let err = load_file(&file, Path::new("shown.so"), &HashMap::new(), &[])
-            .err()
-            .unwrap()
-            .to_string();
+        let err = load_file(
+            &file,
+            Path::new("shown.so"),
+            &HashMap::new(),
+            |_| false,
+            &[],
+        )
+        .err()
+        .unwrap()
+        .to_string();
         assert!(err.contains("not a loadable shared library"), "{err}");
         assert!(err.contains("shown.so") && !err.contains("/x.so"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();

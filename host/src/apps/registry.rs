@@ -100,6 +100,8 @@ pub struct AppState {
 #[derive(Clone, Debug)]
 pub struct Constructing {
     pub app: String,
+    /// The app's former names (`LoadedApp::formerly`).
+    pub formerly: Vec<String>,
     pub file: PathBuf,
 }
 
@@ -499,6 +501,7 @@ impl Registry {
                 .iter()
                 .map(|(file, p)| Constructing {
                     app: p.app.name.clone(),
+                    formerly: p.app.formerly.clone(),
                     file: file.clone(),
                 })
                 .collect(),

@@ -111,6 +111,7 @@ pub fn app(mount: &str, limits: AppLimits) -> Arc<LoadedApp> {
         retire: probe_retire,
         handover: probe_handover,
         reads_body: probe_reads_body,
+        former_names: RSlice::from_slice(&[]),
     }
     .leak_into_prefix();
     Arc::new(in_process(module, mount, limits))

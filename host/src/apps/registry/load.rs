@@ -84,7 +84,9 @@ impl Registry {
         if let (Some(guard), Some(digest)) = (&self.guard, &digest) {
             guard.entering(&file, digest);
         }
-        let result = load_file(copy.load_path(), path, &self.mounts, &taken);
+        let configured =
+            |name: &str| self.mounts.contains_key(name) || self.settings.contains_key(name);
+        let result = load_file(copy.load_path(), path, &self.mounts, configured, &taken);
         if let Some(guard) = &self.guard {
             guard.left();
         }
@@ -96,7 +98,7 @@ impl Registry {
         }
         app.digest = digest.map(Arc::from);
         app.slot = self.stats.slot(&app.name);
-        if let Some((settings, limits)) = self.settings.get(&app.name) {
+        if let Some((settings, limits)) = self.settings.get(&app.configured_as) {
             app.settings = settings.clone();
             app.limits = *limits;
         }

@@ -356,7 +356,7 @@ impl Registry {
     /// ones the host's readiness waits for, but those of `optional` apps.
     pub fn hold_start_up(&mut self, optional: impl Fn(&str) -> bool) {
         for pending in self.watch.pending.values_mut() {
-            pending.start_up = !optional(&pending.app.name);
+            pending.start_up = !optional(&pending.app.configured_as);
         }
     }
 
