@@ -6,7 +6,8 @@
 //! settings come from the configuration file and a constructor may refuse
 //! them.
 
-use crate::harness::{Server, TempDir};
+use crate::common::config_file as config;
+use crate::harness::Server;
 
 matrix!(
     a_plugin_built_against_the_previous_app_api_is_served,
@@ -15,15 +16,6 @@ matrix!(
     settings_reach_the_constructor,
     a_constructor_refuses_bad_settings,
 );
-
-/// A configuration file in a temp dir (kept alive with the server).
-fn config(text: &str) -> (TempDir, String) {
-    let dir = TempDir::new("abi-config");
-    let path = dir.path().join("stoa.toml");
-    std::fs::write(&path, text).expect("write stoa.toml");
-    let shown = path.display().to_string();
-    (dir, shown)
-}
 
 fn a_plugin_built_against_the_previous_app_api_is_served(poller: &str) {
     let (_dir, file) = config("[apps.previous.settings]\ngreeting = \"salut\"\n");

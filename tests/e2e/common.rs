@@ -6,7 +6,7 @@
 //! waiting for an app's answer or a log line).
 
 use crate::client::{get, request, Client, Response};
-use crate::harness::{plugins, wait_until, Server};
+use crate::harness::{plugins, wait_until, Server, TempDir};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -235,4 +235,14 @@ pub fn slow_init_gate(dir: &Path) -> (String, std::path::PathBuf) {
     );
     std::fs::write(&config, text).expect("write the config");
     (config.display().to_string(), gate)
+}
+
+/// A configuration file holding `text` in a new temp dir (kept alive with
+/// the server) and its path, for `STOA_CONFIG`.
+pub fn config_file(text: &str) -> (TempDir, String) {
+    let dir = TempDir::new("config");
+    let path = dir.path().join("stoa.toml");
+    std::fs::write(&path, text).expect("write stoa.toml");
+    let shown = path.display().to_string();
+    (dir, shown)
 }

@@ -4,16 +4,8 @@
 //! configuration that names it both ways is refused. The test plugin
 //! `renamed` was `old-name`. Backend-free (the loader's), so one backend.
 
-use crate::harness::{Server, TempDir};
-
-/// A configuration file in a temp dir (kept alive with the server).
-fn config(text: &str) -> (TempDir, String) {
-    let dir = TempDir::new("renamed-config");
-    let path = dir.path().join("stoa.toml");
-    std::fs::write(&path, text).expect("write stoa.toml");
-    let shown = path.display().to_string();
-    (dir, shown)
-}
+use crate::common::config_file as config;
+use crate::harness::Server;
 
 const WARNING: &str = "the configuration names it \"old-name\", its former name; \
                        its name is now \"renamed\"";
