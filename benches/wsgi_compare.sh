@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The seed's experiment with the real thing: the Django hello project
-# (sample-apps/wsgi/examples/djangohello, /hello/ -> "Hello World!") under
+# (sample-apps/python/examples/djangohello, /hello/ -> "Hello World!") under
 # Stoa's WSGI bridge against Python's WSGI servers. Two runs:
 #
 # benches/wsgi_compare.sh [matrix]: Stoa on each poller backend (1 worker,
@@ -38,7 +38,7 @@ NAME=${NAME:-wsgi-compare}
 REQUESTS=${REQUESTS:-3000}
 CONCURRENCY=${CONCURRENCY:-1,32}
 GTHREADS=${GTHREADS:-4}
-PROJECT=$ROOT/sample-apps/wsgi/examples/djangohello
+PROJECT=$ROOT/sample-apps/python/examples/djangohello
 REL=$ROOT/target/release
 
 for module in $MODULES; do
@@ -47,8 +47,8 @@ for module in $MODULES; do
         || { echo "wsgi_compare.sh needs the Python package $module (pip install $module)" >&2; exit 1; }
 done
 (cd "$ROOT" && cargo build --release -q)
-cargo build --release -q --manifest-path "$ROOT/sample-apps/wsgi/Cargo.toml"
-PLUGIN=$ROOT/sample-apps/wsgi/target/release/libstoa_wsgi.so
+cargo build --release -q --manifest-path "$ROOT/sample-apps/python/Cargo.toml"
+PLUGIN=$ROOT/sample-apps/python/target/release/libstoa_python.so
 
 T=$(mktemp -d /tmp/stoa-wsgi-compare.XXXX)
 PIDS=()
@@ -64,9 +64,9 @@ cat > "$T/stoa.toml" <<TOML
 log_level = "warn"
 [apps.hello-project]
 mount = "/native"
-[apps.wsgi]
+[apps.python]
 mount = "/"
-[apps.wsgi.settings]
+[apps.python.settings]
 module = "djangohello.wsgi:application"
 python_path = ["$PROJECT"]
 TOML

@@ -7,15 +7,15 @@
 # (certificates the TLS tests make: near their end, expired, chained; the
 # hardening tests' s_client), testssl.sh (the TLS hardening tests),
 # systemd-socket-activate and systemd-analyze (socket activation, the unit
-# file), Python's headers (the WSGI bridge embeds CPython) and, with pip,
+# file), Python's headers (the Python bridge embeds CPython) and, with pip,
 # Django, FastAPI (the ASGI tests), gunicorn, Tornado, websockets, PyYAML,
 # kubernetes-validate, hadolint.
 # `--no-install` (or STOA_TEST_NO_INSTALL=1) installs nothing; either way a
 # tool still missing stops the run before any step, naming it.
 #
 # Then rustfmt's check and clippy with warnings denied, for the main
-# workspace and the WSGI bridge's; unit tests and doctests in the debug
-# profile; the end-to-end suites (the main one and the WSGI bridge's)
+# workspace and the Python bridge's; unit tests and doctests in the debug
+# profile; the end-to-end suites (the main one and the Python bridge's)
 # against the release build, the binary and plugins that
 # `cargo build --release` ships. Every step runs even when one fails; the
 # failed ones are listed together at the end (exit 1).
@@ -134,9 +134,9 @@ step() {
 # workspaces. tests/abi-previous is a frozen copy of an earlier release and
 # is left as it was.
 step "rustfmt (main)" cargo fmt --all --check
-step "rustfmt (bridge)" cargo fmt --manifest-path sample-apps/wsgi/Cargo.toml --all --check
+step "rustfmt (bridge)" cargo fmt --manifest-path sample-apps/python/Cargo.toml --all --check
 step "clippy (main)" cargo clippy --workspace --all-targets -- -D warnings
-step "clippy (bridge)" cargo clippy --manifest-path sample-apps/wsgi/Cargo.toml --workspace --all-targets -- -D warnings
+step "clippy (bridge)" cargo clippy --manifest-path sample-apps/python/Cargo.toml --workspace --all-targets -- -D warnings
 
 # Unit tests and doctests (debug): every crate but the host, then the
 # host's own unit tests.
@@ -144,10 +144,10 @@ step "unit tests (crates)" cargo test --workspace --exclude stoa
 step "unit tests (host)" cargo test -p stoa --lib --bins
 # The end-to-end suite against the release build.
 step "e2e (main)" cargo test --release -p stoa --test e2e
-# The WSGI bridge's own workspace: its unit tests, then its end-to-end
+# The Python bridge's own workspace: its unit tests, then its end-to-end
 # suite against the same release host.
-step "unit tests (bridge)" cargo test --manifest-path sample-apps/wsgi/Cargo.toml --lib
-step "e2e (bridge)" cargo test --release --manifest-path sample-apps/wsgi/Cargo.toml --test e2e
+step "unit tests (bridge)" cargo test --manifest-path sample-apps/python/Cargo.toml --lib
+step "e2e (bridge)" cargo test --release --manifest-path sample-apps/python/Cargo.toml --test e2e
 
 if [ ${#failed[@]} -gt 0 ]; then
     echo "tests/run.sh: ${#failed[@]} step(s) failed:" >&2

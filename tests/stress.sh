@@ -54,7 +54,7 @@ esac
 suite() {
     case $1 in
         main) cargo test --release -p stoa --test e2e ;;
-        bridge) cargo test --release --manifest-path sample-apps/wsgi/Cargo.toml --test e2e ;;
+        bridge) cargo test --release --manifest-path sample-apps/python/Cargo.toml --test e2e ;;
         *)
             echo "tests/stress.sh: unknown suite '$1' (main, bridge)" >&2
             return 2
@@ -66,7 +66,7 @@ suite() {
 for s in $SUITES; do
     case $s in
         main) cargo test --release -p stoa --test e2e --no-run ;;
-        bridge) cargo test --release --manifest-path sample-apps/wsgi/Cargo.toml --test e2e --no-run ;;
+        bridge) cargo test --release --manifest-path sample-apps/python/Cargo.toml --test e2e --no-run ;;
     esac
 done
 

@@ -39,16 +39,16 @@
 #   CONC (50), ROUNDS (5), BURST (5000), CLOSE_BURST (2000), WARMUP (1000 per
 #   server and point), WS_SERVERS (SERVERS; "" for none), WS_CONNS (50),
 #   WS_MSGS (20000), WS_SIZE (32), WS_WINDOW (1), MAX_TIME (120s),
-#   REL (target/release), PLUGIN (the bridge's libstoa_wsgi.so), STOA_ARGS
+#   REL (target/release), PLUGIN (the bridge's libstoa_python.so), STOA_ARGS
 # Needs: cargo build --release; cargo build --release --manifest-path
-# sample-apps/wsgi/Cargo.toml; python3 with fastapi, uvicorn, uvloop,
+# sample-apps/python/Cargo.toml; python3 with fastapi, uvicorn, uvloop,
 # httptools, websockets, granian, hypercorn. Only 127.0.0.1; every run is
 # bounded in requests and time; stops only the processes it started.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 REL=${REL:-$ROOT/target/release}
-PLUGIN=${PLUGIN:-$ROOT/sample-apps/wsgi/target/release/libstoa_wsgi.so}
+PLUGIN=${PLUGIN:-$ROOT/sample-apps/python/target/release/libstoa_python.so}
 WORKERS=${WORKERS:-1 2}
 SERVERS=${SERVERS:-stoa uvicorn granian hypercorn}
 POINTS=${POINTS:-keepalive:/hello keepalive:/article close:/hello close:/article}
@@ -73,16 +73,16 @@ python3 -c 'import fastapi, uvicorn, uvloop, httptools, websockets, granian, hyp
     exit 1
 }
 case " $SERVERS $WS_SERVERS " in
-    *" stoa "*) need "$PLUGIN" "cargo build --release --manifest-path sample-apps/wsgi/Cargo.toml" ;;
+    *" stoa "*) need "$PLUGIN" "cargo build --release --manifest-path sample-apps/python/Cargo.toml" ;;
 esac
 
 mkdir -p "$TMP/asgi-apps"
 [ -e "$PLUGIN" ] && cp "$PLUGIN" "$TMP/asgi-apps/"
 cat >"$TMP/asgi.toml" <<TOML
 log_level = "warn"
-[apps.wsgi]
+[apps.python]
 mount = "/"
-[apps.wsgi.settings]
+[apps.python.settings]
 module = "asgi_app:app"
 interface = "asgi"
 python_path = ["$APPDIR"]

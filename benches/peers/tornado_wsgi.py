@@ -13,7 +13,7 @@ import tornado.httpserver
 import tornado.wsgi
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PROJECT = os.path.join(HERE, "..", "..", "sample-apps", "wsgi", "examples", "djangohello")
+PROJECT = os.path.join(HERE, "..", "..", "sample-apps", "python", "examples", "djangohello")
 
 
 async def main():

@@ -100,7 +100,7 @@ struct CompareArgs {
     #[arg(long)]
     apps_from: Option<PathBuf>,
     /// A plugin file to serve beside the sample apps (repeatable), e.g. the
-    /// WSGI bridge with --stoa-arg=--config=FILE for its settings.
+    /// Python bridge with --stoa-arg=--config=FILE for its settings.
     #[arg(long = "app")]
     extra_apps: Vec<PathBuf>,
     /// Output directory for NAME.md, NAME.csv and NAME.svg.

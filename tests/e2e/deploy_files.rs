@@ -208,7 +208,7 @@ fn the_docs_install_stoa_before_they_run_it() {
         "docs/apps.md",
         "deploy/README.md",
         "benches/README.md",
-        "sample-apps/wsgi/README.md",
+        "sample-apps/python/README.md",
     ];
     for page in pages {
         let text = read(page);

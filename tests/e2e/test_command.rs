@@ -177,7 +177,7 @@ fn a_failing_suite_hides_no_other_and_fails_the_run() {
         .unwrap_or_else(|| panic!("the main e2e suite never ran:\n{calls}"));
     let bridge_e2e = calls
         .lines()
-        .position(|l| l.contains("sample-apps/wsgi/Cargo.toml --test e2e"))
+        .position(|l| l.contains("sample-apps/python/Cargo.toml --test e2e"))
         .unwrap_or_else(|| panic!("the bridge's e2e suite never ran:\n{calls}"));
     assert!(main_e2e < bridge_e2e, "{calls}");
     assert!(stderr.contains("1 step(s) failed"), "{stderr}");
@@ -217,9 +217,9 @@ fn the_lint_steps_come_before_every_test() {
         .expect("tests/run.sh runs cargo test");
     for step in [
         "cargo fmt --all --check",
-        "cargo fmt --manifest-path sample-apps/wsgi/Cargo.toml --all --check",
+        "cargo fmt --manifest-path sample-apps/python/Cargo.toml --all --check",
         "cargo clippy --workspace --all-targets -- -D warnings",
-        "cargo clippy --manifest-path sample-apps/wsgi/Cargo.toml --workspace --all-targets -- -D warnings",
+        "cargo clippy --manifest-path sample-apps/python/Cargo.toml --workspace --all-targets -- -D warnings",
     ] {
         let at = lines
             .iter()

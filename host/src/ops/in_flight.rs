@@ -213,7 +213,7 @@ mod tests {
 
     fn flight(n: usize) -> Flight {
         Flight {
-            app: "wsgi".into(),
+            app: "python".into(),
             client: "127.0.0.1:5000".into(),
             method: "GET".into(),
             target: format!("/abort?n={n}"),
@@ -265,7 +265,7 @@ mod tests {
         assert_eq!(seen.client, "a b");
         assert_eq!(
             (seen.app.as_str(), seen.protocol.as_str()),
-            ("wsgi", "HTTP/1.1")
+            ("python", "HTTP/1.1")
         );
         assert!(seen.target.starts_with("/xxx") && seen.target.len() < 200);
     }

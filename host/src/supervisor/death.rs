@@ -100,7 +100,7 @@ impl InFlight {
         self.on_loop.as_ref().map(|(app, _)| app.as_str())
     }
 
-    /// "in flight: 2 request(s): crashy GET /crashy/segv, wsgi GET /abort
+    /// "in flight: 2 request(s): crashy GET /crashy/segv, python GET /abort
     /// (blocking pool); 3 open connection(s) closed".
     pub fn describe(&self) -> String {
         let mut named: Vec<String> = Vec::new();

@@ -66,7 +66,7 @@ impl Handoff<'_> {
             .env(ROW, format!("{row}:{}", self.rows))
             .env(SOCKETS, self.sockets.len().to_string())
             // What apps read to know they share no memory with the other
-            // workers (the WSGI bridge's wsgi.multiprocess).
+            // workers (the Python bridge's wsgi.multiprocess).
             .env("STOA_WORKER_PROCESS", "1")
             // The service manager talks to the supervisor alone.
             .env_remove("NOTIFY_SOCKET")

@@ -1,5 +1,5 @@
 //! Starting a host that serves a WSGI application: its configuration file
-//! (`[apps.wsgi]` mount and settings), the Python a test needs, and the
+//! (`[apps.python]` mount and settings), the Python a test needs, and the
 //! JSON answers of the test application.
 
 use crate::harness::{wait_until, Server, TempDir};
@@ -44,34 +44,34 @@ const READY_WAIT: Duration = Duration::from_secs(60);
 
 /// A host serving `module` (from `python_path`) mounted at `mount`, with
 /// the `demo` app beside it and extra flags.
-pub struct Wsgi {
+pub struct Bridge {
     pub server: Server,
     _config: TempDir,
 }
 
-impl Wsgi {
+impl Bridge {
     pub fn start(
         poller: &str,
         module: &str,
         python_path: &Path,
         mount: &str,
         args: &[&str],
-    ) -> Wsgi {
-        Wsgi::start_with(poller, config(module, python_path, mount, ""), args)
+    ) -> Bridge {
+        Bridge::start_with(poller, config(module, python_path, mount, ""), args)
     }
 
-    /// Starts with an `[apps.wsgi]` table that says `optional = true`:
+    /// Starts with an `[apps.python]` table that says `optional = true`:
     /// the host serves the other apps when this one is refused.
-    pub fn start_optional(poller: &str, module: &str, python_path: &Path, mount: &str) -> Wsgi {
+    pub fn start_optional(poller: &str, module: &str, python_path: &Path, mount: &str) -> Bridge {
         let config = config(module, python_path, mount, "optional = true\n");
-        Wsgi::start_with(poller, config, &[])
+        Bridge::start_with(poller, config, &[])
     }
 
-    pub fn start_with(poller: &str, (config, path): (TempDir, String), args: &[&str]) -> Wsgi {
+    pub fn start_with(poller: &str, (config, path): (TempDir, String), args: &[&str]) -> Bridge {
         let mut all = vec!["--config", path.as_str()];
         all.extend_from_slice(args);
         let server = Server::launch(poller)
-            .apps(&["wsgi", "demo"])
+            .apps(&["python", "demo"])
             .args(&all)
             .start();
         // The host serves its other apps after 5 s even while a
@@ -89,19 +89,19 @@ impl Wsgi {
             "the bridge's constructor did not return within {READY_WAIT:?}: {}",
             server.log()
         );
-        Wsgi {
+        Bridge {
             server,
             _config: config,
         }
     }
 }
 
-/// A configuration file with the `[apps.wsgi]` table (`extra` lines in it).
+/// A configuration file with the `[apps.python]` table (`extra` lines in it).
 pub fn config(module: &str, python_path: &Path, mount: &str, extra: &str) -> (TempDir, String) {
-    let dir = TempDir::new("wsgi-config");
+    let dir = TempDir::new("python-config");
     let path = dir.path().join("stoa.toml");
     let text = format!(
-        "[apps.wsgi]\nmount = {mount:?}\n{extra}\n[apps.wsgi.settings]\nmodule = {module:?}\n\
+        "[apps.python]\nmount = {mount:?}\n{extra}\n[apps.python.settings]\nmodule = {module:?}\n\
          python_path = [{:?}]\n",
         python_path.display().to_string()
     );

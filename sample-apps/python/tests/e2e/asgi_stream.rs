@@ -6,9 +6,9 @@
 //! bounded.
 
 use crate::asgi_host::{dechunk, fastapi, rss_kib};
+use crate::bridge::{json, Bridge};
 use crate::client::{get, Client, Response};
 use crate::harness::TempDir;
-use crate::wsgi::{json, Wsgi};
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -21,9 +21,11 @@ const EVENTS: usize = 640;
 const EVENT_DATA: usize = 64 * 1024;
 
 fn sse_read_slowly_keeps_host_memory_bounded(poller: &str) {
-    let wsgi = fastapi(poller, "/api", &[]);
+    let bridge = fastapi(poller, "/api", &[]);
     // Warm up the route: the idle figure includes its one-time costs.
-    let r = wsgi.server.get(&format!("/api/sse?n=8&size={EVENT_DATA}"));
+    let r = bridge
+        .server
+        .get(&format!("/api/sse?n=8&size={EVENT_DATA}"));
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(
         r.body.len(),
@@ -31,16 +33,16 @@ fn sse_read_slowly_keeps_host_memory_bounded(poller: &str) {
         "{:?}",
         r.header("Transfer-Encoding")
     );
-    let idle_peak = rss_kib(&wsgi, "VmHWM");
+    let idle_peak = rss_kib(&bridge, "VmHWM");
 
-    let mut stream = TcpStream::connect(("127.0.0.1", wsgi.server.port)).expect("connect");
+    let mut stream = TcpStream::connect(("127.0.0.1", bridge.server.port)).expect("connect");
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .expect("a read timeout");
     let path = format!("/api/sse?n={EVENTS}&size={EVENT_DATA}");
     stream.write_all(&get(&path)).expect("send the request");
     let total = EVENTS * event_len(EVENT_DATA, EVENTS - 1);
-    let raw = read_slowly(&wsgi, &mut stream, total);
+    let raw = read_slowly(&bridge, &mut stream, total);
     let split = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -59,7 +61,7 @@ fn sse_read_slowly_keeps_host_memory_bounded(poller: &str) {
         (0..EVENTS).collect::<Vec<_>>(),
         "every event, in order"
     );
-    let peak = rss_kib(&wsgi, "VmHWM");
+    let peak = rss_kib(&bridge, "VmHWM");
     eprintln!(
         "{poller}: {} bytes of events read slowly; host peak RSS {idle_peak} -> {peak} KiB",
         body.len()
@@ -84,7 +86,7 @@ fn event_len(data: usize, id: usize) -> usize {
 /// three quarters: the application produces all the while, so only
 /// send()'s wait for room keeps the host from holding what the client
 /// leaves.
-fn read_slowly(wsgi: &Wsgi, stream: &mut TcpStream, total: usize) -> Vec<u8> {
+fn read_slowly(bridge: &Bridge, stream: &mut TcpStream, total: usize) -> Vec<u8> {
     let mut pauses = [total / 4, total / 2, 3 * total / 4].into_iter().peekable();
     let mut raw = Vec::with_capacity(total + 64 * 1024);
     let mut buf = vec![0u8; 256 * 1024];
@@ -95,11 +97,11 @@ fn read_slowly(wsgi: &Wsgi, stream: &mut TcpStream, total: usize) -> Vec<u8> {
             eprintln!(
                 "paused at {} bytes: host RSS {} KiB",
                 raw.len(),
-                rss_kib(wsgi, "VmRSS")
+                rss_kib(bridge, "VmRSS")
             );
         }
         match stream.read(&mut buf) {
-            Ok(0) => panic!("closed after {} bytes:\n{}", raw.len(), wsgi.server.log()),
+            Ok(0) => panic!("closed after {} bytes:\n{}", raw.len(), bridge.server.log()),
             Ok(n) => raw.extend_from_slice(&buf[..n]),
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) => panic!("read failed after {} bytes: {e}", raw.len()),
@@ -161,8 +163,8 @@ fn upload(c: &mut Client, head: &[u8], body: &[u8], chunked: bool) -> Response {
 
 /// The application's answer to the upload: every byte, by its SHA-256
 /// (`want`), in more than one piece; how many.
-fn uploaded_whole(wsgi: &Wsgi, r: &Response, want: &str) -> u64 {
-    assert_eq!(r.status, 200, "{r:?}\n{}", wsgi.server.log());
+fn uploaded_whole(bridge: &Bridge, r: &Response, want: &str) -> u64 {
+    assert_eq!(r.status, 200, "{r:?}\n{}", bridge.server.log());
     let got = json(&r.body);
     assert_eq!(
         (got["bytes"].as_u64(), got["sha256"].as_str()),
@@ -174,29 +176,29 @@ fn uploaded_whole(wsgi: &Wsgi, r: &Response, want: &str) -> u64 {
 }
 
 fn a_large_upload_streams_into_the_app(poller: &str) {
-    let wsgi = fastapi(poller, "/api", &[]);
+    let bridge = fastapi(poller, "/api", &[]);
     let body = upload_bytes();
     let want = sha256_hex(&body);
     // Warm up the route with a small upload.
-    let mut c = wsgi.server.connect();
+    let mut c = bridge.server.connect();
     let small = b"warm";
     let head = b"POST /api/upload HTTP/1.1\r\nHost: localhost\r\nContent-Length: 4\r\n\r\n";
     let r = upload(&mut c, head, small, false);
     assert_eq!(json(&r.body)["bytes"], 4, "{r:?}");
-    let idle_peak = rss_kib(&wsgi, "VmHWM");
+    let idle_peak = rss_kib(&bridge, "VmHWM");
 
     let head = format!(
         "POST /api/upload HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/octet-stream\r\n\
          Content-Length: {UPLOAD}\r\n\r\n"
     );
     let r = upload(&mut c, head.as_bytes(), &body, false);
-    let pieces = uploaded_whole(&wsgi, &r, &want);
-    let after_length = rss_kib(&wsgi, "VmHWM");
+    let pieces = uploaded_whole(&bridge, &r, &want);
+    let after_length = rss_kib(&bridge, "VmHWM");
 
     let head = "POST /api/upload HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n";
     let r = upload(&mut c, head.as_bytes(), &body, true);
-    uploaded_whole(&wsgi, &r, &want);
-    let peak = rss_kib(&wsgi, "VmHWM");
+    uploaded_whole(&bridge, &r, &want);
+    let peak = rss_kib(&bridge, "VmHWM");
     eprintln!(
         "{poller}: two {UPLOAD}-byte uploads in {pieces} pieces; host peak RSS {idle_peak} -> {after_length} (Content-Length) -> {peak} KiB (chunked)"
     );

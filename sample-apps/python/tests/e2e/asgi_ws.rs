@@ -50,17 +50,17 @@ fn run_client(port: u16, path: &str, cases: &[&str]) -> String {
 }
 
 fn fastapi_passes_the_websocket_cases(poller: &str) {
-    let wsgi = fastapi(poller, "/api", &["--ws-max-message", "64K"]);
-    let out = run_client(wsgi.server.port, "/api/ws", &CASES);
+    let bridge = fastapi(poller, "/api", &["--ws-max-message", "64K"]);
+    let out = run_client(bridge.server.port, "/api/ws", &CASES);
     for case in CASES {
         assert!(
             out.lines().any(|l| l == format!("{case} ok")),
             "case {case} on {poller}:\n{out}\nhost log:\n{}",
-            wsgi.server.log()
+            bridge.server.log()
         );
     }
     // The room route too.
-    let out = run_client(wsgi.server.port, "/api/ws/room", &["broadcast"]);
+    let out = run_client(bridge.server.port, "/api/ws/room", &["broadcast"]);
     assert!(out.lines().any(|l| l == "broadcast ok"), "{out}");
 }
 
@@ -98,8 +98,8 @@ fn echo_then_close(c: &mut Client) {
 }
 
 fn the_subprotocol_is_chosen_in_the_101(poller: &str) {
-    let wsgi = fastapi(poller, "/api", &[]);
-    let mut c = wsgi.server.connect();
+    let bridge = fastapi(poller, "/api", &[]);
+    let mut c = bridge.server.connect();
     let r = c.request(&handshake(
         "/api/ws",
         &["Sec-WebSocket-Protocol: superchat, chat"],
@@ -115,12 +115,12 @@ fn the_subprotocol_is_chosen_in_the_101(poller: &str) {
     echo_then_close(&mut c);
     // The application heard the client's close code.
     assert!(
-        wait_seen(&wsgi, "/api/seen", "ws disconnect 1000"),
+        wait_seen(&bridge, "/api/seen", "ws disconnect 1000"),
         "{}",
-        wsgi.server.log()
+        bridge.server.log()
     );
     // Offered none: none chosen.
-    let mut c = wsgi.server.connect();
+    let mut c = bridge.server.connect();
     let r = c.request(&handshake("/api/ws", &[]));
     assert_eq!(r.status, 101, "{r:?}");
     assert_eq!(r.header("Sec-WebSocket-Protocol"), None, "{r:?}");
@@ -128,8 +128,8 @@ fn the_subprotocol_is_chosen_in_the_101(poller: &str) {
 }
 
 fn the_app_closes_with_its_code_and_reason(poller: &str) {
-    let wsgi = fastapi(poller, "/api", &[]);
-    let mut c = wsgi.server.connect();
+    let bridge = fastapi(poller, "/api", &[]);
+    let mut c = bridge.server.connect();
     let r = c.request(&handshake("/api/ws/bye", &[]));
     assert_eq!(r.status, 101, "{r:?}");
     assert_eq!(
@@ -156,30 +156,30 @@ fn refused(server: &Server, path: &str, status: u16, body: &str) -> crate::clien
 }
 
 fn a_refusal_before_accepting_is_403_and_a_denial_its_own_answer(poller: &str) {
-    let wsgi = fastapi(poller, "/api", &[]);
-    let r = wsgi
+    let bridge = fastapi(poller, "/api", &[]);
+    let r = bridge
         .server
         .connect()
         .request(&handshake("/api/ws/refuse", &[]));
     assert_eq!(r.status, 403, "{r:?}");
     refused(
-        &wsgi.server,
+        &bridge.server,
         "/api/ws/deny",
         401,
         "no entry without a token",
     );
-    assert_eq!(wsgi.server.get("/api/hello").text(), "Hello World!");
-    drop(wsgi);
-    let wsgi = pure(poller, "application", "/pure");
-    let r = wsgi
+    assert_eq!(bridge.server.get("/api/hello").text(), "Hello World!");
+    drop(bridge);
+    let bridge = pure(poller, "application", "/pure");
+    let r = bridge
         .server
         .connect()
         .request(&handshake("/pure/refuse", &[]));
     assert_eq!(r.status, 403, "{r:?}");
-    let r = refused(&wsgi.server, "/pure/deny", 401, "denied by hand");
+    let r = refused(&bridge.server, "/pure/deny", 401, "denied by hand");
     assert_eq!(r.header("X-Denied"), Some("yes"), "{r:?}");
     // Accepted, the plain application echoes.
-    let mut c = wsgi.server.connect();
+    let mut c = bridge.server.connect();
     assert_eq!(c.request(&handshake("/pure/echo", &[])).status, 101);
     echo_then_close(&mut c);
 }

@@ -5,8 +5,8 @@
 //! request, the lost request has an access-log line with status 502, and a
 //! new worker serves Python again.
 
+use crate::bridge::{config, test_apps};
 use crate::harness::{wait_until, Server};
-use crate::wsgi::{config, test_apps};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ const RESPAWN: Duration = Duration::from_secs(30);
 fn an_abort_in_a_python_request_costs_only_its_worker(poller: &str) {
     let (_config, path) = config("crash:application", &test_apps(), "/py", "");
     let server = Server::launch(poller)
-        .apps(&["wsgi", "demo"])
+        .apps(&["python", "demo"])
         .default_worker_mode()
         .access_log()
         .args(&[
@@ -52,7 +52,7 @@ fn an_abort_in_a_python_request_costs_only_its_worker(poller: &str) {
     // Closed unanswered: the process died with the request.
     conn.assert_closed();
     let line = "was killed by signal 6 (SIGABRT); in flight: 1 request(s): \
-                wsgi GET /py/abort (blocking pool)";
+                python GET /py/abort (blocking pool)";
     assert!(
         server.wait_log(&[line]),
         "no line {line:?}:\n{}",
@@ -71,7 +71,7 @@ fn an_abort_in_a_python_request_costs_only_its_worker(poller: &str) {
         "no new Python worker answered: {}",
         server.log()
     );
-    let lost = "\"GET /py/abort HTTP/1.1\" 502 0 \"-\" \"-\" app=wsgi gen=-";
+    let lost = "\"GET /py/abort HTTP/1.1\" 502 0 \"-\" \"-\" app=python gen=-";
     assert!(
         server.wait_access_log(&[lost]),
         "no line {lost:?} in the access log:\n{}",

@@ -1,5 +1,5 @@
 //! The plugins the harness installs, by short name: this workspace's
-//! `wsgi`, and the main workspace's `demo` (a native app served beside it),
+//! `python` (the bridge), and the main workspace's `demo` (a native app served beside it),
 //! built once per test process together with the `stoa` binary the harness
 //! runs (`CARGO_BIN_EXE_stoa`, set by build.rs to the main workspace's
 //! target directory).
@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 /// The apps `Server::samples` would start (unused here: every test names
 /// its apps).
-pub const SAMPLE_APPS: &[&str] = &["wsgi"];
+pub const SAMPLE_APPS: &[&str] = &["python"];
 
 /// The plugins' `.so` paths by short name, built on first use.
 pub fn plugins() -> &'static HashMap<&'static str, PathBuf> {
@@ -33,8 +33,8 @@ pub fn plugins() -> &'static HashMap<&'static str, PathBuf> {
         let main_args = ["-p", "stoa", "-p", "demo", "--target-dir", "target"];
         let main = build(&root, &[&main_args[..], profile].concat());
         found.insert("demo", so_of(&main, "demo"));
-        let wsgi = build(here, &[&["--lib"][..], profile].concat());
-        found.insert("wsgi", so_of(&wsgi, "stoa_wsgi"));
+        let bridge = build(here, &[&["--lib"][..], profile].concat());
+        found.insert("python", so_of(&bridge, "stoa_python"));
         found
     })
 }

@@ -100,7 +100,7 @@ impl Exchange {
 }
 
 /// The `start_response` callable of one request.
-#[pyclass(module = "stoa_wsgi")]
+#[pyclass(module = "stoa_python")]
 pub struct StartResponse {
     pub exchange: Shared,
 }
@@ -151,7 +151,7 @@ fn reraise(py: Python<'_>, info: &Bound<'_, PyAny>) -> PyErr {
 
 /// The `write()` callable `start_response` returns (PEP 3333's imperative
 /// body, for older frameworks).
-#[pyclass(module = "stoa_wsgi")]
+#[pyclass(module = "stoa_python")]
 pub struct Write {
     exchange: Shared,
 }

@@ -4,14 +4,14 @@
 //! echoes.
 
 use crate::asgi_host::fastapi;
-use crate::wsgi::{curl_json, https_port, tls_args, tls_fixture};
+use crate::bridge::{curl_json, https_port, tls_args, tls_fixture};
 use std::process::Command;
 
 fn https_and_wss_reach_the_asgi_application(poller: &str) {
     let args = tls_args();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let wsgi = fastapi(poller, "/api", &args);
-    let port = https_port(&wsgi.server);
+    let bridge = fastapi(poller, "/api", &args);
+    let port = https_port(&bridge.server);
     let scope = curl_json(port, "/api/scope", &[]);
     assert_eq!(scope["scheme"], "https", "{scope}");
     assert_eq!(scope["path"], "/api/scope", "{scope}");
@@ -39,7 +39,7 @@ fn https_and_wss_reach_the_asgi_application(poller: &str) {
     assert!(
         text.lines().any(|l| l == "echo ok"),
         "{text}\nhost log:\n{}",
-        wsgi.server.log()
+        bridge.server.log()
     );
 }
 

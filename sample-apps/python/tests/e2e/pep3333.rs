@@ -2,17 +2,17 @@
 //! (tests/python/pep3333.py) behind wsgiref.validate's checker and
 //! Python warnings turned into errors: a warning fails the request.
 
-use crate::client::{get, request, with_body, Response};
-use crate::wsgi::{
-    curl_json, https_port, json, require_python, test_apps, tls_args, tls_fixture, Wsgi,
+use crate::bridge::{
+    curl_json, https_port, json, require_python, test_apps, tls_args, tls_fixture, Bridge,
 };
+use crate::client::{get, request, with_body, Response};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-fn start(poller: &str, args: &[&str]) -> Wsgi {
+fn start(poller: &str, args: &[&str]) -> Bridge {
     require_python(&["wsgiref.validate"]);
-    Wsgi::start(poller, "pep3333:application", &test_apps(), "/pep", args)
+    Bridge::start(poller, "pep3333:application", &test_apps(), "/pep", args)
 }
 
 fn ok(r: &Response) -> &Response {
@@ -21,8 +21,8 @@ fn ok(r: &Response) -> &Response {
 }
 
 fn environ_and_input(poller: &str) {
-    let wsgi = start(poller, &[]);
-    let mut c = wsgi.server.connect();
+    let bridge = start(poller, &[]);
+    let mut c = bridge.server.connect();
     // One keep-alive connection for every request.
     let r = c.request(&request(
         "GET",
@@ -45,7 +45,7 @@ fn environ_and_input(poller: &str) {
     assert_eq!(env["path_bytes"], serde_json::json!(raw));
     assert_eq!(env["QUERY_STRING"], "q=a%20b&r=1");
     assert_eq!(env["SERVER_NAME"], "127.0.0.1");
-    assert_eq!(env["SERVER_PORT"], wsgi.server.port.to_string());
+    assert_eq!(env["SERVER_PORT"], bridge.server.port.to_string());
     assert_eq!(env["SERVER_PROTOCOL"], "HTTP/1.1");
     assert_eq!(env["REMOTE_ADDR"], "127.0.0.1");
     assert_eq!(env["HTTP_HOST"], "localhost");
@@ -100,8 +100,8 @@ fn environ_and_input(poller: &str) {
 }
 
 fn responses(poller: &str) {
-    let wsgi = start(poller, &[]);
-    let server = &wsgi.server;
+    let bridge = start(poller, &[]);
+    let server = &bridge.server;
     let r = server.get("/pep/write");
     assert_eq!(ok(&r).text(), "written,iterated");
 
@@ -143,8 +143,8 @@ fn responses(poller: &str) {
 /// one arrives while the generator waits for another request; a one-item
 /// list is answered whole, with its length.
 fn iterables_stream_chunk_by_chunk(poller: &str) {
-    let wsgi = start(poller, &[]);
-    let server = &wsgi.server;
+    let bridge = start(poller, &[]);
+    let server = &bridge.server;
     let mut s = TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(5)))
         .expect("timeout");
@@ -191,8 +191,8 @@ fn read_until(s: &mut TcpStream, seen: &mut Vec<u8>, needle: &[u8]) -> bool {
 }
 
 fn failures_are_500_with_a_traceback(poller: &str) {
-    let wsgi = start(poller, &[]);
-    let server = &wsgi.server;
+    let bridge = start(poller, &[]);
+    let server = &bridge.server;
     let cases = [
         ("/pep/raise", "RuntimeError: boom from the pep3333 app"),
         ("/pep/raw/bad-status", "is not a three-digit code"),
@@ -234,15 +234,15 @@ fn failures_are_500_with_a_traceback(poller: &str) {
 
 fn url_scheme_from_trusted_proxies_only(poller: &str) {
     let forwarded = ["X-Forwarded-Proto: https"];
-    let wsgi = start(poller, &[]);
-    let r = wsgi
+    let bridge = start(poller, &[]);
+    let r = bridge
         .server
         .connect()
         .request(&request("GET", "/pep/environ", &forwarded));
     assert_eq!(json(&ok(&r).body)["wsgi.url_scheme"], "http");
-    drop(wsgi);
-    let wsgi = start(poller, &["--trusted-proxy", "127.0.0.1/32"]);
-    let r = wsgi
+    drop(bridge);
+    let bridge = start(poller, &["--trusted-proxy", "127.0.0.1/32"]);
+    let r = bridge
         .server
         .connect()
         .request(&request("GET", "/pep/environ", &forwarded));
@@ -255,8 +255,8 @@ fn url_scheme_from_trusted_proxies_only(poller: &str) {
 fn tls_keys_over_https(poller: &str) {
     let args = tls_args();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let wsgi = start(poller, &args);
-    let server = &wsgi.server;
+    let bridge = start(poller, &args);
+    let server = &bridge.server;
     let port = https_port(server);
     let curl = |extra: &[&str]| curl_json(port, "/pep/environ", extra);
     let env = curl(&[]);
@@ -298,8 +298,8 @@ matrix!(
 );
 
 /// The server's peak RSS (VmHWM), KiB.
-fn peak_kib(wsgi: &Wsgi) -> u64 {
-    let text = std::fs::read_to_string(format!("/proc/{}/status", wsgi.server.pid()))
+fn peak_kib(bridge: &Bridge) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{}/status", bridge.server.pid()))
         .expect("read the server's /proc status");
     text.lines()
         .find_map(|l| l.strip_prefix("VmHWM:"))
@@ -311,18 +311,18 @@ fn peak_kib(wsgi: &Wsgi) -> u64 {
 /// would be refused), streams into wsgi.input: the application reads it
 /// 64 KiB at a time, and the process holds a window of it, not the body.
 fn a_large_upload_is_read_piecewise_with_bounded_memory(poller: &str) {
-    let wsgi = start(poller, &[]);
+    let bridge = start(poller, &[]);
     // Warm up: the idle peak includes the route's first use.
-    let r = wsgi.server.connect().request(&with_body(
+    let r = bridge.server.connect().request(&with_body(
         "POST",
         "/pep/upload",
         &["Content-Length: 3"],
         b"abc",
     ));
     assert_eq!(json(&ok(&r).body)["bytes"], 3);
-    let idle = peak_kib(&wsgi);
+    let idle = peak_kib(&bridge);
     let size: usize = 64 << 20;
-    let mut stream = TcpStream::connect(("127.0.0.1", wsgi.server.port)).expect("connect");
+    let mut stream = TcpStream::connect(("127.0.0.1", bridge.server.port)).expect("connect");
     stream
         .set_read_timeout(Some(Duration::from_secs(60)))
         .expect("a read timeout");
@@ -335,7 +335,7 @@ fn a_large_upload_is_read_piecewise_with_bounded_memory(poller: &str) {
     let mut answer = Vec::new();
     stream.read_to_end(&mut answer).expect("read the answer");
     let answer = String::from_utf8_lossy(&answer).into_owned();
-    let peak = peak_kib(&wsgi);
+    let peak = peak_kib(&bridge);
     assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
     // The one JSON chunk of the (chunked) body.
     let body = match (answer.find('{'), answer.rfind('}')) {
@@ -361,8 +361,8 @@ fn a_large_upload_is_read_piecewise_with_bounded_memory(poller: &str) {
 /// time), and the environ says so (`wsgi.multiprocess`).
 #[test]
 fn two_worker_processes_run_two_python_requests_at_once() {
-    let wsgi = start("epoll", &["--worker-mode", "process", "--workers", "2"]);
-    let port = wsgi.server.port;
+    let bridge = start("epoll", &["--worker-mode", "process", "--workers", "2"]);
+    let port = bridge.server.port;
     let mut seen = std::collections::HashMap::new();
     // Two slow requests at a time until both workers have answered one
     // together (a connection goes to whichever worker accepts first).

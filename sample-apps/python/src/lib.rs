@@ -4,16 +4,16 @@
 //! side by side in the process's one interpreter, each at its own mount.
 //!
 //! ```toml
-//! [apps.wsgi]
+//! [apps.python]
 //! mount = "/"
 //!
-//! [apps.wsgi.settings]
+//! [apps.python.settings]
 //! module = "mysite.wsgi:application"   # "package.module:callable"
 //! interface = "wsgi"                   # or "asgi"
 //! python_path = ["/srv/mysite"]        # put in front of sys.path
 //! ```
 //!
-//! or several applications, `[[apps.wsgi.settings.apps]]` tables each
+//! or several applications, `[[apps.python.settings.apps]]` tables each
 //! with a `mount` under the bridge's (see `settings.rs`).
 //!
 //! `wsgi.url_scheme` (ASGI's `scheme`) and `REMOTE_ADDR` (`client`) follow
@@ -31,7 +31,8 @@
 //! thread (`asgi/`), without a thread per request. The
 //! interpreter is one per process, shared by every generation of this
 //! plugin (see `python.rs`): a change to the Python code needs a re-exec
-//! of the host, not a plugin replace. The app's name is `wsgi`.
+//! of the host, not a plugin replace. The app's name is `python` (formerly
+//! `wsgi`, which configurations may still say).
 
 #![deny(unsafe_code)]
 
@@ -53,17 +54,17 @@ pub use settings::BridgeSettings;
 use stoa_app_api::{App, Context, Request, Responder, Response};
 
 /// The app: the loaded Python applications.
-pub struct WsgiApp {
+pub struct PythonApp {
     apps: Vec<Mounted>,
 }
 
-impl WsgiApp {
+impl PythonApp {
     /// Reads the settings and imports the applications (an ASGI one's
     /// lifespan startup included); an error (a bad setting, an exception
     /// at import, a failed startup) refuses the app.
-    pub fn new(context: &Context) -> Result<WsgiApp, String> {
+    pub fn new(context: &Context) -> Result<PythonApp, String> {
         let settings = BridgeSettings::read(context.settings()).map_err(|e| e.to_string())?;
-        Ok(WsgiApp {
+        Ok(PythonApp {
             apps: mounted::load(&settings)?,
         })
     }
@@ -73,7 +74,7 @@ impl WsgiApp {
     }
 }
 
-impl App for WsgiApp {
+impl App for PythonApp {
     /// WSGI code may block anywhere: its requests go to the pool. An ASGI
     /// request is only handed to the ASGI loop.
     fn blocks(&self, request: &Request<'_>) -> bool {
@@ -141,8 +142,12 @@ fn serve_wsgi(wsgi: &wsgi::Wsgi, request: &Request<'_>, responder: Responder) {
     );
 }
 
+// Named `wsgi` until it served ASGI too: a configuration that still says
+// `[apps.wsgi]` or `--mount wsgi=` configures it. Its default mount stays
+// where it was, so such a configuration serves at the same place.
 stoa_app_api::export_app! {
-    name: "wsgi",
+    name: "python",
+    formerly: ["wsgi"],
     mount: "/wsgi",
-    try_new: WsgiApp::new,
+    try_new: PythonApp::new,
 }

@@ -1,12 +1,12 @@
 //! Several Python applications in one bridge, each at its own mount
-//! (`[[apps.wsgi.settings.apps]]`): Django through its asgi.py, FastAPI
+//! (`[[apps.python.settings.apps]]`): Django through its asgi.py, FastAPI
 //! and a WSGI callable side by side with a native app; the longest mount
 //! wins, "" takes what no other matches, and the bridge's own mount comes
 //! first in root_path.
 
 use crate::asgi_host::{several_apps, start_text, Entry};
+use crate::bridge::{json, require_python};
 use crate::client::get;
-use crate::wsgi::{json, require_python};
 
 fn django_fastapi_and_wsgi_side_by_side(poller: &str) {
     require_python(&["django", "fastapi"]);
@@ -30,8 +30,8 @@ fn django_fastapi_and_wsgi_side_by_side(poller: &str) {
             },
         ],
     );
-    let wsgi = start_text(poller, &text, &[]);
-    let server = &wsgi.server;
+    let bridge = start_text(poller, &text, &[]);
+    let server = &bridge.server;
     let mut c = server.connect();
     for _ in 0..3 {
         // Django's URLconf sees /hello/ under its root_path.
@@ -75,8 +75,8 @@ fn the_longest_mount_wins_under_the_bridge_mount(poller: &str) {
             },
         ],
     );
-    let wsgi = start_text(poller, &text, &[]);
-    let server = &wsgi.server;
+    let bridge = start_text(poller, &text, &[]);
+    let server = &bridge.server;
     let r = server.get("/py/api/scope");
     assert_eq!(r.status, 200, "{r:?}");
     let s = json(&r.body);

@@ -7,14 +7,14 @@
 //! `http.response.pathsend`.
 
 use crate::asgi_host::{fastapi, pure, wait_seen};
+use crate::bridge::{json, test_apps};
 use crate::client::{get, request, with_body};
-use crate::wsgi::{json, test_apps};
 use serde_json::json;
 
 fn fastapi_answers_its_routes(poller: &str) {
-    let wsgi = fastapi(poller, "/api", &[]);
+    let bridge = fastapi(poller, "/api", &[]);
     // One keep-alive connection for every request.
-    let mut c = wsgi.server.connect();
+    let mut c = bridge.server.connect();
     let r = c.request(&get("/api/hello"));
     assert_eq!((r.status, r.text()), (200, "Hello World!"), "{r:?}");
     assert_eq!(r.header("Content-Type"), Some("text/plain; charset=utf-8"));
@@ -67,8 +67,8 @@ fn fastapi_answers_its_routes(poller: &str) {
 }
 
 fn the_scope_says_what_the_request_was(poller: &str) {
-    let wsgi = fastapi(poller, "/api", &[]);
-    let server = &wsgi.server;
+    let bridge = fastapi(poller, "/api", &[]);
+    let server = &bridge.server;
     let mut c = server.connect();
     let r = c.request(&request(
         "GET",
@@ -126,15 +126,15 @@ fn the_scope_says_what_the_request_was(poller: &str) {
 
 fn scheme_is_https_only_from_a_trusted_proxy(poller: &str) {
     let forwarded = ["X-Forwarded-Proto: https"];
-    let wsgi = fastapi(poller, "/api", &[]);
-    let r = wsgi
+    let bridge = fastapi(poller, "/api", &[]);
+    let r = bridge
         .server
         .connect()
         .request(&request("GET", "/api/scope", &forwarded));
     assert_eq!(json(&r.body)["scheme"], "http", "{r:?}");
-    drop(wsgi);
-    let wsgi = fastapi(poller, "/api", &["--trusted-proxy", "127.0.0.1/32"]);
-    let r = wsgi
+    drop(bridge);
+    let bridge = fastapi(poller, "/api", &["--trusted-proxy", "127.0.0.1/32"]);
+    let r = bridge
         .server
         .connect()
         .request(&request("GET", "/api/scope", &forwarded));
@@ -142,14 +142,14 @@ fn scheme_is_https_only_from_a_trusted_proxy(poller: &str) {
 }
 
 fn lifespan_state_reaches_the_routes(poller: &str) {
-    let wsgi = fastapi(poller, "/api", &[]);
+    let bridge = fastapi(poller, "/api", &[]);
     // Startup ran before the app served.
     assert!(
-        wsgi.server.log_contains("fastapp lifespan startup"),
+        bridge.server.log_contains("fastapp lifespan startup"),
         "{}",
-        wsgi.server.log()
+        bridge.server.log()
     );
-    let r = wsgi.server.get("/api/state");
+    let r = bridge.server.get("/api/state");
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(
         json(&r.body),
@@ -157,9 +157,9 @@ fn lifespan_state_reaches_the_routes(poller: &str) {
     );
     // Each request has a copy of the state: what one adds, the next
     // does not see.
-    let r = wsgi.server.get("/api/state?scribble=x");
+    let r = bridge.server.get("/api/state?scribble=x");
     assert_eq!(json(&r.body)["started"], "yes", "{r:?}");
-    let s = json(&wsgi.server.get("/api/scope").body);
+    let s = json(&bridge.server.get("/api/scope").body);
     assert_eq!(s["state"], json!(["greeting", "started"]));
 }
 
@@ -168,8 +168,8 @@ fn lifespan_state_reaches_the_routes(poller: &str) {
 /// without `more_body`; after a whole response receive() says
 /// `http.disconnect`; pathsend sends the file.
 fn the_receive_messages_and_pathsend(poller: &str) {
-    let wsgi = pure(poller, "application", "/pure");
-    let mut c = wsgi.server.connect();
+    let bridge = pure(poller, "application", "/pure");
+    let mut c = bridge.server.connect();
     let r = c.request(&get("/pure/hello"));
     assert_eq!((r.status, r.text()), (200, "pure hello"), "{r:?}");
 
@@ -204,9 +204,9 @@ fn the_receive_messages_and_pathsend(poller: &str) {
     let r = c.request(&get("/pure/after-response"));
     assert_eq!(r.text(), "answered");
     assert!(
-        wait_seen(&wsgi, "/pure/seen", "after-response http.disconnect"),
+        wait_seen(&bridge, "/pure/seen", "after-response http.disconnect"),
         "{}",
-        wsgi.server.log()
+        bridge.server.log()
     );
 
     let r = c.request(&get("/pure/pathsend"));

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 /// body the host read whole, or over a body streamed to it (`pipe`): then
 /// `body` holds what has come and not been read, at most a piece more than
 /// asked for, and a read waits for pieces with the interpreter released.
-#[pyclass(module = "stoa_wsgi")]
+#[pyclass(module = "stoa_python")]
 pub struct Input {
     body: Vec<u8>,
     at: usize,
@@ -171,7 +171,7 @@ pub const LINE_CAP: usize = 8 * 1024;
 /// `wsgi.errors`: text written here reaches the host's log, a line at a
 /// time, as warnings of the app. Each write is looked at once (the partial
 /// line kept is never rescanned), and a line is cut at [`LINE_CAP`] bytes.
-#[pyclass(module = "stoa_wsgi")]
+#[pyclass(module = "stoa_python")]
 pub struct Errors {
     pending: Mutex<Lines>,
 }

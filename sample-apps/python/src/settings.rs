@@ -1,4 +1,4 @@
-//! The app's `[apps.wsgi.settings]`: which Python applications to serve,
+//! The app's `[apps.python.settings]`: which Python applications to serve,
 //! through which interface, at which mount, and where Python finds them.
 //! (Which peers may set the scheme and the client address through
 //! `X-Forwarded-Proto`/`-For` is the host's `--trusted-proxy`: the
@@ -6,7 +6,7 @@
 //!
 //! One application: `module`, `interface`, `lifespan` and `python_path`
 //! at the top. Several, side by side in the one interpreter: an array of
-//! tables `[[apps.wsgi.settings.apps]]`, each with its `mount` under the
+//! tables `[[apps.python.settings.apps]]`, each with its `mount` under the
 //! bridge's own and the same keys; a top-level `python_path` is shared.
 
 use stoa_app_api::{Settings, SettingsError};
@@ -66,7 +66,7 @@ pub struct BridgeSettings {
 
 /// The keys of the top level when it names one application.
 const KNOWN: &[&str] = &["module", "interface", "lifespan", "python_path", "apps"];
-/// The keys of one `[[apps.wsgi.settings.apps]]` entry.
+/// The keys of one `[[apps.python.settings.apps]]` entry.
 const ENTRY_KNOWN: &[&str] = &["mount", "module", "interface", "lifespan", "python_path"];
 
 impl BridgeSettings {
@@ -79,7 +79,7 @@ impl BridgeSettings {
                 if settings.get_str("module")?.is_some() {
                     return Err(SettingsError(
                         "settings `module` and `apps` exclude each other: one application at \
-                         the top, or several in [[apps.wsgi.settings.apps]]"
+                         the top, or several in [[apps.python.settings.apps]]"
                             .to_string(),
                     ));
                 }
@@ -133,13 +133,13 @@ fn entries(settings: &Settings) -> Result<Option<Vec<serde_json::Value>>, Settin
         Some(serde_json::Value::Array(list)) if !list.is_empty() => {
             if let Some(i) = list.iter().position(|e| !e.is_object()) {
                 return Err(SettingsError(format!(
-                    "setting `apps[{i}]` must be a table ([[apps.wsgi.settings.apps]])"
+                    "setting `apps[{i}]` must be a table ([[apps.python.settings.apps]])"
                 )));
             }
             Ok(Some(list.clone()))
         }
         Some(_) => Err(SettingsError(
-            "setting `apps` must be a non-empty array of tables ([[apps.wsgi.settings.apps]])"
+            "setting `apps` must be a non-empty array of tables ([[apps.python.settings.apps]])"
                 .to_string(),
         )),
     }

@@ -7,9 +7,9 @@
 //! refused naming the setting.
 
 use crate::asgi_host::{fastapi, one_app, start_text, wait_seen};
+use crate::bridge::{json, require_python, Bridge};
 use crate::client::get;
 use crate::loading::install_a_new_generation;
-use crate::wsgi::{json, require_python, Wsgi};
 use rustix::process::Signal;
 use std::time::Duration;
 
@@ -18,8 +18,8 @@ use std::time::Duration;
 /// loop (its retire does not hang), and the new one serves, client-gone
 /// notices included.
 fn a_hot_replace_runs_a_new_loop_and_retires_the_old(poller: &str) {
-    let wsgi = fastapi(poller, "/api", &[]);
-    let server = &wsgi.server;
+    let bridge = fastapi(poller, "/api", &[]);
+    let server = &bridge.server;
     assert_eq!(server.get("/api/hello").text(), "Hello World!");
     install_a_new_generation(server);
     assert_eq!(
@@ -44,13 +44,13 @@ fn a_hot_replace_runs_a_new_loop_and_retires_the_old(poller: &str) {
     let mut c = server.connect();
     c.send(&get("/api/wait-disconnect?tag=g2"));
     assert!(
-        wait_seen(&wsgi, "/api/seen", "waiting g2"),
+        wait_seen(&bridge, "/api/seen", "waiting g2"),
         "{}",
         server.log()
     );
     drop(c);
     assert!(
-        wait_seen(&wsgi, "/api/seen", "disconnected g2"),
+        wait_seen(&bridge, "/api/seen", "disconnected g2"),
         "{}",
         server.log()
     );
@@ -62,33 +62,33 @@ fn a_hot_replace_runs_a_new_loop_and_retires_the_old(poller: &str) {
 }
 
 fn shutdown_runs_when_the_host_stops(poller: &str) {
-    let mut wsgi = fastapi(poller, "/api", &[]);
-    assert_eq!(wsgi.server.get("/api/hello").text(), "Hello World!");
-    wsgi.server.signal(Signal::TERM);
-    let exit = wsgi.server.wait_exit(Duration::from_secs(15));
+    let mut bridge = fastapi(poller, "/api", &[]);
+    assert_eq!(bridge.server.get("/api/hello").text(), "Hello World!");
+    bridge.server.signal(Signal::TERM);
+    let exit = bridge.server.wait_exit(Duration::from_secs(15));
     assert_eq!(
         exit.and_then(|e| e.code()),
         Some(0),
         "{}",
-        wsgi.server.log()
+        bridge.server.log()
     );
     assert!(
-        wsgi.server.log_contains("fastapp lifespan shutdown"),
+        bridge.server.log_contains("fastapp lifespan shutdown"),
         "{}",
-        wsgi.server.log()
+        bridge.server.log()
     );
 }
 
 /// A host with `optional = true` serving `text`'s application at `/py`,
 /// expected to refuse it: the log has a line with
-/// `app wsgi failed to initialise` and `names` ("" for any), and a line (the same or
+/// `app python failed to initialise` and `names` ("" for any), and a line (the same or
 /// one of a traceback) with `message`; the native app answers, and
 /// nothing at `/py`.
-fn refused(poller: &str, text: &str, names: &str, message: &str) -> Wsgi {
-    let wsgi = start_text(poller, text, &[]);
-    let server = &wsgi.server;
+fn refused(poller: &str, text: &str, names: &str, message: &str) -> Bridge {
+    let bridge = start_text(poller, text, &[]);
+    let server = &bridge.server;
     assert!(
-        server.wait_log(&["app wsgi failed to initialise", names]),
+        server.wait_log(&["app python failed to initialise", names]),
         "no refusal naming {names:?}:\n{}",
         server.log()
     );
@@ -99,7 +99,7 @@ fn refused(poller: &str, text: &str, names: &str, message: &str) -> Wsgi {
     );
     assert_eq!(server.get("/demo/justnow/").status, 200);
     assert_eq!(server.get("/py/hello").status, 404);
-    wsgi
+    bridge
 }
 
 /// `module` as an ASGI app at `/py` with the `settings` lines, optional.
@@ -125,12 +125,12 @@ fn lifespan_on_refuses_an_app_without_one_and_auto_serves_it(poller: &str) {
         "pureasgi does not handle lifespan",
     );
     for setting in ["lifespan = \"auto\"", "lifespan = \"off\""] {
-        let wsgi = start_text(
+        let bridge = start_text(
             poller,
             &one_app("/py", "pureasgi:application", "", setting),
             &[],
         );
-        let r = wsgi.server.get("/py/hello");
+        let r = bridge.server.get("/py/hello");
         assert_eq!(
             (r.status, r.text()),
             (200, "pure hello"),
@@ -139,8 +139,8 @@ fn lifespan_on_refuses_an_app_without_one_and_auto_serves_it(poller: &str) {
     }
     // One that supports it is served with "on".
     let text = one_app("/py", "pureasgi:strict", "", "lifespan = \"on\"");
-    let wsgi = start_text(poller, &text, &[]);
-    assert_eq!(wsgi.server.get("/py/hello").text(), "pure hello");
+    let bridge = start_text(poller, &text, &[]);
+    assert_eq!(bridge.server.get("/py/hello").text(), "pure hello");
 }
 
 fn a_callable_of_the_other_interface_is_refused_naming_it(poller: &str) {
@@ -156,12 +156,12 @@ fn a_callable_of_the_other_interface_is_refused_naming_it(poller: &str) {
 /// In process mode each worker process starts its own interpreter, loop
 /// and lifespan.
 fn each_worker_process_has_its_loop_and_lifespan(poller: &str) {
-    let wsgi = fastapi(
+    let bridge = fastapi(
         poller,
         "/api",
         &["--worker-mode", "process", "--workers", "2"],
     );
-    let server = &wsgi.server;
+    let server = &bridge.server;
     let loops = server.wait_lines(&["ASGI event loop: "], 2);
     assert_eq!(loops.len(), 2, "{}", server.log());
     let startups = server.wait_lines(&["fastapp lifespan startup"], 2);

@@ -1,14 +1,14 @@
 //! Starting a host whose bridge serves ASGI applications: the
 //! configuration file (one application with `interface = "asgi"`, or
-//! several side by side under `[[apps.wsgi.settings.apps]]`), and what the
+//! several side by side under `[[apps.python.settings.apps]]`), and what the
 //! tests read back from it: the host's memory, the test applications'
 //! record of what they saw, a de-chunked body.
 
+use crate::bridge::{django_project, json, require_python, test_apps, Bridge};
 use crate::harness::{wait_until, TempDir, WAIT};
-use crate::wsgi::{django_project, json, require_python, test_apps, Wsgi};
 use std::path::PathBuf;
 
-/// One Python application of a `[[apps.wsgi.settings.apps]]` list.
+/// One Python application of a `[[apps.python.settings.apps]]` list.
 pub struct Entry<'a> {
     pub mount: &'a str,
     pub module: &'a str,
@@ -31,12 +31,12 @@ fn python_path() -> String {
     format!("[{}]", items.join(", "))
 }
 
-/// `[apps.wsgi]` at `mount` (with the `host` lines in it) serving
+/// `[apps.python]` at `mount` (with the `host` lines in it) serving
 /// `module` as an ASGI application (with the `settings` lines in its
 /// settings).
 pub fn one_app(mount: &str, module: &str, host: &str, settings: &str) -> String {
     format!(
-        "[apps.wsgi]\nmount = {}\n{host}\n[apps.wsgi.settings]\nmodule = {}\n\
+        "[apps.python]\nmount = {}\n{host}\n[apps.python.settings]\nmodule = {}\n\
          interface = \"asgi\"\npython_path = {}\n{settings}\n",
         quoted(mount),
         quoted(module),
@@ -44,16 +44,16 @@ pub fn one_app(mount: &str, module: &str, host: &str, settings: &str) -> String 
     )
 }
 
-/// `[apps.wsgi]` at `mount` serving each entry at its own mount under it.
+/// `[apps.python]` at `mount` serving each entry at its own mount under it.
 pub fn several_apps(mount: &str, entries: &[Entry]) -> String {
     let mut text = format!(
-        "[apps.wsgi]\nmount = {}\n[apps.wsgi.settings]\npython_path = {}\n",
+        "[apps.python]\nmount = {}\n[apps.python.settings]\npython_path = {}\n",
         quoted(mount),
         python_path()
     );
     for e in entries {
         text.push_str(&format!(
-            "[[apps.wsgi.settings.apps]]\nmount = {}\nmodule = {}\ninterface = {}\n",
+            "[[apps.python.settings.apps]]\nmount = {}\nmodule = {}\ninterface = {}\n",
             quoted(e.mount),
             quoted(e.module),
             quoted(e.interface)
@@ -64,35 +64,35 @@ pub fn several_apps(mount: &str, entries: &[Entry]) -> String {
 
 /// A host (with the `demo` app beside the bridge) started with this
 /// configuration file and extra flags.
-pub fn start_text(poller: &str, text: &str, args: &[&str]) -> Wsgi {
+pub fn start_text(poller: &str, text: &str, args: &[&str]) -> Bridge {
     let dir = TempDir::new("asgi-config");
     let path = dir.path().join("stoa.toml");
     std::fs::write(&path, text).expect("write the configuration file");
     let path = path.display().to_string();
-    Wsgi::start_with(poller, (dir, path), args)
+    Bridge::start_with(poller, (dir, path), args)
 }
 
 /// The FastAPI test application (`tests/python/fastapp.py`) at `mount`.
-pub fn fastapi(poller: &str, mount: &str, args: &[&str]) -> Wsgi {
+pub fn fastapi(poller: &str, mount: &str, args: &[&str]) -> Bridge {
     fastapi_with(poller, mount, "", args)
 }
 
-/// The same, with extra lines in `[apps.wsgi]` (`app_timeout = "1s"`).
-pub fn fastapi_with(poller: &str, mount: &str, host: &str, args: &[&str]) -> Wsgi {
+/// The same, with extra lines in `[apps.python]` (`app_timeout = "1s"`).
+pub fn fastapi_with(poller: &str, mount: &str, host: &str, args: &[&str]) -> Bridge {
     require_python(&["fastapi"]);
     start_text(poller, &one_app(mount, "fastapp:app", host, ""), args)
 }
 
 /// The framework-less test application (`tests/python/pureasgi.py`,
 /// callable `callable`) at `mount`.
-pub fn pure(poller: &str, callable: &str, mount: &str) -> Wsgi {
+pub fn pure(poller: &str, callable: &str, mount: &str) -> Bridge {
     let module = format!("pureasgi:{callable}");
     start_text(poller, &one_app(mount, &module, "", ""), &[])
 }
 
 /// What the application behind `seen_path` has recorded (its `SEEN`).
-pub fn seen(wsgi: &Wsgi, seen_path: &str) -> Vec<String> {
-    let r = wsgi.server.get(seen_path);
+pub fn seen(bridge: &Bridge, seen_path: &str) -> Vec<String> {
+    let r = bridge.server.get(seen_path);
     assert_eq!(r.status, 200, "{r:?}");
     let list = json(&r.body);
     list.as_array()
@@ -103,13 +103,13 @@ pub fn seen(wsgi: &Wsgi, seen_path: &str) -> Vec<String> {
 }
 
 /// Polls `seen_path` until the application has recorded `what`.
-pub fn wait_seen(wsgi: &Wsgi, seen_path: &str, what: &str) -> bool {
-    wait_until(WAIT, || seen(wsgi, seen_path).iter().any(|s| s == what))
+pub fn wait_seen(bridge: &Bridge, seen_path: &str, what: &str) -> bool {
+    wait_until(WAIT, || seen(bridge, seen_path).iter().any(|s| s == what))
 }
 
 /// A `/proc/PID/status` figure (`VmRSS`, `VmHWM`) of the host, in KiB.
-pub fn rss_kib(wsgi: &Wsgi, field: &str) -> u64 {
-    let text = std::fs::read_to_string(format!("/proc/{}/status", wsgi.server.pid()))
+pub fn rss_kib(bridge: &Bridge, field: &str) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{}/status", bridge.server.pid()))
         .expect("read the host's /proc status");
     text.lines()
         .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))

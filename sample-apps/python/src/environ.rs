@@ -25,7 +25,7 @@ pub fn base(py: Python<'_>) -> PyResult<Py<PyDict>> {
     base.set_item("wsgi.run_once", false)?;
     base.set_item(
         "SERVER_SOFTWARE",
-        concat!("stoa-wsgi/", env!("CARGO_PKG_VERSION")),
+        concat!("stoa-python/", env!("CARGO_PKG_VERSION")),
     )?;
     Ok(base.unbind())
 }

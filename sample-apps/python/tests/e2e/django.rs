@@ -1,18 +1,18 @@
 //! The seed's Django hello project (examples/djangohello, Django from
 //! PyPI) answering through the host.
 
-use crate::wsgi::{django_project, require_python, Wsgi};
+use crate::bridge::{django_project, require_python, Bridge};
 
 fn django_hello(poller: &str) {
     require_python(&["django"]);
-    let wsgi = Wsgi::start(
+    let bridge = Bridge::start(
         poller,
         "djangohello.wsgi:application",
         &django_project(),
         "/",
         &[],
     );
-    let mut c = wsgi.server.connect();
+    let mut c = bridge.server.connect();
     for _ in 0..3 {
         let r = c.request(&crate::client::get("/hello/"));
         assert_eq!((r.status, r.text()), (200, "Hello World!"), "{r:?}");
@@ -26,7 +26,7 @@ fn django_hello(poller: &str) {
     let r = c.request(&crate::client::get("/nothing/"));
     assert_eq!(r.status, 404, "{r:?}");
     // The native app beside it still answers.
-    let r = wsgi.server.get("/demo/justnow/");
+    let r = bridge.server.get("/demo/justnow/");
     assert_eq!(r.status, 200, "{r:?}");
 }
 

@@ -7,11 +7,11 @@
 #[allow(dead_code)] // the main suite's harness: this suite uses part of it
 #[path = "../../../../tests/e2e/harness.rs"]
 mod harness;
+mod bridge;
 #[allow(dead_code)] // the main suite's client: this suite uses part of it
 #[path = "../../../../tests/e2e/client.rs"]
 mod client;
 mod plugins;
-mod wsgi;
 
 mod asgi;
 mod asgi_failures;

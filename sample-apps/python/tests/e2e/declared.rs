@@ -5,18 +5,18 @@
 //! closes so the client sees a short body. And `wsgi.errors` cuts a line
 //! at 8 KiB (written a little at a time, as a loop of prints would).
 
+use crate::bridge::{require_python, test_apps, Bridge};
 use crate::client::get;
-use crate::wsgi::{require_python, test_apps, Wsgi};
 
-fn start(poller: &str) -> Wsgi {
+fn start(poller: &str) -> Bridge {
     require_python(&["wsgiref.validate"]);
-    Wsgi::start(poller, "pep3333:application", &test_apps(), "/pep", &[])
+    Bridge::start(poller, "pep3333:application", &test_apps(), "/pep", &[])
 }
 
 /// The head (lower case) and body of the one response on a connection the
 /// server then closes (the test fails if it stays open).
-fn until_closed(wsgi: &Wsgi, path: &str) -> (String, Vec<u8>) {
-    let mut c = wsgi.server.connect();
+fn until_closed(bridge: &Bridge, path: &str) -> (String, Vec<u8>) {
+    let mut c = bridge.server.connect();
     c.send(&get(path));
     let all = c.read_until_closed();
     let at = all
@@ -28,21 +28,21 @@ fn until_closed(wsgi: &Wsgi, path: &str) -> (String, Vec<u8>) {
 }
 
 /// The chunks the test application has produced so far.
-fn pulled(wsgi: &Wsgi) -> u64 {
-    let r = wsgi.server.get("/pep/raw/pulled");
+fn pulled(bridge: &Bridge) -> u64 {
+    let r = bridge.server.get("/pep/raw/pulled");
     r.text().parse().unwrap_or_else(|_| panic!("{r:?}"))
 }
 
 fn a_declared_content_length_is_held_to(poller: &str) {
-    let wsgi = start(poller);
-    let server = &wsgi.server;
+    let bridge = start(poller);
+    let server = &bridge.server;
     // 10 declared, 100 chunks of 64 KiB produced: 10 bytes, then the end.
-    let before = pulled(&wsgi);
-    let (head, body) = until_closed(&wsgi, "/pep/raw/declared/10/65536/100");
+    let before = pulled(&bridge);
+    let (head, body) = until_closed(&bridge, "/pep/raw/declared/10/65536/100");
     assert!(head.contains("\r\ncontent-length: 10\r\n"), "{head}");
     assert_eq!(body, b"aaaaaaaaaa", "{head}");
     assert!(
-        pulled(&wsgi) - before <= 2,
+        pulled(&bridge) - before <= 2,
         "the iterable was drained past the declared length"
     );
     assert!(
@@ -56,7 +56,7 @@ fn a_declared_content_length_is_held_to(poller: &str) {
 
     // Streamed (over the collect limit): the declared bytes exactly, even
     // when the chunk that passes the length holds some of them.
-    let (head, body) = until_closed(&wsgi, "/pep/raw/declared/100000/30000/4");
+    let (head, body) = until_closed(&bridge, "/pep/raw/declared/100000/30000/4");
     assert!(head.contains("\r\ncontent-length: 100000\r\n"), "{head}");
     assert_eq!(body.len(), 100_000, "{head}");
     assert!(body[90_000..].iter().all(|b| *b == b'd'));
@@ -69,7 +69,7 @@ fn a_declared_content_length_is_held_to(poller: &str) {
         ("/pep/raw/declared/10/4/1", 10, 4),
         ("/pep/raw/declared/100000/30000/2", 100_000, 60_000),
     ] {
-        let (head, body) = until_closed(&wsgi, path);
+        let (head, body) = until_closed(&bridge, path);
         assert!(
             head.contains(&format!("\r\ncontent-length: {declared}\r\n")),
             "{path}: {head}"
@@ -102,8 +102,8 @@ matrix!(a_declared_content_length_is_held_to);
 /// Backend-free: one backend.
 #[test]
 fn wsgi_errors_cuts_a_long_line() {
-    let wsgi = start("epoll");
-    let server = &wsgi.server;
+    let bridge = start("epoll");
+    let server = &bridge.server;
     let r = server.get("/pep/raw/long-error-line");
     assert_eq!((r.status, r.text()), (200, "logged"), "{r:?}");
     assert!(

@@ -5,34 +5,34 @@
 //! cut short), or it blocks the event loop (a warning naming the request).
 
 use crate::asgi_host::{fastapi, fastapi_with, pure, python_has, wait_seen};
+use crate::bridge::Bridge;
 use crate::client::get;
-use crate::wsgi::Wsgi;
 use std::time::{Duration, Instant};
 
 fn a_client_that_leaves_is_seen_by_the_app(poller: &str) {
-    let wsgi = fastapi(poller, "/api", &[]);
-    let mut c = wsgi.server.connect();
+    let bridge = fastapi(poller, "/api", &[]);
+    let mut c = bridge.server.connect();
     c.send(&get("/api/wait-disconnect?tag=d1"));
     assert!(
-        wait_seen(&wsgi, "/api/seen", "waiting d1"),
+        wait_seen(&bridge, "/api/seen", "waiting d1"),
         "{}",
-        wsgi.server.log()
+        bridge.server.log()
     );
     drop(c);
     assert!(
-        wait_seen(&wsgi, "/api/seen", "disconnected d1"),
+        wait_seen(&bridge, "/api/seen", "disconnected d1"),
         "the application never heard the client go:\n{}",
-        wsgi.server.log()
+        bridge.server.log()
     );
     // A task that never asks is cancelled once its client has gone.
-    let mut c = wsgi.server.connect();
+    let mut c = bridge.server.connect();
     c.send(&get("/api/never"));
-    assert!(wait_seen(&wsgi, "/api/seen", "never started"));
+    assert!(wait_seen(&bridge, "/api/seen", "never started"));
     drop(c);
     assert!(
-        wait_seen(&wsgi, "/api/seen", "cancelled"),
+        wait_seen(&bridge, "/api/seen", "cancelled"),
         "the task outlived its client:\n{}",
-        wsgi.server.log()
+        bridge.server.log()
     );
 }
 
@@ -40,61 +40,65 @@ fn a_client_that_leaves_is_seen_by_the_app(poller: &str) {
 /// spec 2.4: an `OSError`, which Starlette turns into its
 /// `ClientDisconnect`), the generator stops, and no error is logged.
 fn a_stream_whose_client_leaves_stops_quietly(poller: &str) {
-    let wsgi = fastapi(poller, "/api", &[]);
-    let mut c = wsgi.server.connect();
+    let bridge = fastapi(poller, "/api", &[]);
+    let mut c = bridge.server.connect();
     c.send(&get("/api/sse-forever?tag=s1"));
     assert!(
-        wait_seen(&wsgi, "/api/seen", "streaming s1"),
+        wait_seen(&bridge, "/api/seen", "streaming s1"),
         "{}",
-        wsgi.server.log()
+        bridge.server.log()
     );
     drop(c);
     assert!(
-        wait_seen(&wsgi, "/api/seen", "stream stopped s1"),
+        wait_seen(&bridge, "/api/seen", "stream stopped s1"),
         "the stream went on after its client left:\n{}",
-        wsgi.server.log()
+        bridge.server.log()
     );
-    let log = wsgi.server.log();
+    let log = bridge.server.log();
     assert!(
         !log.contains("sse-forever?tag=s1: the ASGI application raised")
             && !log.contains("GET /api/sse-forever: the ASGI application raised"),
         "a client leaving a stream is no application error:\n{log}"
     );
-    assert_eq!(wsgi.server.get("/api/hello").text(), "Hello World!");
+    assert_eq!(bridge.server.get("/api/hello").text(), "Hello World!");
 }
 
 fn the_app_deadline_answers_504_and_cancels_the_task(poller: &str) {
-    let wsgi = fastapi_with(poller, "/api", "app_timeout = \"1s\"", &[]);
+    let bridge = fastapi_with(poller, "/api", "app_timeout = \"1s\"", &[]);
     let started = Instant::now();
-    let r = wsgi.server.get("/api/never");
+    let r = bridge.server.get("/api/never");
     let took = started.elapsed();
     assert_eq!(r.status, 504, "{r:?}");
     assert!(took >= Duration::from_millis(900), "504 after {took:?}");
     assert!(
-        wait_seen(&wsgi, "/api/seen", "cancelled"),
+        wait_seen(&bridge, "/api/seen", "cancelled"),
         "the task went on after the 504:\n{}",
-        wsgi.server.log()
+        bridge.server.log()
     );
-    assert_eq!(wsgi.server.get("/api/hello").text(), "Hello World!");
+    assert_eq!(bridge.server.get("/api/hello").text(), "Hello World!");
 }
 
 /// `path` answers 500 and the log has the bridge's line and `message`
 /// (from the traceback).
-fn answers_500_and_logs(wsgi: &Wsgi, path: &str, message: &str) {
-    let r = wsgi.server.get(path);
+fn answers_500_and_logs(bridge: &Bridge, path: &str, message: &str) {
+    let r = bridge.server.get(path);
     assert_eq!(r.status, 500, "{r:?}");
     assert!(
-        wsgi.server.wait_log(&["the ASGI application raised"]),
+        bridge.server.wait_log(&["the ASGI application raised"]),
         "{}",
-        wsgi.server.log()
+        bridge.server.log()
     );
-    assert!(wsgi.server.wait_log(&[message]), "{}", wsgi.server.log());
+    assert!(
+        bridge.server.wait_log(&[message]),
+        "{}",
+        bridge.server.log()
+    );
 }
 
 /// `path` starts a chunked 200 with a first chunk, then the connection
 /// closes without the terminating chunk.
-fn is_cut_short(wsgi: &Wsgi, path: &str) {
-    let mut c = wsgi.server.connect();
+fn is_cut_short(bridge: &Bridge, path: &str) {
+    let mut c = bridge.server.connect();
     c.send(&get(path));
     let raw = c.read_until_closed();
     let text = String::from_utf8_lossy(&raw).into_owned();
@@ -107,27 +111,31 @@ fn is_cut_short(wsgi: &Wsgi, path: &str) {
 /// `app` (its routes under `prefix`, its messages starting with `app`)
 /// raising before its response starts (500, logged) and after (cut
 /// short, logged), then answering on.
-fn raises_before_and_after(wsgi: &Wsgi, prefix: &str, app: &str, hello: &str) {
+fn raises_before_and_after(bridge: &Bridge, prefix: &str, app: &str, hello: &str) {
     let message = format!("{app} raised before the response on purpose");
-    answers_500_and_logs(wsgi, &format!("{prefix}/raise"), &message);
-    is_cut_short(wsgi, &format!("{prefix}/raise-later"));
+    answers_500_and_logs(bridge, &format!("{prefix}/raise"), &message);
+    is_cut_short(bridge, &format!("{prefix}/raise-later"));
     let message = format!("{app} raised after the response started on purpose");
-    assert!(wsgi.server.wait_log(&[&message]), "{}", wsgi.server.log());
-    assert_eq!(wsgi.server.get(&format!("{prefix}/hello")).text(), hello);
+    assert!(
+        bridge.server.wait_log(&[&message]),
+        "{}",
+        bridge.server.log()
+    );
+    assert_eq!(bridge.server.get(&format!("{prefix}/hello")).text(), hello);
 }
 
 fn exceptions_before_and_after_the_response_starts(poller: &str) {
-    let wsgi = fastapi(poller, "/api", &[]);
-    raises_before_and_after(&wsgi, "/api", "fastapp", "Hello World!");
-    drop(wsgi);
+    let bridge = fastapi(poller, "/api", &[]);
+    raises_before_and_after(&bridge, "/api", "fastapp", "Hello World!");
+    drop(bridge);
     // The same with no framework catching anything first.
-    let wsgi = pure(poller, "application", "/pure");
-    raises_before_and_after(&wsgi, "/pure", "pureasgi", "pure hello");
+    let bridge = pure(poller, "application", "/pure");
+    raises_before_and_after(&bridge, "/pure", "pureasgi", "pure hello");
 }
 
 fn a_blocked_event_loop_is_logged_and_the_loop_named(poller: &str) {
-    let wsgi = fastapi(poller, "/api", &[]);
-    let server = &wsgi.server;
+    let bridge = fastapi(poller, "/api", &[]);
+    let server = &bridge.server;
     let lp = if python_has("uvloop") {
         "uvloop"
     } else {
