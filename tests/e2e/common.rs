@@ -246,3 +246,12 @@ pub fn config_file(text: &str) -> (TempDir, String) {
     let shown = path.display().to_string();
     (dir, shown)
 }
+
+/// Whether the host's log reached the test: if its stream has ended, and
+/// the host's own counts of written and dropped lines (status `logs`),
+/// for a failure that finds a log line missing.
+pub fn log_health(server: &Server) -> String {
+    let ended = server.log_reader().wait_ended(Duration::ZERO);
+    let counts = status(server.port)["logs"].to_string();
+    format!("(log stream ended: {ended}; the host's log counts: {counts})")
+}

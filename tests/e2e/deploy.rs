@@ -568,7 +568,8 @@ fn replaces_past_the_generation_cap_re_execute_the_host(poller: &str) {
         "6 replaces past --max-generations 2: {} re-execs, {ok} answered, {failed} failed",
         pids.len()
     );
-    assert_eq!(pids.len(), 3, "{}", server.log());
+    let health = crate::common::log_health(&server);
+    assert_eq!(pids.len(), 3, "{}\n{health}", server.log());
     assert_eq!(failed, 0, "{ok} answered");
     assert!(server
         .wait_log(&["re-executing the host in place to load it (--on-generation-cap reexec)"]));

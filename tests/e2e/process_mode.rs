@@ -222,7 +222,8 @@ fn replaces_past_the_generation_cap_as_pid_1_recycle_workers_and_lose_nothing() 
          {ok} answered, {failed} failed",
         recycled.len()
     );
-    assert!(recycled.len() >= 2, "{}", server.log());
+    let health = crate::common::log_health(&server);
+    assert!(recycled.len() >= 2, "{}\n{health}", server.log());
     assert_eq!(failed, 0, "{ok} answered: {}", server.log());
     assert!(!server.log_contains("re-executing the host"));
     // Old generations go with the workers that held them.
