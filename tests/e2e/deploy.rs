@@ -554,6 +554,16 @@ fn replaces_past_the_generation_cap_re_execute_the_host(poller: &str) {
         let version = if round % 2 == 0 { "v2" } else { "v1" };
         install_atomically(&dir, HOT, &bytes(&format!("hot-{version}")));
         wait_body(&server, "/hot", version);
+        if round % 2 == 1 {
+            // The new stoa serves as soon as it listens, while the old one
+            // accepts until it drains: wait until the old one has gone,
+            // or the next round's version could come from the old one and
+            // the round after it find the file back at the new one's bytes
+            // (kept, not loaded: no re-exec to count).
+            let reexecs = round / 2 + 1;
+            let drained = server.wait_lines(&["stoa::boot: drained; exiting"], reexecs);
+            assert_eq!(drained.len(), reexecs, "round {round}\n{}", server.log());
+        }
     }
     let (ok, failed) = load.finish();
     // The old host logs each successor's pid after the successor serves:
