@@ -111,8 +111,10 @@ fn world_writable_apps_dir_is_refused(poller: &str) {
     // Group-writable is trusted: both load.
     chmod(&dir, 0o775);
     wait_log(&server, &["trusted again", &dir_name]);
+    // Each file loads in its own turn of the scan: wait for each.
     wait_body(&server, "/hot", "v1");
-    assert_eq!(fetch(&server, "/article").0, 200);
+    let article = wait_until(HOT_WAIT, || fetch(&server, "/article").0 == 200);
+    assert!(article, "{}", server.log());
 }
 
 fn untrusted_plugin_files_are_refused(poller: &str) {

@@ -245,13 +245,15 @@ fn a_dripped_body_is_cut_with_408_and_a_steady_one_passes(poller: &str) {
     let text = read_rest(&mut drip);
     assert!(text.starts_with("HTTP/1.1 408 "), "{text:?}");
     assert!(text.contains("body_min_rate (100 bytes/s"), "{text:?}");
-    // 50 bytes every 250 ms (200 bytes/s) for 2 s: slow, but above the rate.
-    let len = 400;
+    // 50 bytes every 50 ms (1,000 bytes/s) for 2 s: slow, but ten times
+    // the rate, so a test thread a loaded machine leaves waiting for half a
+    // second is still above it.
+    let len = 2000;
     let mut steady = post(len);
     for _ in 0..len / 50 {
         assert!(!answered(&steady), "cut short: {}", read_rest(&mut steady));
         steady.write_all(&[b's'; 50]).expect("send a piece");
-        std::thread::sleep(Duration::from_millis(250));
+        std::thread::sleep(Duration::from_millis(50));
     }
     let mut c = Client::from_stream(steady);
     let r = c.read_response();
@@ -343,8 +345,11 @@ fn a_blocking_routes_copy_of_a_body_counts_once(poller: &str) {
     assert!(once, "one 7M body on the pool holds {} bytes", held());
     let mut second = post();
     assert!(busy(2), "{}", status(&server)["blocking_pool"]);
+    // Each answer comes after the app's 2 s sleep and the pool's turn,
+    // which a loaded machine stretches (the subject is the count, not the
+    // time).
     for c in [&mut first, &mut second] {
-        let r = c.read_response();
+        let r = c.read_response_within(Duration::from_secs(30));
         assert_eq!(r.status, 200, "{r:?}");
     }
     let returned = wait_until(WAIT, || status(&server)["buffered"]["bytes"] == 0);

@@ -227,6 +227,20 @@ impl Client {
         self.read(false)
     }
 
+    /// Reads one response, waiting up to `limit` for each read instead of
+    /// `READ_TIMEOUT` (an answer that comes after a wait of the app's own).
+    pub fn read_response_within(&mut self, limit: Duration) -> Response {
+        let set = |c: &Client, t| {
+            c.stream()
+                .set_read_timeout(Some(t))
+                .expect("set a read timeout")
+        };
+        set(self, limit);
+        let r = self.read(false);
+        set(self, READ_TIMEOUT);
+        r
+    }
+
     /// Reads the response to a HEAD request: headers only.
     pub fn read_head_response(&mut self) -> Response {
         self.read(true)
@@ -250,7 +264,8 @@ impl Client {
                     String::from_utf8_lossy(&self.buf)
                 ),
                 Err(e) => panic!(
-                    "no {waiting_for} within {READ_TIMEOUT:?} ({e}); unread: {:?}",
+                    "no {waiting_for} within {:?} ({e}); unread: {:?}",
+                    self.stream().read_timeout().ok().flatten(),
                     String::from_utf8_lossy(&self.buf)
                 ),
             }
