@@ -32,9 +32,12 @@ BENCH=${BENCH:-$ROOT/target/release/stoa-bench}
 two_builds stoa-before-after "$OLD" "$NEW"
 ulimit -n "$(ulimit -Hn)"
 
-# burst URL CONC PID MODE N: µs of the PID's CPU per request over N requests
+# burst URL CONC PID MODE N: µs of CPU per request over N requests of the
+# PID and every process under it (in process mode, the default, the worker
+# serves and the supervisor waits)
 burst() {
-    MODE=$4 N=$5 WARMUP=0 measure "$1" "$2" "$3" | cut -d' ' -f1
+    # shellcheck disable=SC2046 # one word per pid
+    MODE=$4 N=$5 WARMUP=0 measure "$1" "$2" $(tree_pids "$3") | cut -d' ' -f1
 }
 
 echo "| backend | path | mode | conc | old CPU µs/req | new CPU µs/req | new/old (paired) |"
