@@ -252,6 +252,13 @@ pub fn config_file(text: &str) -> (TempDir, String) {
 /// for a failure that finds a log line missing.
 pub fn log_health(server: &Server) -> String {
     let ended = server.log_reader().wait_ended(Duration::ZERO);
-    let counts = status(server.port)["logs"].to_string();
-    format!("(log stream ended: {ended}; the host's log counts: {counts})")
+    let status = status(server.port);
+    let workers: Vec<String> = (status["per_worker"].as_array().into_iter().flatten())
+        .map(|w| format!("{}", w["pid"]))
+        .collect();
+    format!(
+        "(log stream ended: {ended}; the host's log counts: {}; status answered by pid {}, \
+         worker pids {workers:?})",
+        status["logs"], status["pid"]
+    )
 }
