@@ -205,11 +205,19 @@ fn replaces_past_the_generation_cap_as_pid_1_recycle_workers_and_lose_nothing() 
     let load = Load::start(server.port, 2);
     let dir = server.apps_dir();
     let replaces = 40;
+    // Each worker logs one load of each round's file: a replace, or the
+    // first load of the worker that replaces one at the cap. Answers alone
+    // cannot tell: with one worker on each version, ten fresh connections
+    // in a row to one of them come by chance within the wait, the rounds
+    // then come faster than a file settles, and no worker loads again.
+    let loads = |n: usize| server.wait_lines(&["hot 0.1.0 at /hot from"], n).len();
+    assert_eq!(loads(2), 2, "{}", server.log());
     for round in 0..replaces {
         let version = if round % 2 == 0 { "v2" } else { "v1" };
         install_atomically(&dir, HOT, &bytes(&format!("hot-{version}")));
         wait_body(&server, "/hot", version);
-        // Every worker, not the first: ten fresh connections in a row.
+        let want = 2 + 2 * (round + 1);
+        assert!(loads(want) >= want, "round {round}: {}", server.log());
         assert!(wait_until(crate::common::HOT_WAIT, || (0..10).all(|_| {
             crate::common::fetch(&server, "/hot") == (200, version.to_string())
         })));
