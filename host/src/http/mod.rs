@@ -7,6 +7,7 @@
 pub(crate) mod answer;
 pub(crate) mod chunked;
 pub(crate) mod framing;
+pub mod h2;
 pub(crate) mod output;
 pub mod parse;
 pub mod reader;
