@@ -63,6 +63,8 @@ impl Cli {
                 NetList(self.status_allow.clone())
             },
             trusted_proxies: NetList(self.trusted_proxy.clone()),
+            h2: crate::settings::H2Params::default(),
+            h2c: true,
         }
     }
 

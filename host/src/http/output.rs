@@ -186,6 +186,12 @@ impl Output {
         Ok(wrote)
     }
 
+    /// The buffer bytes are queued in, for a writer that frames them in
+    /// place (HTTP/2's).
+    pub fn buf_for(&mut self, pool: &mut BufPool) -> &mut Vec<u8> {
+        self.buf_mut(pool)
+    }
+
     /// The buffer, taken from the loop's spares if there is none.
     fn buf_mut(&mut self, pool: &mut BufPool) -> &mut Vec<u8> {
         if self.buf.capacity() == 0 {

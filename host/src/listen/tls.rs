@@ -115,6 +115,11 @@ impl TlsStream {
         self.session.clone()
     }
 
+    /// True once the handshake chose HTTP/2 (ALPN `h2`).
+    pub fn chose_h2(&self) -> bool {
+        !self.tls.is_handshaking() && self.tls.alpn_protocol() == Some(b"h2")
+    }
+
     /// True until the handshake is done, or has failed (plain HTTP is no
     /// handshake: the stream is a bare socket then).
     pub fn is_handshaking(&self) -> bool {

@@ -65,6 +65,9 @@ impl Server {
     /// A deferred answer: queued on its request's connection and written,
     /// or dropped if that request is no longer waiting.
     fn on_completion(&mut self, c: Completion) {
+        if self.conns.get(c.token.0).is_some_and(|conn| conn.is_h2()) {
+            return self.h2_completion(c.token, c.id, c.answer);
+        }
         let Some(conn) = self
             .conns
             .get_mut(c.token.0)
@@ -93,6 +96,9 @@ impl Server {
     /// answers closed).
     fn on_stream(&mut self, notice: StreamNotice) {
         let StreamNotice { token, id, start } = notice;
+        if self.conns.get(token.0).is_some_and(|conn| conn.is_h2()) {
+            return self.h2_stream(token, id, start);
+        }
         let draining = self.handles.control.draining();
         let Some(conn) = self.conns.get_mut(token.0) else {
             if let Some(start) = start {
@@ -138,6 +144,13 @@ impl Server {
             // No pool (`--blocking-on-loop`): on the loop.
             _ => BodyLink::new(attach.sink, attach.responder),
         };
+        if self
+            .conns
+            .get(attach.token.0)
+            .is_some_and(|conn| conn.is_h2())
+        {
+            return self.h2_attach_body(attach.token, attach.id, link);
+        }
         match self.conns.get_mut(attach.token.0) {
             Some(conn) if conn.waits_for(attach.id) => {
                 conn.attach_body(link);
@@ -150,6 +163,9 @@ impl Server {
     /// A pool sink finished its piece of request `id`'s body: the body is
     /// read on.
     fn on_body_notice(&mut self, token: Token, id: u64) {
+        if self.conns.get(token.0).is_some_and(|conn| conn.is_h2()) {
+            return self.pump_h2(token);
+        }
         if let Some(conn) = self.conns.get_mut(token.0).filter(|c| c.waits_for(id)) {
             conn.note_ready(true, false);
             self.pump(token);

@@ -201,6 +201,35 @@ impl BodyLink {
         }
     }
 
+    /// Hands `piece` (bytes of a body read whole elsewhere, an HTTP/2
+    /// stream's) to the sink; false if a pool sink is still busy with the
+    /// last (the piece is not taken: try again on its notice).
+    pub fn give(&mut self, piece: &[u8]) -> bool {
+        match &mut self.side {
+            Side::Loop(sink) => {
+                if let (Some((sink, _)), false) = (&mut *sink, piece.is_empty()) {
+                    sink.data(abi_stable::std_types::RSlice::from_slice(piece));
+                }
+                true
+            }
+            Side::Pool(p) => {
+                let mut state = p.lock();
+                if state.busy {
+                    return false;
+                }
+                if piece.is_empty() {
+                    return true;
+                }
+                state.piece.clear();
+                state.piece.extend_from_slice(piece);
+                state.busy = true;
+                drop(state);
+                p.schedule();
+                true
+            }
+        }
+    }
+
     /// Ends the body (`BODY_*`); the app answers with the responder.
     pub fn end(mut self, outcome: u8) {
         self.finish(outcome);

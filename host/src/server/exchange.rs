@@ -117,6 +117,37 @@ pub struct Pending {
     pub(super) version_minor: u8,
 }
 
+impl Pending {
+    /// What a protocol keeps of a request the dispatcher began (`begun`):
+    /// `head_only` answers HEAD; `answered`: its answer came at once (its
+    /// app's `on_gone` task is not kept).
+    pub fn begun(begun: Begun, head_only: bool, answered: bool) -> Pending {
+        let Begun {
+            id,
+            started,
+            slot,
+            blocking_path,
+            access,
+            on_board,
+            app_timeout,
+            on_gone,
+        } = begun;
+        Pending {
+            id,
+            head_only,
+            started,
+            slot,
+            path: blocking_path,
+            access,
+            timeout: app_timeout,
+            gone: if answered { None } else { on_gone },
+            on_board,
+            keep_alive: true,
+            version_minor: 1,
+        }
+    }
+}
+
 /// What an answer is queued under.
 pub struct Terms<'a> {
     /// The `Date` header's value.

@@ -23,6 +23,7 @@ mod clock;
 pub(crate) mod conn;
 mod dispatch;
 pub(crate) mod exchange;
+pub(crate) mod h2conn;
 pub(crate) mod handles;
 mod lingering;
 pub mod listeners;
@@ -30,6 +31,7 @@ mod redirect;
 pub(crate) mod request;
 pub(crate) mod responder;
 pub(crate) mod route;
+mod serve_h2;
 mod shed;
 pub(crate) mod spares;
 mod sweep;
@@ -226,6 +228,7 @@ impl Server {
         for token in websockets {
             self.pump_ws(token);
         }
+        self.h2_go_away();
         self.sweep_by(by);
     }
 
@@ -333,11 +336,16 @@ impl Server {
     /// At the graceful timeout: the requests still pending are abandoned
     /// with their connections; their apps hear of it.
     fn abandon_pending(&mut self) {
-        let gone: Vec<Gone> = self
+        let mut gone: Vec<Gone> = self
             .conns
             .iter_mut()
             .filter_map(|(_, conn)| conn.take_gone())
             .collect();
+        for (_, conn) in self.conns.iter_mut() {
+            if let Some((session, _)) = conn.h2_parts() {
+                gone.extend(session.take_gones());
+            }
+        }
         for gone in gone {
             self.run_gone(gone);
         }
@@ -397,8 +405,19 @@ impl Server {
             if conn.is_upgraded() {
                 return self.pump_ws(token);
             }
+            if conn.is_h2() {
+                return self.pump_h2(token);
+            }
             let was_full = conn.output_full();
             let read = conn.read_due() && conn.read_some(params, &mut self.bufs);
+            if conn.h2_due(self.handles.settings.h2c) {
+                let params = self.h2_params();
+                let Some(conn) = self.conns.get_mut(token.0) else {
+                    return;
+                };
+                conn.promote_h2(params, &mut self.bufs);
+                return self.pump_h2(token);
+            }
             if conn.owes_plain_http_answer() {
                 conn.answer_plain_http(self.date.get(), &mut self.bufs);
             }
@@ -442,6 +461,10 @@ impl Server {
         loop {
             if !conn.may_take_requests() {
                 return (served, conn.output_full());
+            }
+            // The first bytes may yet be HTTP/2's preface: wait for more.
+            if conn.may_be_h2c(self.handles.settings.h2c) {
+                return (served, false);
             }
             let plan = |head: &Head, buf: &[u8], peer: &Arc<str>, via: usize| {
                 self.dispatcher.body_plan(head, buf, peer, via)
@@ -524,6 +547,11 @@ impl Server {
             // A request still pending is abandoned: its app hears of it.
             if let Some(gone) = conn.take_gone() {
                 self.run_gone(gone);
+            }
+            if let Some((session, _)) = conn.h2_parts() {
+                for gone in session.take_gones() {
+                    self.run_gone(gone);
+                }
             }
             self.lingerers.left(&conn);
             if let Err(e) = self.poller.deregister(conn.stream().as_raw_fd()) {

@@ -50,6 +50,7 @@ impl Server {
             Deadline::StreamIdle => self.expire_stream(token),
             Deadline::Head | Deadline::Body => self.expire_read(token, deadline, now),
             Deadline::App => self.expire_app(token, now),
+            Deadline::H2App => self.expire_h2_app(token),
         }
     }
 

@@ -54,6 +54,8 @@ pub fn settings(max_connections: usize, overload: Overload) -> Settings {
         poller: "test",
         status_allow: NetList::default(),
         trusted_proxies: NetList::default(),
+        h2: crate::settings::H2Params::default(),
+        h2c: true,
     }
 }
 

@@ -6,11 +6,13 @@
 //! parts (the app table, the pool, the logs, the counters, the watchdog's
 //! board, the run state) are separate handles.
 
+mod h2;
 mod limits;
 mod net;
 mod tls;
 mod values;
 
+pub use h2::H2Params;
 pub use limits::{AppLimits, ConnParams, LingerLimits, WsParams};
 pub use net::{parse_net, NetList};
 pub use tls::{CertPair, ClientAuth, MinVersion, Site, Sites};
@@ -56,4 +58,9 @@ pub struct Settings {
     pub status_allow: NetList,
     /// Whose `X-Forwarded-*` headers are believed.
     pub trusted_proxies: NetList,
+    /// HTTP/2 connections' limits (the header list's are `conn`'s).
+    pub h2: H2Params,
+    /// A plain connection that opens with HTTP/2's preface speaks it (h2c
+    /// with prior knowledge).
+    pub h2c: bool,
 }

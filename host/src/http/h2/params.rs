@@ -1,76 +1,25 @@
-//! The limits one HTTP/2 connection is held to, and what the host
-//! advertises of them in its SETTINGS.
+//! What the host advertises of an HTTP/2 connection's limits in its
+//! SETTINGS.
 
 use super::frame::{setting, MIN_MAX_FRAME};
+pub use crate::settings::H2Params;
 
-/// An HTTP/2 connection's limits (`--h2-*`, and the HTTP/1.1 limits that
-/// mean the same: `--max-head` is the header list's size).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct H2Params {
-    /// Streams a client may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS).
-    pub max_concurrent_streams: u32,
-    /// What a client may send on a stream before the host opens its window
-    /// again (SETTINGS_INITIAL_WINDOW_SIZE).
-    pub stream_window: u32,
-    /// What a client may send on the whole connection before the host
-    /// opens its window again.
-    pub conn_window: u32,
-    /// The largest frame payload the host takes (SETTINGS_MAX_FRAME_SIZE).
-    pub max_frame_size: u32,
-    /// The HPACK table the client's encoder may use (SETTINGS_HEADER_TABLE_SIZE).
-    pub header_table_size: u32,
-    /// The largest header list, counted as RFC 9113 §6.5.2 counts it
-    /// (SETTINGS_MAX_HEADER_LIST_SIZE; `--max-head`).
-    pub max_header_list: u32,
-    /// Header fields a request may have (`--max-headers`).
-    pub max_headers: usize,
-    /// Resets a client may cause a second (streams it resets before their
-    /// answer, streams refused), and in a burst.
-    pub reset_rate: u32,
-    pub reset_burst: u32,
-    /// Control frames a client may send a second (SETTINGS, PING, PRIORITY,
-    /// RST_STREAM, empty DATA and CONTINUATION, tiny WINDOW_UPDATEs,
-    /// unknown types), and in a burst.
-    pub control_rate: u32,
-    pub control_burst: u32,
-}
-
-impl Default for H2Params {
-    fn default() -> Self {
-        H2Params {
-            max_concurrent_streams: 100,
-            stream_window: 64 * 1024,
-            conn_window: 1024 * 1024,
-            max_frame_size: MIN_MAX_FRAME as u32,
-            header_table_size: 4096,
-            max_header_list: 64 * 1024,
-            max_headers: 100,
-            reset_rate: 100,
-            reset_burst: 200,
-            control_rate: 1000,
-            control_burst: 1000,
-        }
+/// The SETTINGS the host opens a connection with: each limit that differs
+/// from HTTP/2's default, and no server push.
+pub fn advertised(p: &H2Params) -> Vec<(u16, u32)> {
+    let mut s = vec![
+        (setting::MAX_CONCURRENT_STREAMS, p.max_concurrent_streams),
+        (setting::ENABLE_PUSH, 0),
+        (setting::MAX_HEADER_LIST_SIZE, p.max_header_list),
+    ];
+    if p.stream_window != 65_535 {
+        s.push((setting::INITIAL_WINDOW_SIZE, p.stream_window));
     }
-}
-
-impl H2Params {
-    /// The SETTINGS the host opens a connection with: each limit that
-    /// differs from HTTP/2's default, and no server push.
-    pub fn settings(&self) -> Vec<(u16, u32)> {
-        let mut s = vec![
-            (setting::MAX_CONCURRENT_STREAMS, self.max_concurrent_streams),
-            (setting::ENABLE_PUSH, 0),
-            (setting::MAX_HEADER_LIST_SIZE, self.max_header_list),
-        ];
-        if self.stream_window != 65_535 {
-            s.push((setting::INITIAL_WINDOW_SIZE, self.stream_window));
-        }
-        if self.max_frame_size as usize != MIN_MAX_FRAME {
-            s.push((setting::MAX_FRAME_SIZE, self.max_frame_size));
-        }
-        if self.header_table_size != 4096 {
-            s.push((setting::HEADER_TABLE_SIZE, self.header_table_size));
-        }
-        s
+    if p.max_frame_size as usize != MIN_MAX_FRAME {
+        s.push((setting::MAX_FRAME_SIZE, p.max_frame_size));
     }
+    if p.header_table_size != 4096 {
+        s.push((setting::HEADER_TABLE_SIZE, p.header_table_size));
+    }
+    s
 }

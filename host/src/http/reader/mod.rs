@@ -168,6 +168,11 @@ impl RequestReader {
         }
     }
 
+    /// The bytes read and not yet consumed.
+    pub fn buffered_bytes(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
     /// Bytes read and not yet consumed.
     pub fn buffered(&self) -> usize {
         self.end - self.start

@@ -88,7 +88,7 @@ fn drive(
 #[test]
 fn a_request_and_its_answer_go_through_the_session() {
     let (mut server, mut sock) = pair();
-    let mut client = client(&[b"h2", b"http/1.1"]);
+    let mut client = client(&[b"http/1.1"]);
     client
         .writer()
         .write_all(b"GET / HTTP/1.1\r\n\r\n")
@@ -106,6 +106,7 @@ fn a_request_and_its_answer_go_through_the_session() {
     assert_eq!(got, b"GET / HTTP/1.1\r\n\r\n");
     assert!(!server.is_handshaking());
     assert_eq!(client.alpn_protocol(), Some(&b"http/1.1"[..]));
+    assert!(!server.chose_h2());
     let answer = vec![b'a'; 200 << 10];
     let mut sent = 0;
     let mut heard = Vec::new();
@@ -214,10 +215,27 @@ fn session_tickets_go_out_with_the_first_answer() {
     assert_eq!(heard, b"HTTP/1.1 204 No Content\r\n\r\n");
 }
 
+/// The host prefers HTTP/2: a client offering both gets `h2`, one
+/// offering `h2` alone gets it too.
 #[test]
-fn a_client_offering_only_h2_is_refused() {
+fn a_client_offering_h2_gets_it() {
+    for offer in [&[&b"h2"[..], b"http/1.1"][..], &[b"http/1.1", b"h2"], &[b"h2"]] {
+        let (mut server, mut sock) = pair();
+        let mut client = client(offer);
+        client.writer().write_all(b"x").expect("client queues");
+        drive(&mut server, &mut client, &mut sock, |s, _| {
+            let mut buf = [0u8; 1];
+            matches!(s.read(&mut buf), Ok(1))
+        });
+        assert_eq!(client.alpn_protocol(), Some(&b"h2"[..]), "{offer:?}");
+        assert!(server.chose_h2());
+    }
+}
+
+#[test]
+fn a_client_offering_no_protocol_the_host_speaks_is_refused() {
     let (mut server, mut sock) = pair();
-    let mut client = client(&[b"h2"]);
+    let mut client = client(&[b"spdy/3.1"]);
     while client.wants_write() {
         client.write_tls(&mut sock).expect("client hello");
     }

@@ -46,6 +46,8 @@ impl<S> Conn<S> {
                 Phase::Streaming { .. } => Deadline::StreamIdle,
                 Phase::Closing { .. } => Deadline::Send,
                 Phase::Upgraded(_) => Deadline::WebSocket,
+                Phase::H2(ref s) if s.is_idle() => Deadline::Idle,
+                Phase::H2(_) => Deadline::H2App,
                 Phase::Lingering(_) => Deadline::Linger,
                 Phase::Reading(_) if self.reader.in_body() => Deadline::Body,
                 Phase::Reading(_) if self.reader.is_empty() => Deadline::Idle,
@@ -53,6 +55,8 @@ impl<S> Conn<S> {
             }
         };
         let progressed = match want {
+            // An HTTP/2 read counts as progress (`h2_read`).
+            Deadline::Idle if self.is_h2() => self.write_progress,
             Deadline::Idle | Deadline::Body => self.reader.progressed,
             Deadline::Send => self.write_progress,
             Deadline::StreamIdle => stream_progress,
@@ -60,7 +64,8 @@ impl<S> Conn<S> {
             | Deadline::Handshake
             | Deadline::App
             | Deadline::WebSocket
-            | Deadline::Linger => false,
+            | Deadline::Linger
+            | Deadline::H2App => false,
         };
         self.reader.progressed = false;
         self.write_progress = false;
@@ -82,6 +87,15 @@ impl<S> Conn<S> {
             }
             Phase::Upgraded(link) if !self.has_output() => {
                 self.deadline = Some((link.deadline(), Deadline::WebSocket));
+                return;
+            }
+            Phase::H2(s) if !self.has_output() && !s.is_idle() => {
+                // The oldest request with its app times out first; a
+                // connection whose streams only stream answers has none.
+                self.deadline = s.oldest_pending().map(|p| {
+                    let limit = p.timeout.unwrap_or(params.app_timeout);
+                    (p.started + limit, Deadline::H2App)
+                });
                 return;
             }
             _ => {}
@@ -115,6 +129,8 @@ impl<S> Conn<S> {
                 .and_then(|p| p.timeout)
                 .unwrap_or(params.app_timeout),
             Deadline::Send | Deadline::WebSocket | Deadline::Linger => params.send_timeout,
+            // Set above, from the oldest request.
+            Deadline::H2App => params.app_timeout,
             Deadline::StreamIdle => params.stream_idle_timeout,
         };
         self.deadline = Some((now + limit, want));

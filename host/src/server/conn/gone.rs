@@ -36,6 +36,7 @@ impl<S> Conn<S> {
     pub fn client_gone(&self) -> bool {
         self.read_closed
             && match &self.phase {
+                Phase::H2(s) => !s.is_idle(),
                 Phase::Dispatched(_) => self.reader.feeds_body() || self.reader.buffered() == 0,
                 Phase::Streaming { body_left, .. } => !body_left && self.reader.buffered() == 0,
                 _ => false,
@@ -59,6 +60,7 @@ impl<S> Conn<S> {
     /// here (it is gone: the caller runs it).
     pub fn set_gone(&mut self, id: u64, gone: Gone) -> Result<(), Gone> {
         match &mut self.phase {
+            Phase::H2(s) => return s.set_gone(id, gone),
             Phase::Dispatched(d) if d.pending.id == id => d.pending.gone = Some(gone),
             Phase::Streaming {
                 stream, gone: kept, ..

@@ -80,7 +80,9 @@ impl<S> Conn<S> {
             Phase::Lingering(_) => return true,
             Phase::Closing { linger } => *linger,
             Phase::Upgraded(link) => link.done(),
-            Phase::Reading(_) | Phase::Dispatched(_) | Phase::Streaming { .. } => false,
+            Phase::Reading(_) | Phase::Dispatched(_) | Phase::Streaming { .. } | Phase::H2(_) => {
+                false
+            }
         };
         due && !self.has_output() && !self.read_closed
     }

@@ -21,6 +21,7 @@
 
 mod deadline;
 mod gone;
+mod h2;
 mod handshake;
 mod linger;
 mod request;
@@ -99,6 +100,8 @@ enum Phase {
     Closing { linger: bool },
     /// Answered and half-closed: what the client still sends is dropped.
     Lingering(Box<LingerState>),
+    /// Switched to HTTP/2 (`h2`): streams, not one request at a time.
+    H2(Box<crate::server::h2conn::Session>),
 }
 
 /// What a dispatched request holds besides its `Pending`.
@@ -134,6 +137,9 @@ pub enum Deadline {
     WebSocket,
     /// A lingering close's time or its wait for bytes ran out: close.
     Linger,
+    /// An HTTP/2 connection's oldest request waits for its app: that
+    /// stream is answered 504.
+    H2App,
 }
 
 /// One client connection over a transport (a socket, or a test's buffer).
@@ -226,6 +232,19 @@ impl<S> Conn<S> {
             // The one behind goes first; then this one is done.
             self.tail = tail.take_behind();
         }
+    }
+
+    /// The listener the connection came in on.
+    pub fn via_index(&self) -> usize {
+        self.via
+    }
+
+    /// The TLS session apps see (none on a plain connection).
+    pub fn tls_session(&mut self) -> Option<Arc<stoa_app_api::abi::TlsSession>>
+    where
+        S: Transport,
+    {
+        self.stream.tls_session()
     }
 
     /// Marks the listener the connection came in on.
@@ -344,7 +363,7 @@ impl<S> Conn<S> {
     /// The interest this connection needs now.
     fn wanted_interest(&self) -> Interest {
         let other = match self.phase {
-            Phase::Upgraded(_) => !self.output_full(),
+            Phase::Upgraded(_) | Phase::H2(_) => !self.output_full(),
             Phase::Lingering(_) => true,
             _ => false,
         };
@@ -390,6 +409,13 @@ impl<S> Conn<S> {
                 Phase::Dispatched(_) | Phase::Streaming { .. } => false,
                 // A WebSocket ends at the peer's EOF, after its last frame.
                 Phase::Reading(_) | Phase::Upgraded(_) | Phase::Lingering(_) => self.read_closed,
+                // HTTP/2 ends at the peer's EOF, after a connection error,
+                // and once idle after a GOAWAY.
+                Phase::H2(ref s) => {
+                    self.read_closed
+                        || s.machine.failed()
+                        || (s.machine.going_away() && s.is_idle())
+                }
             }
     }
 }

@@ -84,6 +84,14 @@ impl Tail {
         self.behind.take()
     }
 
+    /// Its body ended with `bytes` framed (an HTTP/2 stream's, counted
+    /// by the stream, not by the connection's output); it is due.
+    pub fn sent_all(&mut self, bytes: u64) {
+        self.from = 0;
+        self.end = Some(bytes);
+        self.written = bytes;
+    }
+
     /// The body bytes written so far.
     fn sent(&self) -> u64 {
         let to = self.end.map_or(self.written, |end| self.written.min(end));

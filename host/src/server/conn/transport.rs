@@ -46,6 +46,11 @@ pub trait Transport: Read + Write {
         None
     }
 
+    /// True once the transport's handshake chose HTTP/2 (TLS's ALPN `h2`).
+    fn chose_h2(&self) -> bool {
+        false
+    }
+
     /// True while a handshake is under way (none on a bare socket).
     fn is_handshaking(&self) -> bool {
         false
@@ -84,6 +89,13 @@ impl Transport for Accepted {
         match self {
             Accepted::Tls(s) => s.session(),
             _ => None,
+        }
+    }
+
+    fn chose_h2(&self) -> bool {
+        match self {
+            Accepted::Tls(s) => s.chose_h2(),
+            _ => false,
         }
     }
 

@@ -3,8 +3,9 @@
 
 use std::ops::Range;
 
+use super::error::DecodeError;
+use super::huffman;
 use super::table::{entry_size, DynTable, Entry, STATIC};
-use super::{huffman, DecodeError};
 
 /// The most scratch space kept between blocks; a block that needed more
 /// gives the rest back.

@@ -3,8 +3,8 @@
 //! responses, never-indexed literals for secrets (§7.1.3), and Huffman
 //! coding where it is shorter.
 
-use super::table::{entry_size, find_static, DynTable, Entry, Match};
-use super::{huffman, DEFAULT_TABLE_SIZE};
+use super::huffman;
+use super::table::{entry_size, find_static, DynTable, Entry, Match, DEFAULT_TABLE_SIZE};
 
 /// Values longer than this are not worth a dynamic table entry.
 const MAX_INDEXED_VALUE: usize = 64;

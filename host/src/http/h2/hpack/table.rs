@@ -239,3 +239,7 @@ impl DynTable {
         found
     }
 }
+
+/// SETTINGS_HEADER_TABLE_SIZE's initial value (RFC 9113 §6.5.2): the
+/// dynamic table's size limit until a SETTINGS frame says otherwise.
+pub const DEFAULT_TABLE_SIZE: usize = 4096;

@@ -148,7 +148,7 @@ impl Machine {
     /// Writes what the host opens the connection with: its SETTINGS, and
     /// the connection window opened to `conn_window`.
     pub fn start(&mut self, out: &mut Vec<u8>) {
-        frame::put_settings(out, &self.params.settings());
+        frame::put_settings(out, &super::params::advertised(&self.params));
         let more = i64::from(self.params.conn_window) - self.conn_recv;
         if more > 0 {
             frame::put_window_update(out, 0, more as u32);
@@ -232,6 +232,35 @@ impl Machine {
     pub fn take_body(&mut self, id: u32) -> Option<(Vec<u8>, bool)> {
         let s = self.stream_mut(id)?;
         Some((std::mem::take(&mut s.body), s.discard))
+    }
+
+    /// Streams stream `id`'s body to its app: its window opens again only
+    /// for what the app took (`release`), so a slow app slows the client.
+    pub fn hold_window(&mut self, id: u32) {
+        if let Some(s) = self.stream_mut(id) {
+            s.held = true;
+        }
+    }
+
+    /// The body bytes stream `id` received since last asked, whether its
+    /// request has ended, and whether the body went over its limit.
+    pub fn take_piece(&mut self, id: u32) -> Option<(Vec<u8>, bool, bool)> {
+        let s = self.stream_mut(id)?;
+        Some((std::mem::take(&mut s.body), s.recv_closed, s.discard))
+    }
+
+    /// The app took `n` bytes of stream `id`'s body: the client may send
+    /// that much more.
+    pub fn release(&mut self, id: u32, n: usize, out: &mut Vec<u8>) {
+        let Some(s) = self.stream_mut(id).filter(|s| !s.recv_closed) else {
+            return;
+        };
+        let n = u32::try_from(n).unwrap_or(u32::MAX).min(s.recv_unacked);
+        if n > 0 {
+            frame::put_window_update(out, id, n);
+            s.recv_window += i64::from(n);
+            s.recv_unacked -= n;
+        }
     }
 
     /// Sets the body limit of stream `id` (its route's).

@@ -202,7 +202,7 @@ impl Machine {
                 "DATA past content-length",
             ));
         }
-        if !s.discard && s.body.len() + data.len() > s.body_limit {
+        if !s.discard && s.received > s.body_limit as u64 {
             s.discard = true;
             s.body = Vec::new();
         }
@@ -212,7 +212,7 @@ impl Machine {
         s.recv_unacked += flow_len;
         if end_stream {
             return self.request_ended(id);
-        } else if s.recv_unacked >= half {
+        } else if s.recv_unacked >= half && !s.held {
             frame::put_window_update(out, id, s.recv_unacked);
             s.recv_window += i64::from(s.recv_unacked);
             s.recv_unacked = 0;

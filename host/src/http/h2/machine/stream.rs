@@ -44,6 +44,9 @@ pub struct Stream {
     /// The body is over its limit: its bytes are dropped, and the host
     /// answers 413.
     pub discard: bool,
+    /// The host opens the stream's window only for bytes its app took
+    /// (`Machine::release`): a body streamed to its app.
+    pub held: bool,
     pub body_limit: usize,
     /// The length the request declared.
     pub content_length: Option<u64>,
@@ -72,6 +75,7 @@ impl Stream {
             recv_closed: false,
             body: Vec::new(),
             discard: false,
+            held: false,
             body_limit,
             content_length: None,
             received: 0,
