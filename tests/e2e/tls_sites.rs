@@ -88,18 +88,12 @@ fn client(args: Value) -> Seen {
     }
 }
 
-/// A port free now, for a table that must name its bind's port.
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-    l.local_addr().expect("its address").port()
-}
-
 /// A host with the sample apps and a TLS bind on a port of its own whose
 /// `[tls."127.0.0.1:PORT"]` table is `table` (TOML lines), with `flags`;
 /// its TLS port.
 fn with_table(poller: &str, table: &str, flags: &[&str]) -> (TempDir, Server, u16) {
     let dir = TempDir::new("tls-table");
-    let port = free_port();
+    let port = crate::deploy::free_port();
     let config = dir.path().join("stoa.toml");
     std::fs::write(&config, format!("[tls.\"127.0.0.1:{port}\"]\n{table}\n")).expect("write");
     let bind = format!("tls://127.0.0.1:{port}");
@@ -331,7 +325,7 @@ fn a_table_for_no_bind_or_with_a_bad_file_is_refused() {
         log.contains("[tls.\"127.0.0.1:1\"]: no --bind tls://127.0.0.1:1; the tls:// binds are tls://127.0.0.1:2"),
         "{log}"
     );
-    let port = free_port();
+    let port = crate::deploy::free_port();
     std::fs::write(
         &config,
         format!(

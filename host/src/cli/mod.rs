@@ -26,7 +26,10 @@ pub use values::{
     nearest, parse_bind, parse_client_auth, parse_hsts, parse_init_timeout, parse_millis,
     parse_min_version, parse_secs, parse_size, parse_size_usize,
 };
-use values::{parse_level, parse_mode, parse_mount, parse_poller, parse_stream_queue};
+use values::{
+    parse_h2_conn_window, parse_h2_window, parse_level, parse_mode, parse_mount, parse_on_off,
+    parse_poller, parse_stream_queue,
+};
 
 /// The app ABI this host accepts: the `stoa-app-api` version plugins are
 /// checked against (any 0.1.x build loads).
@@ -417,6 +420,58 @@ pub struct Cli {
     #[arg(long, env = "STOA_MAX_LINGERING", value_name = "N", default_value_t = 1024,
           value_parser = RangedU64ValueParser::<usize>::new().range(1..), help_heading = LIMITS)]
     pub max_lingering: usize,
+
+    /// Offer HTTP/2 on the TLS binds (ALPN `h2`, preferred to `http/1.1`
+    /// when a client offers both); off: HTTP/1.1 only. A `[tls."ADDR"]`
+    /// table's `http2` key sets it per bind.
+    #[arg(long, env = "STOA_HTTP2", value_name = "on|off", default_value = "on",
+          value_parser = parse_on_off, help_heading = SERVING)]
+    pub http2: bool,
+
+    /// Take HTTP/2 with prior knowledge on the plain binds (h2c): a
+    /// connection that opens with HTTP/2's preface speaks it; off: the
+    /// preface is answered 505 as any HTTP/2.0 request line. (The
+    /// `Upgrade: h2c` of RFC 7540, which RFC 9113 deprecates, is not
+    /// offered: such a request is served as HTTP/1.1.)
+    #[arg(long, env = "STOA_H2C", value_name = "on|off", default_value = "on",
+          value_parser = parse_on_off, help_heading = SERVING)]
+    pub h2c: bool,
+
+    /// Streams one HTTP/2 client may have open at once
+    /// (SETTINGS_MAX_CONCURRENT_STREAMS); past it a stream is refused
+    /// (REFUSED_STREAM).
+    #[arg(long, env = "STOA_H2_MAX_CONCURRENT_STREAMS", value_name = "N", default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..=10_000), help_heading = LIMITS)]
+    pub h2_max_concurrent_streams: u32,
+
+    /// What an HTTP/2 client may send on one stream before the host opens
+    /// its window again (SETTINGS_INITIAL_WINDOW_SIZE): a body streamed to
+    /// a slow app holds at most this much per stream.
+    #[arg(long, env = "STOA_H2_STREAM_WINDOW", value_name = "SIZE", default_value = "64K",
+          value_parser = parse_h2_window, help_heading = LIMITS)]
+    pub h2_stream_window: u32,
+
+    /// What an HTTP/2 client may send on one connection, all its streams
+    /// together, before the host opens the window again.
+    #[arg(long, env = "STOA_H2_CONN_WINDOW", value_name = "SIZE", default_value = "1M",
+          value_parser = parse_h2_conn_window, help_heading = LIMITS)]
+    pub h2_conn_window: u32,
+
+    /// Resets one HTTP/2 client may cause a second (streams it resets
+    /// before their answer, streams the host resets for its errors or
+    /// refuses), with twice that in a burst; past it the connection gets
+    /// GOAWAY ENHANCE_YOUR_CALM (Rapid Reset, CVE-2023-44487).
+    #[arg(long, env = "STOA_H2_RESET_RATE", value_name = "N", default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..), help_heading = LIMITS)]
+    pub h2_reset_rate: u32,
+
+    /// Control frames one HTTP/2 client may send a second (SETTINGS, PING,
+    /// PRIORITY, RST_STREAM, empty DATA and CONTINUATION, WINDOW_UPDATEs
+    /// under 1K, unknown types), as many in a burst; past it GOAWAY
+    /// ENHANCE_YOUR_CALM (the floods of CVE-2019-9512, 9515, 9518).
+    #[arg(long, env = "STOA_H2_CONTROL_RATE", value_name = "N", default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(1..), help_heading = LIMITS)]
+    pub h2_control_rate: u32,
 
     /// Requests on one keep-alive connection before it is closed.
     #[arg(long, env = "STOA_MAX_REQUESTS_PER_CONN", value_name = "N", default_value_t = 1000,

@@ -63,8 +63,17 @@ impl Cli {
                 NetList(self.status_allow.clone())
             },
             trusted_proxies: NetList(self.trusted_proxy.clone()),
-            h2: crate::settings::H2Params::default(),
-            h2c: true,
+            h2: crate::settings::H2Params {
+                max_concurrent_streams: self.h2_max_concurrent_streams,
+                stream_window: self.h2_stream_window,
+                conn_window: self.h2_conn_window,
+                reset_rate: self.h2_reset_rate,
+                reset_burst: self.h2_reset_rate.saturating_mul(2),
+                control_rate: self.h2_control_rate,
+                control_burst: self.h2_control_rate,
+                ..crate::settings::H2Params::default()
+            },
+            h2c: self.h2c,
         }
     }
 

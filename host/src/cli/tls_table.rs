@@ -22,13 +22,14 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// The keys of a `[tls."ADDR"]` table.
-const KEYS: [&str; 6] = [
+const KEYS: [&str; 7] = [
     "certs",
     "cert",
     "key",
     "client_ca",
     "client_auth",
     "min_version",
+    "http2",
 ];
 
 /// One `[tls."ADDR"]` table as written.
@@ -38,6 +39,8 @@ pub struct TlsSection {
     pub client_ca: Option<PathBuf>,
     pub client_auth: Option<ClientAuth>,
     pub min_version: Option<MinVersion>,
+    /// Offer HTTP/2 in ALPN (`--http2` when not given).
+    pub http2: Option<bool>,
 }
 
 impl TlsSection {
@@ -66,6 +69,9 @@ impl TlsSection {
         }
         if let Some(v) = self.min_version {
             t.insert("min_version".into(), v.name().into());
+        }
+        if let Some(on) = self.http2 {
+            t.insert("http2".into(), on.into());
         }
         t
     }
@@ -141,6 +147,10 @@ fn tls_section(
                     "`{name}.min_version`: expected \"1.2\" or \"1.3\" (a string), got {v}"
                 )),
             },
+            "http2" => match v.as_bool() {
+                Some(on) => section.http2 = Some(on),
+                None => bad(format!("`{name}.http2`: expected true or false, got {v}")),
+            },
             other => {
                 let hint = nearest(other, &KEYS)
                     .map(|n| format!(" (did you mean `{n}`?)"))
@@ -190,6 +200,7 @@ impl super::Cli {
             client_ca: self.tls_client_ca.clone(),
             client_auth: self.tls_client_auth,
             min_version: self.tls_min_version,
+            http1_only: !self.http2,
         };
         let binds: Vec<std::net::SocketAddr> = self
             .bind
@@ -234,6 +245,7 @@ impl super::Cli {
                 client_ca: section.client_ca.clone().or(default.client_ca.clone()),
                 client_auth: section.client_auth.unwrap_or(default.client_auth),
                 min_version: section.min_version.unwrap_or(default.min_version),
+                http1_only: !section.http2.unwrap_or(self.http2),
             };
             by_addr.push((addr, site));
         }

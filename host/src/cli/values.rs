@@ -296,6 +296,41 @@ pub fn parse_stream_queue(s: &str) -> Result<usize, String> {
     }
 }
 
+/// `on` or `off` (also `true`/`false`, `yes`/`no`, `1`/`0`).
+pub fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" | "1" => Ok(true),
+        "off" | "false" | "no" | "0" => Ok(false),
+        _ => Err(format!("{s:?} is neither on nor off")),
+    }
+}
+
+/// An HTTP/2 flow-control window: from 16K (a frame) to 2^31-1 bytes.
+pub fn parse_h2_window(s: &str) -> Result<u32, String> {
+    let n = parse_size(s)?;
+    match n {
+        16_384..=2_147_483_647 => Ok(n as u32),
+        0..16_384 => Err(format!(
+            "window {s:?} is below one frame: give at least 16K, e.g. 64K"
+        )),
+        _ => Err(format!(
+            "window {s:?} is over HTTP/2's largest, 2^31-1 bytes: give at most 2047M"
+        )),
+    }
+}
+
+/// An HTTP/2 connection window: at least HTTP/2's initial 65,535 bytes,
+/// which no setting can lower (RFC 9113 §6.9.2).
+pub fn parse_h2_conn_window(s: &str) -> Result<u32, String> {
+    match parse_h2_window(s)? {
+        n if n < 65_535 => Err(format!(
+            "connection window {s:?} is below HTTP/2's initial 65535 bytes, which cannot be \
+             lowered: give at least 64K, e.g. 1M"
+        )),
+        n => Ok(n),
+    }
+}
+
 pub fn parse_mount(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((name, prefix)) if !name.is_empty() && prefix.starts_with('/') => {

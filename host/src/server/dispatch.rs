@@ -437,7 +437,10 @@ fn access_info(parts: &HeadText<'_>, client: &Arc<str>, app: Option<&LoadedApp>)
         client: client.clone(),
         method: parts.get(&head.method).to_string(),
         target: parts.get(&head.target).to_string(),
-        protocol: format!("HTTP/1.{}", head.version_minor),
+        protocol: match head.http2 {
+            true => "HTTP/2.0".into(),
+            false => format!("HTTP/1.{}", head.version_minor),
+        },
         referer: header("referer"),
         user_agent: header("user-agent"),
         app: app.map(|a| (a.name.clone(), Some(a.generation))),

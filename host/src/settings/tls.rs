@@ -82,6 +82,9 @@ pub struct Site {
     pub client_ca: Option<PathBuf>,
     pub client_auth: ClientAuth,
     pub min_version: MinVersion,
+    /// ALPN offers `http/1.1` alone (`--http2 off`, or the table's
+    /// `http2 = false`); else `h2` first, then `http/1.1`.
+    pub http1_only: bool,
 }
 
 /// The sites of a host's TLS binds: the flags' one, for every `tls://`

@@ -210,6 +210,7 @@ impl RequestBuilder {
             keep_alive: true,
             expect_continue: false,
             asks_websocket: false,
+            http2: true,
         };
         Ok((head, self.buf, self.content_length))
     }

@@ -44,6 +44,9 @@ pub struct Head {
     /// An `Upgrade` field lists `websocket` (noted in the one pass over
     /// the fields, so a plain request costs no second look).
     pub asks_websocket: bool,
+    /// The request came on an HTTP/2 stream (apps still see HTTP/1.1's
+    /// semantics, `version_minor` 1; the access log says `HTTP/2.0`).
+    pub http2: bool,
 }
 
 impl Head {
@@ -125,6 +128,7 @@ pub fn parse_head_reusing(
         keep_alive: version == 1,
         expect_continue: false,
         asks_websocket: false,
+        http2: false,
     };
     head.headers.clear();
     head.headers.reserve(req.headers.len());

@@ -93,7 +93,11 @@ pub fn load(site: &Site, resumption: &Resumption) -> Result<Loaded, TlsError> {
         }
     };
     let mut config = builder.with_cert_resolver(Arc::new(BySni { keys }));
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config.alpn_protocols = match site.http1_only {
+        true => vec![b"http/1.1".to_vec()],
+        // The host's preference wins in rustls: h2 whenever offered.
+        false => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+    };
     config.ticketer = resumption.tickets.clone();
     config.session_storage = resumption.sessions.clone();
     config.max_early_data_size = 0;

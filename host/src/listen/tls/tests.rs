@@ -219,7 +219,11 @@ fn session_tickets_go_out_with_the_first_answer() {
 /// offering `h2` alone gets it too.
 #[test]
 fn a_client_offering_h2_gets_it() {
-    for offer in [&[&b"h2"[..], b"http/1.1"][..], &[b"http/1.1", b"h2"], &[b"h2"]] {
+    for offer in [
+        &[&b"h2"[..], b"http/1.1"][..],
+        &[b"http/1.1", b"h2"],
+        &[b"h2"],
+    ] {
         let (mut server, mut sock) = pair();
         let mut client = client(offer);
         client.writer().write_all(b"x").expect("client queues");

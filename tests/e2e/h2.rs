@@ -1,0 +1,242 @@
+//! HTTP/2: h2c with prior knowledge on a plain bind and `h2` through ALPN
+//! on a TLS bind, on every backend. Our port of h2spec's cases
+//! (`h2_frames.py`, Python's `h2` package building raw frames) passes
+//! whole; the known attacks (Rapid Reset, MadeYouReset, CONTINUATION
+//! floods, an HPACK bomb, SETTINGS/PING/empty-DATA floods, a zero window,
+//! stream-id reuse, too many streams) each get their GOAWAY or reset while
+//! another connection is served; curl and h2load get whole, streamed and
+//! uploaded answers from the sample apps unchanged. And a Unix socket and
+//! thread mode speak it too, and the access log says `HTTP/2.0`.
+
+use crate::client::{tls_fixture, Transport};
+use crate::harness::{Backend, Server, TempDir, WAIT};
+use std::process::{Command, Output, Stdio};
+
+matrix!(
+    tls:
+    every_conformance_case_passes,
+    known_attacks_are_answered_while_another_connection_is_served,
+    curl_and_h2load_get_whole_streamed_and_uploaded_answers,
+);
+
+const FRAMES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/e2e/h2_frames.py");
+
+/// Runs `h2_frames.py` against `server` with `cases`: its output, after
+/// checking it could run (a missing package fails the test, naming it).
+fn frames(server: &Server, on: Backend, cases: &[&str]) -> (bool, String) {
+    let mut cmd = Command::new("python3");
+    cmd.arg(FRAMES);
+    if on.transport == Transport::Tls {
+        cmd.arg("--tls");
+    }
+    let out = cmd
+        .args(["127.0.0.1", &server.port.to_string(), "/hello/"])
+        .args(cases)
+        .output()
+        .expect("python3 is needed for the HTTP/2 tests (apt-get install -y python3)");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert_ne!(
+        out.status.code(),
+        Some(3),
+        "Python's h2 package is needed for the HTTP/2 tests (python3 -m pip install h2): {text}"
+    );
+    (out.status.success(), text)
+}
+
+fn every_conformance_case_passes(on: Backend) {
+    let server = Server::samples(on);
+    let (ok, out) = frames(&server, on, &["http2", "hpack", "generic"]);
+    assert!(ok, "on {on}:\n{out}\nhost log:\n{}", server.log());
+    assert!(out.contains("147 cases, 147 passed, 0 failed"), "{out}");
+}
+
+/// `curl` over HTTP/2 to `path`: prior knowledge on a plain bind, ALPN on
+/// a TLS one; `extra` flags before the URL. Its output ends with the
+/// status and the HTTP version it spoke.
+fn curl(server: &Server, on: Backend, path: &str, extra: &[&str]) -> Output {
+    let url = match on.transport {
+        Transport::Tls => format!("https://localhost:{}{path}", server.port),
+        Transport::Plain => format!("http://127.0.0.1:{}{path}", server.port),
+    };
+    let proto = match on.transport {
+        Transport::Tls => "--http2",
+        Transport::Plain => "--http2-prior-knowledge",
+    };
+    Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "30",
+            "--cacert",
+            &tls_fixture("ca.pem"),
+            proto,
+        ])
+        .args(["-w", "\n%{http_code} %{http_version}"])
+        .args(extra)
+        .arg(url)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("curl is needed: apt-get install -y curl ({e})"))
+}
+
+fn text(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+fn known_attacks_are_answered_while_another_connection_is_served(on: Backend) {
+    let server = Server::samples(on);
+    let attack = {
+        let mut cmd = Command::new("python3");
+        cmd.arg(FRAMES);
+        if on.transport == Transport::Tls {
+            cmd.arg("--tls");
+        }
+        cmd.args(["127.0.0.1", &server.port.to_string(), "/hello/", "attacks"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("python3 is needed for the HTTP/2 tests")
+    };
+    // An honest client is served while the attacks run.
+    let honest = curl(&server, on, "/article", &[]);
+    let attack = attack.wait_with_output().expect("the attacks end");
+    let out = text(&attack);
+    assert_ne!(
+        attack.status.code(),
+        Some(3),
+        "python3 -m pip install h2: {out}"
+    );
+    assert!(
+        attack.status.success(),
+        "on {on}:\n{out}\nhost log:\n{}",
+        server.log()
+    );
+    assert!(out.contains("12 cases, 12 passed"), "{out}");
+    let honest = text(&honest);
+    assert!(honest.ends_with("\n200 2"), "{honest}");
+    // The host is whole after them.
+    let after = text(&curl(&server, on, "/article", &[]));
+    assert!(
+        after.contains("A Royal Baby") && after.ends_with("\n200 2"),
+        "{after}"
+    );
+}
+
+fn curl_and_h2load_get_whole_streamed_and_uploaded_answers(on: Backend) {
+    let apps = ["hello-project", "article", "environ", "demo"];
+    let server = Server::start(on, &apps, &[]);
+    let article = text(&curl(&server, on, "/article", &[]));
+    assert_eq!(
+        article,
+        "{\"Name\":\"A Royal Baby\",\"Body\":\"A slow news week\"}\n200 2",
+        "{}",
+        server.log()
+    );
+    let head = text(&curl(&server, on, "/article", &["-I"]));
+    assert!(head.contains("content-length: 49"), "{head}");
+    // A streamed answer larger than every window, through flow control.
+    let streamed = curl(
+        &server,
+        on,
+        "/demo/bytes?n=3000000",
+        &[
+            "-o",
+            "/dev/null",
+            "-w",
+            "\n%{http_code} %{http_version} %{size_download}",
+        ],
+    );
+    let streamed = text(&streamed);
+    assert!(
+        streamed.ends_with("\n200 2 3000000"),
+        "{streamed}\n{}",
+        server.log()
+    );
+    // A buffered body and one streamed to its app's sink on the pool.
+    let dir = TempDir::new("h2-upload");
+    let file = dir.path().join("body");
+    let body: Vec<u8> = (0..2_000_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&file, &body).expect("write the body");
+    let data = format!("@{}", file.display());
+    let environ = text(&curl(&server, on, "/_environ/x", &["--data-binary", &data]));
+    assert!(
+        environ.contains("\"body_length\": 2000000"),
+        "{}",
+        &environ[..environ.len().min(600)]
+    );
+    let hashed = text(&curl(
+        &server,
+        on,
+        "/demo/upload",
+        &["--data-binary", &data],
+    ));
+    assert!(
+        hashed.contains("2000000 bytes") && hashed.ends_with("200 2"),
+        "{hashed}"
+    );
+    // Many streams on few connections.
+    let scheme = match on.transport {
+        Transport::Tls => "https",
+        Transport::Plain => "http",
+    };
+    let url = format!("{scheme}://127.0.0.1:{}/article", server.port);
+    let load = Command::new("h2load")
+        .args(["-n", "2000", "-c", "10", "-m", "10", &url])
+        .output()
+        .unwrap_or_else(|e| panic!("h2load is needed: apt-get install -y nghttp2-client ({e})"));
+    let load = text(&load);
+    assert!(load.contains("2000 succeeded, 0 failed"), "{load}");
+    assert!(load.contains("2000 2xx"), "{load}");
+}
+
+/// h2c over a Unix socket, in thread mode too; the access log names the
+/// protocol.
+#[test]
+fn a_unix_socket_and_thread_mode_speak_it_and_the_access_log_says_http_2() {
+    for mode in ["process", "thread"] {
+        let dir = TempDir::new("h2-unix");
+        let sock = dir.path().join("stoa.sock");
+        let bind = format!("unix:{}", sock.display());
+        let server = Server::launch("epoll")
+            .apps(&["article"])
+            .args(&["--bind", &bind, "--worker-mode", mode])
+            .access_log()
+            .start();
+        let line = format!("listening on {bind}\n");
+        assert!(
+            server.stdout.wait(WAIT, |t| t.contains(&line)),
+            "{}",
+            server.stdout.text()
+        );
+        let out = Command::new("curl")
+            .args([
+                "-sS",
+                "--max-time",
+                "20",
+                "--http2-prior-knowledge",
+                "--unix-socket",
+            ])
+            .arg(&sock)
+            .args([
+                "-w",
+                "\n%{http_code} %{http_version}",
+                "http://localhost/article",
+            ])
+            .output()
+            .expect("curl");
+        let out = text(&out);
+        assert!(
+            out.ends_with("A slow news week\"}\n200 2"),
+            "{mode}: {out}\n{}",
+            server.log()
+        );
+        let lines = server.access_lines(1);
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("\"GET /article HTTP/2.0\" 200 49")),
+            "{mode}: {lines:#?}"
+        );
+    }
+}
