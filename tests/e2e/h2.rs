@@ -6,11 +6,14 @@
 //! stream-id reuse, too many streams) each get their GOAWAY or reset while
 //! another connection is served; curl and h2load get whole, streamed and
 //! uploaded answers from the sample apps unchanged. And a Unix socket and
-//! thread mode speak it too, and the access log says `HTTP/2.0`.
+//! thread mode speak it too, and the access log says `HTTP/2.0`; a drain
+//! sends GOAWAY and finishes the stream in flight; `--h2c off` and
+//! `--http2 off` speak HTTP/1.1 only, and out-of-range values are refused.
 
 use crate::client::{tls_fixture, Transport};
 use crate::harness::{Backend, Server, TempDir, WAIT};
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 matrix!(
     tls:
@@ -239,4 +242,87 @@ fn a_unix_socket_and_thread_mode_speak_it_and_the_access_log_says_http_2() {
             "{mode}: {lines:#?}"
         );
     }
+}
+
+/// `--h2c off`: the preface on a plain bind is HTTP/1.1's 505, as any
+/// `HTTP/2.0` request line; `--http2 off`: a TLS client offering both gets
+/// HTTP/1.1.
+#[test]
+fn h2c_off_and_http2_off_speak_http_1_1_only() {
+    let server = Server::launch("epoll")
+        .apps(&["article"])
+        .args(&["--h2c", "off"])
+        .start();
+    let mut c = crate::client::Client::connect(server.port);
+    c.send(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+    let r = c.read_response();
+    assert_eq!(r.status, 505, "{r:?}");
+    let on = Backend::tls("epoll");
+    let server = Server::start(on, &["article"], &["--http2", "off"]);
+    let out = text(&curl(&server, on, "/article", &[]));
+    assert!(out.ends_with("\n200 1.1"), "{out}");
+}
+
+/// Each `--h2-*` value out of range is refused at start, naming the flag
+/// and a valid value.
+#[test]
+fn out_of_range_h2_values_are_refused_naming_the_flag() {
+    let cases: [(&str, &str, &str); 5] = [
+        ("--h2-stream-window", "1K", "at least 16K"),
+        ("--h2-stream-window", "4G", "at most 2047M"),
+        ("--h2-conn-window", "32K", "at least 64K"),
+        (
+            "--h2-max-concurrent-streams",
+            "0",
+            "--h2-max-concurrent-streams",
+        ),
+        ("--h2c", "maybe", "neither on nor off"),
+    ];
+    for (flag, value, says) in cases {
+        let (_, log) = Server::launch("epoll")
+            .apps(&["article"])
+            .args(&[flag, value])
+            .refused();
+        assert!(
+            log.contains(flag) && log.contains(says),
+            "{flag} {value}: {log}"
+        );
+    }
+}
+
+const DRAIN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/e2e/h2_drain.py");
+
+/// SIGTERM with a stream in flight: GOAWAY NO_ERROR naming it, its answer
+/// whole, then the connection closes and the host exits 0.
+#[test]
+fn a_drain_sends_goaway_and_finishes_the_stream_in_flight() {
+    let args = ["--graceful-timeout", "10", "--no-watch"];
+    let mut stoa = Server::start("epoll", &["demo"], &args);
+    let mut client = Command::new("python3")
+        .args([
+            DRAIN,
+            &stoa.port.to_string(),
+            "/demo/sleep-handler/?seconds=1",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 is needed for the HTTP/2 tests");
+    let lines = crate::harness::Captured::collect(client.stdout.take().expect("stdout"));
+    let dispatched = lines.wait(WAIT, |t| t.contains("dispatched\n"));
+    assert!(dispatched, "{}\n{}", lines.text(), stoa.log());
+    stoa.signal(rustix::process::Signal::TERM);
+    let closed = lines.wait(Duration::from_secs(15), |t| t.contains("closed\n"));
+    let out = lines.text();
+    let _ = client.wait();
+    assert!(closed, "{out}\n{}", stoa.log());
+    assert!(out.contains("goaway 0 1\n"), "{out}");
+    assert!(
+        out.contains("status 200\nbody when i sleep 5s\nended\n"),
+        "{out}"
+    );
+    let exit = stoa
+        .wait_exit(Duration::from_secs(10))
+        .and_then(|e| e.code());
+    assert_eq!(exit, Some(0), "log:\n{}", stoa.log());
 }

@@ -425,7 +425,7 @@ pub struct Cli {
     /// when a client offers both); off: HTTP/1.1 only. A `[tls."ADDR"]`
     /// table's `http2` key sets it per bind.
     #[arg(long, env = "STOA_HTTP2", value_name = "on|off", default_value = "on",
-          value_parser = parse_on_off, help_heading = SERVING)]
+          value_parser = parse_on_off, action = clap::ArgAction::Set, help_heading = SERVING)]
     pub http2: bool,
 
     /// Take HTTP/2 with prior knowledge on the plain binds (h2c): a
@@ -434,7 +434,7 @@ pub struct Cli {
     /// `Upgrade: h2c` of RFC 7540, which RFC 9113 deprecates, is not
     /// offered: such a request is served as HTTP/1.1.)
     #[arg(long, env = "STOA_H2C", value_name = "on|off", default_value = "on",
-          value_parser = parse_on_off, help_heading = SERVING)]
+          value_parser = parse_on_off, action = clap::ArgAction::Set, help_heading = SERVING)]
     pub h2c: bool,
 
     /// Streams one HTTP/2 client may have open at once
