@@ -341,9 +341,10 @@ fn failures_are_counted_by_kind_in_status_and_metrics(poller: &str) {
     let (ok, text) = curl(&[format!("http://localhost:{port}/article")], &[]);
     assert!(ok && text.contains("\n400 1\n"), "{text}");
     send_raw(port, b"\x00garbage");
-    // protocol: a client that offers only h2 (RFC 7301: no_application_protocol).
-    let only_h2 = s_client(port, &["-alpn", "h2"], b"");
-    assert!(only_h2.contains("no application protocol"), "{only_h2}");
+    // protocol: a client that offers only a protocol the host does not
+    // speak (RFC 7301: no_application_protocol).
+    let only_spdy = s_client(port, &["-alpn", "spdy/3.1"], b"");
+    assert!(only_spdy.contains("no application protocol"), "{only_spdy}");
     // alert: a client that does not trust the certificate says so.
     let out = Command::new("curl")
         .args(["-sS", "--max-time", "20"])
