@@ -326,3 +326,94 @@ fn a_drain_sends_goaway_and_finishes_the_stream_in_flight() {
         .and_then(|e| e.code());
     assert_eq!(exit, Some(0), "log:\n{}", stoa.log());
 }
+
+/// A frame's bytes: its 9-octet header, then `payload`.
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = (payload.len() as u32).to_be_bytes();
+    let mut f = vec![len[1], len[2], len[3], kind, flags];
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// A header block of literal fields, never indexed (RFC 7541 §6.2.3).
+fn block(fields: &[(&str, &str)]) -> Vec<u8> {
+    let mut b = Vec::new();
+    for (name, value) in fields {
+        b.push(0x10);
+        b.push(name.len() as u8);
+        b.extend_from_slice(name.as_bytes());
+        b.push(value.len() as u8);
+        b.extend_from_slice(value.as_bytes());
+    }
+    b
+}
+
+/// Reads until the host closes the connection (or `limit` passes); true
+/// if it closed.
+fn closed_within(c: &mut std::net::TcpStream, limit: Duration) -> bool {
+    use std::io::Read;
+    c.set_read_timeout(Some(limit)).expect("timeout");
+    let mut buf = [0u8; 65536];
+    loop {
+        match c.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// A client that starts a header block and never ends it, and one that
+/// asks for an answer and never opens its window, are closed after
+/// `--keep-alive-timeout` and `--send-timeout`: neither holds its connection and the bytes
+/// for it for ever, while the host serves on.
+#[test]
+fn a_stalled_block_and_a_window_never_opened_are_closed_at_the_idle_timeout() {
+    use std::io::Write;
+    let server = Server::start(
+        "epoll",
+        &["article", "demo"],
+        &["--keep-alive-timeout", "1s", "--send-timeout", "1s"],
+    );
+    let hello = [
+        &b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..],
+        &frame(0x4, 0, 0, &[0, 4, 0, 0, 0, 0]), // SETTINGS_INITIAL_WINDOW_SIZE 0
+    ]
+    .concat();
+    let get = |path: &str| {
+        block(&[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":path", path),
+            (":authority", "localhost"),
+        ])
+    };
+    // HEADERS without END_HEADERS, and no CONTINUATION after it.
+    let mut stalled = std::net::TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
+    stalled
+        .write_all(&[hello.clone(), frame(0x1, 0x1, 1, &get("/article"))].concat())
+        .expect("send");
+    // A whole request whose answer (100 KB) waits on a window of 0.
+    let mut zero = std::net::TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
+    zero.write_all(&[hello, frame(0x1, 0x5, 1, &get("/demo/bytes?n=100000"))].concat())
+        .expect("send");
+    let started = std::time::Instant::now();
+    assert!(
+        closed_within(&mut stalled, Duration::from_secs(20)),
+        "{}",
+        server.log()
+    );
+    assert!(
+        closed_within(&mut zero, Duration::from_secs(20)),
+        "{}",
+        server.log()
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(500),
+        "closed before its timeout"
+    );
+    let after = text(&curl(&server, Backend::plain("epoll"), "/article", &[]));
+    assert!(after.ends_with("\n200 2"), "{after}");
+}

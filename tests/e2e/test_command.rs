@@ -138,6 +138,7 @@ fn stand_in_tools(dir: &Path, fail_on: &str) -> PathBuf {
         "unshare",
         "kubernetes-validate",
         "hadolint",
+        "h2load",
     ] {
         write_script(&bin.join(tool), ok);
     }

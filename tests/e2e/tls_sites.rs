@@ -366,10 +366,12 @@ fn hsts_on_tls_answers_and_plain_binds_redirecting(poller: &str) {
         .output()
         .unwrap_or_else(|e| panic!("curl is needed ({e})"));
     let text = String::from_utf8_lossy(&out.stdout);
+    // curl speaks HTTP/2 here (ALPN), whose field names are lowercase.
     assert!(
-        text.contains("Strict-Transport-Security: max-age=31536000; includeSubDomains\r\n"),
+        text.contains("strict-transport-security: max-age=31536000; includeSubDomains\r\n"),
         "{text}"
     );
+    assert!(text.starts_with("HTTP/2 200"), "{text}");
     let r = server.connect().request(
         b"POST /article/x?y=1 HTTP/1.1\r\nHost: example.test:8080\r\nContent-Length: 2\r\n\r\nhi",
     );

@@ -46,8 +46,13 @@ impl<S> Conn<S> {
                 Phase::Streaming { .. } => Deadline::StreamIdle,
                 Phase::Closing { .. } => Deadline::Send,
                 Phase::Upgraded(_) => Deadline::WebSocket,
-                Phase::H2(ref s) if s.is_idle() => Deadline::Idle,
-                Phase::H2(_) => Deadline::H2App,
+                // No request with its app (those are set above): idle,
+                // whatever the machine holds for a client that reads no
+                // more (a window it never opens) or sends no more.
+                // Bytes queued for a window the client does not open: as
+                // output it does not read.
+                Phase::H2(ref s) if s.machine.waits_for_window() => Deadline::Send,
+                Phase::H2(_) => Deadline::Idle,
                 Phase::Lingering(_) => Deadline::Linger,
                 Phase::Reading(_) if self.reader.in_body() => Deadline::Body,
                 Phase::Reading(_) if self.reader.is_empty() => Deadline::Idle,
@@ -55,8 +60,9 @@ impl<S> Conn<S> {
             }
         };
         let progressed = match want {
-            // An HTTP/2 read counts as progress (`h2_read`).
-            Deadline::Idle if self.is_h2() => self.write_progress,
+            // An HTTP/2 read counts as progress (`h2_read`), but not the
+            // bytes of a header block that never ends.
+            Deadline::Idle if self.is_h2() => self.reader.progressed && !self.h2_receiving_block(),
             Deadline::Idle | Deadline::Body => self.reader.progressed,
             Deadline::Send => self.write_progress,
             Deadline::StreamIdle => stream_progress,
@@ -89,14 +95,18 @@ impl<S> Conn<S> {
                 self.deadline = Some((link.deadline(), Deadline::WebSocket));
                 return;
             }
-            Phase::H2(s) if !self.has_output() && !s.is_idle() => {
+            Phase::H2(s) if !self.has_output() => {
                 // The oldest request with its app times out first; a
                 // connection whose streams only stream answers has none.
-                self.deadline = s.oldest_pending().map(|p| {
+                if let Some(p) = s.oldest_pending() {
                     let limit = p.timeout.unwrap_or(params.app_timeout);
-                    (p.started + limit, Deadline::H2App)
-                });
-                return;
+                    self.deadline = Some((p.started + limit, Deadline::H2App));
+                    return;
+                }
+                if s.streams_answers() && !s.machine.waits_for_window() {
+                    self.deadline = None;
+                    return;
+                }
             }
             _ => {}
         }

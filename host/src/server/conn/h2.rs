@@ -26,6 +26,11 @@ impl<S> Conn<S> {
         }
     }
 
+    /// True while an HTTP/2 client is part way through a header block.
+    pub fn h2_receiving_block(&self) -> bool {
+        matches!(&self.phase, Phase::H2(s) if s.machine.receiving_block())
+    }
+
     /// True while the first bytes of a plain connection are a strict
     /// prefix of the HTTP/2 preface (`h2c`): no request is parsed until
     /// more decide.
@@ -98,9 +103,7 @@ impl<S: Transport> Conn<S> {
             }
         }
         self.held = self.stream.has_buffered_output();
-        if got {
-            self.write_progress = true;
-        }
+        self.reader.progressed |= got;
         got
     }
 

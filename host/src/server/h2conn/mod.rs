@@ -222,6 +222,11 @@ impl Session {
         gones
     }
 
+    /// True while some stream's answer streams from its app.
+    pub fn streams_answers(&self) -> bool {
+        self.slots.iter().any(|s| s.streamed.is_some())
+    }
+
     /// True while no stream is held and the machine has none open.
     pub fn is_idle(&self) -> bool {
         self.slots.is_empty() && self.machine.is_idle()

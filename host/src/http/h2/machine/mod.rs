@@ -181,6 +181,19 @@ impl Machine {
         self.streams.is_empty() && self.block.is_none()
     }
 
+    /// True while some stream has body bytes queued that its window or
+    /// the connection's does not let out.
+    pub fn waits_for_window(&self) -> bool {
+        self.streams
+            .iter()
+            .any(|s| !s.send.is_empty() && (s.send_window <= 0 || self.conn_send <= 0))
+    }
+
+    /// True while a header block is part way received.
+    pub fn receiving_block(&self) -> bool {
+        self.block.is_some()
+    }
+
     /// Streams open.
     pub fn open_streams(&self) -> usize {
         self.streams.len()
