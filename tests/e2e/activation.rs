@@ -347,7 +347,14 @@ fn a_new_process_that_ignores_sigterm_is_killed_when_the_old_one_drains() {
     let (mut child, port, log) = start_copy(&binary, &apps, "epoll", &[]);
     let text = || log.lock().map(|l| l.clone()).unwrap_or_default();
     let stubborn = dir.path().join("stoa.new");
-    std::fs::write(&stubborn, "#!/bin/sh\ntrap '' TERM\nexec sleep 600\n").expect("write");
+    // It says when its trap is set: a SIGTERM before that would end it,
+    // and the test is about one that outlives SIGTERM.
+    let trapped = dir.path().join("trapped");
+    let script = format!(
+        "#!/bin/sh\ntrap '' TERM\ntouch '{}'\nexec sleep 600\n",
+        trapped.display()
+    );
+    std::fs::write(&stubborn, script).expect("write");
     std::fs::set_permissions(&stubborn, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     std::fs::rename(&stubborn, &binary).expect("rename");
     let old = rustix::process::Pid::from_raw(child.0.id() as i32).expect("pid");
@@ -362,6 +369,8 @@ fn a_new_process_that_ignores_sigterm_is_killed_when_the_old_one_drains() {
         .and_then(|t| t.split(')').next()?.parse().ok())
         .unwrap_or_else(|| panic!("no pid: {}", text()));
     let _new = KillPid::new(new_pid, child.0.id());
+    let set = wait_until(Duration::from_secs(10), || trapped.exists());
+    assert!(set, "the new process never set its trap: {}", text());
     rustix::process::kill_process(old, Signal::TERM).expect("SIGTERM");
     let exited = wait_until(Duration::from_secs(20), || {
         child.0.try_wait().ok().flatten().is_some()
