@@ -33,6 +33,19 @@ impl Cli {
                 .fold(self.max_stream_body, usize::max),
             ..flags
         };
+        let h2 = crate::settings::H2Params {
+            max_concurrent_streams: self.h2_max_concurrent_streams,
+            stream_window: self.h2_stream_window,
+            conn_window: self.h2_conn_window,
+            reset_rate: self.h2_reset_rate,
+            reset_burst: self.h2_reset_rate.saturating_mul(2),
+            control_rate: self.h2_control_rate,
+            control_burst: self.h2_control_rate,
+            // The header list's limits are HTTP/1.1's head limits.
+            max_header_list: u32::try_from(conn.max_head).unwrap_or(u32::MAX),
+            max_headers: conn.max_headers,
+            ..crate::settings::H2Params::default()
+        };
         Settings {
             conn,
             ws: self.ws_params(),
@@ -63,16 +76,7 @@ impl Cli {
                 NetList(self.status_allow.clone())
             },
             trusted_proxies: NetList(self.trusted_proxy.clone()),
-            h2: crate::settings::H2Params {
-                max_concurrent_streams: self.h2_max_concurrent_streams,
-                stream_window: self.h2_stream_window,
-                conn_window: self.h2_conn_window,
-                reset_rate: self.h2_reset_rate,
-                reset_burst: self.h2_reset_rate.saturating_mul(2),
-                control_rate: self.h2_control_rate,
-                control_burst: self.h2_control_rate,
-                ..crate::settings::H2Params::default()
-            },
+            h2,
             h2c: self.h2c,
         }
     }

@@ -111,6 +111,10 @@ pub struct Pending {
     pub(super) gone: Option<Gone>,
     /// Its entry on the board of requests in flight (`ops::in_flight`),
     /// while the app has not answered.
+    #[expect(
+        dead_code,
+        reason = "held for its drop, which takes the entry off the board"
+    )]
     pub(super) on_board: Option<OnBoard>,
     /// What the request's head asked for (version, `Connection`).
     pub(super) keep_alive: bool,

@@ -411,7 +411,7 @@ impl Server {
             let was_full = conn.output_full();
             let read = conn.read_due() && conn.read_some(params, &mut self.bufs);
             if conn.h2_due(self.handles.settings.h2c) {
-                let params = self.h2_params();
+                let params = self.handles.settings.h2.clone();
                 let Some(conn) = self.conns.get_mut(token.0) else {
                     return;
                 };

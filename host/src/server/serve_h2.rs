@@ -13,9 +13,8 @@ use super::h2conn::exchange::StreamExchange;
 use super::h2conn::Waiting;
 use super::Server;
 use crate::http::answer::HostAnswer;
-use crate::http::h2::machine::stream::{Chunk, Request};
+use crate::http::h2::machine::stream::Request;
 use crate::http::h2::machine::Event;
-use crate::http::h2::params::H2Params;
 use crate::http::parse::BodyKind;
 use crate::http::response::Fixed;
 use crate::http::HttpError;
@@ -23,16 +22,6 @@ use crate::inbox::{Answer, StreamStart};
 use crate::poller::Token;
 
 impl Server {
-    /// The limits of this host's HTTP/2 connections.
-    pub(super) fn h2_params(&self) -> H2Params {
-        let conn = &self.handles.settings.conn;
-        H2Params {
-            max_header_list: u32::try_from(conn.max_head).unwrap_or(u32::MAX),
-            max_headers: conn.max_headers,
-            ..self.handles.settings.h2.clone()
-        }
-    }
-
     /// Serves an HTTP/2 connection: reads while its output is under the
     /// bound, hands the bytes to the machine, dispatches the requests
     /// that became whole, frames what the answers have, writes.
@@ -121,10 +110,12 @@ impl Server {
                         (Some(route), plan.stream)
                     }
                 };
-                session.slot(stream).waiting = Some(Waiting { head, buf, route });
+                let waiting = Waiting { head, buf, route };
                 if streams {
                     session.slot(stream).streams_body = true;
-                    self.h2_dispatch(token, stream, Vec::new());
+                    self.h2_dispatch(token, stream, waiting, Vec::new());
+                } else {
+                    session.slot(stream).waiting = Some(waiting);
                 }
             }
             Some(Request::Refused(_)) => {
@@ -142,26 +133,25 @@ impl Server {
         let Some((session, out)) = self.conns.get_mut(token.0).and_then(|c| c.h2_parts()) else {
             return;
         };
-        if session.slot(stream).waiting.is_none() {
+        let Some(waiting) = session.take_waiting(stream) else {
             // Dispatched with its head (its body streams), or refused.
             session.drop_slot_if_done(stream);
             return;
-        }
+        };
         let (body, over) = session.machine.take_body(stream).unwrap_or_default();
         if over {
-            session.slot(stream).waiting = None;
             let answer = HostAnswer::Http(HttpError::BodyTooLarge);
             let date = self.date.get();
             host_answer(session, out, stream, answer, date, &mut self.bufs);
             session.drop_slot_if_done(stream);
             return;
         }
-        self.h2_dispatch(token, stream, body);
+        self.h2_dispatch(token, stream, waiting, body);
     }
 
-    /// Hands stream `stream`'s waiting request, with `body`, to the
-    /// dispatcher; an answer given at once is queued.
-    fn h2_dispatch(&mut self, token: Token, stream: u32, body: Vec<u8>) {
+    /// Hands stream `stream`'s request, with `body`, to the dispatcher; an
+    /// answer given at once is queued.
+    fn h2_dispatch(&mut self, token: Token, stream: u32, waiting: Waiting, body: Vec<u8>) {
         let Some(conn) = self.conns.get_mut(token.0) else {
             return;
         };
@@ -170,14 +160,11 @@ impl Server {
         let Some((session, _)) = conn.h2_parts() else {
             return;
         };
-        let Some(Waiting {
+        let Waiting {
             mut head,
             buf,
             route,
-        }) = session.slot(stream).waiting.take()
-        else {
-            return;
-        };
+        } = waiting;
         if head.body != BodyKind::None {
             head.body = BodyKind::Length(body.len());
         }
@@ -371,13 +358,6 @@ fn host_answer(
 ) {
     log::debug!("HTTP/2 stream {stream}: {}", answer.status());
     let mut response = answer.response();
-    let body = std::mem::take(&mut response.body);
-    let head = super::h2conn::answer_fields(&response, Some(body.len() as u64), date);
     let buf = out.buf_for(pool);
-    if session
-        .machine
-        .respond(stream, response.status, head.iter(), body.is_empty(), buf)
-    {
-        session.machine.queue_data(stream, Chunk::App(body), true);
-    }
+    session.send_answer(stream, &mut response, &[], false, date, buf);
 }

@@ -44,8 +44,6 @@ use stream::StreamedAnswer;
 pub use tail::{Due, Tail};
 pub use transport::Transport;
 
-use crate::ops::access_log::AccessInfo;
-
 /// Output waiting for the socket above which a connection stops reading
 /// and dispatching: a batch of hundreds of small pipelined answers still
 /// goes out in one write, while a client that does not read costs at most

@@ -3,7 +3,7 @@
 //! stays open after it; a request body streamed to its app; the refusals
 //! that answer in place of a request and close.
 
-use super::{AccessInfo, Conn, Dispatch, Phase, Transport};
+use super::{Conn, Dispatch, Phase, Transport};
 use crate::http::answer::HostAnswer;
 use crate::http::parse::Head;
 use crate::http::reader::{BodyPlan, BufPool, ReadState};
@@ -16,7 +16,6 @@ use crate::server::route::Route;
 use crate::settings::ConnParams;
 use std::cell::Cell;
 use std::io;
-use std::time::Instant;
 use stoa_app_api::abi::BODY_COMPLETE;
 use stoa_app_api::Response;
 
@@ -68,24 +67,11 @@ impl<S> Conn<S> {
     /// board of requests in flight, its app's own timeout and, unless it
     /// was `answered` at once, its app's `on_gone` task.
     pub fn begin(&mut self, begun: Begun, answered: bool) {
-        let Begun {
-            id,
-            started,
-            slot,
-            blocking_path,
-            access,
-            on_board,
-            app_timeout,
-            on_gone,
-        } = begun;
-        self.begin_dispatch(id, started, slot, blocking_path, access);
-        if let Phase::Dispatched(d) = &mut self.phase {
-            d.pending.on_board = on_board;
-            d.pending.timeout = app_timeout;
-            if !answered {
-                d.pending.gone = on_gone;
-            }
-        }
+        let (head_only, keep_alive, version_minor) = self.head_facts();
+        let mut pending = Pending::begun(begun, head_only, answered);
+        pending.keep_alive = keep_alive;
+        pending.version_minor = version_minor;
+        self.wait_for(pending);
     }
 
     /// The ready request has gone to an app (`slot`; `None` for the host's
@@ -93,23 +79,17 @@ impl<S> Conn<S> {
     /// for its answer, reading nothing meanwhile, and the request's bytes
     /// leave the buffer. HEAD and the keep-alive wishes are taken from its
     /// head; `path` is kept for jobs on the blocking pool.
+    #[cfg(test)]
     pub fn begin_dispatch(
         &mut self,
         id: u64,
-        started: Instant,
+        started: std::time::Instant,
         slot: Option<usize>,
         path: Option<Box<str>>,
-        access: Option<Box<AccessInfo>>,
+        access: Option<Box<crate::ops::access_log::AccessInfo>>,
     ) {
-        let (head_only, keep_alive, version_minor) = match self.reader.parts() {
-            Some((head, buf, _)) => (
-                &buf[head.method.clone()] == b"HEAD",
-                head.keep_alive,
-                head.version_minor,
-            ),
-            None => (false, false, 1),
-        };
-        let pending = Pending {
+        let (head_only, keep_alive, version_minor) = self.head_facts();
+        self.wait_for(Pending {
             id,
             head_only,
             started,
@@ -121,7 +101,25 @@ impl<S> Conn<S> {
             on_board: None,
             keep_alive,
             version_minor,
-        };
+        });
+    }
+
+    /// What the ready request's head says of its answer: HEAD, keep-alive,
+    /// and its version's minor.
+    fn head_facts(&self) -> (bool, bool, u8) {
+        match self.reader.parts() {
+            Some((head, buf, _)) => (
+                &buf[head.method.clone()] == b"HEAD",
+                head.keep_alive,
+                head.version_minor,
+            ),
+            None => (false, false, 1),
+        }
+    }
+
+    /// The connection waits for `pending`'s answer, reading nothing
+    /// meanwhile; the request's bytes leave the buffer.
+    fn wait_for(&mut self, pending: Pending) {
         self.phase = Phase::Dispatched(Dispatch {
             pending,
             body: None,

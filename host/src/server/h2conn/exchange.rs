@@ -3,7 +3,6 @@
 
 use super::head::fields;
 use super::Session;
-use crate::http::h2::machine::stream::Chunk;
 use crate::http::output::Output;
 use crate::http::reader::BufPool;
 use crate::http::response::{never_has_body, Fixed};
@@ -58,16 +57,12 @@ impl Exchange for StreamExchange<'_> {
         pool: &mut BufPool,
     ) -> Option<Pending> {
         let pending = self.take_pending()?;
-        let body = std::mem::take(&mut response.body);
-        let head = fields(response, fixed, Some(body.len() as u64), terms.date);
-        let end = pending.head_only || never_has_body(response.status) || body.is_empty();
         let out = self.out.buf_for(pool);
-        let machine = &mut self.session.machine;
-        if machine.respond(self.stream, response.status, head.iter(), end, out) && !end {
-            machine.queue_data(self.stream, Chunk::App(body), true);
-        }
+        let head_only = pending.head_only;
+        self.session
+            .send_answer(self.stream, response, fixed, head_only, terms.date, out);
         if terms.close {
-            machine.go_away(out);
+            self.session.machine.go_away(out);
         }
         self.session.drop_slot_if_done(self.stream);
         Some(pending)

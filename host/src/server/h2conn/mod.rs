@@ -11,15 +11,6 @@
 pub mod exchange;
 mod head;
 
-/// The head of the host's own answer `resp` (no constant headers).
-pub fn answer_fields(
-    resp: &stoa_app_api::Response,
-    length: Option<u64>,
-    date: &str,
-) -> head::Fields {
-    head::fields(resp, &[], length, date)
-}
-
 use super::body_feed::BodyLink;
 use super::conn::tail::Tail;
 use super::exchange::{Gone, Pending};
@@ -29,6 +20,7 @@ use crate::http::h2::machine::{Event, Machine};
 use crate::http::h2::params::H2Params;
 use crate::http::h2::ErrorCode;
 use crate::http::parse::Head;
+use crate::http::response::never_has_body;
 use crate::stream_line::{End, StreamLine};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -279,7 +271,7 @@ impl Session {
                 }
                 slot.gone = None;
             }
-            self.forget_if_done(stream);
+            self.drop_slot_if_done(stream);
         }
         ended
     }
@@ -335,12 +327,39 @@ impl Session {
         }
     }
 
-    /// Lets a slot go once nothing of it is held.
-    pub fn drop_slot_if_done(&mut self, stream: u32) {
-        self.forget_if_done(stream);
+    /// Queues `response` (with `fixed`) as stream `stream`'s whole answer:
+    /// its head, then its body (taken out of `response`, framed from the
+    /// app's buffer as the windows allow), none for HEAD (`head_only`) or
+    /// a status without one.
+    pub fn send_answer(
+        &mut self,
+        stream: u32,
+        response: &mut stoa_app_api::Response,
+        fixed: crate::http::response::Fixed,
+        head_only: bool,
+        date: &str,
+        out: &mut Vec<u8>,
+    ) {
+        let body = std::mem::take(&mut response.body);
+        let fields = head::fields(response, fixed, Some(body.len() as u64), date);
+        let end = head_only || never_has_body(response.status) || body.is_empty();
+        let machine = &mut self.machine;
+        if machine.respond(stream, response.status, fields.iter(), end, out) && !end {
+            machine.queue_data(stream, Chunk::App(body), true);
+        }
     }
 
-    fn forget_if_done(&mut self, stream: u32) {
+    /// Takes the request stream `stream` holds waiting for its body.
+    pub fn take_waiting(&mut self, stream: u32) -> Option<Waiting> {
+        self.slots
+            .iter_mut()
+            .find(|s| s.stream == stream)?
+            .waiting
+            .take()
+    }
+
+    /// Lets a slot go once nothing of it is held.
+    pub fn drop_slot_if_done(&mut self, stream: u32) {
         if let Some(i) = self.slots.iter().position(|s| {
             s.stream == stream && s.waiting.is_none() && s.pending.is_none() && s.streamed.is_none()
         }) {

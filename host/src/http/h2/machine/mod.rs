@@ -205,11 +205,6 @@ impl Machine {
         self.goaway.is_some() || self.peer_goaway
     }
 
-    /// The highest stream id the client opened.
-    pub fn last_id(&self) -> u32 {
-        self.last_id
-    }
-
     fn stream(&self, id: u32) -> Option<&Stream> {
         self.streams.iter().find(|s| s.id == id)
     }

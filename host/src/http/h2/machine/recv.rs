@@ -179,7 +179,7 @@ impl Machine {
                 "DATA on a closed stream",
             ));
         };
-        if s.recv_closed || matches!(s.request, Request::Waiting) {
+        if s.recv_closed {
             return Err(FrameError::Stream(
                 id,
                 ErrorCode::StreamClosed,
