@@ -206,6 +206,16 @@ pub trait RawResponder: Send {
         drop(headers);
         self.accept_websocket(session)
     }
+
+    /// Appended in 0.2.10: the major HTTP version of the connection the
+    /// request came over: 2 for a stream of an HTTP/2 connection (whose
+    /// `Request` says `version_minor` 1, as HTTP/1.1's semantics apply to
+    /// it), 1 otherwise. `Request`, frozen within the line, cannot carry
+    /// it. The default (a host without the method speaks HTTP/1.x only)
+    /// answers 1.
+    fn http_major(&self) -> u8 {
+        1
+    }
 }
 
 /// What an app sees of the TLS session its request came over (appended in

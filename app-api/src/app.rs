@@ -167,6 +167,23 @@ impl Responder {
         self.inner.as_ref().and_then(|i| i.tls().into_option())
     }
 
+    /// The major HTTP version the request came over: 2 for a stream of an
+    /// HTTP/2 connection, 1 for HTTP/1.x (and in a host older than
+    /// app-api 0.2.10, which speaks HTTP/1.x only).
+    pub fn http_major(&self) -> u8 {
+        self.inner.as_ref().map_or(1, |i| i.http_major())
+    }
+
+    /// The protocol `request` (this responder's) came over, as CGI's
+    /// `SERVER_PROTOCOL` names it: `HTTP/2`, `HTTP/1.1` or `HTTP/1.0`.
+    pub fn protocol(&self, request: &Request<'_>) -> &'static str {
+        match (self.http_major(), request.version_minor) {
+            (2, _) => "HTTP/2",
+            (_, 0) => "HTTP/1.0",
+            _ => "HTTP/1.1",
+        }
+    }
+
     /// Runs `f` once, on the connection's event loop, if the request is
     /// abandoned before its answer is complete: the client closed or
     /// reset the connection (a half-close counts) while the app works on

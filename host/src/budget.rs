@@ -1,12 +1,14 @@
 //! The host-wide budget for what clients make the host hold
 //! (`--max-buffered`): request bodies it buffers for their apps (and heads
 //! past the first read buffer), the copy of a body a blocking-pool route
-//! gets, WebSocket messages not yet whole, and streamed answers' queues
-//! (`stream_line`). Every holder takes a
+//! gets, WebSocket messages not yet whole, streamed answers' queues
+//! (`stream_line`), and the answers an HTTP/2 connection holds for
+//! its client's flow-control windows. Every holder takes a
 //! `Reservation` that grows as bytes arrive; the bytes go back when it
 //! shrinks or is dropped, so a closed connection always returns its share.
-//! Past the limit a new body is answered 503 and a WebSocket message closes
-//! its connection with 1013 (try again later); both are counted.
+//! Past the limit a new body (and a new HTTP/2 stream) is answered 503 and
+//! a WebSocket message closes its connection with 1013 (try again later);
+//! each is counted.
 //!
 //! One atomic counter shared by every worker, touched only when a buffer
 //! grows past its first `READ_CHUNK`: small requests never touch it. In
@@ -24,6 +26,8 @@ pub enum Refusal {
     Body,
     /// A WebSocket message, closed with 1013.
     Message,
+    /// A new HTTP/2 stream's request, answered 503.
+    Stream,
 }
 
 struct Inner {
@@ -33,6 +37,7 @@ struct Inner {
     mine: Option<&'static AtomicU64>,
     bodies_refused: AtomicU64,
     messages_refused: AtomicU64,
+    streams_refused: AtomicU64,
     /// When a refusal was last logged (`stats::stamp`), 0 for never.
     logged: AtomicU64,
 }
@@ -69,6 +74,7 @@ impl Budget {
             mine,
             bodies_refused: AtomicU64::new(0),
             messages_refused: AtomicU64::new(0),
+            streams_refused: AtomicU64::new(0),
             logged: AtomicU64::new(0),
         }))
     }
@@ -88,11 +94,17 @@ impl Budget {
         usize::try_from(self.0.held.load(Relaxed)).unwrap_or(usize::MAX)
     }
 
+    /// True while `n` more bytes would fit under the limit.
+    pub fn has_room(&self, n: usize) -> bool {
+        self.held().saturating_add(n) <= self.0.limit
+    }
+
     /// How many of `what` were refused so far.
     pub fn refused(&self, what: Refusal) -> u64 {
         match what {
             Refusal::Body => self.0.bodies_refused.load(Relaxed),
             Refusal::Message => self.0.messages_refused.load(Relaxed),
+            Refusal::Stream => self.0.streams_refused.load(Relaxed),
         }
     }
 
@@ -101,6 +113,7 @@ impl Budget {
         let counter = match what {
             Refusal::Body => &self.0.bodies_refused,
             Refusal::Message => &self.0.messages_refused,
+            Refusal::Stream => &self.0.streams_refused,
         };
         counter.fetch_add(1, Relaxed);
         let now = crate::stats::stamp(std::time::Instant::now());
@@ -114,11 +127,12 @@ impl Budget {
                 .is_ok()
         {
             log::warn!(
-                "max_buffered ({}) is full: {} body(ies) answered 503 and {} WebSocket \
-                 message(s) closed with 1013 so far (raise --max-buffered, or see \
-                 buffered in /.well-known/stoa/status)",
+                "max_buffered ({}) is full: {} body(ies) and {} HTTP/2 stream(s) answered \
+                 503 and {} WebSocket message(s) closed with 1013 so far (raise \
+                 --max-buffered, or see buffered in /.well-known/stoa/status)",
                 size_text(self.0.limit),
                 self.refused(Refusal::Body),
+                self.refused(Refusal::Stream),
                 self.refused(Refusal::Message)
             );
         }

@@ -5,7 +5,8 @@
 //! floods, an HPACK bomb, SETTINGS/PING/empty-DATA floods, a zero window,
 //! stream-id reuse, too many streams) each get their GOAWAY or reset while
 //! another connection is served; curl and h2load get whole, streamed and
-//! uploaded answers from the sample apps unchanged. And a Unix socket and
+//! uploaded answers from the sample apps unchanged (a plugin built against
+//! app-api 0.2.0 too; the environ app sees `HTTP/2`). And a Unix socket and
 //! thread mode speak it too, and the access log says `HTTP/2.0`; a drain
 //! sends GOAWAY and finishes the stream in flight; `--h2c off` and
 //! `--http2 off` speak HTTP/1.1 only, and out-of-range values are refused.
@@ -127,8 +128,21 @@ fn known_attacks_are_answered_while_another_connection_is_served(on: Backend) {
 }
 
 fn curl_and_h2load_get_whole_streamed_and_uploaded_answers(on: Backend) {
-    let apps = ["hello-project", "article", "environ", "demo"];
+    let apps = [
+        "hello-project",
+        "article",
+        "environ",
+        "demo",
+        "abi-previous",
+    ];
     let server = Server::start(on, &apps, &[]);
+    // A plugin built against app-api 0.2.0 is served over HTTP/2 unchanged.
+    let previous = text(&curl(&server, on, "/previous", &[]));
+    assert!(
+        previous.starts_with("built against stoa-app-api 0.2.0") && previous.ends_with("\n200 2"),
+        "{previous}\n{}",
+        server.log()
+    );
     let article = text(&curl(&server, on, "/article", &[]));
     assert_eq!(
         article,
@@ -164,7 +178,7 @@ fn curl_and_h2load_get_whole_streamed_and_uploaded_answers(on: Backend) {
     let data = format!("@{}", file.display());
     let environ = text(&curl(&server, on, "/_environ/x", &["--data-binary", &data]));
     assert!(
-        environ.contains("\"body_length\": 2000000"),
+        environ.contains("\"body_length\": 2000000") && environ.contains("\"version\": \"HTTP/2\""),
         "{}",
         &environ[..environ.len().min(600)]
     );

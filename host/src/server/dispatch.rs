@@ -20,11 +20,11 @@ use crate::ops::in_flight::{Flight, Waits};
 use crate::ops::spot::Running;
 use crate::poller::Token;
 use crate::server::request::{with_view, HeadText, Meta, OwnedRequest};
-use crate::server::responder::{begin_inline, end_inline, responder, ReplyTo};
+use crate::server::responder::{begin_inline, end_inline, responder, ConnView, ReplyTo};
 use crate::server::route::{Route, Target};
 use std::sync::Arc;
 use std::time::Instant;
-use stoa_app_api::abi::{TaskBox, TlsSession};
+use stoa_app_api::abi::TaskBox;
 use stoa_app_api::Response;
 
 /// Hands parsed requests to the host's endpoints or to their apps, and
@@ -138,7 +138,10 @@ impl Dispatcher {
                 id,
             },
             accept,
-            tls,
+            conn: ConnView {
+                tls,
+                http2: head.http2,
+            },
         };
         let (answer, after) = self.to_app(call, &parts, body, &mut begun);
         Outcome {
@@ -207,7 +210,7 @@ impl Dispatcher {
             meta,
             reply,
             accept,
-            tls,
+            conn,
         } = call;
         with_view(parts, body, split, &meta, |request| {
             match handles.pool.as_ref().filter(|_| app.blocks(request)) {
@@ -218,7 +221,7 @@ impl Dispatcher {
                         .limits
                         .app_timeout
                         .unwrap_or(handles.settings.conn.app_timeout);
-                    let responder = responder(reply, app, &handles.settings.conn, accept, tls);
+                    let responder = responder(reply, app, &handles.settings.conn, accept, conn);
                     let job = BlockingJob {
                         app,
                         path,
@@ -240,7 +243,7 @@ impl Dispatcher {
                         request,
                         started: now,
                     };
-                    let (inline, gone, read) = self.run_inline(call, reply, accept, tls);
+                    let (inline, gone, read) = self.run_inline(call, reply, accept, conn);
                     if inline.is_none() {
                         begun.on_board = Some(board.enter(&flight_of(app, request, Waits::Later)));
                     }
@@ -307,7 +310,7 @@ impl Dispatcher {
         call: InlineCall<'_>,
         reply: ReplyTo,
         accept: Option<Accepting>,
-        tls: Option<Arc<TlsSession>>,
+        conn: ConnView,
     ) -> (Option<Answer>, Option<TaskBox>, Instant) {
         let InlineCall {
             app,
@@ -326,7 +329,7 @@ impl Dispatcher {
         begin_inline(&self.queue, reply.id);
         app.handle(
             request,
-            responder(reply, app, &handles.settings.conn, accept, tls),
+            responder(reply, app, &handles.settings.conn, accept, conn),
         );
         let (inline, gone) = end_inline();
         beat.leave();
@@ -345,14 +348,14 @@ impl Dispatcher {
 
 /// A request on its way to its app: the app and where its path splits,
 /// what the app sees of the listener and client, where its answer goes,
-/// a WebSocket handshake it may accept, and its TLS session.
+/// a WebSocket handshake it may accept, and what it sees of the connection.
 struct AppCall<'a> {
     app: &'a Arc<LoadedApp>,
     split: usize,
     meta: Meta,
     reply: ReplyTo,
     accept: Option<Accepting>,
-    tls: Option<Arc<TlsSession>>,
+    conn: ConnView,
 }
 
 /// What an app's handler is called with on the loop: the app, the path

@@ -412,10 +412,12 @@ impl Server {
             let read = conn.read_due() && conn.read_some(params, &mut self.bufs);
             if conn.h2_due(self.handles.settings.h2c) {
                 let params = self.handles.settings.h2.clone();
+                let stats = self.handles.stats.worker(self.worker).h2.clone();
+                let held = self.handles.budget.reservation();
                 let Some(conn) = self.conns.get_mut(token.0) else {
                     return;
                 };
-                conn.promote_h2(params, &mut self.bufs);
+                conn.promote_h2(params, &mut self.bufs, (stats, held));
                 return self.pump_h2(token);
             }
             if conn.owes_plain_http_answer() {

@@ -127,8 +127,18 @@ struct HostResponder {
     /// The `Sec-WebSocket-Accept` value and the subprotocols offered,
     /// when the request is a valid WebSocket handshake.
     accept: Option<Accepting>,
-    /// The TLS session the request came over.
-    tls: Option<Arc<TlsSession>>,
+    /// What the app sees of the connection the request came over.
+    conn: ConnView,
+}
+
+/// What an app sees, through its responder, of the connection a request
+/// came over beyond its `Request`: the TLS session (none on a plain
+/// connection) and whether the request is a stream of an HTTP/2
+/// connection.
+#[derive(Clone, Default)]
+pub struct ConnView {
+    pub tls: Option<Arc<TlsSession>>,
+    pub http2: bool,
 }
 
 impl HostResponder {
@@ -229,7 +239,14 @@ impl RawResponder for HostResponder {
     }
 
     fn tls(&self) -> ROption<TlsSession> {
-        self.tls.as_deref().cloned().into()
+        self.conn.tls.as_deref().cloned().into()
+    }
+
+    fn http_major(&self) -> u8 {
+        match self.conn.http2 {
+            true => 2,
+            false => 1,
+        }
     }
 
     fn accept_websocket(self, session: WsSessionBox) {
@@ -309,7 +326,7 @@ impl HostResponder {
                 stream_queue: self.stream_queue,
                 send_timeout: self.send_timeout,
                 accept: None,
-                tls: self.tls.clone(),
+                conn: self.conn.clone(),
             },
             TD_Opaque,
         )
@@ -328,13 +345,14 @@ impl Drop for HostResponder {
 
 /// Makes the responder handed to `app` for the request `reply` names;
 /// `params` bound a streamed answer; `accept` is what accepting a valid
-/// WebSocket handshake takes; `tls` the TLS session the request came over.
+/// WebSocket handshake takes; `conn` what the app sees of the connection
+/// the request came over.
 pub fn responder(
     reply: ReplyTo,
     app: &Arc<LoadedApp>,
     params: &ConnParams,
     accept: Option<Accepting>,
-    tls: Option<Arc<TlsSession>>,
+    conn: ConnView,
 ) -> ResponderBox {
     RawResponder_TO::from_value(
         HostResponder {
@@ -345,7 +363,7 @@ pub fn responder(
             stream_queue: params.stream_queue,
             send_timeout: params.send_timeout,
             accept,
-            tls,
+            conn,
         },
         TD_Opaque,
     )

@@ -12,6 +12,7 @@ use super::exchange::{Incoming, Pending};
 use super::h2conn::exchange::StreamExchange;
 use super::h2conn::Waiting;
 use super::Server;
+use crate::budget::Refusal;
 use crate::http::answer::HostAnswer;
 use crate::http::h2::machine::stream::Request;
 use crate::http::h2::machine::Event;
@@ -20,6 +21,10 @@ use crate::http::response::Fixed;
 use crate::http::HttpError;
 use crate::inbox::{Answer, StreamStart};
 use crate::poller::Token;
+
+/// What `--max-buffered` must have left for a new stream to be served:
+/// a stream window's worth of its answer (at most half the budget).
+const STREAM_ROOM: usize = 64 << 10;
 
 impl Server {
     /// Serves an HTTP/2 connection: reads while its output is under the
@@ -50,6 +55,7 @@ impl Server {
             if let Some((code, why)) = s.machine.failure() {
                 log::debug!("HTTP/2 connection error {}: {why}", code.name());
             }
+            s.account();
         }
         self.settle(token);
     }
@@ -150,16 +156,35 @@ impl Server {
     }
 
     /// Hands stream `stream`'s request, with `body`, to the dispatcher; an
-    /// answer given at once is queued.
+    /// answer given at once is queued. While `--max-buffered` (where the
+    /// answers held for clients' windows count) has less than a stream's
+    /// room left, a new stream is answered 503 instead: no app works for
+    /// it.
     fn h2_dispatch(&mut self, token: Token, stream: u32, waiting: Waiting, body: Vec<u8>) {
         let Some(conn) = self.conns.get_mut(token.0) else {
             return;
         };
         let (peer, via) = (conn.peer().clone(), conn.via_index());
         let tls = conn.tls_session();
-        let Some((session, _)) = conn.h2_parts() else {
+        let Some((session, out)) = conn.h2_parts() else {
             return;
         };
+        let budget = &self.handles.budget;
+        if !budget.has_room(STREAM_ROOM.min(budget.limit() / 2)) {
+            budget.note_refused(Refusal::Stream);
+            let answer = HostAnswer::Http(HttpError::OverBudget(budget.limit()));
+            host_answer(
+                session,
+                out,
+                stream,
+                answer,
+                self.date.get(),
+                &mut self.bufs,
+            );
+            session.machine.give_back(waiting.buf);
+            session.drop_slot_if_done(stream);
+            return;
+        }
         let Waiting {
             mut head,
             buf,

@@ -3,8 +3,10 @@
 //! shared between loops on the hot path) and is its only writer (`bump`);
 //! readers sum them.
 
+mod h2;
 mod handshake;
 mod snapshot;
+pub use h2::{tally, ByCode, ConnCounts, H2Counts, H2Stats, H2_CODES};
 pub use handshake::HandshakeFailure;
 pub use snapshot::{AppCounts, Counts, HOST};
 
@@ -97,6 +99,8 @@ pub struct WorkerStats {
     pub streams: Arc<AtomicU64>,
     /// TLS handshakes that failed, by kind (`HandshakeFailure::index`).
     pub tls_failures: [AtomicU64; HandshakeFailure::ALL.len()],
+    /// HTTP/2's (each session publishes its connection's counts).
+    pub h2: Arc<H2Stats>,
     pub apps: Vec<AppStats>,
 }
 
@@ -120,6 +124,7 @@ impl Default for WorkerStats {
             paused_since: AtomicU64::new(0),
             streams: Arc::new(AtomicU64::new(0)),
             tls_failures: Default::default(),
+            h2: Arc::default(),
             apps: (0..=APP_SLOTS).map(|_| AppStats::default()).collect(),
         }
     }

@@ -2,7 +2,7 @@
 //! add up, within a process (one per loop) or across the worker processes
 //! of process mode (each publishes its own for the others to read).
 
-use super::{AppStats, HandshakeFailure, Stats, WorkerStats, APP_SLOTS, LATENCY_BUCKETS};
+use super::{AppStats, H2Counts, HandshakeFailure, Stats, WorkerStats, APP_SLOTS, LATENCY_BUCKETS};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Relaxed;
@@ -71,6 +71,10 @@ pub struct Counts {
     /// none failed with is left out.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tls_failures: BTreeMap<String, u64>,
+    /// HTTP/2 connections, streams and frames by error code; left out
+    /// while no connection has spoken it.
+    #[serde(default, skip_serializing_if = "H2Counts::is_empty")]
+    pub h2: H2Counts,
     /// Process mode: each log's lines (written, dropped, write errors)
     /// by log name, as this worker process counted them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -116,6 +120,7 @@ impl Counts {
             accept_paused_secs: w.accept_paused_secs(),
             apps,
             tls_failures,
+            h2: H2Counts::of(&w.h2),
             logs: BTreeMap::new(),
             pool: None,
         }
@@ -136,6 +141,7 @@ impl Counts {
         for (kind, n) in &other.tls_failures {
             *self.tls_failures.entry(kind.clone()).or_default() += n;
         }
+        self.h2.add(&other.h2);
         for (name, lines) in &other.logs {
             let sum = self.logs.entry(name.clone()).or_default();
             for (a, b) in sum.iter_mut().zip(lines) {
@@ -150,6 +156,7 @@ impl Counts {
         self.closed = self.accepted;
         self.ws_closed = self.ws_opened;
         self.streams = 0;
+        self.h2.closed = self.h2.opened;
         self.pool = None;
         self
     }

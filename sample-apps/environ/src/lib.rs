@@ -14,6 +14,7 @@ pub const BODY_PREVIEW: usize = 4096;
 #[derive(Serialize)]
 struct Environ<'a> {
     method: &'a str,
+    /// `HTTP/1.0`, `HTTP/1.1` or `HTTP/2`.
     version: &'static str,
     scheme: &'a str,
     server_name: &'a str,
@@ -113,6 +114,7 @@ impl EnvironApp {
 impl App for EnvironApp {
     fn handle(&self, request: &Request<'_>, responder: Responder) {
         let mut environ = Environ::of(request);
+        environ.version = responder.protocol(request);
         environ.tls = responder.tls().map(Tls::from);
         responder.respond(Self::answer(&environ));
     }

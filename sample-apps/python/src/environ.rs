@@ -7,7 +7,26 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 use std::sync::Arc;
 use stoa_app_api::abi::TlsSession;
-use stoa_app_api::Request;
+use stoa_app_api::{Request, Responder};
+
+/// What the host says of the connection a request came over, beyond the
+/// request itself: its TLS session (none over plain HTTP) and its protocol
+/// as `SERVER_PROTOCOL` names it (`HTTP/2` for a stream of an HTTP/2
+/// connection).
+pub struct Link {
+    pub tls: Option<TlsSession>,
+    pub protocol: &'static str,
+}
+
+impl Link {
+    /// What `responder` says of the connection `request` came over.
+    pub fn of(request: &Request<'_>, responder: &Responder) -> Link {
+        Link {
+            tls: responder.tls(),
+            protocol: responder.protocol(request),
+        }
+    }
+}
 
 /// The keys every request shares, built once: a request's environ starts
 /// as a copy of it.
@@ -51,14 +70,6 @@ pub fn environ<'py>(
     env.set_item(intern!(py, "QUERY_STRING"), request.query.as_str())?;
     env.set_item(intern!(py, "SERVER_NAME"), request.server_name.as_str())?;
     env.set_item(intern!(py, "SERVER_PORT"), request.server_port.to_string())?;
-    env.set_item(
-        intern!(py, "SERVER_PROTOCOL"),
-        if request.version_minor == 0 {
-            "HTTP/1.0"
-        } else {
-            "HTTP/1.1"
-        },
-    )?;
     if let Some((addr, port)) = split_peer(request.peer.as_str()) {
         env.set_item(intern!(py, "REMOTE_ADDR"), addr)?;
         env.set_item(intern!(py, "REMOTE_PORT"), port)?;
@@ -95,11 +106,21 @@ pub fn environ<'py>(
     Ok(env)
 }
 
+/// The keys of the connection `link` describes: `SERVER_PROTOCOL`, and
+/// over TLS the session's.
+pub fn link(py: Python<'_>, env: &Bound<'_, PyDict>, link: &Link) -> PyResult<()> {
+    env.set_item(intern!(py, "SERVER_PROTOCOL"), link.protocol)?;
+    match &link.tls {
+        Some(session) => tls(py, env, session),
+        None => Ok(()),
+    }
+}
+
 /// The TLS session's keys, as mod_ssl and uWSGI name them: `HTTPS` on,
 /// `SSL_PROTOCOL`, `SSL_CIPHER`, `SSL_TLS_SNI`, and under mutual TLS
 /// `SSL_CLIENT_S_DN` with `SSL_CLIENT_VERIFY` (`SUCCESS`, or `NONE`
 /// without a client certificate).
-pub fn tls(py: Python<'_>, env: &Bound<'_, PyDict>, tls: &TlsSession) -> PyResult<()> {
+fn tls(py: Python<'_>, env: &Bound<'_, PyDict>, tls: &TlsSession) -> PyResult<()> {
     env.set_item(intern!(py, "HTTPS"), "on")?;
     env.set_item(intern!(py, "SSL_PROTOCOL"), tls.version.as_str())?;
     env.set_item(intern!(py, "SSL_CIPHER"), tls.cipher.as_str())?;

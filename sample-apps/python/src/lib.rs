@@ -49,6 +49,7 @@ mod sink;
 mod stream;
 mod wsgi;
 
+use environ::Link;
 use mounted::{Mounted, Served};
 pub use settings::BridgeSettings;
 use stoa_app_api::{App, Context, Request, Responder, Response};
@@ -127,18 +128,18 @@ impl App for PythonApp {
 
 fn serve_wsgi(wsgi: &wsgi::Wsgi, request: &Request<'_>, responder: Responder) {
     let head_only = request.method.as_str() == "HEAD";
-    let tls = responder.tls();
+    let link = Link::of(request, &responder);
     if body::streamed_length(request).is_some() && request.body.is_empty() {
         let pipe = body::Pipe::new();
         responder.read_body_on_pool(body::PipeSink(pipe.clone()));
         let sink = body::AfterBody::new(pipe.clone(), head_only);
-        return wsgi.serve(request, Box::new(sink), Some(pipe), tls.as_ref());
+        return wsgi.serve(request, Box::new(sink), Some(pipe), &link);
     }
     wsgi.serve(
         request,
         Box::new(stream::Streaming::new(responder, head_only)),
         None,
-        tls.as_ref(),
+        &link,
     );
 }
 

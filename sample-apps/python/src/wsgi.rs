@@ -4,6 +4,7 @@
 
 use crate::body::Pipe;
 use crate::environ;
+use crate::environ::Link;
 use crate::io::Errors;
 use crate::python::traceback;
 use crate::respond::{self, lock, lock_released, Shared, StartResponse};
@@ -13,7 +14,6 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use std::sync::Arc;
-use stoa_app_api::abi::TlsSession;
 use stoa_app_api::{log, Request};
 
 /// A loaded WSGI application.
@@ -31,18 +31,18 @@ impl Wsgi {
         Ok(Wsgi { app, base, errors })
     }
 
-    /// Answers `request` (which came over `tls`, if any) through `sink`;
-    /// its body comes through `pipe` when it streams.
+    /// Answers `request` (which came over `link`) through `sink`; its body
+    /// comes through `pipe` when it streams.
     pub fn serve(
         &self,
         request: &Request<'_>,
         sink: Box<dyn Sink>,
         pipe: Option<Arc<Pipe>>,
-        tls: Option<&TlsSession>,
+        link: &Link,
     ) {
         let exchange = respond::shared(sink);
         let outcome = Python::with_gil(|py| {
-            let called = self.call(py, request, &exchange, (pipe, tls));
+            let called = self.call(py, request, &exchange, (pipe, link));
             let errors = self.errors.bind(py);
             errors.borrow().flush(py);
             called.map_err(|e| traceback(py, &e))
@@ -69,13 +69,11 @@ impl Wsgi {
         py: Python<'_>,
         request: &Request<'_>,
         exchange: &Shared,
-        (pipe, tls): (Option<Arc<Pipe>>, Option<&TlsSession>),
+        (pipe, link): (Option<Arc<Pipe>>, &Link),
     ) -> PyResult<()> {
         let errors = self.errors.bind(py).clone();
         let environ = environ::environ(py, &self.base, request, errors, pipe)?;
-        if let Some(tls) = tls {
-            environ::tls(py, &environ, tls)?;
-        }
+        environ::link(py, &environ, link)?;
         let start = Bound::new(
             py,
             StartResponse {

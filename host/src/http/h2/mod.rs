@@ -56,8 +56,11 @@ pub enum ErrorCode {
     Http11Required = 0xd,
 }
 
+// Status and metrics count by wire value, one counter per code named here.
+const _: () = assert!(ErrorCode::ALL.len() == crate::stats::H2_CODES);
+
 impl ErrorCode {
-    /// Every code, in order (what status counts by).
+    /// Every code, in order of its wire value (what status counts by).
     pub const ALL: [ErrorCode; 14] = [
         ErrorCode::NoError,
         ErrorCode::Protocol,

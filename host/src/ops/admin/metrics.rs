@@ -3,6 +3,7 @@
 
 use crate::apps::registry::AppState;
 use crate::budget::{Budget, Refusal};
+use crate::http::h2::ErrorCode;
 use crate::listen::tls::expiry::unix_now;
 use crate::ops::certificates;
 use crate::ops::log_writer;
@@ -20,6 +21,7 @@ pub(super) fn metrics_text(shared: &Sources<'_>) -> String {
     info_metrics(shared, &view, &mut out);
     connection_metrics(shared, &view, &mut out);
     tls_metrics(&view.total, &mut out);
+    h2_metrics(&view, &mut out);
     buffered_metrics(shared.budget, &mut out);
     let names = names(shared);
     request_metrics(&view, &names, &mut out);
@@ -173,6 +175,53 @@ fn tls_metrics(total: &Counts, out: &mut String) {
     }
 }
 
+/// HTTP/2 connections (open, and ever), streams, refusals, and the
+/// RST_STREAM and GOAWAY frames each way by error code (every code named,
+/// 0 for none).
+fn h2_metrics(view: &View, out: &mut String) {
+    let total = &view.total.h2;
+    let open: u64 = view.workers.iter().map(|w| w.counts.h2.open()).sum();
+    let _ = writeln!(
+        out,
+        "# TYPE stoa_h2_connections_open gauge\nstoa_h2_connections_open {open}"
+    );
+    for (name, n) in [
+        ("stoa_h2_connections_total", total.opened),
+        ("stoa_h2_streams_total", total.streams),
+        ("stoa_h2_streams_refused_total", total.refused),
+    ] {
+        let _ = writeln!(out, "# TYPE {name} counter\n{name} {n}");
+    }
+    let families = [
+        (
+            "stoa_h2_resets_total",
+            [
+                ("sent", &total.resets_sent),
+                ("received", &total.resets_received),
+            ],
+        ),
+        (
+            "stoa_h2_goaways_total",
+            [
+                ("sent", &total.goaways_sent),
+                ("received", &total.goaways_received),
+            ],
+        ),
+    ];
+    for (name, ways) in families {
+        let _ = writeln!(out, "# TYPE {name} counter");
+        for (way, by_code) in ways {
+            for (code, n) in ErrorCode::ALL.iter().zip(by_code) {
+                let _ = writeln!(
+                    out,
+                    "{name}{{direction=\"{way}\",code=\"{}\"}} {n}",
+                    code.name()
+                );
+            }
+        }
+    }
+}
+
 /// A worker's series labels: its index, and in process mode its pid (a
 /// worker being replaced and its replacement share the index).
 fn worker_labels(w: &WorkerView) -> String {
@@ -272,10 +321,12 @@ fn buffered_metrics(budget: &Budget, out: &mut String) {
          # TYPE stoa_buffered_max_bytes gauge\nstoa_buffered_max_bytes {}\n\
          # TYPE stoa_buffered_refused_total counter\n\
          stoa_buffered_refused_total{{kind=\"body\"}} {}\n\
-         stoa_buffered_refused_total{{kind=\"message\"}} {}",
+         stoa_buffered_refused_total{{kind=\"message\"}} {}\n\
+         stoa_buffered_refused_total{{kind=\"stream\"}} {}",
         budget.held(),
         budget.limit(),
         budget.refused(Refusal::Body),
-        budget.refused(Refusal::Message)
+        budget.refused(Refusal::Message),
+        budget.refused(Refusal::Stream)
     );
 }

@@ -4,12 +4,13 @@
 use crate::apps::plugin_copy::mapped_bytes;
 use crate::apps::registry::AppState;
 use crate::budget::{Budget, Refusal};
+use crate::http::h2::ErrorCode;
 use crate::listen::tls::expiry::unix_now;
 use crate::ops::certificates;
 use crate::ops::log_writer;
 use crate::ops::peers::{Peers, SupervisorNotes};
 use crate::ops::survival;
-use crate::stats::{Counts, HandshakeFailure};
+use crate::stats::{ByCode, Counts, HandshakeFailure};
 use serde_json::{json, Value};
 
 use super::view::{log_refs, logs, names, stuck_workers, view, Sources, View};
@@ -34,6 +35,7 @@ pub(super) fn status_json(shared: &Sources<'_>) -> String {
             "open": live(Counts::websockets),
             "opened": view.total.ws_opened,
         },
+        "http2": http2_json(&view),
         "per_worker": per_worker_json(&view, &notes),
         "supervisor": shared.peers.map(|_| supervisor_json(&notes)),
         "requests": requests_json(shared, &view),
@@ -77,6 +79,33 @@ fn tls_failures_json(total: &Counts) -> serde_json::Map<String, Value> {
         .collect()
 }
 
+/// HTTP/2 connections (open, and ever), streams and refusals, and the
+/// RST_STREAM and GOAWAY frames each way by error code (a code none was
+/// counted with is left out).
+fn http2_json(view: &View) -> Value {
+    let total = &view.total.h2;
+    json!({
+        "connections_open": view.workers.iter().map(|w| w.counts.h2.open()).sum::<u64>(),
+        "connections": total.opened,
+        "streams": total.streams,
+        "streams_refused": total.refused,
+        "resets_sent": by_code(&total.resets_sent),
+        "resets_received": by_code(&total.resets_received),
+        "goaways_sent": by_code(&total.goaways_sent),
+        "goaways_received": by_code(&total.goaways_received),
+    })
+}
+
+/// Counts by HTTP/2 error code name, the codes counted only.
+fn by_code(counts: &ByCode) -> serde_json::Map<String, Value> {
+    ErrorCode::ALL
+        .iter()
+        .zip(counts)
+        .filter(|(_, n)| **n > 0)
+        .map(|(code, n)| (code.name().to_string(), json!(n)))
+        .collect()
+}
+
 /// The budget of buffered bodies and messages: held, limit, refusals.
 fn buffered_json(budget: &Budget) -> Value {
     json!({
@@ -84,6 +113,7 @@ fn buffered_json(budget: &Budget) -> Value {
         "max": budget.limit(),
         "bodies_refused": budget.refused(Refusal::Body),
         "messages_refused": budget.refused(Refusal::Message),
+        "streams_refused": budget.refused(Refusal::Stream),
     })
 }
 

@@ -4,12 +4,15 @@
 //! knowledge), becomes an HTTP/2 session before any request is read.
 
 use super::{Conn, Phase, Transport};
+use crate::budget::Reservation;
 use crate::http::h2::params::H2Params;
 use crate::http::h2::{sniff, Sniff};
 use crate::http::output::Output;
 use crate::http::reader::BufPool;
 use crate::server::h2conn::Session;
+use crate::stats::H2Stats;
 use std::io;
+use std::sync::Arc;
 use std::time::Instant;
 
 impl<S> Conn<S> {
@@ -53,11 +56,17 @@ impl<S> Conn<S> {
     }
 
     /// Switches to HTTP/2: the bytes read so far are the session's first,
-    /// and the host's SETTINGS go out first.
-    pub fn promote_h2(&mut self, params: H2Params, pool: &mut BufPool) {
+    /// and the host's SETTINGS go out first; the session counts itself in
+    /// `stats`, and the answers it holds in `held`.
+    pub fn promote_h2(
+        &mut self,
+        params: H2Params,
+        pool: &mut BufPool,
+        (stats, held): (Arc<H2Stats>, Reservation),
+    ) {
         let read = self.reader.take_rest(pool);
         let out = self.out.buf_for(pool);
-        let session = Session::new(params, read, out);
+        let session = Session::new(params, read, out, (stats, held));
         self.phase = Phase::H2(Box::new(session));
         self.read_ready = true;
     }

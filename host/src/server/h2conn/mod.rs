@@ -15,12 +15,14 @@ use super::body_feed::BodyLink;
 use super::conn::tail::Tail;
 use super::exchange::{Gone, Pending};
 use super::route::Route;
+use crate::budget::Reservation;
 use crate::http::h2::machine::stream::Chunk;
 use crate::http::h2::machine::{Event, Machine};
 use crate::http::h2::params::H2Params;
 use crate::http::h2::ErrorCode;
 use crate::http::parse::Head;
 use crate::http::response::never_has_body;
+use crate::stats::{bump, ConnCounts, H2Stats};
 use crate::stream_line::{End, StreamLine};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -75,20 +77,49 @@ pub struct Session {
     input: Vec<u8>,
     slots: Vec<Slot>,
     events: Vec<Event>,
+    /// The worker's HTTP/2 counters, and the machine's counts as last
+    /// published there.
+    stats: Arc<H2Stats>,
+    published: ConnCounts,
+    /// The answer bytes held for the client's windows, in `--max-buffered`.
+    held: Reservation,
 }
 
 impl Session {
     /// A session whose client has sent `read` already; its SETTINGS go to
-    /// `out`.
-    pub fn new(params: H2Params, read: Vec<u8>, out: &mut Vec<u8>) -> Self {
+    /// `out`; it counts itself in `stats`, and the answers it holds in
+    /// `held`.
+    pub fn new(
+        params: H2Params,
+        read: Vec<u8>,
+        out: &mut Vec<u8>,
+        (stats, held): (Arc<H2Stats>, Reservation),
+    ) -> Self {
         let mut machine = Machine::new(params);
         machine.start(out);
+        bump(&stats.opened, 1);
         Session {
             machine,
             input: read,
             slots: Vec::new(),
             events: Vec::new(),
+            stats,
+            published: ConnCounts::default(),
+            held,
         }
+    }
+
+    /// Adds what the machine counted since the last call to the worker's
+    /// counters, and holds the answer bytes waiting for the client's
+    /// windows against `--max-buffered` (they exist already: counted even
+    /// past the limit, which then refuses new streams and bodies).
+    pub fn account(&mut self) {
+        let now = self.machine.counts;
+        if now != self.published {
+            self.stats.publish(&self.published, &now);
+            self.published = now;
+        }
+        self.held.force(self.machine.queued_total());
     }
 
     /// Room for more input: the machine takes what it can each turn.
@@ -383,5 +414,14 @@ impl Session {
             open,
             bytes: 0,
         });
+    }
+}
+
+impl Drop for Session {
+    /// The connection ends (closed, or its phase left behind): what it
+    /// counted last is published, and it counts as closed.
+    fn drop(&mut self) {
+        self.account();
+        bump(&self.stats.closed, 1);
     }
 }

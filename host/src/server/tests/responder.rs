@@ -6,7 +6,7 @@
 use crate::http::answer::HostAnswer;
 use crate::inbox::{Answer, Inbox, InboxItems};
 use crate::poller::Token;
-use crate::server::responder::{begin_inline, end_inline, responder, ReplyTo};
+use crate::server::responder::{begin_inline, end_inline, responder, ConnView, ReplyTo};
 use crate::server::testing::{app, NoWake};
 use crate::settings::{AppLimits, ConnParams};
 use abi_stable::sabi_trait::TD_Opaque;
@@ -27,7 +27,13 @@ fn for_request(queue: &Arc<Inbox>, id: u64) -> ResponderBox {
         id,
     };
     let app = app("/app", AppLimits::default());
-    responder(reply, &app, &ConnParams::default(), None, None)
+    responder(
+        reply,
+        &app,
+        &ConnParams::default(),
+        None,
+        ConnView::default(),
+    )
 }
 
 /// The completions in `queue`: (token, id, status).
@@ -148,4 +154,26 @@ fn an_on_gone_task_after_the_handler_goes_through_the_inbox_before_the_answer() 
     assert_eq!(gone, [(3, 8)]);
     assert_eq!(items.completions.len(), 1);
     assert_eq!(runs.load(Ordering::Relaxed), 0);
+}
+
+/// The app hears which HTTP its request came over: 2 for a stream of an
+/// HTTP/2 connection, else 1 (and `Request::version_minor` decides 1.0).
+#[test]
+fn the_responder_tells_http_2_from_http_1() {
+    let queue = inbox();
+    let app = app("/app", AppLimits::default());
+    for (http2, major, protocol) in [(false, 1, "HTTP/1.1"), (true, 2, "HTTP/2")] {
+        let reply = ReplyTo {
+            queue: queue.clone(),
+            token: Token(3),
+            id: 1,
+        };
+        let conn = ConnView { tls: None, http2 };
+        let params = ConnParams::default();
+        let r = stoa_app_api::Responder::from_raw(responder(reply, &app, &params, None, conn));
+        let request = stoa_app_api::Request::sample("GET", "/app", "/x", "");
+        assert_eq!((r.http_major(), r.protocol(&request)), (major, protocol));
+        r.respond(Response::text(200, "ok"));
+    }
+    assert_eq!(completions(&queue).len(), 2);
 }

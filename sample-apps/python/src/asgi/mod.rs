@@ -21,6 +21,7 @@ mod scope;
 mod wake;
 mod ws;
 
+use crate::environ::Link;
 use crate::settings::{AppEntry, Lifespan};
 use exchange::HttpCore;
 use pyo3::prelude::*;
@@ -69,8 +70,7 @@ impl Asgi {
     /// Hands `request` (its application mounted at `root_path`, raw) to
     /// the loop.
     pub fn serve(&self, request: &Request<'_>, mut responder: Responder, root_path: String) {
-        let tls = responder.tls();
-        let head = Head::of(request, root_path, tls);
+        let head = Head::of(request, root_path, Link::of(request, &responder));
         if is_websocket(request) {
             let mut responder = responder;
             let core = WsCore::new(self.runner.clone(), head);

@@ -2,7 +2,7 @@
 //! host's buffer when it is handed to the loop, turned into the scope's
 //! dict on the loop's thread.
 
-use crate::environ::{percent_decode, split_peer};
+use crate::environ::{percent_decode, split_peer, Link};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
@@ -28,17 +28,13 @@ pub struct Head {
 
 impl Head {
     /// Copies `request` (whose application is mounted at `root_path`,
-    /// raw), which came over `tls`.
-    pub fn of(request: &Request<'_>, root_path: String, tls: Option<TlsSession>) -> Head {
+    /// raw), which came over `link`.
+    pub fn of(request: &Request<'_>, root_path: String, link: Link) -> Head {
         let client = split_peer(request.peer.as_str())
             .and_then(|(addr, port)| Some((addr.to_string(), port.parse().ok()?)));
         Head {
             method: request.method.as_str().to_string(),
-            http_version: if request.version_minor == 0 {
-                "1.0"
-            } else {
-                "1.1"
-            },
+            http_version: link.protocol.trim_start_matches("HTTP/"),
             scheme: request.scheme.as_str().to_string(),
             raw_path: format!("{}{}", request.script_name, request.path_info),
             root_path,
@@ -59,7 +55,7 @@ impl Head {
                 request.server_name.as_str().to_string(),
                 request.server_port,
             ),
-            tls,
+            tls: link.tls,
         }
     }
 

@@ -13,6 +13,10 @@ fn https_and_wss_reach_the_asgi_application(poller: &str) {
     let bridge = fastapi(poller, "/api", &args);
     let port = https_port(&bridge.server);
     let scope = curl_json(port, "/api/scope", &[]);
+    // curl speaks HTTP/2 over TLS (ALPN), and HTTP/1.1 when asked.
+    assert_eq!(scope["http_version"], "2", "{scope}");
+    let one = curl_json(port, "/api/scope", &["--http1.1"]);
+    assert_eq!(one["http_version"], "1.1", "{one}");
     assert_eq!(scope["scheme"], "https", "{scope}");
     assert_eq!(scope["path"], "/api/scope", "{scope}");
     let tls = &scope["tls"];

@@ -251,7 +251,9 @@ fn url_scheme_from_trusted_proxies_only(poller: &str) {
 
 /// Over a `tls://` bind the environ says so (`wsgi.url_scheme` https
 /// whatever a proxy's header says, `HTTPS`, `SSL_*`), and with a client
-/// certificate under mutual TLS its subject and `SUCCESS`.
+/// certificate under mutual TLS its subject and `SUCCESS`; curl speaks
+/// HTTP/2 there (ALPN), which `SERVER_PROTOCOL` says, and HTTP/1.1 when
+/// asked.
 fn tls_keys_over_https(poller: &str) {
     let args = tls_args();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -260,6 +262,7 @@ fn tls_keys_over_https(poller: &str) {
     let port = https_port(server);
     let curl = |extra: &[&str]| curl_json(port, "/pep/environ", extra);
     let env = curl(&[]);
+    assert_eq!(env["SERVER_PROTOCOL"], "HTTP/2", "{env}");
     assert_eq!(env["wsgi.url_scheme"], "https", "{env}");
     assert_eq!(env["HTTPS"], "on");
     assert_eq!(env["SSL_PROTOCOL"], "TLSv1.3");
@@ -276,6 +279,9 @@ fn tls_keys_over_https(poller: &str) {
     let env = curl(&["--cert", &cert, "--key", &key]);
     assert_eq!(env["SSL_CLIENT_VERIFY"], "SUCCESS", "{env}");
     assert_eq!(env["SSL_CLIENT_S_DN"], "CN=client one,O=Stoa tests");
+    let env = curl(&["--http1.1"]);
+    assert_eq!(env["SERVER_PROTOCOL"], "HTTP/1.1", "{env}");
+    assert_eq!(env["HTTPS"], "on", "{env}");
     // Plain HTTP has none of them.
     let r = server
         .connect()

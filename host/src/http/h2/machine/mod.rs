@@ -19,6 +19,7 @@ use super::guard::{Bucket, Guard};
 use super::hpack::{Decoder, Encoder};
 use super::params::H2Params;
 use super::ErrorCode;
+use crate::stats::{ByCode, ConnCounts};
 use stream::Stream;
 
 /// What the host must act on after `recv`.
@@ -65,15 +66,10 @@ enum Purpose {
     Drop(Option<ErrorCode>),
 }
 
-/// Counts for status: what the connection sent and received.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Counts {
-    pub streams: u64,
-    /// RST_STREAM frames received, and sent.
-    pub resets_received: u64,
-    pub resets_sent: u64,
-    /// Streams refused past `max_concurrent_streams`.
-    pub refused: u64,
+/// Counts one frame with `code` in `counts` (the connection's counts for
+/// status and metrics: `stats::ConnCounts`).
+fn tally(counts: &mut ByCode, code: ErrorCode) {
+    crate::stats::tally(counts, code.wire());
 }
 
 /// One connection's HTTP/2 state.
@@ -107,7 +103,7 @@ pub struct Machine {
     spare: Vec<Vec<u8>>,
     /// The buffer answer heads are encoded in, kept between answers.
     spare_block: Vec<u8>,
-    pub counts: Counts,
+    pub counts: ConnCounts,
     /// Why the connection failed, for the log.
     failure: Option<(ErrorCode, &'static str)>,
 }
@@ -138,7 +134,7 @@ impl Machine {
             turn: 0,
             spare: Vec::new(),
             spare_block: Vec::new(),
-            counts: Counts::default(),
+            counts: ConnCounts::default(),
             failure: None,
             state: State::Preface,
             params,
@@ -286,6 +282,7 @@ impl Machine {
         }
         let last = self.goaway.map_or(self.last_id, |(last, _)| last);
         frame::put_goaway(out, last, code, why.as_bytes());
+        tally(&mut self.counts.goaways_sent, code);
         self.goaway = Some((last, code));
         self.failure = Some((code, why));
         self.state = State::Failed;
@@ -302,6 +299,7 @@ impl Machine {
             return;
         }
         frame::put_goaway(out, self.last_id, ErrorCode::NoError, b"");
+        tally(&mut self.counts.goaways_sent, ErrorCode::NoError);
         self.goaway = Some((self.last_id, ErrorCode::NoError));
     }
 
@@ -311,7 +309,7 @@ impl Machine {
         if let Some(i) = self.streams.iter().position(|s| s.id == id) {
             self.streams.swap_remove(i);
             frame::put_rst(out, id, code);
-            self.counts.resets_sent += 1;
+            tally(&mut self.counts.resets_sent, code);
         }
     }
 }

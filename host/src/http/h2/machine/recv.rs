@@ -3,7 +3,7 @@
 //! ends the machine with GOAWAY; a stream error resets the stream.
 
 use super::stream::{Request, Stream};
-use super::{Block, Event, Machine, Purpose, State};
+use super::{tally, Block, Event, Machine, Purpose, State};
 use crate::http::h2::frame::{self, setting, Frame, FrameError, Head, HEAD_LEN, MAX_WINDOW};
 use crate::http::h2::request::{check_trailer, Refused, RequestBuilder};
 use crate::http::h2::{ErrorCode, PREFACE};
@@ -79,7 +79,7 @@ impl Machine {
             self.events.push(Event::Gone(id));
         }
         frame::put_rst(out, id, code);
-        self.counts.resets_sent += 1;
+        tally(&mut self.counts.resets_sent, code);
         if !self.guard.resets.take(now) {
             self.fail(ErrorCode::EnhanceYourCalm, "too many streams reset", out);
         }
@@ -125,7 +125,7 @@ impl Machine {
                 end_headers, block, ..
             } => self.continuation(end_headers, block, now, out),
             Frame::Priority { .. } => self.control(now),
-            Frame::RstStream { stream, .. } => self.rst(stream, now),
+            Frame::RstStream { stream, code } => self.rst(stream, code, now),
             Frame::Settings { ack, params } => self.settings(ack, params, now, out),
             Frame::PushPromise { .. } => conn(ErrorCode::Protocol, "PUSH_PROMISE from a client"),
             Frame::Ping { ack, data } => {
@@ -135,7 +135,11 @@ impl Machine {
                 }
                 Ok(())
             }
-            Frame::GoAway { .. } => {
+            Frame::GoAway { code, .. } => {
+                tally(
+                    &mut self.counts.goaways_received,
+                    ErrorCode::from_wire(code),
+                );
                 self.peer_goaway = true;
                 Ok(())
             }
@@ -386,11 +390,11 @@ impl Machine {
         Ok(())
     }
 
-    fn rst(&mut self, id: u32, now: Instant) -> Step {
+    fn rst(&mut self, id: u32, code: u32, now: Instant) -> Step {
         if id > self.last_id {
             return conn(ErrorCode::Protocol, "RST_STREAM on an idle stream");
         }
-        self.counts.resets_received += 1;
+        tally(&mut self.counts.resets_received, ErrorCode::from_wire(code));
         self.control(now)?;
         let Some(i) = self.streams.iter().position(|s| s.id == id) else {
             return Ok(());

@@ -3,7 +3,7 @@
 //! streams with bytes to send taking turns.
 
 use super::stream::Chunk;
-use super::Machine;
+use super::{tally, Machine};
 use crate::http::h2::frame;
 use crate::http::h2::ErrorCode;
 
@@ -52,6 +52,11 @@ impl Machine {
         }
         s.send_end |= end;
         true
+    }
+
+    /// Body bytes queued on every stream and not framed yet.
+    pub fn queued_total(&self) -> usize {
+        self.streams.iter().map(|s| s.queued()).sum()
     }
 
     /// Body bytes queued on stream `id` and not framed yet (none for a
@@ -147,7 +152,7 @@ impl Machine {
         };
         if !self.streams[i].recv_closed {
             frame::put_rst(out, id, ErrorCode::NoError);
-            self.counts.resets_sent += 1;
+            tally(&mut self.counts.resets_sent, ErrorCode::NoError);
         }
         self.streams.swap_remove(i);
     }

@@ -1,0 +1,147 @@
+//! HTTP/2 as an operator sees it, on every backend: status and metrics
+//! count its connections, streams, refusals and the RST_STREAM and GOAWAY
+//! frames each way by error code; the answers held for a client that
+//! never opens its windows count in `--max-buffered`, and once it is full a
+//! new stream is answered 503 naming it (no app works for it) while
+//! HTTP/1.1 is served, and a closed connection gives its bytes back.
+
+use crate::common::{metrics, status};
+use crate::harness::{wait_until, Captured, Group, Server, WAIT};
+use serde_json::Value;
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+matrix!(
+    status_and_metrics_count_connections_streams_goaways_and_resets,
+    answers_held_for_closed_windows_count_in_max_buffered,
+);
+
+const FRAMES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/e2e/h2_frames.py");
+const HOLD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/e2e/h2_hold.py");
+
+/// The `http2` section of the status document.
+fn http2(server: &Server) -> Value {
+    status(server)["http2"].clone()
+}
+
+/// The count of `code` in `counts` (a map by code name).
+fn count(counts: &Value, code: &str) -> u64 {
+    counts[code].as_u64().unwrap_or(0)
+}
+
+fn status_and_metrics_count_connections_streams_goaways_and_resets(poller: &str) {
+    let server = Server::samples(poller);
+    // Rapid Reset (CANCELs received, GOAWAY ENHANCE_YOUR_CALM sent), one
+    // stream past the limit (REFUSED_STREAM sent), and a client's GOAWAY.
+    let cases = [
+        "attack/rapid-reset",
+        "attack/too-many-streams",
+        "generic/3.8/1",
+    ];
+    let out = Command::new("python3")
+        .arg(FRAMES)
+        .args(["127.0.0.1", &server.port.to_string(), "/hello/"])
+        .args(cases)
+        .output()
+        .expect("python3 is needed for the HTTP/2 tests");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert_ne!(
+        out.status.code(),
+        Some(3),
+        "python3 -m pip install h2: {text}"
+    );
+    assert!(out.status.success(), "{text}\n{}", server.log());
+    // Each case had a connection of its own; all three have ended.
+    let settled = wait_until(WAIT, || {
+        let h = http2(&server);
+        h["connections"].as_u64() >= Some(3) && h["connections_open"].as_u64() == Some(0)
+    });
+    let h = http2(&server);
+    assert!(settled, "{h:#}");
+    assert!(h["streams"].as_u64() > Some(100), "{h:#}");
+    assert!(h["streams_refused"].as_u64() >= Some(1), "{h:#}");
+    assert!(count(&h["resets_received"], "CANCEL") >= 1, "{h:#}");
+    assert!(count(&h["resets_sent"], "REFUSED_STREAM") >= 1, "{h:#}");
+    assert!(count(&h["goaways_sent"], "ENHANCE_YOUR_CALM") >= 1, "{h:#}");
+    assert!(count(&h["goaways_received"], "NO_ERROR") >= 1, "{h:#}");
+    // An HTTP/1.1 connection is none of them.
+    assert_eq!(server.get("/article").status, 200);
+    let m = metrics(&server);
+    let series = |s: &str| m.get(s).copied().unwrap_or(-1.0);
+    assert_eq!(series("stoa_h2_connections_open"), 0.0, "{m:?}");
+    assert!(series("stoa_h2_connections_total") >= 3.0, "{m:?}");
+    assert!(series("stoa_h2_streams_refused_total") >= 1.0, "{m:?}");
+    let calm = r#"stoa_h2_goaways_total{direction="sent",code="ENHANCE_YOUR_CALM"}"#;
+    assert!(series(calm) >= 1.0, "{m:?}");
+    let cancel = r#"stoa_h2_resets_total{direction="received",code="CANCEL"}"#;
+    assert!(series(cancel) >= 1.0, "{m:?}");
+    // Every code is a series, counted or not.
+    let quiet = r#"stoa_h2_resets_total{direction="sent",code="HTTP_1_1_REQUIRED"}"#;
+    assert_eq!(series(quiet), 0.0, "{m:?}");
+}
+
+/// The `buffered` section of the status document.
+fn buffered(server: &Server) -> Value {
+    status(server)["buffered"].clone()
+}
+
+fn answers_held_for_closed_windows_count_in_max_buffered(poller: &str) {
+    let args = [
+        "--max-buffered",
+        "1M",
+        "--max-body",
+        "64K",
+        "--ws-max-message",
+        "64K",
+    ];
+    let server = Server::start(poller, &["misbehave", "article"], &args);
+    // A whole answer of 4 MiB on a stream whose window stays shut.
+    let mut client = Group::spawn(
+        Command::new("python3")
+            .args([HOLD, &server.port.to_string(), "/_test/big", "1"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+    )
+    .expect("python3 is needed for the HTTP/2 tests");
+    let lines: Arc<Captured> = Captured::collect(client.0.stdout.take().expect("stdout"));
+    let held = lines.wait(WAIT, |t| t.contains("held\n"));
+    assert!(held, "{}\n{}", lines.text(), server.log());
+    assert!(lines.text().contains("status 1 200\n"), "{}", lines.text());
+    // What waits for the window counts, past the limit (it is there).
+    let full = wait_until(WAIT, || {
+        buffered(&server)["bytes"].as_u64() >= Some(4 << 20)
+    });
+    assert!(full, "{:#}\n{}", buffered(&server), server.log());
+    // A new stream now: 503 at once, naming the limit in the log.
+    let mut stdin = client.0.stdin.take().expect("stdin");
+    stdin.write_all(b"probe\n").expect("write to the client");
+    let refused = lines.wait(WAIT, |t| t.contains("status 3 "));
+    assert!(refused, "{}\n{}", lines.text(), server.log());
+    assert!(lines.text().contains("status 3 503\n"), "{}", lines.text());
+    assert!(buffered(&server)["streams_refused"].as_u64() >= Some(1));
+    assert!(
+        server.wait_log(&[
+            "WARN",
+            "max_buffered (1M) is full",
+            "HTTP/2 stream(s) answered 503"
+        ]),
+        "{}",
+        server.log()
+    );
+    // HTTP/1.1 is served meanwhile.
+    let r = server.get("/article");
+    assert_eq!(r.status, 200, "{r:?}");
+    // The client goes: its connection's bytes come back.
+    drop(stdin);
+    assert!(
+        lines.wait(WAIT, |t| t.contains("closed\n")),
+        "{}",
+        lines.text()
+    );
+    drop(client);
+    let freed = wait_until(WAIT, || buffered(&server)["bytes"].as_u64() == Some(0));
+    assert!(freed, "{:#}", buffered(&server));
+}
