@@ -15,8 +15,9 @@ pub const H2_CODES: usize = 14;
 /// One count per error code, by wire value.
 pub type ByCode = [u64; H2_CODES];
 
-/// One connection's counts, kept by its machine.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// One connection's counts, kept by its machine (and a worker's, summed,
+/// in `H2Counts`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ConnCounts {
     /// Streams opened.
     pub streams: u64,
@@ -83,17 +84,14 @@ impl H2Stats {
     }
 }
 
-/// One worker's HTTP/2 counters read out (summed across workers).
+/// One worker's HTTP/2 counters read out (summed across workers): its
+/// connections, and what they counted.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct H2Counts {
     pub opened: u64,
     pub closed: u64,
-    pub streams: u64,
-    pub refused: u64,
-    pub resets_sent: ByCode,
-    pub resets_received: ByCode,
-    pub goaways_sent: ByCode,
-    pub goaways_received: ByCode,
+    #[serde(flatten)]
+    pub frames: ConnCounts,
 }
 
 fn load(counters: &[AtomicU64; H2_CODES]) -> ByCode {
@@ -111,24 +109,27 @@ impl H2Counts {
         H2Counts {
             opened: stats.opened.load(Relaxed),
             closed: stats.closed.load(Relaxed),
-            streams: stats.streams.load(Relaxed),
-            refused: stats.refused.load(Relaxed),
-            resets_sent: load(&stats.resets_sent),
-            resets_received: load(&stats.resets_received),
-            goaways_sent: load(&stats.goaways_sent),
-            goaways_received: load(&stats.goaways_received),
+            frames: ConnCounts {
+                streams: stats.streams.load(Relaxed),
+                refused: stats.refused.load(Relaxed),
+                resets_sent: load(&stats.resets_sent),
+                resets_received: load(&stats.resets_received),
+                goaways_sent: load(&stats.goaways_sent),
+                goaways_received: load(&stats.goaways_received),
+            },
         }
     }
 
     pub fn add(&mut self, other: &H2Counts) {
         self.opened += other.opened;
         self.closed += other.closed;
-        self.streams += other.streams;
-        self.refused += other.refused;
-        add(&mut self.resets_sent, &other.resets_sent);
-        add(&mut self.resets_received, &other.resets_received);
-        add(&mut self.goaways_sent, &other.goaways_sent);
-        add(&mut self.goaways_received, &other.goaways_received);
+        let (a, b) = (&mut self.frames, &other.frames);
+        a.streams += b.streams;
+        a.refused += b.refused;
+        add(&mut a.resets_sent, &b.resets_sent);
+        add(&mut a.resets_received, &b.resets_received);
+        add(&mut a.goaways_sent, &b.goaways_sent);
+        add(&mut a.goaways_received, &b.goaways_received);
     }
 
     /// HTTP/2 connections open now.
@@ -166,14 +167,14 @@ mod tests {
         before = now;
         tally(&mut now.goaways_sent, ENHANCE_YOUR_CALM);
         stats.publish(&before, &now);
-        let c = H2Counts::of(&stats);
+        let c = H2Counts::of(&stats).frames;
         assert_eq!(c.streams, 3);
         assert_eq!(c.resets_received[CANCEL as usize], 2);
         assert_eq!(c.resets_received.iter().sum::<u64>(), 2);
         assert_eq!(c.goaways_sent[ENHANCE_YOUR_CALM as usize], 1);
         assert_eq!(c.resets_sent, ByCode::default());
-        let mut sum = c.clone();
-        sum.add(&c);
-        assert_eq!(sum.resets_received[CANCEL as usize], 4);
+        let mut sum = H2Counts::of(&stats);
+        sum.add(&H2Counts::of(&stats));
+        assert_eq!(sum.frames.resets_received[CANCEL as usize], 4);
     }
 }

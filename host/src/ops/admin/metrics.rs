@@ -187,8 +187,8 @@ fn h2_metrics(view: &View, out: &mut String) {
     );
     for (name, n) in [
         ("stoa_h2_connections_total", total.opened),
-        ("stoa_h2_streams_total", total.streams),
-        ("stoa_h2_streams_refused_total", total.refused),
+        ("stoa_h2_streams_total", total.frames.streams),
+        ("stoa_h2_streams_refused_total", total.frames.refused),
     ] {
         let _ = writeln!(out, "# TYPE {name} counter\n{name} {n}");
     }
@@ -196,15 +196,15 @@ fn h2_metrics(view: &View, out: &mut String) {
         (
             "stoa_h2_resets_total",
             [
-                ("sent", &total.resets_sent),
-                ("received", &total.resets_received),
+                ("sent", &total.frames.resets_sent),
+                ("received", &total.frames.resets_received),
             ],
         ),
         (
             "stoa_h2_goaways_total",
             [
-                ("sent", &total.goaways_sent),
-                ("received", &total.goaways_received),
+                ("sent", &total.frames.goaways_sent),
+                ("received", &total.frames.goaways_received),
             ],
         ),
     ];

@@ -83,10 +83,10 @@ fn tls_failures_json(total: &Counts) -> serde_json::Map<String, Value> {
 /// RST_STREAM and GOAWAY frames each way by error code (a code none was
 /// counted with is left out).
 fn http2_json(view: &View) -> Value {
-    let total = &view.total.h2;
+    let total = &view.total.h2.frames;
     json!({
         "connections_open": view.workers.iter().map(|w| w.counts.h2.open()).sum::<u64>(),
-        "connections": total.opened,
+        "connections": view.total.h2.opened,
         "streams": total.streams,
         "streams_refused": total.refused,
         "resets_sent": by_code(&total.resets_sent),
