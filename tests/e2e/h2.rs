@@ -7,8 +7,9 @@
 //! another connection is served; curl and h2load get whole, streamed and
 //! uploaded answers from the sample apps unchanged (a plugin built against
 //! app-api 0.2.0 too; the environ app sees `HTTP/2`). And a Unix socket and
-//! thread mode speak it too, and the access log says `HTTP/2.0`; a drain
-//! sends GOAWAY and finishes the stream in flight; `--h2c off` and
+//! thread mode speak it too, and the access log says `HTTP/2.0`; a drain,
+//! SIGUSR2 and a recycled worker send GOAWAY and finish the stream in
+//! flight; `--h2c off` and
 //! `--http2 off` speak HTTP/1.1 only, and out-of-range values are refused.
 
 use crate::client::{tls_fixture, Transport};
@@ -312,23 +313,9 @@ const DRAIN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/e2e/h2_drain.
 fn a_drain_sends_goaway_and_finishes_the_stream_in_flight() {
     let args = ["--graceful-timeout", "10", "--no-watch"];
     let mut stoa = Server::start("epoll", &["demo"], &args);
-    let mut client = Command::new("python3")
-        .args([
-            DRAIN,
-            &stoa.port.to_string(),
-            "/demo/sleep-handler/?seconds=1",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3 is needed for the HTTP/2 tests");
-    let lines = crate::harness::Captured::collect(client.stdout.take().expect("stdout"));
-    let dispatched = lines.wait(WAIT, |t| t.contains("dispatched\n"));
-    assert!(dispatched, "{}\n{}", lines.text(), stoa.log());
-    stoa.signal(rustix::process::Signal::TERM);
-    let closed = lines.wait(Duration::from_secs(15), |t| t.contains("closed\n"));
-    let out = lines.text();
-    let _ = client.wait();
+    let (closed, out) = drained(&stoa, "/demo/sleep-handler/?seconds=1", || {
+        stoa.signal(rustix::process::Signal::TERM)
+    });
     assert!(closed, "{out}\n{}", stoa.log());
     assert!(out.contains("goaway 0 1\n"), "{out}");
     assert!(
@@ -339,6 +326,81 @@ fn a_drain_sends_goaway_and_finishes_the_stream_in_flight() {
         .wait_exit(Duration::from_secs(10))
         .and_then(|e| e.code());
     assert_eq!(exit, Some(0), "log:\n{}", stoa.log());
+}
+
+/// The drain client (`h2_drain.py`) against `stoa`, its request in flight
+/// on `path`: what it printed once the host closed the connection (or
+/// gave up waiting), after `act` ran when the request was dispatched.
+fn drained(stoa: &Server, path: &str, act: impl FnOnce()) -> (bool, String) {
+    let mut client = crate::harness::Group::spawn(
+        Command::new("python3")
+            .args([DRAIN, &stoa.port.to_string(), path])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+    )
+    .expect("python3 is needed for the HTTP/2 tests");
+    let lines = crate::harness::Captured::collect(client.0.stdout.take().expect("stdout"));
+    let dispatched = lines.wait(WAIT, |t| t.contains("dispatched\n"));
+    assert!(dispatched, "{}\n{}", lines.text(), stoa.log());
+    act();
+    let closed = lines.wait(Duration::from_secs(15), |t| t.contains("closed\n"));
+    (closed, lines.text())
+}
+
+/// SIGUSR2 (process mode replaces its workers, keeping its pid) and
+/// worker recycling (`--worker-max-requests`) with a stream in flight: the
+/// old worker sends GOAWAY NO_ERROR naming it, finishes its answer and
+/// closes; the new workers serve on.
+#[test]
+fn an_upgrade_and_a_recycled_worker_send_goaway_and_finish_the_stream() {
+    let args = [
+        "--graceful-timeout",
+        "10",
+        "--workers",
+        "1",
+        "--worker-mode",
+        "process",
+    ];
+    let stoa = Server::start("epoll", &["demo"], &args);
+    let pid = stoa.pid();
+    let (closed, out) = drained(&stoa, "/demo/sleep-handler/?seconds=1", || {
+        stoa.signal(rustix::process::Signal::USR2)
+    });
+    assert!(closed, "{out}\n{}", stoa.log());
+    assert!(
+        out.contains("goaway 0 1\n") && out.contains("status 200\nbody when i sleep 5s\nended\n"),
+        "SIGUSR2: {out}"
+    );
+    assert!(
+        stoa.wait_log(&["supervisor re-executed in place from"]),
+        "{}",
+        stoa.log()
+    );
+    assert_eq!(stoa.get("/demo/justnow/").status, 200);
+    assert_eq!(stoa.pid(), pid);
+    // A worker replaced after its second request: the stream in flight is
+    // that request.
+    let args = [
+        "--graceful-timeout",
+        "10",
+        "--workers",
+        "1",
+        "--worker-max-requests",
+        "2",
+        "--worker-mode",
+        "process",
+    ];
+    let stoa = Server::start("epoll", &["demo"], &args);
+    assert_eq!(stoa.get("/demo/justnow/").status, 200);
+    let (closed, out) = drained(&stoa, "/demo/sleep-handler/?seconds=1", || {});
+    assert!(closed, "{out}\n{}", stoa.log());
+    assert!(
+        out.contains("goaway 0 1\n") && out.contains("status 200\nbody when i sleep 5s\nended\n"),
+        "recycling: {out}\n{}",
+        stoa.log()
+    );
+    let served = crate::harness::wait_until(WAIT, || stoa.get("/demo/justnow/").status == 200);
+    assert!(served, "{}", stoa.log());
 }
 
 /// A frame's bytes: its 9-octet header, then `payload`.
