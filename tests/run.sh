@@ -62,6 +62,7 @@ TOOLS=(
     "tornado|python3 -c 'import tornado'|pip:tornado"
     "websockets|python3 -c 'import websockets'|pip:websockets"
     "h2 (Python's HTTP/2 frames, for h2_frames.py)|python3 -c 'import h2'|pip:h2"
+    "httpx with HTTP/2 (for h2_httpx.py)|python3 -c 'import httpx, h2'|pip:httpx[http2]"
     "h2load and nghttp|command -v h2load|apt:nghttp2-client"
     "pyyaml|python3 -c 'import yaml'|pip:pyyaml"
     "kubernetes-validate|command -v kubernetes-validate|pip:kubernetes-validate"

@@ -22,6 +22,7 @@ matrix!(
     every_conformance_case_passes,
     known_attacks_are_answered_while_another_connection_is_served,
     curl_and_h2load_get_whole_streamed_and_uploaded_answers,
+    httpx_sends_many_streams_on_one_connection,
 );
 
 const FRAMES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/e2e/h2_frames.py");
@@ -206,6 +207,39 @@ fn curl_and_h2load_get_whole_streamed_and_uploaded_answers(on: Backend) {
     let load = text(&load);
     assert!(load.contains("2000 succeeded, 0 failed"), "{load}");
     assert!(load.contains("2000 2xx"), "{load}");
+}
+
+const HTTPX: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/e2e/h2_httpx.py");
+
+/// Python's httpx (HTTP/2 only) as a browser loads a page: 50 requests at
+/// once, then an upload, all on the one connection it opens.
+fn httpx_sends_many_streams_on_one_connection(on: Backend) {
+    let server = Server::start(on, &["article", "environ"], &[]);
+    let base = match on.transport {
+        Transport::Tls => format!("https://localhost:{}", server.port),
+        Transport::Plain => format!("http://127.0.0.1:{}", server.port),
+    };
+    let ca = tls_fixture("ca.pem");
+    let out = Command::new("python3")
+        .args([HTTPX, "--ca", &ca, &base, "50"])
+        .output()
+        .expect("python3 is needed for the HTTP/2 tests");
+    let text = text(&out);
+    assert_ne!(
+        out.status.code(),
+        Some(3),
+        "python3 -m pip install 'httpx[http2]': {text}"
+    );
+    assert!(out.status.success(), "on {on}: {text}\n{}", server.log());
+    let want = "versions HTTP/2\nstatuses 200\n\
+                article {\"Name\":\"A Royal Baby\",\"Body\":\"A slow news week\"}\n\
+                post 200 HTTP/2 100000\n";
+    assert_eq!(text, want, "on {on}");
+    // One connection carried them all.
+    let one = crate::harness::wait_until(WAIT, || {
+        crate::common::status(&server)["http2"]["connections"].as_u64() == Some(1)
+    });
+    assert!(one, "{:#}", crate::common::status(&server)["http2"]);
 }
 
 /// h2c over a Unix socket, in thread mode too; the access log names the
