@@ -8,6 +8,8 @@
 //! Split by concern: `recv` (frames in, each frame type's rules), `send`
 //! (answers out, flow control), `stream` (one stream's state).
 
+#[cfg(test)]
+mod props;
 mod recv;
 mod send;
 pub mod stream;
