@@ -3,7 +3,9 @@
 //! frames each way by error code; the answers held for a client that
 //! never opens its windows count in `--max-buffered`, and once it is full a
 //! new stream is answered 503 naming it (no app works for it) while
-//! HTTP/1.1 is served, and a closed connection gives its bytes back.
+//! HTTP/1.1 is served, and a closed connection gives its bytes back. And
+//! each stream is a request of its own: reset by the client (its app's
+//! `on_gone` runs), timed out (504), and logged, while the others go on.
 
 use crate::common::{metrics, status};
 use crate::harness::{wait_until, Captured, Group, Server, WAIT};
@@ -15,10 +17,11 @@ use std::sync::Arc;
 matrix!(
     status_and_metrics_count_connections_streams_goaways_and_resets,
     answers_held_for_closed_windows_count_in_max_buffered,
+    each_stream_is_reset_timed_out_and_logged_alone,
 );
 
 const FRAMES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/e2e/h2_frames.py");
-const HOLD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/e2e/h2_hold.py");
+const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/e2e/h2_client.py");
 
 /// The `http2` section of the status document.
 fn http2(server: &Server) -> Value {
@@ -87,6 +90,50 @@ fn buffered(server: &Server) -> Value {
     status(server)["buffered"].clone()
 }
 
+/// The steered client (`h2_client.py`) on `server`, with `extra` flags:
+/// its process, its input, and its output as it comes.
+struct Steered {
+    _process: Group,
+    input: std::process::ChildStdin,
+    lines: Arc<Captured>,
+}
+
+impl Steered {
+    fn start(server: &Server, extra: &[&str]) -> Steered {
+        let mut process = Group::spawn(
+            Command::new("python3")
+                .arg(CLIENT)
+                .args(extra)
+                .arg(server.port.to_string())
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null()),
+        )
+        .expect("python3 is needed for the HTTP/2 tests");
+        let input = process.0.stdin.take().expect("stdin");
+        let lines = Captured::collect(process.0.stdout.take().expect("stdout"));
+        Steered {
+            _process: process,
+            input,
+            lines,
+        }
+    }
+
+    fn say(&mut self, command: &str) {
+        writeln!(self.input, "{command}").expect("write to the client");
+    }
+
+    /// Waits until the client has printed `line`.
+    fn saw(&self, line: &str) -> bool {
+        let line = format!("{line}\n");
+        self.lines.wait(WAIT, |t| t.contains(&line))
+    }
+
+    fn text(&self) -> String {
+        self.lines.text()
+    }
+}
+
 fn answers_held_for_closed_windows_count_in_max_buffered(poller: &str) {
     let args = [
         "--max-buffered",
@@ -98,29 +145,27 @@ fn answers_held_for_closed_windows_count_in_max_buffered(poller: &str) {
     ];
     let server = Server::start(poller, &["misbehave", "article"], &args);
     // A whole answer of 4 MiB on a stream whose window stays shut.
-    let mut client = Group::spawn(
-        Command::new("python3")
-            .args([HOLD, &server.port.to_string(), "/_test/big", "1"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null()),
-    )
-    .expect("python3 is needed for the HTTP/2 tests");
-    let lines: Arc<Captured> = Captured::collect(client.0.stdout.take().expect("stdout"));
-    let held = lines.wait(WAIT, |t| t.contains("held\n"));
-    assert!(held, "{}\n{}", lines.text(), server.log());
-    assert!(lines.text().contains("status 1 200\n"), "{}", lines.text());
+    let mut client = Steered::start(&server, &["--window", "0"]);
+    client.say("get /_test/big");
+    assert!(
+        client.saw("status 1 200"),
+        "{}\n{}",
+        client.text(),
+        server.log()
+    );
     // What waits for the window counts, past the limit (it is there).
     let full = wait_until(WAIT, || {
         buffered(&server)["bytes"].as_u64() >= Some(4 << 20)
     });
     assert!(full, "{:#}\n{}", buffered(&server), server.log());
     // A new stream now: 503 at once, naming the limit in the log.
-    let mut stdin = client.0.stdin.take().expect("stdin");
-    stdin.write_all(b"probe\n").expect("write to the client");
-    let refused = lines.wait(WAIT, |t| t.contains("status 3 "));
-    assert!(refused, "{}\n{}", lines.text(), server.log());
-    assert!(lines.text().contains("status 3 503\n"), "{}", lines.text());
+    client.say("get /_test/big");
+    assert!(
+        client.saw("status 3 503"),
+        "{}\n{}",
+        client.text(),
+        server.log()
+    );
     assert!(buffered(&server)["streams_refused"].as_u64() >= Some(1));
     assert!(
         server.wait_log(&[
@@ -135,13 +180,57 @@ fn answers_held_for_closed_windows_count_in_max_buffered(poller: &str) {
     let r = server.get("/article");
     assert_eq!(r.status, 200, "{r:?}");
     // The client goes: its connection's bytes come back.
-    drop(stdin);
+    let Steered { input, lines, .. } = client;
+    drop(input);
     assert!(
         lines.wait(WAIT, |t| t.contains("closed\n")),
         "{}",
         lines.text()
     );
-    drop(client);
     let freed = wait_until(WAIT, || buffered(&server)["bytes"].as_u64() == Some(0));
     assert!(freed, "{:#}", buffered(&server));
+}
+
+/// Two requests held by their app on one connection: the client resets
+/// one (its app's `on_gone` runs, the other's does not), the other passes
+/// `--app-timeout` (504 on its stream, its app hears), and the connection
+/// serves a third; the access log has a line for each answer.
+fn each_stream_is_reset_timed_out_and_logged_alone(poller: &str) {
+    let server = Server::launch(poller)
+        .apps(&["misbehave"])
+        .args(&["--app-timeout", "2"])
+        .access_log()
+        .start();
+    let mut client = Steered::start(&server, &[]);
+    client.say("get /_test/gone?one");
+    client.say("get /_test/gone?two");
+    let holding = ["holding /_test/gone?one", "holding /_test/gone?two"];
+    assert!(
+        server.wait_log(&holding[..1]) && server.wait_log(&holding[1..]),
+        "{}",
+        server.log()
+    );
+    client.say("reset 1");
+    let one = "client gone: request /_test/gone?one";
+    assert!(server.wait_log(&[one]), "{}", server.log());
+    assert!(
+        client.saw("status 3 504"),
+        "{}\n{}",
+        client.text(),
+        server.log()
+    );
+    let two = "client gone: request /_test/gone?two";
+    assert!(server.wait_log(&[two]), "{}", server.log());
+    assert_eq!(server.log_lines(&[one]).len(), 1, "{}", server.log());
+    client.say("get /_test/ok");
+    assert!(
+        client.saw("status 5 200") && client.saw("end 5"),
+        "{}",
+        client.text()
+    );
+    let logged = server.wait_access_log(&[
+        "\"GET /_test/gone?two HTTP/2.0\" 504",
+        "\"GET /_test/ok HTTP/2.0\" 200",
+    ]);
+    assert!(logged, "{}", server.access_log_text());
 }
