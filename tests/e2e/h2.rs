@@ -13,6 +13,7 @@
 //! `--http2 off` speak HTTP/1.1 only, and out-of-range values are refused.
 
 use crate::client::{tls_fixture, Transport};
+use crate::h2_client::Steered;
 use crate::harness::{Backend, Server, TempDir, WAIT};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -339,8 +340,6 @@ fn out_of_range_h2_values_are_refused_naming_the_flag() {
     }
 }
 
-const DRAIN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/e2e/h2_drain.py");
-
 /// SIGTERM with a stream in flight: GOAWAY NO_ERROR naming it, its answer
 /// whole, then the connection closes and the host exits 0.
 #[test]
@@ -351,35 +350,36 @@ fn a_drain_sends_goaway_and_finishes_the_stream_in_flight() {
         stoa.signal(rustix::process::Signal::TERM)
     });
     assert!(closed, "{out}\n{}", stoa.log());
-    assert!(out.contains("goaway 0 1\n"), "{out}");
-    assert!(
-        out.contains("status 200\nbody when i sleep 5s\nended\n"),
-        "{out}"
-    );
+    assert!(FINISHED.iter().all(|l| out.contains(l)), "{out}");
     let exit = stoa
         .wait_exit(Duration::from_secs(10))
         .and_then(|e| e.code());
     assert_eq!(exit, Some(0), "log:\n{}", stoa.log());
 }
 
-/// The drain client (`h2_drain.py`) against `stoa`, its request in flight
-/// on `path`: what it printed once the host closed the connection (or
-/// gave up waiting), after `act` ran when the request was dispatched.
+/// The steered client against `stoa`, its request in flight on `path`:
+/// whether the host closed the connection, and what the client printed,
+/// after `act` ran once the request was with its app.
 fn drained(stoa: &Server, path: &str, act: impl FnOnce()) -> (bool, String) {
-    let mut client = crate::harness::Group::spawn(
-        Command::new("python3")
-            .args([DRAIN, &stoa.port.to_string(), path])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null()),
-    )
-    .expect("python3 is needed for the HTTP/2 tests");
-    let lines = crate::harness::Captured::collect(client.0.stdout.take().expect("stdout"));
-    let dispatched = lines.wait(WAIT, |t| t.contains("dispatched\n"));
-    assert!(dispatched, "{}\n{}", lines.text(), stoa.log());
+    let mut client = Steered::start(stoa, &[]);
+    client.say(&format!("get {path}"));
+    client.say("ping");
+    assert!(client.saw("pong"), "{}\n{}", client.text(), stoa.log());
     act();
-    let closed = lines.wait(Duration::from_secs(15), |t| t.contains("closed\n"));
-    (closed, lines.text())
+    let closed = client.lines.wait(Duration::from_secs(15), |t| {
+        t.contains("closed by the host\n")
+    });
+    (closed, client.text())
 }
+
+/// The lines the steered client prints for a GOAWAY NO_ERROR naming
+/// stream 1, then the whole answer of `/demo/sleep-handler/` on it.
+const FINISHED: [&str; 4] = [
+    "goaway 0 1\n",
+    "status 1 200\n",
+    "body 1 when i sleep 5s\n",
+    "end 1\n",
+];
 
 /// SIGUSR2 (process mode replaces its workers, keeping its pid) and
 /// worker recycling (`--worker-max-requests`) with a stream in flight: the
@@ -401,10 +401,7 @@ fn an_upgrade_and_a_recycled_worker_send_goaway_and_finish_the_stream() {
         stoa.signal(rustix::process::Signal::USR2)
     });
     assert!(closed, "{out}\n{}", stoa.log());
-    assert!(
-        out.contains("goaway 0 1\n") && out.contains("status 200\nbody when i sleep 5s\nended\n"),
-        "SIGUSR2: {out}"
-    );
+    assert!(FINISHED.iter().all(|l| out.contains(l)), "SIGUSR2: {out}");
     assert!(
         stoa.wait_log(&["supervisor re-executed in place from"]),
         "{}",
@@ -429,7 +426,7 @@ fn an_upgrade_and_a_recycled_worker_send_goaway_and_finish_the_stream() {
     let (closed, out) = drained(&stoa, "/demo/sleep-handler/?seconds=1", || {});
     assert!(closed, "{out}\n{}", stoa.log());
     assert!(
-        out.contains("goaway 0 1\n") && out.contains("status 200\nbody when i sleep 5s\nended\n"),
+        FINISHED.iter().all(|l| out.contains(l)),
         "recycling: {out}\n{}",
         stoa.log()
     );

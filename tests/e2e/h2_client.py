@@ -7,10 +7,14 @@ is N (65535 by default; 0 lets the host send answer heads but no DATA),
 then reads commands on its standard input, one a line:
     get PATH     sends GET PATH on the next stream (1, 3, ...), prints `sent ID`
     reset ID     sends RST_STREAM CANCEL on stream ID, prints `reset sent ID`
+    ping         sends a PING; its ACK prints `pong` (the host reads a batch
+                 of frames, dispatches its requests, then writes: after the
+                 ACK, the requests sent before the PING are with their apps)
 At the end of its input it closes the connection and prints `closed`.
 What the host sends is printed as it comes: `status ID CODE` for an
-answer's head, `end ID` when a stream ends with DATA, `rst ID CODE` for a
-reset, `goaway CODE LAST`, and `closed by the host`. Frames are read raw
+answer's head, `body ID TEXT` and `end ID` when a stream's DATA ends it,
+`end ID` when its head does, `rst ID CODE` for a reset, `goaway CODE LAST`,
+and `closed by the host`. Frames are read raw
 (hyperframe, hpack). Exit status 3 if the packages are missing.
 """
 
@@ -27,6 +31,7 @@ try:
         Frame,
         GoAwayFrame,
         HeadersFrame,
+        PingFrame,
         RstStreamFrame,
         SettingsFrame,
         WindowUpdateFrame,
@@ -49,6 +54,7 @@ class Client:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
         self.enc, self.dec = hpack.Encoder(), hpack.Decoder()
         self.next_id, self.buf, self.window = 1, b"", window
+        self.bodies = {}
         settings = SettingsFrame(0, settings={INITIAL_WINDOW_SIZE: window})
         self.sock.sendall(PREFACE + settings.serialize())
 
@@ -61,6 +67,9 @@ class Client:
         )
         self.sock.sendall(head.serialize())
         say(f"sent {sid}")
+
+    def ping(self):
+        self.sock.sendall(PingFrame(0, opaque_data=b"steered!").serialize())
 
     def reset(self, sid):
         self.sock.sendall(RstStreamFrame(sid, error_code=CANCEL).serialize())
@@ -84,6 +93,8 @@ class Client:
     def received(self, frame):
         if isinstance(frame, SettingsFrame) and "ACK" not in frame.flags:
             self.sock.sendall(SettingsFrame(0, flags=["ACK"]).serialize())
+        elif isinstance(frame, PingFrame) and "ACK" in frame.flags:
+            say("pong")
         elif isinstance(frame, GoAwayFrame):
             say(f"goaway {frame.error_code} {frame.last_stream_id}")
         elif isinstance(frame, RstStreamFrame):
@@ -94,6 +105,8 @@ class Client:
             if "END_STREAM" in frame.flags:
                 say(f"end {frame.stream_id}")
         elif isinstance(frame, DataFrame):
+            body = self.bodies.get(frame.stream_id, b"") + frame.data
+            self.bodies[frame.stream_id] = body[:4096]
             if frame.data and self.window:
                 # Give back what was read, on the stream and the connection.
                 n = len(frame.data)
@@ -102,6 +115,8 @@ class Client:
                     updates += WindowUpdateFrame(frame.stream_id, window_increment=n).serialize()
                 self.sock.sendall(updates)
             if "END_STREAM" in frame.flags:
+                text = self.bodies.pop(frame.stream_id, b"").decode(errors="replace")
+                say(f"body {frame.stream_id} {text}")
                 say(f"end {frame.stream_id}")
 
 
@@ -109,6 +124,8 @@ def command(c, line):
     words = line.split()
     if words[:1] == ["get"] and len(words) == 2:
         c.get(words[1])
+    elif words == ["ping"]:
+        c.ping()
     elif words[:1] == ["reset"] and len(words) == 2:
         c.reset(int(words[1]))
     else:

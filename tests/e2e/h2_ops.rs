@@ -8,11 +8,10 @@
 //! `on_gone` runs), timed out (504), and logged, while the others go on.
 
 use crate::common::{metrics, status};
-use crate::harness::{wait_until, Captured, Group, Server, WAIT};
+use crate::h2_client::Steered;
+use crate::harness::{wait_until, Server, WAIT};
 use serde_json::Value;
-use std::io::Write;
-use std::process::{Command, Stdio};
-use std::sync::Arc;
+use std::process::Command;
 
 matrix!(
     status_and_metrics_count_connections_streams_goaways_and_resets,
@@ -21,7 +20,6 @@ matrix!(
 );
 
 const FRAMES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/e2e/h2_frames.py");
-const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/e2e/h2_client.py");
 
 /// The `http2` section of the status document.
 fn http2(server: &Server) -> Value {
@@ -88,50 +86,6 @@ fn status_and_metrics_count_connections_streams_goaways_and_resets(poller: &str)
 /// The `buffered` section of the status document.
 fn buffered(server: &Server) -> Value {
     status(server)["buffered"].clone()
-}
-
-/// The steered client (`h2_client.py`) on `server`, with `extra` flags:
-/// its process, its input, and its output as it comes.
-struct Steered {
-    _process: Group,
-    input: std::process::ChildStdin,
-    lines: Arc<Captured>,
-}
-
-impl Steered {
-    fn start(server: &Server, extra: &[&str]) -> Steered {
-        let mut process = Group::spawn(
-            Command::new("python3")
-                .arg(CLIENT)
-                .args(extra)
-                .arg(server.port.to_string())
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null()),
-        )
-        .expect("python3 is needed for the HTTP/2 tests");
-        let input = process.0.stdin.take().expect("stdin");
-        let lines = Captured::collect(process.0.stdout.take().expect("stdout"));
-        Steered {
-            _process: process,
-            input,
-            lines,
-        }
-    }
-
-    fn say(&mut self, command: &str) {
-        writeln!(self.input, "{command}").expect("write to the client");
-    }
-
-    /// Waits until the client has printed `line`.
-    fn saw(&self, line: &str) -> bool {
-        let line = format!("{line}\n");
-        self.lines.wait(WAIT, |t| t.contains(&line))
-    }
-
-    fn text(&self) -> String {
-        self.lines.text()
-    }
 }
 
 fn answers_held_for_closed_windows_count_in_max_buffered(poller: &str) {

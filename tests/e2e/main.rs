@@ -30,6 +30,7 @@ mod environ;
 mod forwarded;
 mod gone;
 mod h2;
+mod h2_client;
 mod h2_ops;
 mod hardening;
 mod hello;
