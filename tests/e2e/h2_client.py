@@ -77,7 +77,11 @@ class Client:
 
     def read(self):
         """Reads what came; false once the host closed the connection."""
-        data = self.sock.recv(65536)
+        try:
+            data = self.sock.recv(65536)
+        except ConnectionResetError:
+            say("reset by the host")
+            return False
         if not data:
             return False
         self.buf += data

@@ -2,7 +2,9 @@
 //! client may still be sending: an error answer (400, 408, 413, 431, 501
 //! sent before the request was all read), an answer given before a
 //! streamed body all came, pipelined bytes after a `Connection: close`
-//! answer, a WebSocket whose last frame is out, a client shed at the cap.
+//! answer, a WebSocket whose last frame is out, an HTTP/2 connection whose
+//! GOAWAY is out (with its last streams' answers), a client shed at the
+//! cap.
 //! Closing such a socket with bytes unread makes the kernel send a reset,
 //! which can destroy the answer before the client reads it. So, once the
 //! answer is out, the connection is half-closed (a FIN after the answer)
@@ -80,9 +82,11 @@ impl<S> Conn<S> {
             Phase::Lingering(_) => return true,
             Phase::Closing { linger } => *linger,
             Phase::Upgraded(link) => link.done(),
-            Phase::Reading(_) | Phase::Dispatched(_) | Phase::Streaming { .. } | Phase::H2(_) => {
-                false
-            }
+            // HTTP/2 after its GOAWAY: a connection error, or a drain whose
+            // streams have all ended. The client may still be sending
+            // (window updates for the last DATA, frames of a flood).
+            Phase::H2(ref s) => s.machine.failed() || (s.machine.going_away() && s.is_idle()),
+            Phase::Reading(_) | Phase::Dispatched(_) | Phase::Streaming { .. } => false,
         };
         due && !self.has_output() && !self.read_closed
     }

@@ -471,6 +471,8 @@ mod tests;
 #[cfg(test)]
 mod tests_gone;
 #[cfg(test)]
+mod tests_h2;
+#[cfg(test)]
 mod tests_handshake;
 #[cfg(test)]
 mod tests_ws;
