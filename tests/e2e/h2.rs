@@ -30,7 +30,7 @@ const FRAMES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/e2e/h2_frame
 
 /// Runs `h2_frames.py` against `server` with `cases`: its output, after
 /// checking it could run (a missing package fails the test, naming it).
-fn frames(server: &Server, on: Backend, cases: &[&str]) -> (bool, String) {
+pub(crate) fn frames(server: &Server, on: Backend, cases: &[&str]) -> (bool, String) {
     let mut cmd = Command::new("python3");
     cmd.arg(FRAMES);
     if on.transport == Transport::Tls {

@@ -8,18 +8,16 @@
 //! `on_gone` runs), timed out (504), and logged, while the others go on.
 
 use crate::common::{metrics, status};
+use crate::h2::frames;
 use crate::h2_client::Steered;
-use crate::harness::{wait_until, Server, WAIT};
+use crate::harness::{wait_until, Backend, Server, WAIT};
 use serde_json::Value;
-use std::process::Command;
 
 matrix!(
     status_and_metrics_count_connections_streams_goaways_and_resets,
     answers_held_for_closed_windows_count_in_max_buffered,
     each_stream_is_reset_timed_out_and_logged_alone,
 );
-
-const FRAMES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/e2e/h2_frames.py");
 
 /// The `http2` section of the status document.
 fn http2(server: &Server) -> Value {
@@ -40,20 +38,8 @@ fn status_and_metrics_count_connections_streams_goaways_and_resets(poller: &str)
         "attack/too-many-streams",
         "generic/3.8/1",
     ];
-    let out = Command::new("python3")
-        .arg(FRAMES)
-        .args(["127.0.0.1", &server.port.to_string(), "/hello/"])
-        .args(cases)
-        .output()
-        .expect("python3 is needed for the HTTP/2 tests");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert_ne!(
-        out.status.code(),
-        Some(3),
-        "python3 -m pip install h2: {text}"
-    );
-    assert!(out.status.success(), "{text}\n{}", server.log());
+    let (ok, text) = frames(&server, Backend::plain(poller), &cases);
+    assert!(ok, "{text}\n{}", server.log());
     // Each case had a connection of its own; all three have ended.
     let settled = wait_until(WAIT, || {
         let h = http2(&server);
