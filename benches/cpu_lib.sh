@@ -155,6 +155,15 @@ paired_rounds() {
     done
 }
 
+# ratios_spread KEY A B F: the per-round ratios A/B of column F of the lines
+# "KEY ROUND SIDE ..." in $TMP/results, as "median (min-max)" ("-" for none).
+ratios_spread() {
+    awk -v k="$1" -v a="$2" -v b="$3" -v f="$4" '$1 == k && $3 == a { x[$2] = $f }
+        $1 == k && $3 == b { y[$2] = $f }
+        END { for (r in x) if (y[r] > 0) print x[r] / y[r] }' "$TMP/results" | sort -n |
+        awk '{ v[NR] = $1 } END { if (NR) printf "%.3f (%.3f-%.3f)", v[int((NR + 1) / 2)], v[1], v[NR]; else printf "-" }'
+}
+
 # round_col A B S F: the median over the rounds of column F of SERVER S's
 # lines "A B ROUND S ..." in $TMP/results (paired_rounds' KEY is "A B").
 round_col() {

@@ -230,12 +230,7 @@ col() {
     awk -v k="$1" -v s="$2" -v f="$3" '$1 == k && $3 == s { print $f }' "$TMP/results" | median
 }
 # paired KEY A B F: the per-round ratios A/B of column F: "median (min-max)".
-paired() {
-    awk -v k="$1" -v a="$2" -v b="$3" -v f="$4" '$1 == k && $3 == a { x[$2] = $f }
-        $1 == k && $3 == b { y[$2] = $f }
-        END { for (r in x) if (y[r] > 0) print x[r] / y[r] }' "$TMP/results" | sort -n |
-        awk '{ v[NR] = $1 } END { if (NR) printf "%.3f (%.3f-%.3f)", v[int((NR + 1) / 2)], v[1], v[NR]; else printf "-" }'
-}
+paired() { ratios_spread "$@"; }
 echo
 echo "| point | side | CPU µs/req | req/s | server busy % | client busy % | B/resp | setup µs/conn | µs/req without setup | A/B CPU per req | A/B without setup |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"

@@ -181,12 +181,7 @@ for kind in "${!pid[@]}"; do SERVER_PID=${pid[$kind]} stop_server; done
 col() { awk -v p="$1" -v k="$2" -v f="$3" '$1 == p && $3 == k { print $f }' "$TMP/results" | median; }
 # paired POINT F [PEER]: the per-round ratios stoa/PEER (nginx) of column F:
 # "median (min-max)".
-paired() {
-    awk -v p="$1" -v f="$2" -v s="stoa-$POLLER" -v peer="${3:-nginx}" '$1 == p && $3 == s { a[$2] = $f }
-        $1 == p && $3 == peer { b[$2] = $f }
-        END { for (r in a) if (b[r] > 0) print a[r] / b[r] }' "$TMP/results" | sort -n |
-        awk '{ v[NR] = $1 } END { if (NR) printf "%.3f (%.3f-%.3f)", v[int((NR + 1) / 2)], v[1], v[NR]; else printf "-" }'
-}
+paired() { ratios_spread "$1" "stoa-$POLLER" "${3:-nginx}" "$2"; }
 echo
 base_head="" base_rule=""
 if [ -n "${BASE:-}" ]; then base_head=" stoa/stoa-base CPU per req |" base_rule="---:|"; fi
