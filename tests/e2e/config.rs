@@ -238,7 +238,7 @@ fn every_mistake_is_reported_at_once_at_its_line_and_column() {
         at(
             "1:10",
             "`poller`: unknown poller \"kqueue\" (kqueue is not a Linux backend: \
-             did you mean \"epoll\"?); valid: auto, epoll, poll, select, io_uring",
+             did you mean \"epoll\"?); valid: auto, epoll, poll, select, io_uring, io_uring-completion",
         ),
         at("2:1", "unknown key `max_bdy` (did you mean `max_body`?)"),
         at(

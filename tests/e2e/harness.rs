@@ -34,15 +34,16 @@ pub const WAIT: Duration = Duration::from_secs(5);
 /// take seconds; a wait that succeeds returns at the line.
 pub const LOG_WAIT: Duration = Duration::from_secs(30);
 
-/// Runs a test function `fn name(poller: &str)` once per backend, as four
-/// `#[test]`s `name::select`, `name::poll`, `name::epoll` and
-/// `name::io_uring`, so a failure names its backend and the backends run in
-/// parallel. Attributes written before a name (`#[ignore = "..."]`) apply to
-/// its four tests. The io_uring test is skipped, saying so, only under
-/// `STOA_TEST_SKIP_IO_URING=1` (see `skip_io_uring`).
+/// Runs a test function `fn name(poller: &str)` once per backend, as five
+/// `#[test]`s `name::select`, `name::poll`, `name::epoll`, `name::io_uring`
+/// and `name::io_uring_completion`, so a failure names its backend and the
+/// backends run in parallel. Attributes written before a name
+/// (`#[ignore = "..."]`) apply to its five tests. The io_uring tests are
+/// skipped, saying so, only under `STOA_TEST_SKIP_IO_URING=1` (see
+/// `skip_io_uring`).
 ///
 /// `matrix!(tls: a, b)` runs each `fn name(on: Backend)` over plain TCP as
-/// above and over TLS as four more, `name::tls::select` and so on: the
+/// above and over TLS as five more, `name::tls::select` and so on: the
 /// server listens on `tls://` with the test certificate, and its
 /// `connect`, `get` and the status helpers speak TLS.
 macro_rules! matrix {
@@ -67,6 +68,13 @@ macro_rules! matrix {
         fn io_uring() {
             if !$crate::harness::skip_io_uring() {
                 $test($on("io_uring"))
+            }
+        }
+        #[test]
+        $(#[$meta])*
+        fn io_uring_completion() {
+            if !$crate::harness::skip_io_uring() {
+                $test($on("io_uring-completion"))
             }
         }
     };

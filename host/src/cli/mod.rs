@@ -180,8 +180,10 @@ pub struct Cli {
     #[arg(long, env = "STOA_REUSE_PORT", help_heading = SERVING)]
     pub reuse_port: bool,
 
-    /// Readiness backend: auto (epoll, then poll, then select), epoll, poll,
-    /// select or io_uring (chosen only by name).
+    /// Event backend: auto (epoll, then poll, then select), epoll, poll,
+    /// select, io_uring (readiness) or io_uring-completion (the ring does
+    /// the connections' reads and writes; io_uring readiness on a kernel
+    /// before 6.0, said in the log); the io_uring ones only by name.
     #[arg(long, env = "STOA_POLLER", default_value = "auto", value_parser = parse_poller,
           help_heading = SERVING)]
     pub poller: String,

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 mod activation;
 mod handshake;
+mod ring;
 mod socket;
 pub mod tls;
 mod unix;
@@ -19,6 +20,7 @@ mod unix;
 /// listeners (an upgrade passes every worker's socket per address).
 pub const MAX_LISTENERS: usize = 64;
 pub use activation::{inherited, Passed, OWN_SOCKETS_ENV, UPGRADED_FROM_ENV};
+pub use ring::Ringed;
 pub use socket::{Accepted, Listener, UNIX_PEER};
 pub use unix::{
     adopt_created, bind_unix, created_files, keep_unix_sockets, remove_unix_sockets,

@@ -2,7 +2,9 @@
 //! its own, `SO_REUSEPORT`) or a Unix-domain one (one socket, shared by
 //! the workers), and the connection streams they give.
 
+use super::ring::Ringed;
 use super::tls::TlsStream;
+use crate::poller::Link;
 use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use std::io::{self, IoSlice, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
@@ -21,8 +23,11 @@ pub enum Listener {
 pub enum Accepted {
     Tcp(TcpStream),
     Unix(UnixStream),
-    /// A TLS session over a TCP connection (a `tls://` bind).
+    /// A TLS session over a TCP connection (a `tls://` bind), read and
+    /// written as a socket or through the ring.
     Tls(Box<TlsStream>),
+    /// A TCP or Unix connection a completion backend reads and writes.
+    Ring(Box<Ringed>),
 }
 
 impl Listener {
@@ -79,8 +84,32 @@ impl Accepted {
     /// given back as it is).
     pub fn into_tls(self, config: Arc<rustls::ServerConfig>) -> io::Result<Accepted> {
         match self {
-            Accepted::Tcp(s) => Ok(Accepted::Tls(Box::new(TlsStream::new(s, config)?))),
+            Accepted::Tcp(_) => Ok(Accepted::Tls(Box::new(TlsStream::new(self, config)?))),
+            Accepted::Ring(ref r) if r.is_tcp() => {
+                Ok(Accepted::Tls(Box::new(TlsStream::new(self, config)?)))
+            }
             other => Ok(other),
+        }
+    }
+
+    /// The same connection read and written through `link` (a completion
+    /// backend's); a TLS one is given back as it is (it is made over the
+    /// ringed socket instead: `into_tls` after this).
+    pub fn into_ring(self, link: Link) -> Accepted {
+        match self {
+            Accepted::Tcp(s) => Accepted::Ring(Box::new(Ringed::new(s.into(), link, true))),
+            Accepted::Unix(s) => Accepted::Ring(Box::new(Ringed::new(s.into(), link, false))),
+            other => other,
+        }
+    }
+
+    /// True while bytes written wait for the socket: in a TLS session or
+    /// in the ring (none on a bare socket).
+    pub fn has_buffered_output(&self) -> bool {
+        match self {
+            Accepted::Tls(s) => s.has_buffered_output(),
+            Accepted::Ring(r) => r.has_buffered_output(),
+            _ => false,
         }
     }
 
@@ -90,6 +119,7 @@ impl Accepted {
             Accepted::Tcp(s) => s.take_error(),
             Accepted::Unix(s) => s.take_error(),
             Accepted::Tls(s) => s.socket().take_error(),
+            Accepted::Ring(r) => r.take_error(),
         }
     }
 
@@ -98,7 +128,8 @@ impl Accepted {
         match self {
             Accepted::Tcp(s) => s.set_nodelay(true),
             Accepted::Unix(_) => Ok(()),
-            Accepted::Tls(s) => s.socket().set_nodelay(true),
+            Accepted::Tls(s) => s.socket().set_nodelay(),
+            Accepted::Ring(r) => r.set_nodelay(),
         }
     }
 }
@@ -110,6 +141,7 @@ impl Accepted {
             Accepted::Tcp(s) => s.shutdown(std::net::Shutdown::Write),
             Accepted::Unix(s) => s.shutdown(std::net::Shutdown::Write),
             Accepted::Tls(s) => s.shutdown_write(),
+            Accepted::Ring(r) => r.shutdown_write(),
         }
     }
 }
@@ -120,6 +152,7 @@ impl AsRawFd for Accepted {
             Accepted::Tcp(s) => s.as_raw_fd(),
             Accepted::Unix(s) => s.as_raw_fd(),
             Accepted::Tls(s) => s.socket().as_raw_fd(),
+            Accepted::Ring(r) => r.as_raw_fd(),
         }
     }
 }
@@ -130,6 +163,7 @@ impl Read for Accepted {
             Accepted::Tcp(s) => s.read(buf),
             Accepted::Unix(s) => s.read(buf),
             Accepted::Tls(s) => s.read(buf),
+            Accepted::Ring(r) => r.read(buf),
         }
     }
 }
@@ -140,6 +174,7 @@ impl Write for Accepted {
             Accepted::Tcp(s) => s.write(buf),
             Accepted::Unix(s) => s.write(buf),
             Accepted::Tls(s) => s.write(buf),
+            Accepted::Ring(r) => r.write(buf),
         }
     }
 
@@ -148,6 +183,7 @@ impl Write for Accepted {
             Accepted::Tcp(s) => s.write_vectored(bufs),
             Accepted::Unix(s) => s.write_vectored(bufs),
             Accepted::Tls(s) => s.write_vectored(bufs),
+            Accepted::Ring(r) => r.write_vectored(bufs),
         }
     }
 

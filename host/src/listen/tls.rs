@@ -31,8 +31,8 @@
 //! Used on the connections of `tls://` binds.
 
 use super::handshake::{kind_of, Sniffed, Stage, Watch};
+use super::socket::Accepted;
 use crate::stats::HandshakeFailure;
-use mio::net::TcpStream;
 use rustls::{ServerConfig, ServerConnection};
 use std::io::{self, IoSlice, Read, Write};
 use std::sync::Arc;
@@ -65,7 +65,8 @@ pub fn tickets(
 
 /// A TLS session over one accepted connection.
 pub struct TlsStream {
-    sock: TcpStream,
+    /// A TCP connection, bare or through the ring.
+    sock: Accepted,
     tls: ServerConnection,
     /// Plaintext decrypted and not yet handed out.
     plain: usize,
@@ -79,7 +80,7 @@ pub struct TlsStream {
 
 impl TlsStream {
     /// A server session over `sock`, its handshake still to come.
-    pub fn new(sock: TcpStream, config: Arc<ServerConfig>) -> io::Result<Self> {
+    pub fn new(sock: Accepted, config: Arc<ServerConfig>) -> io::Result<Self> {
         let mut tls = ServerConnection::new(config).map_err(io::Error::other)?;
         tls.set_buffer_limit(Some(SEND_LIMIT));
         Ok(TlsStream {
@@ -93,13 +94,14 @@ impl TlsStream {
     }
 
     /// The socket under the session.
-    pub fn socket(&self) -> &TcpStream {
+    pub fn socket(&self) -> &Accepted {
         &self.sock
     }
 
-    /// True while ciphertext waits for the socket.
+    /// True while ciphertext waits for the socket (in the session, or in
+    /// the ring under it).
     pub fn has_buffered_output(&self) -> bool {
-        self.tls.wants_write()
+        self.tls.wants_write() || self.sock.has_buffered_output()
     }
 
     /// True while decrypted plaintext waits for a read.
@@ -149,7 +151,7 @@ impl TlsStream {
     /// `has_buffered_output` is true until then).
     pub fn shutdown_write(&mut self) -> io::Result<()> {
         if self.passes_through() {
-            return self.sock.shutdown(std::net::Shutdown::Write);
+            return self.sock.shutdown_write();
         }
         self.tls.send_close_notify();
         self.fin_pending = true;
@@ -170,7 +172,7 @@ impl TlsStream {
             }
         }
         if std::mem::take(&mut self.fin_pending) {
-            self.sock.shutdown(std::net::Shutdown::Write)?;
+            self.sock.shutdown_write()?;
         }
         Ok(())
     }
@@ -237,7 +239,7 @@ impl TlsStream {
 /// a short read on a bare socket says), so asking again would only meet
 /// `WouldBlock`.
 struct Drain<'a> {
-    sock: &'a mut TcpStream,
+    sock: &'a mut Accepted,
     short: bool,
 }
 

@@ -13,11 +13,14 @@ use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub mod completion;
 pub mod epoll;
 pub mod poll;
 pub mod select;
 mod sys;
 pub mod uring;
+
+pub use completion::Link;
 
 /// Identifies a registered source in events (a slab key, or a reserved value).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -56,6 +59,18 @@ pub struct Event {
     pub writable: bool,
     /// The peer hung up or the socket has an error; reading will tell which.
     pub hup: bool,
+}
+
+impl Event {
+    /// The event a poller's waker reports with.
+    pub fn woken() -> Event {
+        Event {
+            token: WAKER,
+            readable: true,
+            writable: false,
+            hup: false,
+        }
+    }
 }
 
 /// Wakes a poller blocked in `wait` from any thread.
@@ -106,6 +121,15 @@ pub trait Poller: Send {
         self.register(fd, token, Interest::READABLE)
     }
 
+    /// Starts watching a new connection's `fd` as `token`. A completion
+    /// backend does the connection's reads and writes itself, and gives
+    /// back the `Link` they go through (the caller reads and writes the
+    /// connection through it from now on, never the fd); a readiness
+    /// backend watches `fd` for reading and gives back none.
+    fn attach(&mut self, fd: RawFd, token: Token) -> io::Result<Option<Link>> {
+        self.register(fd, token, Interest::READABLE).map(|()| None)
+    }
+
     /// Changes the interest (or token) of a watched `fd`.
     fn reregister(&mut self, fd: RawFd, token: Token, interest: Interest) -> io::Result<()>;
 
@@ -121,7 +145,7 @@ pub trait Poller: Send {
 }
 
 /// The backends `--poller` accepts besides `auto`.
-pub const BACKENDS: &[&str] = &["epoll", "poll", "select", "io_uring"];
+pub const BACKENDS: &[&str] = &["epoll", "poll", "select", "io_uring", "io_uring-completion"];
 
 /// The backends `auto` tries, in order. io_uring is not among them: in
 /// readiness mode it does not beat epoll (see benches/RESULTS.md, "io_uring (readiness mode)").
@@ -154,6 +178,7 @@ pub fn create(name: &str) -> io::Result<Box<dyn Poller>> {
         "poll" => Ok(Box::new(poll::PollPoller::new()?)),
         "select" => Ok(Box::new(select::SelectPoller::new()?)),
         "io_uring" => Ok(Box::new(uring::UringPoller::new()?)),
+        "io_uring-completion" => completion_or_readiness(completion::CompletionPoller::new()),
         other => Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
@@ -161,6 +186,24 @@ pub fn create(name: &str) -> io::Result<Box<dyn Poller>> {
                 BACKENDS.join(", ")
             ),
         )),
+    }
+}
+
+/// The completion backend, or (on a kernel without a feature it needs)
+/// the readiness `io_uring` backend, said in one log line.
+fn completion_or_readiness(
+    started: Result<completion::CompletionPoller, completion::StartError>,
+) -> io::Result<Box<dyn Poller>> {
+    match started {
+        Ok(p) => Ok(Box::new(p)),
+        Err(completion::StartError::Ring(e)) => Err(e),
+        Err(completion::StartError::Missing(what)) => {
+            log::warn!(
+                "--poller io_uring-completion: the kernel lacks {what}; using io_uring in \
+                 readiness mode"
+            );
+            Ok(Box::new(uring::UringPoller::new()?))
+        }
     }
 }
 
@@ -260,7 +303,7 @@ pub(crate) mod tests {
         assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
         assert_eq!(
             err.to_string(),
-            "unknown poller \"kqueue\"; valid: auto, epoll, poll, select, io_uring"
+            "unknown poller \"kqueue\"; valid: auto, epoll, poll, select, io_uring, io_uring-completion"
         );
     }
 

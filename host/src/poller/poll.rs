@@ -145,12 +145,7 @@ impl Poller for PollPoller {
             found += 1;
             if token == WAKER && pfd.fd == self.waker.read_fd() {
                 self.waker.drain();
-                events.push(Event {
-                    token: WAKER,
-                    readable: true,
-                    writable: false,
-                    hup: false,
-                });
+                events.push(Event::woken());
             } else {
                 events.push(to_event(token, pfd.revents));
             }

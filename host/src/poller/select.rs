@@ -18,7 +18,7 @@
 //! error), with `hup` always false.
 
 use super::sys::{self, syscall, PipeWaker};
-use super::{Event, Features, Interest, Poller, Token, Wake, WAKER};
+use super::{Event, Features, Interest, Poller, Token, Wake};
 use std::io;
 use std::os::fd::RawFd;
 use std::ptr;
@@ -202,12 +202,7 @@ impl SelectPoller {
     fn event(&self, fd: usize, readable: bool, writable: bool) -> Option<Event> {
         if fd as RawFd == self.waker.read_fd() {
             self.waker.drain();
-            return Some(Event {
-                token: WAKER,
-                readable: true,
-                writable: false,
-                hup: false,
-            });
+            return Some(Event::woken());
         }
         let (token, _) = self.entries.get(fd)?.as_ref()?;
         Some(Event {

@@ -17,7 +17,7 @@
 //! closed and reused since) is ignored.
 
 use super::sys::{check_fd, not_registered, syscall};
-use super::{Event, Features, Interest, Poller, Token, Wake, WAKER};
+use super::{Event, Features, Interest, Poller, Token, Wake};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -25,12 +25,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// User data of the waker's poll.
-const WAKER_DATA: u64 = u64::MAX;
+pub(super) const WAKER_DATA: u64 = u64::MAX;
 /// User data of `POLL_REMOVE`s, whose completions say nothing we need.
 const REMOVE_DATA: u64 = u64::MAX - 1;
 /// Generations stay below this, so no source's user data is a tag above.
 const GEN_LIMIT: u32 = u32::MAX - 1;
 
+/// The longest `deregister` waits for a poll's end.
+const AWAIT_END: Duration = Duration::from_secs(1);
 /// Submission ring size; a turn with more changes enters early to make room.
 const SQ_ENTRIES: u32 = 1024;
 /// Completion ring size: room for a few wakeups of thousands of sources.
@@ -68,6 +70,9 @@ pub struct UringPoller {
     rearm: Vec<RawFd>,
     /// Counts waits, for `Slot::seen`.
     turn: u64,
+    /// Completions reaped while `deregister` waited, for the next wait:
+    /// (user data, result, flags).
+    stash: Vec<(u64, i32, u32)>,
 }
 
 impl UringPoller {
@@ -79,22 +84,7 @@ impl UringPoller {
     /// Starts a ring; `allow_multishot: false` forces the one-shot mode
     /// (what kernels before 5.13 get), so tests can check it here too.
     pub(crate) fn start(allow_multishot: bool) -> io::Result<Self> {
-        let ring = build_ring().map_err(|e| {
-            let hint = match e.raw_os_error() {
-                Some(libc::EPERM) => {
-                    " (refused: see /proc/sys/kernel/io_uring_disabled, or a seccomp filter)"
-                }
-                Some(libc::ENOSYS) => " (the kernel has no io_uring)",
-                _ => "",
-            };
-            io::Error::new(e.kind(), format!("io_uring_setup: {e}{hint}"))
-        })?;
-        if !ring.params().is_feature_ext_arg() {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "io_uring without IORING_FEAT_EXT_ARG (kernel older than 5.11)",
-            ));
-        }
+        let ring = setup()?;
         let mut p = UringPoller {
             ring,
             slots: Vec::new(),
@@ -104,6 +94,7 @@ impl UringPoller {
             waker_armed: false,
             rearm: Vec::new(),
             turn: 1,
+            stash: Vec::new(),
         };
         p.multishot = allow_multishot && p.probe_multishot()?;
         if !p.waker_armed {
@@ -130,10 +121,7 @@ impl UringPoller {
     }
 
     fn arm_waker(&mut self) -> io::Result<()> {
-        let poll = opcode::PollAdd::new(types::Fd(self.waker.fd()), IN)
-            .multi(self.multishot)
-            .build()
-            .user_data(WAKER_DATA);
+        let poll = self.waker.poll(self.multishot);
         self.push(&poll)?;
         self.waker_armed = true;
         Ok(())
@@ -141,15 +129,10 @@ impl UringPoller {
 
     /// Queues `entry`, entering the kernel first if the ring is full.
     fn push(&mut self, entry: &squeue::Entry) -> io::Result<()> {
-        loop {
-            // SAFETY: the entries queued here are POLL_ADDs and POLL_REMOVEs,
-            // which carry an fd and a mask but no pointer to user memory, so
-            // nothing they refer to can be freed before the kernel reads them.
-            if unsafe { self.ring.submission().push(entry) }.is_ok() {
-                return Ok(());
-            }
-            self.ring.submit()?;
-        }
+        // SAFETY: the entries queued here are POLL_ADDs and POLL_REMOVEs,
+        // which carry an fd and a mask but no pointer to user memory, so
+        // nothing they refer to can be freed before the kernel reads them.
+        unsafe { push(&mut self.ring, entry) }
     }
 
     /// The poll mask for `interest`: both directions in multishot mode
@@ -200,28 +183,9 @@ impl UringPoller {
         self.push(&remove)
     }
 
-    /// One `io_uring_enter`: submits what is queued and waits up to
-    /// `timeout` for a completion. False if the wait timed out or was
-    /// interrupted.
+    /// One `io_uring_enter` (see `enter`).
     fn enter(&mut self, timeout: Option<Duration>) -> io::Result<bool> {
-        let res = match timeout {
-            Some(t) if t.is_zero() => self.ring.submit(),
-            None => self.ring.submit_and_wait(1),
-            Some(t) => {
-                let ts = types::Timespec::from(t);
-                let args = types::SubmitArgs::new().timespec(&ts);
-                self.ring.submitter().submit_with_args(1, &args)
-            }
-        };
-        match res {
-            Ok(_) => Ok(true),
-            Err(e) => match e.raw_os_error() {
-                Some(libc::ETIME) | Some(libc::EINTR) => Ok(false),
-                // Completions are waiting to be reaped (CQ overflow).
-                Some(libc::EBUSY) => Ok(true),
-                _ => Err(e),
-            },
-        }
+        enter(&mut self.ring, timeout)
     }
 
     /// Turns the waiting completions into `events` and notes the polls
@@ -235,12 +199,17 @@ impl UringPoller {
             waker_armed,
             rearm,
             turn,
+            stash,
             ..
         } = self;
         *turn += 1;
         let mut woken = false;
-        for cqe in ring.completion() {
-            let (data, res, more) = (cqe.user_data(), cqe.result(), cqueue::more(cqe.flags()));
+        let reaped = ring
+            .completion()
+            .map(|c| (c.user_data(), c.result(), c.flags()));
+        let all: Vec<_> = stash.drain(..).chain(reaped).collect();
+        for (data, res, flags) in all {
+            let more = cqueue::more(flags);
             if data == WAKER_DATA {
                 woken |= res > 0;
                 *waker_armed &= more;
@@ -292,12 +261,29 @@ impl UringPoller {
         }
         if woken {
             waker.drain();
-            events.push(Event {
-                token: WAKER,
-                readable: true,
-                writable: false,
-                hup: false,
-            });
+            events.push(Event::woken());
+        }
+    }
+
+    /// Enters until the poll `data` has posted its last completion: the
+    /// poll holds the socket open until then, and the caller closes the fd
+    /// next (its FIN, or the reset for unread bytes, must go now, not
+    /// whenever the ring is next entered). Other completions are kept for
+    /// the next wait. Gives up after a second (a kernel that never ends
+    /// the poll: the socket closes with the ring's next turn).
+    fn await_end(&mut self, data: u64) -> io::Result<()> {
+        let deadline = Instant::now() + AWAIT_END;
+        loop {
+            enter(&mut self.ring, Some(AWAIT_END / 10))?;
+            let mut ended = false;
+            for cqe in self.ring.completion() {
+                let (d, res, flags) = (cqe.user_data(), cqe.result(), cqe.flags());
+                ended |= d == data && !cqueue::more(flags);
+                self.stash.push((d, res, flags));
+            }
+            if ended || Instant::now() >= deadline {
+                return Ok(());
+            }
         }
     }
 
@@ -318,6 +304,95 @@ impl UringPoller {
     }
 }
 
+/// Runs `turn` (one entering of the kernel for up to the time it is
+/// given, and the reaping: true when the wait is over) first for `first`,
+/// then until `timeout` has passed: a turn that reaped only completions
+/// to ignore waits on for the time left.
+pub(super) fn wait_for(
+    timeout: Option<Duration>,
+    first: Option<Duration>,
+    mut turn: impl FnMut(Option<Duration>) -> io::Result<bool>,
+) -> io::Result<()> {
+    let deadline = timeout
+        .filter(|t| !t.is_zero())
+        .and_then(|t| Instant::now().checked_add(t));
+    let mut left = first;
+    loop {
+        if turn(left)? || left.is_some_and(|t| t.is_zero()) {
+            return Ok(());
+        }
+        if let Some(d) = deadline {
+            let rest = d.saturating_duration_since(Instant::now());
+            if rest.is_zero() {
+                return Ok(());
+            }
+            left = Some(rest);
+        }
+    }
+}
+
+/// Queues `entry` in `ring`, entering the kernel first if the ring is full.
+///
+/// # Safety
+/// What the entry points to (memory, and the fd it names) must stay valid
+/// until its completion.
+pub(super) unsafe fn push(ring: &mut IoUring, entry: &squeue::Entry) -> io::Result<()> {
+    loop {
+        // SAFETY: the caller's promise, as above.
+        if unsafe { ring.submission().push(entry) }.is_ok() {
+            return Ok(());
+        }
+        ring.submit()?;
+    }
+}
+
+/// One `io_uring_enter`: submits what is queued and waits up to `timeout`
+/// for a completion. False if the wait timed out or was interrupted.
+pub(super) fn enter(ring: &mut IoUring, timeout: Option<Duration>) -> io::Result<bool> {
+    let res = match timeout {
+        Some(t) if t.is_zero() => ring.submit(),
+        None => ring.submit_and_wait(1),
+        Some(t) => {
+            let ts = types::Timespec::from(t);
+            let args = types::SubmitArgs::new().timespec(&ts);
+            ring.submitter().submit_with_args(1, &args)
+        }
+    };
+    match res {
+        Ok(_) => Ok(true),
+        Err(e) => match e.raw_os_error() {
+            Some(libc::ETIME) | Some(libc::EINTR) => Ok(false),
+            // Completions are waiting to be reaped (CQ overflow).
+            Some(libc::EBUSY) => Ok(true),
+            _ => Err(e),
+        },
+    }
+}
+
+/// A ring (`build_ring`), with an error that says why there is none, and
+/// the kernel's `IORING_FEAT_EXT_ARG` (a wait with a timeout) checked.
+pub(super) fn setup() -> io::Result<IoUring> {
+    let ring = build_ring().map_err(|e| {
+        let hint = match e.raw_os_error() {
+            Some(libc::EPERM) => {
+                " (refused: see /proc/sys/kernel/io_uring_disabled, or a seccomp filter)"
+            }
+            Some(libc::ENOSYS) => " (the kernel has no io_uring)",
+            _ => "",
+        };
+        io::Error::new(e.kind(), format!("io_uring_setup: {e}{hint}"))
+    })?;
+    if !ring.params().is_feature_ext_arg() {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "io_uring without IORING_FEAT_EXT_ARG (kernel older than 5.11)",
+        ));
+    }
+    Ok(ring)
+}
+
+/// A ring with room for `CQ_ENTRIES` completions, the loop's only thread
+/// submitting (COOP_TASKRUN where the kernel has it).
 fn build_ring() -> io::Result<IoUring> {
     // COOP_TASKRUN (5.19): completions from other threads wait for the
     // loop's next enter instead of interrupting it.
@@ -397,34 +472,25 @@ impl Poller for UringPoller {
             return Err(not_registered(fd));
         };
         self.disarm(fd, slot)?;
-        // Enter now: the poll holds the socket open until the kernel
-        // removes it, and the caller closes the fd next.
-        self.ring.submit()?;
+        if slot.armed.is_some() {
+            self.await_end(user_data(slot.gen, fd))?;
+        }
         Ok(())
     }
 
     fn wait(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> io::Result<()> {
         events.clear();
-        let deadline = timeout
-            .filter(|t| !t.is_zero())
-            .and_then(|t| Instant::now().checked_add(t));
-        let mut left = timeout;
-        loop {
+        // Completions kept by `deregister` are reaped before any blocking.
+        let first = match self.stash.is_empty() {
+            true => timeout,
+            false => Some(Duration::ZERO),
+        };
+        wait_for(timeout, first, |left| {
             let completed = self.enter(left)?;
             self.reap(events);
             self.rearm_ended()?;
-            if !events.is_empty() || !completed || left.is_some_and(|t| t.is_zero()) {
-                return Ok(());
-            }
-            // Only completions to ignore: wait on for the time left.
-            if let Some(d) = deadline {
-                let rest = d.saturating_duration_since(Instant::now());
-                if rest.is_zero() {
-                    return Ok(());
-                }
-                left = Some(rest);
-            }
-        }
+            Ok(!events.is_empty() || !completed)
+        })
     }
 
     fn waker(&self) -> Arc<dyn Wake> {
@@ -434,22 +500,30 @@ impl Poller for UringPoller {
 
 /// The waker: an eventfd whose readability a poll in the ring watches (a
 /// registered eventfd would signal completions out of the ring instead).
-struct EventFd(OwnedFd);
+pub(super) struct EventFd(OwnedFd);
 
 impl EventFd {
-    fn new() -> io::Result<Self> {
+    pub(super) fn new() -> io::Result<Self> {
         // SAFETY: eventfd takes no pointers; the flags are valid for it.
         let fd = syscall!(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
         // SAFETY: eventfd succeeded, so `fd` is a fresh fd nothing else owns.
         Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
     }
 
-    fn fd(&self) -> RawFd {
+    pub(super) fn fd(&self) -> RawFd {
         self.0.as_raw_fd()
     }
 
+    /// The poll that reports its wakeups (`WAKER_DATA`), multishot or not.
+    pub(super) fn poll(&self, multi: bool) -> squeue::Entry {
+        opcode::PollAdd::new(types::Fd(self.fd()), IN)
+            .multi(multi)
+            .build()
+            .user_data(WAKER_DATA)
+    }
+
     /// Resets the counter, so the next `wake` is a new wakeup.
-    fn drain(&self) {
+    pub(super) fn drain(&self) {
         let mut n = 0u64;
         // SAFETY: `n` is valid for writes of 8 bytes, the size an eventfd
         // read takes; the fd is open and owned by `self`. EAGAIN (already

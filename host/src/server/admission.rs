@@ -21,7 +21,7 @@ use super::Server;
 use crate::http::answer::HostAnswer;
 use crate::http::response::{write_response, DateCache, Persist};
 use crate::listen::Accepted;
-use crate::poller::{Interest, Token};
+use crate::poller::Token;
 use crate::settings::Overload;
 use crate::stats::{bump, stamp};
 use std::io;
@@ -317,17 +317,19 @@ impl Server {
         let tls = self.tls_of(via);
         let entry = self.conns.vacant_entry();
         let token = Token(entry.key());
-        if let Err(e) = self
-            .poller
-            .register(stream.as_raw_fd(), token, Interest::READABLE)
-        {
-            log::warn!("cannot watch connection from {addr}: {e}; answering 503");
-            if tls.is_none() {
-                refuse(stream, &self.date);
+        let stream = match self.poller.attach(stream.as_raw_fd(), token) {
+            Ok(None) => stream,
+            // A completion backend reads and writes it from now on.
+            Ok(Some(link)) => stream.into_ring(link),
+            Err(e) => {
+                log::warn!("cannot watch connection from {addr}: {e}; answering 503");
+                if tls.is_none() {
+                    refuse(stream, &self.date);
+                }
+                self.give_back_slot();
+                return;
             }
-            self.give_back_slot();
-            return;
-        }
+        };
         // A TLS listener's connection is read and written through its
         // session from the first byte (the handshake).
         let stream = match tls {

@@ -24,6 +24,11 @@ pub struct Lingerers {
     /// skipped).
     order: VecDeque<(usize, Instant)>,
     live: usize,
+    /// Connections whose last call stopped at its turn's bytes with more
+    /// to read: read on at the next turn, whether or not the poller
+    /// reports them again (a completion backend whose input is over its
+    /// bound does not).
+    read_on: Vec<Token>,
     logged: Option<Instant>,
 }
 
@@ -36,7 +41,23 @@ impl Lingerers {
     }
 }
 
+impl Lingerers {
+    /// True while a connection is to be read on at the next turn.
+    pub fn reads_on(&self) -> bool {
+        !self.read_on.is_empty()
+    }
+}
+
 impl Server {
+    /// Reads on the lingering connections that stopped with more to read.
+    pub(super) fn linger_on(&mut self) {
+        for token in std::mem::take(&mut self.lingerers.read_on) {
+            if self.conns.get(token.0).is_some_and(Conn::lingers_on) {
+                self.settle(token);
+            }
+        }
+    }
+
     /// Lingers the connection (`Conn::linger`); true if it was closed. A
     /// connection that begins to linger joins the list, which past its
     /// cap closes the one lingering longest.
@@ -52,8 +73,13 @@ impl Server {
             return true;
         }
         // The sweep runs at the pace of the longer timeouts; a lingering
-        // connection's own bound (or its next read) brings it forward.
-        if let Some(at) = conn.deadline_of_linger() {
+        // connection's own bound brings it forward, and one with more to
+        // read is read on at the next turn.
+        if conn.lingers_on() {
+            if !self.lingerers.read_on.contains(&token) {
+                self.lingerers.read_on.push(token);
+            }
+        } else if let Some(at) = conn.deadline_of_linger() {
             self.next_sweep = self.next_sweep.min(at);
         }
         let Some(since) = conn.lingering_since().filter(|_| !begun) else {

@@ -251,9 +251,11 @@ impl Server {
         let sweep =
             (!self.conns.is_empty()).then(|| self.next_sweep.saturating_duration_since(now));
         // Work pushed while the inbox was applied (a stream's drain task, a
-        // WebSocket app's answer to a message read there) runs on the next
-        // turn, without waiting.
-        let pushed = self.queue.has_items().then_some(Duration::ZERO);
+        // WebSocket app's answer to a message read there), and lingering
+        // connections with more to read, go on at the next turn, without
+        // waiting.
+        let pushed =
+            (self.queue.has_items() || self.lingerers.reads_on()).then_some(Duration::ZERO);
         for bound in [sweep, self.shedder.timeout(), retry, pushed]
             .into_iter()
             .flatten()
@@ -291,6 +293,7 @@ impl Server {
             }
         }
         self.events = events;
+        self.linger_on();
         let now = self.clock.now();
         self.after_accepts(now);
         if now >= self.next_sweep {

@@ -52,7 +52,8 @@ fn pair() -> (TlsStream, std::net::TcpStream) {
         std::net::TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
     let (server, _) = listener.accept().expect("accept");
     server.set_nonblocking(true).expect("non-blocking");
-    let stream = TlsStream::new(TcpStream::from_std(server), config).expect("a session");
+    let stream = TlsStream::new(Accepted::Tcp(mio::net::TcpStream::from_std(server)), config)
+        .expect("a session");
     (stream, client)
 }
 

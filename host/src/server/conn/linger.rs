@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 const DROP_CHUNK: usize = 16 * 1024;
 
 /// Most bytes one call drops: a client that sends without pause is read
-/// on at the loop's next sweep, so it cannot hold the loop from the
-/// other connections for all of `--lingering-bytes`.
+/// on at the loop's next turn (`Lingerers::read_on`), so it cannot hold
+/// the loop from the other connections for all of `--lingering-bytes`.
 const TURN_BYTES: usize = 256 * 1024;
 
 /// A lingering close under way.

@@ -79,10 +79,7 @@ impl Transport for Accepted {
     }
 
     fn has_buffered_output(&self) -> bool {
-        match self {
-            Accepted::Tls(s) => s.has_buffered_output(),
-            _ => false,
-        }
+        Accepted::has_buffered_output(self)
     }
 
     fn tls_session(&mut self) -> Option<std::sync::Arc<stoa_app_api::abi::TlsSession>> {
