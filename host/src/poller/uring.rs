@@ -273,18 +273,26 @@ impl UringPoller {
     /// the poll: the socket closes with the ring's next turn).
     fn await_end(&mut self, data: u64) -> io::Result<()> {
         let deadline = Instant::now() + AWAIT_END;
-        loop {
+        let last = |&(d, _, flags): &(u64, i32, u32)| d == data && !cqueue::more(flags);
+        // Ended already, in an earlier wait of this loop (not reaped yet).
+        let mut ended = self.stash.iter().any(last);
+        while !ended && Instant::now() < deadline {
             enter(&mut self.ring, Some(AWAIT_END / 10))?;
-            let mut ended = false;
-            for cqe in self.ring.completion() {
-                let (d, res, flags) = (cqe.user_data(), cqe.result(), cqe.flags());
-                ended |= d == data && !cqueue::more(flags);
-                self.stash.push((d, res, flags));
-            }
-            if ended || Instant::now() >= deadline {
-                return Ok(());
+            let from = self.stash.len();
+            self.stash.extend(
+                self.ring
+                    .completion()
+                    .map(|c| (c.user_data(), c.result(), c.flags())),
+            );
+            ended = self.stash[from..].iter().any(last);
+            if !ended {
+                // The removal came before the poll was armed (it found
+                // nothing): remove again.
+                let remove = opcode::PollRemove::new(data).build().user_data(REMOVE_DATA);
+                self.push(&remove)?;
             }
         }
+        Ok(())
     }
 
     /// Queues the polls that ended in the last reap.
