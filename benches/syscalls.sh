@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Syscalls per request of one poller: `strace -c -f` attached to a one-worker
-# server (pinned to CPU 0) over N keep-alive requests from stoa-bench on CPU 1,
-# after a warm-up of the same size. Prints each syscall's count per request.
+# Syscalls per request of one poller: `strace -c -f` attached to every process
+# of a one-worker server (the supervisor and its worker, pinned to CPU 0) over N
+# keep-alive requests from stoa-bench on CPU 1, after a warm-up of the same
+# size. Prints each syscall's count per request (strace's last line: the total).
 #
 # Usage: benches/syscalls.sh POLLER [CONCURRENCY] [PATH]
 #   env: N (requests, default 20000), STOA, BENCH (release binaries)
@@ -26,7 +27,11 @@ sleep 1
 load=(taskset -c 1 "$BENCH" load -k -t 1 -c "$CONC" --max-time 60s -n "$N"
     "http://127.0.0.1:$PORT$URLPATH")
 "${load[@]}" >/dev/null
-strace -c -f -p "$SERVER" -o "$TMP/strace" 2>/dev/null &
+# shellcheck source=benches/cpu_lib.sh
+. "$ROOT/benches/cpu_lib.sh"
+attach=()
+for pid in $(tree_pids "$SERVER"); do attach+=(-p "$pid"); done
+strace -c -f "${attach[@]}" -o "$TMP/strace" 2>/dev/null &
 TRACER=$!
 sleep 1
 "${load[@]}" >"$TMP/load"

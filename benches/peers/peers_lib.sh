@@ -68,7 +68,12 @@ start_nginx() {
 
 start() {
     case $1 in
-        stoa-*) start_stoa "$REL/stoa" "${1#stoa-}" ;;
+        # Every process of it: the supervisor and its worker (process mode).
+        stoa-*)
+            start_stoa "$REL/stoa" "${1#stoa-}"
+            CPU_PIDS=$(tree_pids "$SERVER_PID" | tr '\n' ' ')
+            return
+            ;;
         hyper) start_server "$HYPER" 127.0.0.1:0 ;;
         nginx) start_nginx; return ;;
         *) echo "unknown server $1" >&2; exit 1 ;;

@@ -113,7 +113,7 @@ struct CompareArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "select,poll,epoll,io_uring"
+        default_value = "select,poll,epoll,io_uring,io_uring-completion"
     )]
     backends: Vec<String>,
     /// How stoa runs its workers (passed as --worker-mode): thread (one

@@ -139,6 +139,11 @@ fn an_upgrade_passing_more_than_64_sockets_serves_every_one() {
         .apps(&["article"])
         .args(&["--workers", "33", "--bind", "127.0.0.1:0"])
         .start();
+    // The second bind's line follows the first (the harness returns at
+    // the first): wait for it.
+    server
+        .stdout
+        .wait(crate::harness::LOG_WAIT, |t| t.lines().count() >= 2);
     let lines = server.stdout.text();
     let second: u16 = lines
         .lines()

@@ -181,7 +181,10 @@ fn panels(sweep: &[&Point]) -> Vec<(String, Mode)> {
 }
 
 fn is_stoa(server: &str) -> bool {
-    matches!(server, "select" | "poll" | "epoll" | "io_uring" | "auto")
+    matches!(
+        server,
+        "select" | "poll" | "epoll" | "io_uring" | "io_uring-completion" | "auto"
+    )
 }
 
 /// The lines of one panel: Stoa servers on this path, and (in the first

@@ -41,13 +41,18 @@ impl Server {
             let Some(conn) = self.conns.get_mut(token.0) else {
                 return;
             };
+            let before = conn.output_mark();
             let more = self::send(conn, &mut self.bufs);
             if let Err(e) = conn.flush(&mut self.bufs) {
                 log::debug!("write to {} failed: {e}", conn.peer());
                 self.close(token);
                 return;
             }
-            if !(read || more) || conn.output_full() || conn.finished() {
+            // Round again while bytes come in, or go out with more behind
+            // them; on a transport that sends at the loop's next wait, not
+            // when nothing moved (full, only a turn frees it).
+            let moved = before.is_none() || conn.output_mark() != before;
+            if !(read || more && moved) || conn.output_full() || conn.finished() {
                 break;
             }
         }

@@ -352,6 +352,19 @@ impl<S> Conn<S> {
         !self.out.is_empty() || self.held
     }
 
+    /// Bytes written to the transport so far, and bytes waiting for it
+    /// (when neither changed, the output did not move), on a transport
+    /// that sends at the loop's next wait; `None` on one that sends as it
+    /// is written (which tells, with `WouldBlock`, when it is full).
+    pub fn output_mark(&self) -> Option<(u64, usize)>
+    where
+        S: Transport,
+    {
+        self.stream
+            .sends_at_wait()
+            .then(|| (self.out.written(), self.out.len()))
+    }
+
     /// True while the output waiting is at or over `OUTPUT_BOUND`: no
     /// further request is read or dispatched.
     pub fn output_full(&self) -> bool {

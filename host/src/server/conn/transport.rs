@@ -41,6 +41,13 @@ pub trait Transport: Read + Write {
         false
     }
 
+    /// True when written bytes go out only at the loop's next wait (the
+    /// completion backend's transport): writing again before then moves
+    /// nothing once it is full.
+    fn sends_at_wait(&self) -> bool {
+        false
+    }
+
     /// The TLS session apps see (none on a plain transport).
     fn tls_session(&mut self) -> Option<std::sync::Arc<stoa_app_api::abi::TlsSession>> {
         None
@@ -80,6 +87,14 @@ impl Transport for Accepted {
 
     fn has_buffered_output(&self) -> bool {
         Accepted::has_buffered_output(self)
+    }
+
+    fn sends_at_wait(&self) -> bool {
+        match self {
+            Accepted::Ring(_) => true,
+            Accepted::Tls(s) => matches!(s.socket(), Accepted::Ring(_)),
+            _ => false,
+        }
     }
 
     fn tls_session(&mut self) -> Option<std::sync::Arc<stoa_app_api::abi::TlsSession>> {
