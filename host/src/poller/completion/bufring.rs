@@ -11,12 +11,16 @@ use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::io;
 use std::sync::atomic::{AtomicU16, Ordering};
 
-/// How many buffers (1 MiB in all, per loop): a connection that finds
-/// none in a busy turn gets `ENOBUFS` and is re-armed the next turn, as
-/// every buffer is copied out and given back within the turn it filled.
-pub const COUNT: u16 = 256;
-/// Each buffer's size: a request head and a small body in one.
-pub const SIZE: usize = 4096;
+/// How many buffers (2 MiB in all, per loop): one for each of a thousand
+/// connections that receive in the same turn. A connection that finds
+/// none gets `ENOBUFS` and is re-armed the next turn (every buffer is
+/// copied out and given back within the turn it filled); with 256 the
+/// re-arms cost 1.5x epoll's CPU per request at 1000 connections
+/// (benches/RESULTS.md).
+pub const COUNT: u16 = 1024;
+/// Each buffer's size: a request head in one (a larger request takes
+/// several; a fast sender gets its own buffer: `book::Recv`).
+pub const SIZE: usize = 2048;
 /// The buffer group the receives name.
 pub const GROUP: u16 = 0;
 
@@ -71,6 +75,13 @@ impl BufRing {
                 }
             }
             return Err(io::ErrorKind::OutOfMemory.into());
+        }
+        // Faulted in now: the buffers are the loop's fixed cost (its idle
+        // RSS shows them), not memory a burst of traffic brings.
+        // (Volatile: a plain zeroing of zeroed memory is optimised away.)
+        for page in (0..bufs_layout().size()).step_by(PAGE) {
+            // SAFETY: `page` is inside the live allocation of `bufs`.
+            unsafe { std::ptr::write_volatile(bufs.add(page), 0) };
         }
         let mut ring_bufs = BufRing {
             entries,
