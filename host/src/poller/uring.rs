@@ -207,8 +207,7 @@ impl UringPoller {
         let reaped = ring
             .completion()
             .map(|c| (c.user_data(), c.result(), c.flags()));
-        let all: Vec<_> = stash.drain(..).chain(reaped).collect();
-        for (data, res, flags) in all {
+        for (data, res, flags) in stash.drain(..).chain(reaped) {
             let more = cqueue::more(flags);
             if data == WAKER_DATA {
                 woken |= res > 0;

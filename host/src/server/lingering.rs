@@ -39,9 +39,7 @@ impl Lingerers {
             self.live = self.live.saturating_sub(1);
         }
     }
-}
 
-impl Lingerers {
     /// True while a connection is to be read on at the next turn.
     pub fn reads_on(&self) -> bool {
         !self.read_on.is_empty()

@@ -309,14 +309,7 @@ impl Link {
         buf[..n].copy_from_slice(&p.input[p.read_at..p.read_at + n]);
         p.read_at += n;
         p.trim();
-        let rearm = p.wants_recv();
-        log::trace!(
-            "read {n} of fd {}: {} unread, recv {:?}, rearm {rearm}",
-            self.fd,
-            p.unread(),
-            p.recv
-        );
-        if rearm {
+        if p.wants_recv() {
             book.mark(self.fd, self.gen);
         }
         Ok(n)

@@ -69,7 +69,6 @@ impl CompletionPoller {
         let book = self.book.clone();
         let mut book = lock(&book);
         let due = std::mem::take(&mut book.due);
-        let mut ops: Vec<Op> = Vec::new();
         for &(fd, gen) in &due {
             let Some(p) = book.pipe(fd, gen) else {
                 continue;
@@ -82,7 +81,6 @@ impl CompletionPoller {
                 }
                 continue;
             }
-            ops.clear();
             let over = p.unread() >= INPUT_BOUND;
             // A multishot receive stops for a closing pipe, one over its
             // bound, and a fast sender; a single one only for a closing pipe.
@@ -93,41 +91,39 @@ impl CompletionPoller {
             };
             if stop {
                 p.recv = Recv::Cancelling;
-                ops.push(Op::CancelRecv);
+                self.queue(Op::CancelRecv, fd, gen)?;
             } else if p.wants_recv() && p.fast {
                 let len = LANDING.min(INPUT_BOUND - p.unread());
                 p.landing.clear();
                 p.landing.reserve_exact(len);
                 p.recv = Recv::Landing { len };
                 p.landing_busy = true;
-                ops.push(Op::RecvInto {
+                let op = Op::RecvInto {
                     ptr: p.landing.as_mut_ptr(),
                     len: len as u32,
-                });
+                };
+                self.queue(op, fd, gen)?;
             } else if p.wants_recv() {
                 p.recv = Recv::Armed;
-                ops.push(Op::Recv);
+                self.queue(Op::Recv, fd, gen)?;
             }
             if p.in_flight {
                 if p.closing && !p.send_cancelled {
                     p.send_cancelled = true;
-                    ops.push(Op::CancelSend);
+                    self.queue(Op::CancelSend, fd, gen)?;
                 }
             } else if p.sent < p.sending.len() && p.send_error.is_none() {
                 p.in_flight = true;
                 let rest = &p.sending[p.sent..];
-                ops.push(Op::Send {
+                let op = Op::Send {
                     ptr: rest.as_ptr(),
                     len: u32::try_from(rest.len()).unwrap_or(u32::MAX),
                     last: p.closing,
-                });
+                };
+                self.queue(op, fd, gen)?;
             } else if p.shut == Shut::Due && !p.closing {
                 p.shut = Shut::InRing;
-                ops.push(Op::Shutdown);
-            }
-            for op in ops.drain(..) {
-                log::trace!("submit: fd {fd} gen {gen}: {}", op.name());
-                self.push(&entry(op, fd, gen))?;
+                self.queue(Op::Shutdown, fd, gen)?;
             }
         }
         let mut due = due;
@@ -136,6 +132,12 @@ impl CompletionPoller {
             book.due = due;
         }
         Ok(())
+    }
+
+    /// Puts `op` for pipe `fd` of generation `gen` in the ring.
+    fn queue(&mut self, op: Op, fd: RawFd, gen: u32) -> io::Result<()> {
+        log::trace!("submit: fd {fd} gen {gen}: {}", op.name());
+        self.push(&entry(op, fd, gen))
     }
 }
 
