@@ -47,6 +47,7 @@ mod respond;
 mod settings;
 mod sink;
 mod stream;
+mod thread_state;
 mod wsgi;
 
 use environ::Link;

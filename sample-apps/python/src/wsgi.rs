@@ -41,6 +41,7 @@ impl Wsgi {
         link: &Link,
     ) {
         let exchange = respond::shared(sink);
+        crate::thread_state::keep();
         let outcome = Python::with_gil(|py| {
             let called = self.call(py, request, &exchange, (pipe, link));
             let errors = self.errors.bind(py);

@@ -293,7 +293,25 @@ fn tls_keys_over_https(poller: &str) {
     );
 }
 
+/// A pool thread keeps its Python thread state between requests, as a
+/// thread of gunicorn or uWSGI does: what a request leaves in a
+/// `threading.local` or a `contextvars.ContextVar` is there for the next
+/// request on that thread (one blocking thread: every request runs on it).
+fn a_thread_keeps_its_python_state_between_requests(poller: &str) {
+    let bridge = start(poller, &["--blocking-threads", "1"]);
+    let mut c = bridge.server.connect();
+    let seen: Vec<_> = (0..3)
+        .map(|_| json(&ok(&c.request(&get("/pep/thread-state"))).body))
+        .collect();
+    for (i, s) in seen.iter().enumerate() {
+        assert_eq!(s["local"], i + 1, "{seen:?}");
+        assert_eq!(s["context"], i + 1, "{seen:?}");
+        assert_eq!(s["thread"], seen[0]["thread"], "{seen:?}");
+    }
+}
+
 matrix!(
+    a_thread_keeps_its_python_state_between_requests,
     tls_keys_over_https,
     environ_and_input,
     responses,

@@ -7,6 +7,7 @@ with warnings turned into errors: a warning the checker raises fails the
 request (a 500, and the test), it is never just printed.
 """
 
+import contextvars
 import json
 import sys
 import threading
@@ -189,8 +190,25 @@ def headers_view(environ, start_response):
         ("Set-Cookie", "a=1"), ("Set-Cookie", "b=2"), ("X-Latin", "caf\u00e9")])
 
 
+# Per-thread state a request leaves for the next one on the same thread.
+per_thread = threading.local()
+per_context = contextvars.ContextVar("per_context", default=0)
+
+
+def thread_state_view(environ, start_response):
+    """Counts this thread's requests in a threading.local and in a
+    contextvars.ContextVar: a WSGI server's thread keeps both between its
+    requests."""
+    per_thread.seen = getattr(per_thread, "seen", 0) + 1
+    per_context.set(per_context.get() + 1)
+    shown = {"local": per_thread.seen, "context": per_context.get(), "thread": threading.get_ident()}
+    start_response("200 OK", [("Content-Type", "application/json")])
+    return [json.dumps(shown).encode()]
+
+
 ROUTES = {
     "/environ": environ_view,
+    "/thread-state": thread_state_view,
     "/input": input_view,
     "/upload": upload_view,
     "/errors": errors_view,
