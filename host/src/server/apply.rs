@@ -85,8 +85,11 @@ impl Server {
         };
         self.dispatcher
             .answer(conn, c.token, c.answer, at, &mut self.bufs);
-        // Bytes may have arrived while the app worked.
-        conn.note_ready(true, false);
+        // Bytes that came while the app worked were reported (readiness
+        // is kept until a read drains it, and a connection that stopped
+        // watching is told again when its interest comes back): no read
+        // on the chance, which on a keep-alive connection is one
+        // `WouldBlock` per request.
         self.pump(c.token);
     }
 

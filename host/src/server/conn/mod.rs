@@ -267,7 +267,7 @@ impl<S> Conn<S> {
     }
 
     /// Records readiness reported by the poller (or assumed: `readable`
-    /// after an app's answer, as bytes may have come meanwhile).
+    /// after a streamed answer ends or a body's piece is taken).
     pub fn note_ready(&mut self, readable: bool, hup: bool) {
         self.read_ready |= readable || hup;
         self.peer_hup |= hup;
