@@ -125,6 +125,9 @@ pub struct CompletionPoller {
     waker_armed: bool,
     /// Counts waits, for merging a source's completions into one event.
     turn: u64,
+    /// The kernel ends a multishot receive after a total it is given
+    /// (6.17): each is armed for the room under the pipe's input bound.
+    recv_cap: bool,
 }
 
 impl CompletionPoller {
@@ -150,30 +153,43 @@ impl CompletionPoller {
             waker: Arc::new(EventFd::new().map_err(StartError::Ring)?),
             waker_armed: false,
             turn: 1,
+            recv_cap: false,
         };
-        if deny_multishot_recv || !p.probe_multishot_recv().map_err(StartError::Ring)? {
+        if deny_multishot_recv {
+            return Err(StartError::Missing(Missing::MultishotRecv));
+        }
+        // A multishot receive capped at 1 byte, with 2 waiting, ends at
+        // its first completion (which took both: the cap ends a receive, it
+        // does not shorten one): the kernel honours caps, and so has
+        // multishot receives. One that refuses the cap (`EINVAL`) gets
+        // the uncapped probe.
+        let (res, more) = p.probe_recv(1).map_err(StartError::Ring)?;
+        p.recv_cap = res > 0 && !more;
+        if !p.recv_cap && !p.probe_recv(0).map_err(StartError::Ring)?.1 {
             return Err(StartError::Missing(Missing::MultishotRecv));
         }
         p.arm_waker().map_err(StartError::Ring)?;
         Ok(p)
     }
 
-    /// Arms a multishot receive on one end of a socket pair with a byte
-    /// waiting: the kernel has them if its completion says `MORE`.
-    fn probe_multishot_recv(&mut self) -> io::Result<bool> {
+    /// Arms a multishot receive (capped at `cap` bytes in all unless 0) on
+    /// one end of a socket pair with two bytes waiting; returns its first
+    /// completion's result and whether any completion said `MORE` (the
+    /// kernel has multishot receives). A receive still armed is cancelled.
+    fn probe_recv(&mut self, cap: u32) -> io::Result<(i32, bool)> {
         use std::io::Write;
         let (a, mut b) = std::os::unix::net::UnixStream::pair()?;
-        b.write_all(b"x")?;
+        b.write_all(b"xy")?;
         let fd = std::os::fd::AsRawFd::as_raw_fd(&a);
         let probe = user_data(KIND_RECV, 0, fd);
-        let recv = opcode::RecvMulti::new(types::Fd(fd), bufring::GROUP)
-            .build()
-            .user_data(probe);
+        let recv = submit::multishot_recv(types::Fd(fd), cap).user_data(probe);
         self.push(&recv)?;
         self.ring.submit_and_wait(1)?;
+        let mut first = None;
         let mut more = false;
         let mut done = false;
         for cqe in self.ring.completion() {
+            first.get_or_insert(cqe.result());
             more |= cqueue::more(cqe.flags());
             done |= !cqueue::more(cqe.flags());
             if let Some(bid) = cqueue::buffer_select(cqe.flags()) {
@@ -198,7 +214,7 @@ impl CompletionPoller {
                 }
             }
         }
-        Ok(more)
+        Ok((first.unwrap_or(0), more))
     }
 
     fn arm_waker(&mut self) -> io::Result<()> {

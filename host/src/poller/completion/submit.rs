@@ -11,7 +11,11 @@ use std::os::fd::RawFd;
 
 /// What to put in the ring for one pipe.
 enum Op {
-    Recv,
+    /// A multishot receive, ended by the kernel after `cap` bytes in all
+    /// (0: no cap).
+    Recv {
+        cap: u32,
+    },
     /// A single receive of `len` bytes into `ptr` (a pipe's landing).
     RecvInto {
         ptr: *mut u8,
@@ -32,7 +36,7 @@ enum Op {
 impl Op {
     fn name(&self) -> &'static str {
         match self {
-            Op::Recv => "recv",
+            Op::Recv { .. } => "recv",
             Op::RecvInto { .. } => "recv into",
             Op::CancelRecv => "cancel recv",
             Op::Send { .. } => "send",
@@ -105,7 +109,13 @@ impl CompletionPoller {
                 self.queue(op, fd, gen)?;
             } else if p.wants_recv() {
                 p.recv = Recv::Armed;
-                self.queue(Op::Recv, fd, gen)?;
+                // Capped at the room under the bound: however late the
+                // loop reaps, the kernel copies no more into the pipe.
+                let cap = match self.recv_cap {
+                    true => (INPUT_BOUND - p.unread()) as u32,
+                    false => 0,
+                };
+                self.queue(Op::Recv { cap }, fd, gen)?;
             }
             if p.in_flight {
                 if p.closing && !p.send_cancelled {
@@ -144,9 +154,7 @@ impl CompletionPoller {
 fn entry(op: Op, fd: RawFd, gen: u32) -> io_uring::squeue::Entry {
     let target = types::Fd(fd);
     match op {
-        Op::Recv => opcode::RecvMulti::new(target, bufring::GROUP)
-            .build()
-            .user_data(user_data(KIND_RECV, gen, fd)),
+        Op::Recv { cap } => multishot_recv(target, cap).user_data(user_data(KIND_RECV, gen, fd)),
         Op::RecvInto { ptr, len } => opcode::Recv::new(target, ptr, len)
             .build()
             .user_data(user_data(KIND_RECV, gen, fd)),
@@ -171,3 +179,28 @@ fn entry(op: Op, fd: RawFd, gen: u32) -> io_uring::squeue::Entry {
             .user_data(user_data(KIND_SHUTDOWN, gen, fd)),
     }
 }
+
+/// A multishot receive into the buffer ring's group; with a `cap` (not 0)
+/// the kernel ends it once that many bytes came in all (no `MORE` on the
+/// completion that reaches it, which may hold up to a buffer more). The cap is the entry's `optlen` (6.17),
+/// which `RecvMulti` does not set: a kernel before it refuses the entry
+/// (`EINVAL`), so `cap` is given only where a probe saw it honoured.
+pub(super) fn multishot_recv(target: types::Fd, cap: u32) -> io_uring::squeue::Entry {
+    let entry = opcode::RecvMulti::new(target, bufring::GROUP).build();
+    if cap == 0 {
+        return entry;
+    }
+    // SAFETY: `Entry` is `#[repr(C)]` around the kernel's 64-byte
+    // `io_uring_sqe`, plain integers and unions of integers, so its bytes
+    // may be read and written as an array of that size and every pattern
+    // is a valid entry; `OPTLEN` is the offset of the sqe's `optlen`
+    // (the union of `splice_fd_in`/`file_index`/`optlen`, at byte 44 of
+    // the kernel's layout, which `RecvMulti` leaves zero).
+    let mut bytes: [u8; 64] = unsafe { std::mem::transmute(entry) };
+    bytes[OPTLEN..OPTLEN + 4].copy_from_slice(&cap.to_ne_bytes());
+    // SAFETY: as above, back to the entry it was.
+    unsafe { std::mem::transmute::<[u8; 64], io_uring::squeue::Entry>(bytes) }
+}
+
+/// Where `io_uring_sqe.optlen` sits.
+const OPTLEN: usize = 44;
