@@ -185,7 +185,7 @@ impl UringPoller {
 
     /// One `io_uring_enter` (see `enter`).
     fn enter(&mut self, timeout: Option<Duration>) -> io::Result<bool> {
-        enter(&mut self.ring, timeout)
+        enter(&mut self.ring, timeout, false)
     }
 
     /// Turns the waiting completions into `events` and notes the polls
@@ -276,7 +276,7 @@ impl UringPoller {
         // Ended already, in an earlier wait of this loop (not reaped yet).
         let mut ended = self.stash.iter().any(last);
         while !ended && Instant::now() < deadline {
-            enter(&mut self.ring, Some(AWAIT_END / 10))?;
+            enter(&mut self.ring, Some(AWAIT_END / 10), false)?;
             let from = self.stash.len();
             self.stash.extend(
                 self.ring
@@ -355,9 +355,17 @@ pub(super) unsafe fn push(ring: &mut IoUring, entry: &squeue::Entry) -> io::Resu
 
 /// One `io_uring_enter`: submits what is queued and waits up to `timeout`
 /// for a completion. False if the wait timed out or was interrupted.
-pub(super) fn enter(ring: &mut IoUring, timeout: Option<Duration>) -> io::Result<bool> {
+///
+/// `deferred`: the ring runs its completions' work only when asked for
+/// events (`DEFER_TASKRUN`), so a turn that does not wait still asks,
+/// with a wait of zero.
+pub(super) fn enter(
+    ring: &mut IoUring,
+    timeout: Option<Duration>,
+    deferred: bool,
+) -> io::Result<bool> {
     let res = match timeout {
-        Some(t) if t.is_zero() => ring.submit(),
+        Some(t) if t.is_zero() && !deferred => ring.submit(),
         None => ring.submit_and_wait(1),
         Some(t) => {
             let ts = types::Timespec::from(t);
@@ -396,6 +404,22 @@ pub(super) fn setup() -> io::Result<IoUring> {
         ));
     }
     Ok(ring)
+}
+
+/// A ring for one loop's thread alone (`SINGLE_ISSUER`) whose
+/// completions' work runs only when that thread asks for events
+/// (`DEFER_TASKRUN`, 6.1), not when the network interrupts it; made
+/// disabled, so the loop's thread enables it (`register_enable_rings`)
+/// and becomes its issuer. `None` on a kernel without them.
+pub(super) fn setup_deferred() -> Option<IoUring> {
+    let ring = IoUring::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .setup_r_disabled()
+        .setup_cqsize(CQ_ENTRIES)
+        .build(SQ_ENTRIES)
+        .ok()?;
+    ring.params().is_feature_ext_arg().then_some(ring)
 }
 
 /// A ring with room for `CQ_ENTRIES` completions, the loop's only thread

@@ -37,7 +37,7 @@ mod tests;
 pub use book::Link;
 
 use super::sys::{check_fd, not_registered};
-use super::uring::{enter, push, setup, wait_for, EventFd, WAKER_DATA};
+use super::uring::{enter, push, setup, setup_deferred, wait_for, EventFd, WAKER_DATA};
 use super::{Event, Features, Interest, Poller, Token, Wake};
 use book::{lock, Pipe, Shared};
 use bufring::BufRing;
@@ -128,6 +128,11 @@ pub struct CompletionPoller {
     /// The kernel ends a multishot receive after a total it is given
     /// (6.17): each is armed for the room under the pipe's input bound.
     recv_cap: bool,
+    /// The ring is `DEFER_TASKRUN` (`setup_deferred`) ...
+    deferred: bool,
+    /// ... and still disabled: the first wait, on the loop's thread,
+    /// enables it.
+    disabled: bool,
 }
 
 impl CompletionPoller {
@@ -139,11 +144,36 @@ impl CompletionPoller {
 
     /// `deny_multishot_recv`: behave as a kernel without multishot
     /// receives (so the fallback is tested here too).
+    ///
+    /// Where the kernel has `DEFER_TASKRUN` (6.1, after multishot
+    /// receives), the ring is made disabled and the loop's thread enables
+    /// it at its first wait; until then entries are only queued. A
+    /// disabled ring cannot run the probes: they run on a plain ring
+    /// first, dropped after.
     pub(crate) fn start(deny_multishot_recv: bool) -> Result<Self, StartError> {
-        let ring = setup().map_err(StartError::Ring)?;
+        let plain = || {
+            let mut p = Self::on_ring(setup().map_err(StartError::Ring)?, false)?;
+            p.probe(deny_multishot_recv)?;
+            p.arm_waker().map_err(StartError::Ring)?;
+            Ok(p)
+        };
+        let deferred = (!deny_multishot_recv).then(setup_deferred).flatten();
+        let Some(ring) = deferred else {
+            return plain();
+        };
+        let recv_cap = plain()?.recv_cap;
+        let mut p = Self::on_ring(ring, true)?;
+        p.recv_cap = recv_cap;
+        p.arm_waker().map_err(StartError::Ring)?;
+        Ok(p)
+    }
+
+    /// The poller on `ring` (`deferred`: made by `setup_deferred`), with
+    /// its buffers registered.
+    fn on_ring(ring: IoUring, deferred: bool) -> Result<Self, StartError> {
         let bufs =
             BufRing::register(&ring).map_err(|e| StartError::Missing(Missing::BufferRing(e)))?;
-        let mut p = CompletionPoller {
+        Ok(CompletionPoller {
             ring,
             bufs,
             book: Shared::default(),
@@ -154,7 +184,14 @@ impl CompletionPoller {
             waker_armed: false,
             turn: 1,
             recv_cap: false,
-        };
+            deferred,
+            disabled: deferred,
+        })
+    }
+
+    /// Checks the kernel has multishot receives, and whether it caps
+    /// them (`recv_cap`).
+    fn probe(&mut self, deny_multishot_recv: bool) -> Result<(), StartError> {
         if deny_multishot_recv {
             return Err(StartError::Missing(Missing::MultishotRecv));
         }
@@ -163,13 +200,12 @@ impl CompletionPoller {
         // does not shorten one): the kernel honours caps, and so has
         // multishot receives. One that refuses the cap (`EINVAL`) gets
         // the uncapped probe.
-        let (res, more) = p.probe_recv(1).map_err(StartError::Ring)?;
-        p.recv_cap = res > 0 && !more;
-        if !p.recv_cap && !p.probe_recv(0).map_err(StartError::Ring)?.1 {
+        let (res, more) = self.probe_recv(1).map_err(StartError::Ring)?;
+        self.recv_cap = res > 0 && !more;
+        if !self.recv_cap && !self.probe_recv(0).map_err(StartError::Ring)?.1 {
             return Err(StartError::Missing(Missing::MultishotRecv));
         }
-        p.arm_waker().map_err(StartError::Ring)?;
-        Ok(p)
+        Ok(())
     }
 
     /// Arms a multishot receive (capped at `cap` bytes in all unless 0) on
@@ -206,7 +242,7 @@ impl CompletionPoller {
             self.push(&cancel)?;
             let deadline = Instant::now() + Duration::from_secs(1);
             while !done && Instant::now() < deadline {
-                enter(&mut self.ring, Some(Duration::from_millis(100)))?;
+                enter(&mut self.ring, Some(Duration::from_millis(100)), false)?;
                 for cqe in self.ring.completion() {
                     if cqe.user_data() == probe && !cqueue::more(cqe.flags()) {
                         done = true;
@@ -320,8 +356,10 @@ impl Poller for CompletionPoller {
                     .user_data(user_data(KIND_CANCEL, w.gen, fd));
                 self.push(&remove)?;
                 // Now: the poll holds the socket open until it is removed,
-                // and the caller closes the fd next.
-                self.ring.submit()?;
+                // and the caller closes the fd next (a deferred ring lets
+                // go of it in the work its issuer runs when asking for
+                // events: asked, without waiting).
+                enter(&mut self.ring, Some(Duration::ZERO), self.deferred)?;
             }
             return Ok(());
         }
@@ -340,9 +378,15 @@ impl Poller for CompletionPoller {
 
     fn wait(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> io::Result<()> {
         events.clear();
+        if self.disabled {
+            // This thread becomes the ring's one issuer.
+            self.ring.submitter().register_enable_rings()?;
+            self.disabled = false;
+        }
+        let deferred = self.deferred;
         wait_for(timeout, timeout, |left| {
             self.submit_due()?;
-            let completed = enter(&mut self.ring, left)?;
+            let completed = enter(&mut self.ring, left, deferred)?;
             self.reap(events);
             Ok(!events.is_empty() || !completed)
         })
