@@ -182,9 +182,10 @@ fn entry(op: Op, fd: RawFd, gen: u32) -> io_uring::squeue::Entry {
 
 /// A multishot receive into the buffer ring's group; with a `cap` (not 0)
 /// the kernel ends it once that many bytes came in all (no `MORE` on the
-/// completion that reaches it, which may hold up to a buffer more). The cap is the entry's `optlen` (6.17),
-/// which `RecvMulti` does not set: a kernel before it refuses the entry
-/// (`EINVAL`), so `cap` is given only where a probe saw it honoured.
+/// completion that reaches it, which may hold up to a buffer more). The
+/// cap is the entry's `optlen` (6.17), which `RecvMulti` does not set: a
+/// kernel before it refuses the entry (`EINVAL`), so `cap` is given only
+/// where a probe saw it honoured.
 pub(super) fn multishot_recv(target: types::Fd, cap: u32) -> io_uring::squeue::Entry {
     let entry = opcode::RecvMulti::new(target, bufring::GROUP).build();
     if cap == 0 {
