@@ -218,7 +218,7 @@ impl CompletionPoller {
         b.write_all(b"xy")?;
         let fd = std::os::fd::AsRawFd::as_raw_fd(&a);
         let probe = user_data(KIND_RECV, 0, fd);
-        let recv = submit::multishot_recv(types::Fd(fd), cap).user_data(probe);
+        let recv = multishot_recv(types::Fd(fd), cap).user_data(probe);
         self.push(&recv)?;
         self.ring.submit_and_wait(1)?;
         let mut first = None;
@@ -424,3 +424,29 @@ impl Drop for CompletionPoller {
         }
     }
 }
+
+/// A multishot receive into the buffer ring's group; with a `cap` (not 0)
+/// the kernel ends it once that many bytes came in all (no `MORE` on the
+/// completion that reaches it, which may hold up to a buffer more). The
+/// cap is the entry's `optlen` (6.17), which `RecvMulti` does not set: a
+/// kernel before it refuses the entry (`EINVAL`), so `cap` is given only
+/// where a probe saw it honoured.
+fn multishot_recv(target: types::Fd, cap: u32) -> squeue::Entry {
+    let entry = opcode::RecvMulti::new(target, bufring::GROUP).build();
+    if cap == 0 {
+        return entry;
+    }
+    // SAFETY: `Entry` is `#[repr(C)]` around the kernel's 64-byte
+    // `io_uring_sqe`, plain integers and unions of integers, so its bytes
+    // may be read and written as an array of that size and every pattern
+    // is a valid entry; `OPTLEN` is the offset of the sqe's `optlen`
+    // (the union of `splice_fd_in`/`file_index`/`optlen`, at byte 44 of
+    // the kernel's layout, which `RecvMulti` leaves zero).
+    let mut bytes: [u8; 64] = unsafe { std::mem::transmute(entry) };
+    bytes[OPTLEN..OPTLEN + 4].copy_from_slice(&cap.to_ne_bytes());
+    // SAFETY: as above, back to the entry it was.
+    unsafe { std::mem::transmute::<[u8; 64], squeue::Entry>(bytes) }
+}
+
+/// Where `io_uring_sqe.optlen` sits.
+const OPTLEN: usize = 44;

@@ -3,7 +3,7 @@
 //! watched fds, and the closing of connections nothing is in the ring for.
 
 use super::book::{lock, Recv, Shut, INPUT_BOUND, LANDING};
-use super::{bufring, user_data, CompletionPoller, IN, KIND_CANCEL, KIND_POLL, KIND_RECV};
+use super::{multishot_recv, user_data, CompletionPoller, IN, KIND_CANCEL, KIND_POLL, KIND_RECV};
 use super::{KIND_SEND, KIND_SHUTDOWN, OUT, RDHUP};
 use io_uring::{opcode, types};
 use std::io;
@@ -179,29 +179,3 @@ fn entry(op: Op, fd: RawFd, gen: u32) -> io_uring::squeue::Entry {
             .user_data(user_data(KIND_SHUTDOWN, gen, fd)),
     }
 }
-
-/// A multishot receive into the buffer ring's group; with a `cap` (not 0)
-/// the kernel ends it once that many bytes came in all (no `MORE` on the
-/// completion that reaches it, which may hold up to a buffer more). The
-/// cap is the entry's `optlen` (6.17), which `RecvMulti` does not set: a
-/// kernel before it refuses the entry (`EINVAL`), so `cap` is given only
-/// where a probe saw it honoured.
-pub(super) fn multishot_recv(target: types::Fd, cap: u32) -> io_uring::squeue::Entry {
-    let entry = opcode::RecvMulti::new(target, bufring::GROUP).build();
-    if cap == 0 {
-        return entry;
-    }
-    // SAFETY: `Entry` is `#[repr(C)]` around the kernel's 64-byte
-    // `io_uring_sqe`, plain integers and unions of integers, so its bytes
-    // may be read and written as an array of that size and every pattern
-    // is a valid entry; `OPTLEN` is the offset of the sqe's `optlen`
-    // (the union of `splice_fd_in`/`file_index`/`optlen`, at byte 44 of
-    // the kernel's layout, which `RecvMulti` leaves zero).
-    let mut bytes: [u8; 64] = unsafe { std::mem::transmute(entry) };
-    bytes[OPTLEN..OPTLEN + 4].copy_from_slice(&cap.to_ne_bytes());
-    // SAFETY: as above, back to the entry it was.
-    unsafe { std::mem::transmute::<[u8; 64], io_uring::squeue::Entry>(bytes) }
-}
-
-/// Where `io_uring_sqe.optlen` sits.
-const OPTLEN: usize = 44;
