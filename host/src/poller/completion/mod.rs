@@ -44,7 +44,7 @@ use bufring::BufRing;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 const KIND_POLL: u8 = 1;
@@ -148,8 +148,9 @@ impl CompletionPoller {
     /// Where the kernel has `DEFER_TASKRUN` (6.1, after multishot
     /// receives), the ring is made disabled and the loop's thread enables
     /// it at its first wait; until then entries are only queued. A
-    /// disabled ring cannot run the probes: they run on a plain ring
-    /// first, dropped after.
+    /// disabled ring cannot run the probes: they run on a plain ring,
+    /// dropped after, once per process (the kernel's answer is the same
+    /// for every loop's poller).
     pub(crate) fn start(deny_multishot_recv: bool) -> Result<Self, StartError> {
         let plain = || {
             let mut p = Self::on_ring(setup().map_err(StartError::Ring)?, false)?;
@@ -161,7 +162,14 @@ impl CompletionPoller {
         let Some(ring) = deferred else {
             return plain();
         };
-        let recv_cap = plain()?.recv_cap;
+        static RECV_CAP: OnceLock<bool> = OnceLock::new();
+        let recv_cap = match RECV_CAP.get() {
+            Some(&cap) => cap,
+            None => {
+                let cap = plain()?.recv_cap;
+                *RECV_CAP.get_or_init(|| cap)
+            }
+        };
         let mut p = Self::on_ring(ring, true)?;
         p.recv_cap = recv_cap;
         p.arm_waker().map_err(StartError::Ring)?;

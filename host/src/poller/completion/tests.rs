@@ -140,6 +140,11 @@ fn slack(p: &CompletionPoller) -> usize {
     }
 }
 
+/// The bytes in `fd`'s pipe not yet read through its link.
+fn unread(p: &CompletionPoller, fd: RawFd) -> usize {
+    lock(&p.book).pipes[fd as usize].as_ref().unwrap().unread()
+}
+
 /// A loop that reaps late (a busy machine) finds no more in a pipe than
 /// its bound and one buffer: the receive was capped at the room under it.
 #[test]
@@ -147,7 +152,7 @@ fn a_late_reap_finds_no_more_than_the_bound_in_a_pipe() {
     let Some(mut p) = start() else { return };
     let (mut client, server) = pair();
     let fd = server.as_raw_fd();
-    let _link = p.attach(fd, Token(9)).unwrap().unwrap();
+    let link = p.attach(fd, Token(9)).unwrap().unwrap();
     // The receive goes to the kernel with this wait.
     p.wait(&mut Vec::new(), Some(Duration::ZERO)).unwrap();
     let writer = std::thread::spawn(move || {
@@ -156,10 +161,10 @@ fn a_late_reap_finds_no_more_than_the_bound_in_a_pipe() {
     });
     std::thread::sleep(Duration::from_millis(300));
     p.wait(&mut Vec::new(), Some(Duration::ZERO)).unwrap();
-    let unread = lock(&p.book).pipes[fd as usize].as_ref().unwrap().unread();
+    let unread = unread(&p, fd);
     assert!(unread <= INPUT_BOUND + slack(&p), "{unread} bytes");
     drop(server);
-    drop(_link);
+    drop(link);
     let _ = writer.join().map(|c| c.shutdown(Shutdown::Both));
 }
 
@@ -178,7 +183,7 @@ fn input_over_its_bound_waits_in_the_kernel_until_read() {
         p.wait(&mut Vec::new(), Some(Duration::from_millis(10)))
             .unwrap();
     }
-    let unread = lock(&p.book).pipes[fd as usize].as_ref().unwrap().unread();
+    let unread = unread(&p, fd);
     let slack = slack(&p);
     assert!(
         unread >= INPUT_BOUND && unread <= INPUT_BOUND + slack,
