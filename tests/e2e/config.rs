@@ -527,3 +527,55 @@ fn the_committed_example_checks_clean_with_the_sample_apps() {
         assert!(stdout.contains(mount), "{mount} not in {stdout}");
     }
 }
+
+/// A switch set from its `STOA_*` variable takes the spellings
+/// environments use (1/0, yes/no, on/off, true/false) and refuses another
+/// naming them, alone and beside a configuration file.
+#[test]
+fn switches_from_the_environment_take_the_usual_spellings() {
+    let setup = Setup::new("no_watch = true\n", &[]);
+    let with_env = |name: &str, value: &str| {
+        run_to_exit(
+            Command::new(STOA)
+                .arg("--config")
+                .arg(setup.config())
+                .arg("--apps")
+                .arg(setup.apps())
+                .args(["--bind", "127.0.0.1:0", "--print-config"])
+                .env_remove("STOA_POLLER")
+                .env(name, value),
+        )
+    };
+    for (value, on) in [
+        ("1", true),
+        ("yes", true),
+        ("ON", true),
+        ("true", true),
+        ("0", false),
+        ("no", false),
+        ("off", false),
+        ("false", false),
+    ] {
+        let out = with_env("STOA_BLOCKING_ON_LOOP", value);
+        let stdout = text(&out.stdout);
+        assert!(out.status.success(), "{value:?}: {}", text(&out.stderr));
+        let line = format!("blocking_on_loop = {on}");
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "STOA_BLOCKING_ON_LOOP={value}: {line:?} not in {stdout}"
+        );
+    }
+    // The environment wins over the file's `no_watch = true`.
+    let out = with_env("STOA_NO_WATCH", "0");
+    assert!(
+        text(&out.stdout).lines().any(|l| l == "no_watch = false"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = with_env("STOA_BLOCKING_ON_LOOP", "maybe");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    for needle in ["--blocking-on-loop", "\"maybe\"", "1/0, yes/no and on/off"] {
+        assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
+    }
+}

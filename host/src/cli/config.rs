@@ -214,14 +214,17 @@ fn args_problem(e: &clap::Error) -> String {
     format!("command line or environment: {}", clap_words(e))
 }
 
-/// The first line of clap's message, without its `error: `.
+/// The first line of clap's message, without its `error: `, and the valid
+/// values when clap names them (`[possible values: true, false]`).
 fn clap_words(e: &clap::Error) -> String {
     let rendered = e.render().to_string();
-    let first = rendered
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or_default();
-    first.strip_prefix("error: ").unwrap_or(first).to_string()
+    let mut lines = rendered.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or_default();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    match lines.find(|l| l.starts_with("[possible values:")) {
+        Some(valid) => format!("{first} {valid}"),
+        None => first.to_string(),
+    }
 }
 
 /// The flags each file key stands for (skipping those the command line or

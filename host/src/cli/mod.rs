@@ -28,7 +28,7 @@ pub use values::{
 };
 use values::{
     parse_h2_conn_window, parse_h2_window, parse_level, parse_mode, parse_mount, parse_on_off,
-    parse_poller, parse_stream_queue,
+    parse_poller, parse_stream_queue, parse_switch,
 };
 
 /// The app ABI this host accepts: the `stoa-app-api` version plugins are
@@ -149,11 +149,11 @@ pub struct Cli {
     /// Answer every request on the plain TCP binds with 308 Permanent
     /// Redirect to the same host and target on the first tls:// bind's
     /// port (Unix sockets still serve).
-    #[arg(long, env = "STOA_HTTPS_REDIRECT", help_heading = SERVING)]
+    #[arg(long, env = "STOA_HTTPS_REDIRECT", value_parser = parse_switch, help_heading = SERVING)]
     pub https_redirect: bool,
 
     /// With --hsts: add includeSubDomains.
-    #[arg(long, env = "STOA_HSTS_SUBDOMAINS", help_heading = SERVING)]
+    #[arg(long, env = "STOA_HSTS_SUBDOMAINS", value_parser = parse_switch, help_heading = SERVING)]
     pub hsts_subdomains: bool,
 
     /// The oldest TLS version offered: 1.2 or 1.3.
@@ -177,7 +177,7 @@ pub struct Cli {
 
     /// Share the address with other processes that listen on it with this
     /// flag too (rolling restarts); without it, an address in use is an error.
-    #[arg(long, env = "STOA_REUSE_PORT", help_heading = SERVING)]
+    #[arg(long, env = "STOA_REUSE_PORT", value_parser = parse_switch, help_heading = SERVING)]
     pub reuse_port: bool,
 
     /// Event backend: auto (epoll, then poll, then select), epoll, poll,
@@ -284,7 +284,7 @@ pub struct Cli {
 
     /// Exit with status 1 when a plugin file is refused at start-up
     /// (for CI and deploy pipelines); without it, refusals are logged.
-    #[arg(long, env = "STOA_STRICT_PLUGINS", help_heading = APPS)]
+    #[arg(long, env = "STOA_STRICT_PLUGINS", value_parser = parse_switch, help_heading = APPS)]
     pub strict_plugins: bool,
 
     /// Library generations kept per app before a replace is refused
@@ -315,13 +315,13 @@ pub struct Cli {
     pub init_timeout: Duration,
 
     /// Do not watch the apps directory (SIGHUP still rescans it).
-    #[arg(long, env = "STOA_NO_WATCH", help_heading = APPS)]
+    #[arg(long, env = "STOA_NO_WATCH", value_parser = parse_switch, help_heading = APPS)]
     pub no_watch: bool,
 
     /// Load plugins even from an apps directory or files that any user can
     /// write or that another user owns (a loud warning instead of a
     /// refusal; for development only).
-    #[arg(long, env = "STOA_INSECURE_APPS_DIR", help_heading = APPS)]
+    #[arg(long, env = "STOA_INSECURE_APPS_DIR", value_parser = parse_switch, help_heading = APPS)]
     pub insecure_apps_dir: bool,
 
     /// Threads the blocking pool keeps to run handlers declared blocking
@@ -346,7 +346,7 @@ pub struct Cli {
 
     /// Run handlers declared blocking on the event loop itself (Tornado's
     /// behaviour, for comparison): the loop stalls while they run.
-    #[arg(long, env = "STOA_BLOCKING_ON_LOOP", help_heading = APPS)]
+    #[arg(long, env = "STOA_BLOCKING_ON_LOOP", value_parser = parse_switch, help_heading = APPS)]
     pub blocking_on_loop: bool,
 
     /// Longest request-target (414 past it).

@@ -305,6 +305,18 @@ pub fn parse_on_off(s: &str) -> Result<bool, String> {
     }
 }
 
+/// A switch flag's value from its `STOA_*` variable: true or false, or the
+/// other spellings environments use (1/0, yes/no, on/off).
+pub fn parse_switch(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" | "" => Ok(false),
+        _ => Err(format!(
+            "{s:?} is neither true nor false (1/0, yes/no and on/off also do)"
+        )),
+    }
+}
+
 /// An HTTP/2 flow-control window: from 16K (a frame) to 2^31-1 bytes.
 pub fn parse_h2_window(s: &str) -> Result<u32, String> {
     let n = parse_size(s)?;
