@@ -15,6 +15,7 @@
 //! client gets 504), by a free thread or by the watchdog's tick when every
 //! thread is busy; one that runs past it is logged with its app and path.
 
+mod bells;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -114,7 +115,6 @@ pub struct Usage {
 
 pub struct Pool {
     state: Mutex<State>,
-    ready: Condvar,
     /// Itself, for the temporary threads it starts.
     me: Weak<Pool>,
     /// The threads it keeps.
@@ -134,7 +134,6 @@ impl Pool {
         let share = |n: usize| share_of(n, share_percent);
         let pool = Arc::new_cyclic(|me| Pool {
             state: Mutex::new(State::default()),
-            ready: Condvar::new(),
             me: me.clone(),
             threads,
             queue,
@@ -201,8 +200,9 @@ impl Pool {
         let slots: Vec<usize> = (0..state.to_start(self.threads))
             .map(|_| state.reserve())
             .collect();
+        let bell = state.bells.latest();
         drop(state);
-        self.ready.notify_one();
+        ring(bell);
         for me in slots {
             if let Err(e) = self.start(me) {
                 log::warn!("cannot start a temporary blocking thread: {e}; the job waits");
@@ -314,30 +314,31 @@ impl Pool {
                 Next::Leave => return None,
                 Next::Wait => {}
             }
+            let bell = state.bells.sleep(me);
             state = match state.next_deadline() {
                 Some(at) => {
                     let wait = at.saturating_duration_since(now) + Duration::from_millis(1);
-                    self.ready
-                        .wait_timeout(state, wait)
+                    bell.wait_timeout(state, wait)
                         .unwrap_or_else(|p| p.into_inner())
                         .0
                 }
-                None => self.ready.wait(state).unwrap_or_else(|p| p.into_inner()),
+                None => bell.wait(state).unwrap_or_else(|p| p.into_inner()),
             };
+            state.bells.woke(me);
         }
     }
 
     /// Thread `me` finished its job; logs it if it ran past its deadline.
     fn finished(&self, me: usize) {
-        let (done, more) = {
+        let (done, bell) = {
             let mut state = self.lock();
-            (state.finished(me), state.queued > 1)
+            let done = state.finished(me);
+            // This thread takes one waiting job; a freed share may let
+            // another idle thread take one more.
+            let bell = (state.queued > 1).then(|| state.bells.latest()).flatten();
+            (done, bell)
         };
-        // This thread takes one waiting job; a freed share may let another
-        // idle thread take one more.
-        if more {
-            self.ready.notify_one();
-        }
+        ring(bell);
         let Some(done) = done else {
             return;
         };
@@ -352,6 +353,13 @@ impl Pool {
                 );
             }
         }
+    }
+}
+
+/// Wakes the thread whose bell it is (see `bells`).
+fn ring(bell: Option<Arc<Condvar>>) {
+    if let Some(bell) = bell {
+        bell.notify_one();
     }
 }
 

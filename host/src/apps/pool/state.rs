@@ -19,6 +19,7 @@
 //! task never waits past its share: its plugin was told it was accepted,
 //! so it is never refused later.
 
+use super::bells::Bells;
 use super::{describe, Job, Refused, Work};
 use crate::apps::loader::LoadedApp;
 use std::collections::VecDeque;
@@ -103,6 +104,8 @@ pub(super) struct State {
     pub live: usize,
     /// Jobs running.
     pub busy: usize,
+    /// The idle threads, and which one a job wakes.
+    pub bells: Bells,
 }
 
 impl State {

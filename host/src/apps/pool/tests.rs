@@ -207,3 +207,38 @@ fn no_queue_still_runs_on_a_free_thread() {
     assert_eq!(f.submit(2, None), Ok(()), "within its share");
     wait_for(|| f.ran() == 3);
 }
+
+/// One request at a time runs on one thread, the one that went idle last,
+/// not on each of the pool's threads in turn (a cold one each time).
+#[test]
+fn one_job_at_a_time_runs_on_the_thread_that_went_idle_last() {
+    let pool = Pool::new(4, 16, 50).unwrap();
+    let all_idle = || {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while pool.lock().bells.idle() < 4 {
+            assert!(
+                Instant::now() < deadline,
+                "the pool's threads never all waited"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    let mut ran_on = Vec::new();
+    for _ in 0..8 {
+        all_idle();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let job = Job {
+            group: Some(1),
+            deadline: None,
+            what: None,
+            work: Box::new(move |_| {
+                let name = std::thread::current().name().map(str::to_string);
+                let _ = tx.send(name);
+            }),
+        };
+        assert!(pool.submit(job).is_ok());
+        ran_on.push(rx.recv_timeout(Duration::from_secs(60)).unwrap());
+    }
+    ran_on.dedup();
+    assert_eq!(ran_on.len(), 1, "jobs one at a time ran on {ran_on:?}");
+}
