@@ -24,7 +24,9 @@ impl Bells {
         if self.bells.len() <= me {
             self.bells.resize_with(me + 1, Default::default);
         }
-        self.idle.retain(|&t| t != me);
+        // A thread leaves the stack as it wakes (`woke`), so it is never
+        // on it twice.
+        debug_assert!(!self.idle.contains(&me));
         self.idle.push(me);
         self.bells[me].clone()
     }
