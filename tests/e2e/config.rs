@@ -572,10 +572,17 @@ fn switches_from_the_environment_take_the_usual_spellings() {
         "{}",
         text(&out.stdout)
     );
-    let out = with_env("STOA_BLOCKING_ON_LOOP", "maybe");
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    for needle in ["--blocking-on-loop", "\"maybe\"", "1/0, yes/no and on/off"] {
-        assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
+    // An unknown spelling, or an empty variable (a template's unset
+    // `${VAR}`), is refused naming the flag, not read as false.
+    for value in ["maybe", ""] {
+        let out = with_env("STOA_BLOCKING_ON_LOOP", value);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{value:?}: {stderr}");
+        for needle in ["--blocking-on-loop", "1/0, yes/no and on/off"] {
+            assert!(
+                stderr.contains(needle),
+                "{value:?}: {needle:?} not in {stderr}"
+            );
+        }
     }
 }

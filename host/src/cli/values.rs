@@ -310,7 +310,7 @@ pub fn parse_on_off(s: &str) -> Result<bool, String> {
 pub fn parse_switch(s: &str) -> Result<bool, String> {
     match s.to_ascii_lowercase().as_str() {
         "true" | "1" | "yes" | "on" => Ok(true),
-        "false" | "0" | "no" | "off" | "" => Ok(false),
+        "false" | "0" | "no" | "off" => Ok(false),
         _ => Err(format!(
             "{s:?} is neither true nor false (1/0, yes/no and on/off also do)"
         )),
