@@ -47,6 +47,11 @@ impl Setup {
 }
 
 fn run(config: &Path, apps: &Path, args: &[&str]) -> Output {
+    run_with_env(config, apps, args, &[])
+}
+
+/// `run`, with these `STOA_*` variables set.
+fn run_with_env(config: &Path, apps: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     run_to_exit(
         Command::new(STOA)
             .args(args)
@@ -55,7 +60,8 @@ fn run(config: &Path, apps: &Path, args: &[&str]) -> Output {
             .arg("--apps")
             .arg(apps)
             .args(["--bind", "127.0.0.1:0", "--log-level", "warn"])
-            .env_remove("STOA_POLLER"),
+            .env_remove("STOA_POLLER")
+            .envs(env.iter().copied()),
     )
 }
 
@@ -535,15 +541,11 @@ fn the_committed_example_checks_clean_with_the_sample_apps() {
 fn switches_from_the_environment_take_the_usual_spellings() {
     let setup = Setup::new("no_watch = true\n", &[]);
     let with_env = |name: &str, value: &str| {
-        run_to_exit(
-            Command::new(STOA)
-                .arg("--config")
-                .arg(setup.config())
-                .arg("--apps")
-                .arg(setup.apps())
-                .args(["--bind", "127.0.0.1:0", "--print-config"])
-                .env_remove("STOA_POLLER")
-                .env(name, value),
+        run_with_env(
+            &setup.config(),
+            &setup.apps(),
+            &["--print-config"],
+            &[(name, value)],
         )
     };
     for (value, on) in [

@@ -296,25 +296,26 @@ pub fn parse_stream_queue(s: &str) -> Result<usize, String> {
     }
 }
 
+/// A yes-or-no word: `on`/`off`, `true`/`false`, `yes`/`no`, `1`/`0`, in
+/// any case.
+fn yes_or_no(s: &str) -> Option<bool> {
+    match s.to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" | "1" => Some(true),
+        "off" | "false" | "no" | "0" => Some(false),
+        _ => None,
+    }
+}
+
 /// `on` or `off` (also `true`/`false`, `yes`/`no`, `1`/`0`).
 pub fn parse_on_off(s: &str) -> Result<bool, String> {
-    match s.to_ascii_lowercase().as_str() {
-        "on" | "true" | "yes" | "1" => Ok(true),
-        "off" | "false" | "no" | "0" => Ok(false),
-        _ => Err(format!("{s:?} is neither on nor off")),
-    }
+    yes_or_no(s).ok_or_else(|| format!("{s:?} is neither on nor off"))
 }
 
 /// A switch flag's value from its `STOA_*` variable: true or false, or the
 /// other spellings environments use (1/0, yes/no, on/off).
 pub fn parse_switch(s: &str) -> Result<bool, String> {
-    match s.to_ascii_lowercase().as_str() {
-        "true" | "1" | "yes" | "on" => Ok(true),
-        "false" | "0" | "no" | "off" => Ok(false),
-        _ => Err(format!(
-            "{s:?} is neither true nor false (1/0, yes/no and on/off also do)"
-        )),
-    }
+    yes_or_no(s)
+        .ok_or_else(|| format!("{s:?} is neither true nor false (1/0, yes/no and on/off also do)"))
 }
 
 /// An HTTP/2 flow-control window: from 16K (a frame) to 2^31-1 bytes.

@@ -152,26 +152,28 @@ impl CompletionPoller {
     /// dropped after, once per process (the kernel's answer is the same
     /// for every loop's poller).
     pub(crate) fn start(deny_multishot_recv: bool) -> Result<Self, StartError> {
-        let plain = || {
+        let probed = || {
             let mut p = Self::on_ring(setup().map_err(StartError::Ring)?, false)?;
             p.probe(deny_multishot_recv)?;
-            p.arm_waker().map_err(StartError::Ring)?;
             Ok(p)
         };
         let deferred = (!deny_multishot_recv).then(setup_deferred).flatten();
-        let Some(ring) = deferred else {
-            return plain();
-        };
-        static RECV_CAP: OnceLock<bool> = OnceLock::new();
-        let recv_cap = match RECV_CAP.get() {
-            Some(&cap) => cap,
-            None => {
-                let cap = plain()?.recv_cap;
-                *RECV_CAP.get_or_init(|| cap)
+        let mut p = match deferred {
+            None => probed()?,
+            Some(ring) => {
+                static RECV_CAP: OnceLock<bool> = OnceLock::new();
+                let recv_cap = match RECV_CAP.get() {
+                    Some(&cap) => cap,
+                    None => {
+                        let cap = probed()?.recv_cap;
+                        *RECV_CAP.get_or_init(|| cap)
+                    }
+                };
+                let mut p = Self::on_ring(ring, true)?;
+                p.recv_cap = recv_cap;
+                p
             }
         };
-        let mut p = Self::on_ring(ring, true)?;
-        p.recv_cap = recv_cap;
         p.arm_waker().map_err(StartError::Ring)?;
         Ok(p)
     }
